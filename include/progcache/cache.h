@@ -1,0 +1,126 @@
+/*
+ * progcache/cache.h - the cache handle: open a cache directory, get and put
+ * artifacts by key.
+ *
+ * A cache is one or more tiers (progcache/sys/store.h): by default an
+ * optional in-memory LRU in front of a cuda.core-compatible cache directory.
+ * A get walks the tiers top down and copies a hit into the tiers above; a put
+ * writes every tier.
+ *
+ * Thread and process safety: one progcache handle may be used by many
+ * threads at once; many processes may open the same directory.
+ */
+#ifndef PROGCACHE_CACHE_H
+#define PROGCACHE_CACHE_H
+
+#include "common.h"
+#include "sys/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct progcache progcache;
+
+typedef struct progcache_options {
+    unsigned int version; /* PROGCACHE_OPTIONS_VERSION */
+
+    /* Size cap of the cache directory in bytes; 0: no cap (see
+     * progcache_file_options.max_size). */
+    uint64_t max_size;
+    /* Eviction target in percent of max_size; 0: 90. */
+    unsigned int low_water_percent;
+
+    /* Bytes of in-process memory tier in front of the directory; 0: none. */
+    uint64_t memory_size;
+
+    unsigned int flags; /* PROGCACHE_FILE_* flags, passed to the file store */
+
+    progcache_log_fn log; /* optional */
+    void *log_ctx;
+} progcache_options;
+
+#define PROGCACHE_OPTIONS_VERSION 1
+#define PROGCACHE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_OPTIONS_VERSION)
+
+/* progcache_options_init() : set opts to its defaults. NULL-safe. */
+PROGCACHE_API void progcache_options_init(progcache_options *opts);
+
+/*
+ * progcache_default_dir() : the cache directory used when none is given.
+ * In order: $PROGCACHE_DIR; $XDG_CACHE_HOME/cuda-python/program-cache;
+ * $HOME/.cache/cuda-python/program-cache (cuda.core's default, so C and
+ * Python programs share one cache). This is the only place progcache reads
+ * these environment variables (docs/CONFIG.md).
+ * @param out [out] the path as a NUL-terminated string.
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL (none of the variables is set) or
+ *         PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_default_dir(progcache_buf *out);
+
+/*
+ * progcache_open() : open (creating if needed) the cache in directory path.
+ * CONSTRUCTOR.
+ * @param out  [out] the handle; release with progcache_close().
+ * @param path the cache directory; NULL: progcache_default_dir().
+ * @param opts NULL for defaults.
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL, PROGCACHE_EIO (the message names
+ *         the path and why it cannot be used) or PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_open(progcache **out, const char *path,
+                                 const progcache_options *opts);
+
+/*
+ * progcache_open_tiers() : a cache over caller-built stores, top tier first.
+ * CONSTRUCTOR. On success the cache owns the stores (progcache_close frees
+ * them); on failure the caller still owns them.
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL or PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_open_tiers(progcache **out, progcache_store *const *tiers,
+                                       size_t num_tiers, const progcache_options *opts);
+
+/*
+ * progcache_get() : look key up. METHOD.
+ * @param out [out] the artifact bytes on a hit (out's memory is reused).
+ * @return PROGCACHE_OK on a hit; PROGCACHE_ENOTFOUND on a miss (no message);
+ *         PROGCACHE_EINVAL, PROGCACHE_EIO, PROGCACHE_ENOMEM on failure.
+ */
+PROGCACHE_API int progcache_get(progcache_buf *out, progcache *cache, const void *key,
+                                size_t key_len);
+
+/*
+ * progcache_put() : store data under key in every tier. METHOD.
+ * When it returns PROGCACHE_OK the entry is complete and durable (unless
+ * PROGCACHE_FILE_NO_FSYNC); readers never see a partial entry.
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL, PROGCACHE_EIO (full disk,
+ *         read-only cache, ...: the message says which) or PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_put(progcache *cache, const void *key, size_t key_len,
+                                const void *data, size_t size);
+
+/* progcache_remove() : delete key from every tier. PROGCACHE_ENOTFOUND if
+ * no tier had it. METHOD. */
+PROGCACHE_API int progcache_remove(progcache *cache, const void *key, size_t key_len);
+
+/* progcache_clear() : delete every entry in every tier. METHOD. */
+PROGCACHE_API int progcache_clear(progcache *cache);
+
+/* progcache_count() / progcache_total_size() : entries and bytes in the
+ * bottom (persistent) tier. METHOD. */
+PROGCACHE_API int progcache_count(uint64_t *out, progcache *cache);
+PROGCACHE_API int progcache_total_size(uint64_t *out, progcache *cache);
+
+/* progcache_path() : the cache directory, or NULL for a cache opened with
+ * progcache_open_tiers() without a file store. Borrowed; lives as long as
+ * the handle. */
+PROGCACHE_API const char *progcache_path(const progcache *cache);
+
+/* progcache_close() : wait for background work, release the handle and its
+ * tiers. DESTRUCTOR. NULL-safe. */
+PROGCACHE_API void progcache_close(progcache *cache);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PROGCACHE_CACHE_H */

@@ -1,0 +1,143 @@
+/*
+ * progcache/common.h - versions, error codes, the last-error message and the
+ * byte buffer every call that returns bytes fills.
+ *
+ * Conventions used by every progcache header:
+ *  - Fallible calls return int: PROGCACHE_OK (0) or a negative PROGCACHE_E*
+ *    code. After a failure, progcache_error_last() explains it in words a
+ *    user can act on. A cache miss (PROGCACHE_ENOTFOUND) is not an error and
+ *    leaves no message.
+ *  - Outputs come first and are named out. What a call returns through out
+ *    belongs to the caller and is released with the matching _free/_close,
+ *    each of which accepts NULL.
+ *  - The library never prints, never exits and never aborts on caller input.
+ */
+#ifndef PROGCACHE_COMMON_H
+#define PROGCACHE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PROGCACHE_VERSION_MAJOR 0
+#define PROGCACHE_VERSION_MINOR 1
+#define PROGCACHE_VERSION_PATCH 0
+#define PROGCACHE_VERSION_STRING "0.1.0"
+/* major*10000 + minor*100 + patch, comparable with progcache_version_number(). */
+#define PROGCACHE_VERSION_NUMBER                                               \
+    (PROGCACHE_VERSION_MAJOR * 10000 + PROGCACHE_VERSION_MINOR * 100 +        \
+     PROGCACHE_VERSION_PATCH)
+
+#if defined(_WIN32)
+#define PROGCACHE_API
+#elif defined(__GNUC__)
+#define PROGCACHE_API __attribute__((visibility("default")))
+#else
+#define PROGCACHE_API
+#endif
+
+/*
+ * Return codes. Values are stable: never renumbered, only appended.
+ */
+enum {
+    PROGCACHE_OK = 0,
+    PROGCACHE_ENOTFOUND = -1, /* no entry for this key: a miss, not an error */
+    PROGCACHE_EINVAL = -2,    /* a bad argument; the message names it */
+    PROGCACHE_EUNSAFEKEY = -3, /* a key cannot be derived safely from these inputs */
+    PROGCACHE_ECORRUPT = -4,  /* stored bytes failed a check */
+    PROGCACHE_EIO = -5,       /* the file system refused (permissions, full disk, ...) */
+    PROGCACHE_ENOMEM = -6,    /* out of memory */
+    PROGCACHE_EREMOTE = -7,   /* a remote tier is unavailable */
+    PROGCACHE_ETIMEOUT = -8,  /* a bounded wait ran out */
+    PROGCACHE_ECOMPILE = -9,  /* NVRTC rejected the program; the message holds its log */
+    PROGCACHE_ECUDA = -10,    /* the CUDA driver failed a call */
+    PROGCACHE_ENOCUDA = -11   /* no CUDA driver or no CUDA device on this machine */
+};
+
+/*
+ * progcache_version_number() : the PROGCACHE_VERSION_NUMBER the library was
+ * built with (compare with the macro to detect a header/library mismatch).
+ */
+PROGCACHE_API int progcache_version_number(void);
+
+/* progcache_version_string() : "MAJOR.MINOR.PATCH"; a static string. */
+PROGCACHE_API const char *progcache_version_string(void);
+
+/*
+ * progcache_error_last() : the message for the most recent failed call on
+ * this thread. Read it right after a call returned a negative code other than
+ * PROGCACHE_ENOTFOUND; later calls may replace it. The text is owned by the
+ * library and stays valid until the next progcache call on this thread.
+ * Returns "" when no error has been recorded. Thread-safe (thread-local).
+ */
+PROGCACHE_API const char *progcache_error_last(void);
+
+/* progcache_error_code() : the code of that most recent failure (0 if none). */
+PROGCACHE_API int progcache_error_code(void);
+
+/* progcache_error_clear() : forget the last error of this thread. */
+PROGCACHE_API void progcache_error_clear(void);
+
+/*
+ * progcache_strerror() : a short constant name for a return code, such as
+ * "not found" or "I/O error". Never NULL.
+ */
+PROGCACHE_API const char *progcache_strerror(int code);
+
+/*
+ * progcache_buf : bytes handed back by the library.
+ *
+ * The struct is the caller's (usually on the stack, set to
+ * PROGCACHE_BUF_INIT); the memory behind data is the library's and is
+ * released with progcache_buf_free(). A buffer may be passed again to any
+ * call that fills one: its memory is reused when large enough, so a loop of
+ * cache hits into one buffer allocates nothing after the first.
+ * data is NULL or holds size bytes followed by one NUL byte (not counted in
+ * size), so text artifacts such as PTX can be used as C strings.
+ */
+typedef struct progcache_buf {
+    unsigned char *data;
+    size_t size;
+    size_t capacity; /* bytes allocated behind data; managed by the library */
+} progcache_buf;
+
+#define PROGCACHE_BUF_INIT {NULL, 0, 0}
+
+/* progcache_buf_free() : release buf's memory and reset it to empty. NULL-safe. */
+PROGCACHE_API void progcache_buf_free(progcache_buf *buf);
+
+/*
+ * progcache_buf_set() : copy size bytes from data into buf (reusing its
+ * memory when it is large enough).
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL (buf NULL, or data NULL with
+ *         size > 0) or PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_buf_set(progcache_buf *buf, const void *data, size_t size);
+
+/*
+ * Options structs start with `unsigned int version`; their _INIT macros set
+ * it and zero the rest. C gets a designated initializer so that -Wextra
+ * stays quiet in callers' code; C++ (before C++20) has no such syntax.
+ */
+#if defined(__cplusplus)
+#define PROGCACHE__OPTIONS_INIT(v) {v}
+#else
+#define PROGCACHE__OPTIONS_INIT(v) {.version = (v)}
+#endif
+
+/*
+ * Logging: the library never prints. Where a caller wants to see what it
+ * does (an eviction pass, a healed entry, a store that failed in the
+ * background), it passes a callback in an options struct.
+ */
+enum { PROGCACHE_LOG_DEBUG = 0, PROGCACHE_LOG_INFO = 1, PROGCACHE_LOG_WARN = 2 };
+typedef void (*progcache_log_fn)(void *ctx, int level, const char *message);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PROGCACHE_COMMON_H */

@@ -1,0 +1,152 @@
+/*
+ * progcache/key.h - cache keys for programs compiled by NVRTC.
+ *
+ * A key is 32 bytes (SHA-256). It is byte-compatible with NVIDIA cuda.core's
+ * make_program_cache_key() (key schema 2) for C++ source compiled by NVRTC:
+ * the same inputs give the same key, so C and Python programs share one
+ * cache. docs/FORMAT.md writes the recipe out field by field.
+ *
+ * Every input that can change the compiled binary is in the key: the source,
+ * the target, each NVRTC option string in the caller's order, the program
+ * name, the name expressions, the NVRTC version and an optional caller
+ * digest. Inputs the key cannot see (header files on disk, precompiled
+ * headers) must be covered by the caller digest, or the key is refused.
+ */
+#ifndef PROGCACHE_KEY_H
+#define PROGCACHE_KEY_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PROGCACHE_KEY_SIZE 32
+
+/* What NVRTC is asked to produce. */
+typedef enum progcache_target {
+    PROGCACHE_TARGET_CUBIN = 0,
+    PROGCACHE_TARGET_PTX = 1,
+    PROGCACHE_TARGET_LTOIR = 2
+} progcache_target;
+
+/*
+ * progcache_target_name() : "cubin", "ptx" or "ltoir"; NULL for a value that
+ * is not a progcache_target.
+ */
+PROGCACHE_API const char *progcache_target_name(progcache_target target);
+
+/*
+ * progcache_target_parse() : the inverse of progcache_target_name().
+ * @return PROGCACHE_OK or PROGCACHE_EINVAL (message names the text).
+ */
+PROGCACHE_API int progcache_target_parse(progcache_target *out, const char *name);
+
+/*
+ * progcache_key_nvrtc_options : the inputs of a key. Start from
+ * PROGCACHE_KEY_NVRTC_OPTIONS_INIT (or progcache_key_nvrtc_options_init());
+ * zero means "default" for every field.
+ */
+typedef struct progcache_key_nvrtc_options {
+    unsigned int version; /* PROGCACHE_KEY_NVRTC_OPTIONS_VERSION */
+
+    /* C++ source text, hashed as bytes (UTF-8 for non-ASCII text). */
+    const char *source;
+    size_t source_len; /* 0: strlen(source) */
+
+    progcache_target target;
+
+    /* NVRTC option strings, exactly as passed to nvrtcCompileProgram. */
+    const char *const *options;
+    size_t num_options;
+
+    /* NVRTC program name; NULL means "default_program" (cuda.core's default). */
+    const char *name;
+
+    /* Name expressions (nvrtcAddNameExpression); order does not matter. */
+    const char *const *name_expressions;
+    size_t num_name_expressions;
+    /* cuda.core tags each expression by its Python type: "s:" for str (the
+     * default here) and "b:" for bytes. Set to 1 to match a Python caller
+     * that passed bytes. */
+    int name_expressions_are_bytes;
+
+    /* Caller digest over everything else the compile reads (headers on
+     * include paths, PCH files, ...). NULL: none. Any length. */
+    const unsigned char *extra_digest;
+    size_t extra_digest_len;
+
+    /* NVRTC version in the key. 0/0: read from the loaded NVRTC
+     * (nvrtcVersion). Set both to derive keys for another NVRTC, offline. */
+    int nvrtc_major;
+    int nvrtc_minor;
+} progcache_key_nvrtc_options;
+
+#define PROGCACHE_KEY_NVRTC_OPTIONS_VERSION 1
+#define PROGCACHE_KEY_NVRTC_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_KEY_NVRTC_OPTIONS_VERSION)
+
+/* progcache_key_nvrtc_options_init() : set opts to its defaults. NULL-safe. */
+PROGCACHE_API void progcache_key_nvrtc_options_init(progcache_key_nvrtc_options *opts);
+
+/*
+ * progcache_key_nvrtc() : derive the 32-byte key of an NVRTC compile.
+ *
+ * @param out   [out] PROGCACHE_KEY_SIZE bytes.
+ * @param opts  the inputs (see progcache_key_nvrtc_options).
+ * @return PROGCACHE_OK;
+ *         PROGCACHE_EUNSAFEKEY when the inputs name outside files
+ *           (-I/--include-path, -include/--pre-include, --pch, --use-pch,
+ *           --pch-dir) or a program name with a directory part, and no
+ *           extra_digest covers them; or when an option writes files as a side
+ *           effect (--create-pch, --time, --fdevice-time-trace), which a cache
+ *           hit would skip. The message names the option and says what to do;
+ *         PROGCACHE_EINVAL for a bad argument (NULL source, unknown target,
+ *           NULL option string, wrong options version);
+ *         PROGCACHE_ENOMEM; PROGCACHE_ECOMPILE when NVRTC's version cannot
+ *           be read.
+ * Thread-safe.
+ */
+PROGCACHE_API int progcache_key_nvrtc(unsigned char out[PROGCACHE_KEY_SIZE],
+                                      const progcache_key_nvrtc_options *opts);
+
+/*
+ * progcache_key_hex() : write key as 2*len lowercase hex digits and a NUL
+ * into out (which must hold 2*len+1 bytes).
+ */
+PROGCACHE_API void progcache_key_hex(char *out, const unsigned char *key, size_t len);
+
+/*
+ * progcache_key_from_hex() : parse exactly PROGCACHE_KEY_SIZE*2 hex digits.
+ * @return PROGCACHE_OK or PROGCACHE_EINVAL (message says what is wrong).
+ */
+PROGCACHE_API int progcache_key_from_hex(unsigned char out[PROGCACHE_KEY_SIZE], const char *hex);
+
+/*
+ * progcache_nvrtc_version() : the version of the NVRTC library this process
+ * loaded (nvrtcVersion).
+ * @return PROGCACHE_OK or PROGCACHE_ECOMPILE.
+ */
+PROGCACHE_API int progcache_nvrtc_version(int *major, int *minor);
+
+/*
+ * progcache_digest_files() : SHA-256 over a list of files, for
+ * progcache_key_nvrtc_options.extra_digest when the compile reads headers
+ * from include paths.
+ *
+ * The digest covers, per file in the given order: its path as given, its
+ * length and its bytes, so renaming, reordering or editing any file changes
+ * it. List every header the compile can read.
+ *
+ * @param out    [out] PROGCACHE_KEY_SIZE bytes.
+ * @param paths  num_paths file paths.
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL, PROGCACHE_EIO (message names the
+ *         file that could not be read) or PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_digest_files(unsigned char out[PROGCACHE_KEY_SIZE],
+                                         const char *const *paths, size_t num_paths);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PROGCACHE_KEY_H */

@@ -1,0 +1,463 @@
+/* The file store: cuda.core's FileStreamProgramCache directory layout,
+ * entries/<h[0:2]>/<h[2:]> with h = hex SHA-256(key), raw bytes per file.
+ *
+ * Writers: temp file in tmp/ -> write -> fsync -> rename into the shard ->
+ * fsync the shard directory. rename is atomic, so a reader sees the old
+ * entry or the new one, never a torn one; the two fsyncs make a completed
+ * put survive power loss. Readers take no lock. */
+#include "store/store_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "error.h"
+#include "fs.h"
+#include "sha256.h"
+
+/* A hit refreshes the entry's atime (the LRU clock) only when it is older
+ * than this: one futimens per entry per minute keeps the hit path at four
+ * system calls, and eviction does not need finer ordering than that. */
+#define ATIME_REFRESH_SECONDS 60
+
+void progcache_file_options_init(progcache_file_options *opts)
+{
+    if (!opts)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->version = PROGCACHE_FILE_OPTIONS_VERSION;
+}
+
+void progcache__file_log(file_store *fs, int level, const char *fmt, ...)
+{
+    if (!fs->log)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fs->log(fs->log_ctx, level, msg);
+}
+
+int progcache__file_rel_path(char out[FILE_REL_PATH_MAX], int *shard, const void *key,
+                             size_t key_len)
+{
+    unsigned char digest[PROGCACHE_SHA256_SIZE];
+    char hex[2 * PROGCACHE_SHA256_SIZE + 1];
+    int rc = progcache__sha256_oneshot(digest, key, key_len);
+    if (rc)
+        return rc;
+    progcache__hex(hex, digest, sizeof digest);
+    memcpy(out, "entries/", 8);
+    out[8] = hex[0];
+    out[9] = hex[1];
+    out[10] = '/';
+    memcpy(out + 11, hex + 2, 63); /* 62 digits and the NUL */
+    if (shard)
+        *shard = digest[0];
+    return PROGCACHE_OK;
+}
+
+static int64_t now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec;
+}
+
+/* ---- get --------------------------------------------------------------- */
+
+static int file_get(progcache_buf *out, progcache_store *store, const void *key, size_t key_len)
+{
+    file_store *fs = (file_store *)store;
+    char rel[FILE_REL_PATH_MAX];
+    int rc = progcache__file_rel_path(rel, NULL, key, key_len);
+    if (rc)
+        return rc;
+
+    int fd = progcache__fs_open_beneath(fs->root_fd, rel, O_RDONLY, 0);
+    if (fd < 0) {
+        /* ELOOP: a symbolic link where an entry or shard should be; a
+         * hostile or broken directory is a miss, never followed. */
+        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV)
+            return PROGCACHE_ENOTFOUND;
+        return progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                      "cannot open cache entry %s/%s", fs->root, rel);
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot stat cache entry %s/%s",
+                                    fs->root, rel);
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = PROGCACHE_ENOTFOUND;
+        goto done;
+    }
+    size_t size = (size_t)st.st_size;
+    rc = progcache__buf_reserve(out, size);
+    if (rc)
+        goto done;
+    ssize_t n = progcache__fs_read_full(fd, out->data, size);
+    if (n < 0) {
+        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot read cache entry %s/%s",
+                                    fs->root, rel);
+        goto done;
+    }
+    if ((size_t)n != size) {
+        /* Entries are only ever replaced by rename, never rewritten in
+         * place, so a short read means someone truncated the file under
+         * us: treat it as a miss rather than return part of an artifact. */
+        rc = PROGCACHE_ENOTFOUND;
+        goto done;
+    }
+    progcache__buf_set_size(out, size);
+    /* LRU: a hit is a use. Mounts with noatime/relatime do not record it,
+     * so set atime explicitly, on the file we read (not the path, which a
+     * writer may have replaced meanwhile), leaving mtime alone. */
+    if ((int64_t)st.st_atim.tv_sec < now_seconds() - ATIME_REFRESH_SECONDS) {
+        const struct timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
+        (void)futimens(fd, times); /* best effort: read-only media, other owner */
+    }
+    rc = PROGCACHE_OK;
+done:
+    close(fd);
+    return rc;
+}
+
+/* ---- put --------------------------------------------------------------- */
+
+static const char *errno_hint(int errnum)
+{
+    switch (errnum) {
+    case ENOSPC:
+    case EDQUOT: return " (the disk is full: free space or set a size cap)";
+    case EROFS: return " (read-only file system: choose another cache directory)";
+    case EACCES:
+    case EPERM: return " (no permission: choose another directory or fix its permissions)";
+    case ENOTDIR: return " (a path component is a file, not a directory)";
+    default: return "";
+    }
+}
+
+static int put_error(file_store *fs, int errnum, const char *what, const char *where)
+{
+    int code = progcache__code_from_errno(errnum);
+    return progcache__error(code, "cannot %s %s/%s: %s%s", what, fs->root, where,
+                            strerror(errnum), errno_hint(errnum));
+}
+
+/* Open tmp/, recreating it if someone removed it since open. */
+static int open_tmp_dir(file_store *fs)
+{
+    int fd = progcache__fs_open_dir(fs->root_fd, "tmp");
+    if (fd < 0 && errno == ENOENT) {
+        if (progcache__fs_mkdirat(fs->root_fd, "tmp", 0700) != 0)
+            return -1;
+        fd = progcache__fs_open_dir(fs->root_fd, "tmp");
+    }
+    return fd;
+}
+
+/* Open the shard directory of rel ("entries/ab/..."), creating entries/ and
+ * the shard if missing. *created tells the caller to fsync entries/ too. */
+static int open_shard_dir(file_store *fs, const char *rel, int *created)
+{
+    char shard[11];
+    memcpy(shard, rel, 10);
+    shard[10] = '\0';
+    *created = 0;
+    int fd = progcache__fs_open_dir(fs->root_fd, shard);
+    if (fd >= 0 || errno != ENOENT)
+        return fd;
+    if (progcache__fs_mkdirat(fs->root_fd, "entries", 0777) != 0 ||
+        progcache__fs_mkdirat(fs->root_fd, shard, 0777) != 0)
+        return -1;
+    *created = 1;
+    return progcache__fs_open_dir(fs->root_fd, shard);
+}
+
+static int fsync_dir(int dirfd, const char *path)
+{
+    int fd = progcache__fs_open_dir(dirfd, path);
+    if (fd < 0)
+        return -1;
+    int rc = progcache__fs_fsync(fd);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
+static int file_put(progcache_store *store, const void *key, size_t key_len, const void *data,
+                    size_t size)
+{
+    file_store *fs = (file_store *)store;
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot put",
+                                fs->root);
+    char rel[FILE_REL_PATH_MAX];
+    int shard = 0;
+    int rc = progcache__file_rel_path(rel, &shard, key, key_len);
+    if (rc)
+        return rc;
+    const int sync = !(fs->flags & PROGCACHE_FILE_NO_FSYNC);
+    char tmp_name[64];
+    int tmp_fd = -1, fd = -1, shard_fd = -1, created = 0, have_tmp = 0;
+
+    tmp_fd = open_tmp_dir(fs);
+    if (tmp_fd < 0) {
+        rc = put_error(fs, errno, "open temp directory", "tmp");
+        goto done;
+    }
+    /* Private to the writer until the rename publishes it (cuda.core does
+     * the same), so nobody can read or swap a half-written entry. */
+    fd = progcache__fs_create_temp(tmp_fd, "entry-", 0600, tmp_name, sizeof tmp_name);
+    if (fd < 0) {
+        rc = put_error(fs, errno, "create a temp file in", "tmp");
+        goto done;
+    }
+    have_tmp = 1;
+    if (progcache__fs_write_full(fd, data, size) != 0) {
+        rc = put_error(fs, errno, "write temp file", "tmp");
+        goto done;
+    }
+    if (sync && progcache__fs_fsync(fd) != 0) {
+        rc = put_error(fs, errno, "fsync temp file", "tmp");
+        goto done;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        rc = put_error(fs, errno, "close temp file", "tmp");
+        goto done;
+    }
+    fd = -1;
+
+    shard_fd = open_shard_dir(fs, rel, &created);
+    if (shard_fd < 0) {
+        rc = put_error(fs, errno, "open shard directory for", rel);
+        goto done;
+    }
+    /* Size of the entry being replaced, for the accounting delta. A racing
+     * writer can make this slightly off; eviction passes re-measure. */
+    struct stat old;
+    int replaced = fstatat(shard_fd, rel + 11, &old, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   S_ISREG(old.st_mode);
+    if (progcache__fs_renameat(tmp_fd, tmp_name, shard_fd, rel + 11) != 0) {
+        rc = put_error(fs, errno, "rename temp file into", rel);
+        goto done;
+    }
+    have_tmp = 0;
+    if (sync && (progcache__fs_fsync(shard_fd) != 0 ||
+                 (created && fsync_dir(fs->root_fd, "entries") != 0))) {
+        /* The entry is in place and readable; only its durability across
+         * a power loss is in doubt. Report it: the caller asked for it. */
+        rc = put_error(fs, errno, "fsync directory of", rel);
+        progcache__file_account(fs, shard, (int64_t)size - (replaced ? old.st_size : 0),
+                                replaced ? 0 : 1);
+        goto done;
+    }
+    progcache__file_account(fs, shard, (int64_t)size - (replaced ? old.st_size : 0),
+                            replaced ? 0 : 1);
+    rc = PROGCACHE_OK;
+    if (fs->max_size)
+        (void)progcache__file_evict_if_needed(fs); /* the put itself succeeded */
+done:
+    if (fd >= 0)
+        close(fd);
+    if (have_tmp)
+        (void)unlinkat(tmp_fd, tmp_name, 0);
+    if (tmp_fd >= 0)
+        close(tmp_fd);
+    if (shard_fd >= 0)
+        close(shard_fd);
+    return rc;
+}
+
+/* ---- remove, clear, totals --------------------------------------------- */
+
+static int file_remove(progcache_store *store, const void *key, size_t key_len)
+{
+    file_store *fs = (file_store *)store;
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot remove",
+                                fs->root);
+    char rel[FILE_REL_PATH_MAX];
+    int shard = 0;
+    int rc = progcache__file_rel_path(rel, &shard, key, key_len);
+    if (rc)
+        return rc;
+    struct stat st;
+    if (fstatat(fs->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return PROGCACHE_ENOTFOUND;
+    if (progcache__fs_unlinkat(fs->root_fd, rel, 0) != 0) {
+        if (errno == ENOENT)
+            return PROGCACHE_ENOTFOUND;
+        return put_error(fs, errno, "remove", rel);
+    }
+    if (S_ISREG(st.st_mode))
+        progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
+    return PROGCACHE_OK;
+}
+
+static int file_clear(progcache_store *store)
+{
+    file_store *fs = (file_store *)store;
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot clear",
+                                fs->root);
+    int rc = PROGCACHE_OK;
+    for (int shard = 0; shard < FILE_SHARDS; shard++) {
+        int r = progcache__file_clear_shard(fs, shard);
+        if (r && !rc)
+            rc = r;
+    }
+    progcache__file_sweep_tmp(fs);
+    return rc;
+}
+
+static int file_count(uint64_t *out, progcache_store *store)
+{
+    uint64_t bytes;
+    return progcache__file_totals((file_store *)store, &bytes, out);
+}
+
+static int file_total_size(uint64_t *out, progcache_store *store)
+{
+    uint64_t count;
+    return progcache__file_totals((file_store *)store, out, &count);
+}
+
+static void file_free(progcache_store *store)
+{
+    file_store *fs = (file_store *)store;
+    progcache__file_state_close(fs);
+    if (fs->lock_fd >= 0)
+        close(fs->lock_fd);
+    if (fs->root_fd >= 0)
+        close(fs->root_fd);
+    pthread_mutex_destroy(&fs->evict_mutex);
+    progcache__free(fs->root);
+    progcache__free(fs);
+}
+
+/* ---- open -------------------------------------------------------------- */
+
+static int open_error(const char *path, const char *what, int errnum)
+{
+    return progcache__error(progcache__code_from_errno(errnum),
+                            "cannot use cache directory %s: %s: %s%s", path, what,
+                            strerror(errnum), errno_hint(errnum));
+}
+
+static int check_options(const progcache_file_options *opts)
+{
+    if (opts->version == 0 || opts->version > PROGCACHE_FILE_OPTIONS_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_file_options.version is %u; set it with "
+                                "PROGCACHE_FILE_OPTIONS_INIT or progcache_file_options_init()",
+                                opts->version);
+    if (opts->low_water_percent > 100)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_file_options.low_water_percent is %u; it must be "
+                                "1-100 (0 for the default, 90)",
+                                opts->low_water_percent);
+    if (opts->flags & ~(PROGCACHE_FILE_NO_FSYNC | PROGCACHE_FILE_READONLY))
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_options.flags has unknown bits 0x%x",
+                                opts->flags);
+    return PROGCACHE_OK;
+}
+
+/* Create the layout (unless read-only) and hold the root open. */
+static int open_layout(file_store *fs, const char *path)
+{
+    const int readonly = fs->flags & PROGCACHE_FILE_READONLY;
+    if (!readonly && progcache__fs_mkdir_p(path, 0777) != 0 && errno != EEXIST)
+        return open_error(path, "cannot create it", errno);
+    fs->root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fs->root_fd < 0)
+        return open_error(path, "cannot open it", errno);
+    if (readonly)
+        return PROGCACHE_OK;
+    if (progcache__fs_mkdirat(fs->root_fd, "entries", 0777) != 0)
+        return open_error(path, "cannot create entries/", errno);
+    /* tmp/ is owner-only: nobody else can read or replace a file while it
+     * is being written. An existing tmp/ is left as it is (cuda.core does
+     * not chmod either). */
+    if (progcache__fs_mkdirat(fs->root_fd, "tmp", 0700) != 0)
+        return open_error(path, "cannot create tmp/", errno);
+    /* Writable? A cache that cannot take a put should say so at open, not
+     * at the first compile. */
+    if (faccessat(fs->root_fd, "tmp", W_OK, AT_EACCESS) != 0)
+        return open_error(path, "tmp/ is not writable", errno);
+    if (progcache__fs_mkdirat(fs->root_fd, FILE_STATE_DIR, 0777) != 0)
+        return open_error(path, "cannot create " FILE_STATE_DIR "/", errno);
+    return PROGCACHE_OK;
+}
+
+int progcache_store_file_new(progcache_store **out, const char *path,
+                             const progcache_file_options *opts)
+{
+    progcache_file_options defaults;
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_file_new: out is NULL");
+    *out = NULL;
+    if (!path || !*path)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_file_new: the cache directory "
+                                                  "path is empty");
+    if (!opts) {
+        progcache_file_options_init(&defaults);
+        opts = &defaults;
+    }
+    int rc = check_options(opts);
+    if (rc)
+        return rc;
+
+    file_store *fs = progcache__calloc(1, sizeof *fs);
+    if (!fs)
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory opening cache %s", path);
+    fs->root_fd = -1;
+    fs->lock_fd = -1;
+    pthread_mutex_init(&fs->evict_mutex, NULL);
+    fs->base.version = PROGCACHE_STORE_VERSION;
+    fs->base.name = "file";
+    fs->base.get = file_get;
+    fs->base.put = file_put;
+    fs->base.remove = file_remove;
+    fs->base.clear = file_clear;
+    fs->base.count = file_count;
+    fs->base.total_size = file_total_size;
+    fs->base.free = file_free;
+    fs->flags = opts->flags;
+    fs->max_size = opts->max_size;
+    unsigned int pct = opts->low_water_percent ? opts->low_water_percent : 90;
+    fs->low_water = opts->max_size / 100 * pct + opts->max_size % 100 * pct / 100;
+    fs->log = opts->log;
+    fs->log_ctx = opts->log_ctx;
+    fs->root = progcache__strdup(path);
+    if (!fs->root) {
+        rc = progcache__error(PROGCACHE_ENOMEM, "out of memory opening cache %s", path);
+        goto fail;
+    }
+    rc = open_layout(fs, path);
+    if (rc)
+        goto fail;
+    rc = progcache__file_state_open(fs);
+    if (rc)
+        goto fail;
+    if (!(fs->flags & PROGCACHE_FILE_READONLY))
+        progcache__file_sweep_tmp(fs);
+    *out = &fs->base;
+    return PROGCACHE_OK;
+fail:
+    file_free(&fs->base);
+    return rc;
+}

@@ -1,0 +1,81 @@
+/* Internal: the file store's state, shared by store_file.c (get, put,
+ * remove, open), store_file_account.c (size accounting and eviction) and
+ * the admin functions that walk a cache directory. */
+#ifndef PROGCACHE_STORE_FILE_H
+#define PROGCACHE_STORE_FILE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "progcache/sys/store.h"
+
+#define FILE_SHARDS 256
+/* "entries/" + 2 + "/" + 62 + NUL */
+#define FILE_REL_PATH_MAX 80
+#define FILE_STATE_DIR "progcache"
+
+/* Accounting shared by every process that opens the directory: a small
+ * file mapped with MAP_SHARED and updated with atomic adds, so a put costs
+ * no extra system call and open scans nothing. Counters can drift (a crash
+ * between rename and add, cuda.core writing alongside us); every eviction
+ * pass re-measures the shards it scans and corrects them. */
+typedef struct file_state {
+    char magic[8];     /* "PCSTATE1" */
+    uint32_t version;  /* 1 */
+    uint32_t seeded;   /* 1 once a full scan has set the counters */
+    uint64_t reserved[30];
+    struct {
+        int64_t bytes;
+        int64_t count;
+    } shard[FILE_SHARDS];
+} file_state;
+
+typedef struct file_store {
+    progcache_store base;
+    char *root;  /* as given */
+    int root_fd; /* the cache directory, held open for *at() calls */
+    int lock_fd; /* progcache/lock: flock for seeding and eviction, or -1 */
+    uint64_t max_size;
+    uint64_t low_water;
+    unsigned int flags;
+    progcache_log_fn log;
+    void *log_ctx;
+    file_state *state;   /* shared mapping, or private memory when the
+                          * directory is read-only for us */
+    int state_shared;    /* 1 if state is the shared mapping */
+    pthread_mutex_t evict_mutex; /* one eviction pass per process at a time */
+} file_store;
+
+/* "entries/ab/cdef..." for key, plus the shard index (0..255). */
+int progcache__file_rel_path(char out[FILE_REL_PATH_MAX], int *shard, const void *key,
+                             size_t key_len);
+
+/* Accounting (store_file_account.c). */
+int progcache__file_state_open(file_store *fs);
+void progcache__file_state_close(file_store *fs);
+void progcache__file_account(file_store *fs, int shard, int64_t bytes, int64_t count);
+/* Totals; seeds the counters with one scan the first time ever. */
+int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count);
+/* Evict least recently used entries down to the low-water mark when the
+ * total is over the cap. A no-op when another thread or process is already
+ * evicting. */
+int progcache__file_evict_if_needed(file_store *fs);
+/* Delete temp files older than an hour (writers that crashed). */
+void progcache__file_sweep_tmp(file_store *fs);
+/* Delete every entry of one shard; PROGCACHE_OK or the first error. */
+int progcache__file_clear_shard(file_store *fs, int shard);
+
+/* Walk the regular files of one shard directory (symbolic links and other
+ * types are skipped). fn returns 0 to go on, non-zero to stop (which is
+ * returned). A missing shard is empty. */
+typedef int (*file_entry_fn)(void *ctx, int shard, const char *name, const struct stat *st);
+int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void *ctx);
+
+void progcache__file_log(file_store *fs, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+#endif

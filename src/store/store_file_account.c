@@ -1,0 +1,473 @@
+/* The file store's size accounting and eviction.
+ *
+ * Accounting: per-shard byte and entry counters in progcache/state, a file
+ * every process maps shared and updates with atomic adds. Opening reads
+ * nothing else, so open is O(1) at any size; the first call that needs
+ * totals on a directory progcache has never seen (one cuda.core wrote, say)
+ * seeds the counters with one scan, once per directory.
+ *
+ * Eviction: when a put takes the total over the cap, one process (flock on
+ * progcache/lock; others skip) scans the shards, re-measures the counters,
+ * and evicts least recently used entries (oldest atime) until the total is
+ * at the low-water mark. Evicting in a batch to a mark below the cap is
+ * what keeps puts fast with a full cache: one scan pays for many puts,
+ * where cuda.core rescans every entry on every put over the cap.
+ *
+ * An entry is evicted by renaming it into tmp/ first and checking that the
+ * file moved is the one the scan saw (inode, size, mtime, atime): a file
+ * another process replaced or read since the scan is put back, so eviction
+ * never deletes fresh work. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "error.h"
+#include "fs.h"
+#include "store/store_file.h"
+
+#define STATE_MAGIC "PCSTATE1"
+#define STATE_VERSION 1
+#define TMP_STALE_SECONDS 3600
+
+/* ---- the shared state file --------------------------------------------- */
+
+static int state_is_valid(const file_state *st)
+{
+    return memcmp(st->magic, STATE_MAGIC, 8) == 0 && st->version == STATE_VERSION;
+}
+
+/* Publish a fresh state file without clobbering one another process
+ * published first: write it under a temp name, then link (which fails if
+ * the name exists) or, for replacing an invalid one, rename. */
+static int create_state(file_store *fs, int replace)
+{
+    int dirfd = progcache__fs_open_dir(fs->root_fd, FILE_STATE_DIR);
+    if (dirfd < 0)
+        return -1;
+    file_state fresh;
+    memset(&fresh, 0, sizeof fresh);
+    memcpy(fresh.magic, STATE_MAGIC, 8);
+    fresh.version = STATE_VERSION;
+    char name[64];
+    int rc = -1;
+    int fd = progcache__fs_create_temp(dirfd, "state-", 0666, name, sizeof name);
+    if (fd < 0)
+        goto done;
+    int ok = progcache__fs_write_full(fd, &fresh, sizeof fresh) == 0;
+    close(fd);
+    if (ok) {
+        if (replace)
+            ok = progcache__fs_renameat(dirfd, name, dirfd, "state") == 0;
+        else
+            ok = progcache__fs_linkat(dirfd, name, dirfd, "state") == 0 || errno == EEXIST;
+    }
+    int saved = errno;
+    (void)unlinkat(dirfd, name, 0);
+    errno = saved;
+    rc = ok ? 0 : -1;
+done:
+    saved = errno;
+    close(dirfd);
+    errno = saved;
+    return rc;
+}
+
+static file_state *map_state(file_store *fs)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int fd = progcache__fs_open_beneath(fs->root_fd, FILE_STATE_DIR "/state", O_RDWR, 0);
+        if (fd < 0) {
+            if (errno != ENOENT || create_state(fs, 0) != 0)
+                return NULL;
+            continue;
+        }
+        struct stat st;
+        void *map = MAP_FAILED;
+        if (fstat(fd, &st) == 0 && st.st_size == (off_t)sizeof(file_state))
+            map = mmap(NULL, sizeof(file_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        int saved = errno;
+        close(fd);
+        if (map != MAP_FAILED && state_is_valid(map))
+            return map;
+        if (map != MAP_FAILED)
+            munmap(map, sizeof(file_state));
+        /* Wrong size or magic: another version or damage. Counters are
+         * only a cache of the directory's truth, so start afresh. */
+        errno = saved;
+        if (create_state(fs, 1) != 0)
+            return NULL;
+    }
+    errno = EIO;
+    return NULL;
+}
+
+int progcache__file_state_open(file_store *fs)
+{
+    if (!(fs->flags & PROGCACHE_FILE_READONLY)) {
+        fs->lock_fd = progcache__fs_open_beneath(fs->root_fd, FILE_STATE_DIR "/lock",
+                                                 O_RDWR | O_CREAT, 0666);
+        if (fs->lock_fd < 0)
+            return progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                          "cannot open %s/" FILE_STATE_DIR "/lock", fs->root);
+        fs->state = map_state(fs);
+        if (!fs->state)
+            return progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                          "cannot open %s/" FILE_STATE_DIR "/state", fs->root);
+        fs->state_shared = 1;
+        return PROGCACHE_OK;
+    }
+    /* Read-only: nothing can change through us, so private counters seeded
+     * by one scan when first asked are exact enough. */
+    fs->state = progcache__calloc(1, sizeof(file_state));
+    if (!fs->state)
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory opening %s", fs->root);
+    fs->state_shared = 0;
+    return PROGCACHE_OK;
+}
+
+void progcache__file_state_close(file_store *fs)
+{
+    if (!fs->state)
+        return;
+    if (fs->state_shared)
+        munmap(fs->state, sizeof(file_state));
+    else
+        progcache__free(fs->state);
+    fs->state = NULL;
+}
+
+void progcache__file_account(file_store *fs, int shard, int64_t bytes, int64_t count)
+{
+    __atomic_add_fetch(&fs->state->shard[shard].bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&fs->state->shard[shard].count, count, __ATOMIC_RELAXED);
+}
+
+/* ---- walking a shard --------------------------------------------------- */
+
+int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void *ctx)
+{
+    char rel[16];
+    snprintf(rel, sizeof rel, "entries/%02x", shard);
+    int dirfd = progcache__fs_open_dir(fs->root_fd, rel);
+    if (dirfd < 0)
+        return 0;
+    DIR *dir = fdopendir(dirfd);
+    if (!dir) {
+        close(dirfd);
+        return 0;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(dir)) != NULL) {
+        if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        rc = fn(ctx, shard, e->d_name, &st);
+    }
+    closedir(dir);
+    return rc;
+}
+
+typedef struct {
+    int64_t bytes, count;
+} shard_sum;
+
+static int sum_entry(void *ctx, int shard, const char *name, const struct stat *st)
+{
+    shard_sum *sum = ctx;
+    sum->bytes += st->st_size;
+    sum->count++;
+    return 0;
+}
+
+/* Set one shard's counters to what is on disk now, as a delta against the
+ * counter value before the scan so that puts landing meanwhile are kept. */
+static void remeasure_shard(file_store *fs, int shard, const shard_sum *truth, int64_t bytes_before,
+                            int64_t count_before)
+{
+    progcache__file_account(fs, shard, truth->bytes - bytes_before, truth->count - count_before);
+}
+
+static void seed_counters(file_store *fs)
+{
+    for (int shard = 0; shard < FILE_SHARDS; shard++) {
+        int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
+        int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
+        shard_sum sum = {0, 0};
+        progcache__file_scan_shard(fs, shard, sum_entry, &sum);
+        remeasure_shard(fs, shard, &sum, b, c);
+    }
+    __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
+}
+
+static void lock_exclusive(file_store *fs)
+{
+    pthread_mutex_lock(&fs->evict_mutex);
+    if (fs->lock_fd >= 0)
+        (void)progcache__fs_flock(fs->lock_fd, LOCK_EX);
+}
+
+static void unlock_exclusive(file_store *fs)
+{
+    if (fs->lock_fd >= 0)
+        (void)progcache__fs_flock(fs->lock_fd, LOCK_UN);
+    pthread_mutex_unlock(&fs->evict_mutex);
+}
+
+int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count)
+{
+    if (!__atomic_load_n(&fs->state->seeded, __ATOMIC_ACQUIRE)) {
+        lock_exclusive(fs);
+        if (!__atomic_load_n(&fs->state->seeded, __ATOMIC_ACQUIRE))
+            seed_counters(fs);
+        unlock_exclusive(fs);
+    }
+    int64_t b = 0, c = 0;
+    for (int shard = 0; shard < FILE_SHARDS; shard++) {
+        b += __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
+        c += __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
+    }
+    /* Drift can make a sum briefly negative; never report that. */
+    *bytes = b > 0 ? (uint64_t)b : 0;
+    *count = c > 0 ? (uint64_t)c : 0;
+    return PROGCACHE_OK;
+}
+
+/* ---- eviction ---------------------------------------------------------- */
+
+typedef struct {
+    struct timespec atime;
+    struct timespec mtime;
+    uint64_t size;
+    ino_t ino;
+    unsigned char shard;
+    char name[63];
+} candidate;
+
+typedef struct {
+    candidate *items;
+    size_t len, cap;
+    int failed; /* out of memory */
+    shard_sum sum;
+} candidate_list;
+
+static int collect(void *ctx, int shard, const char *name, const struct stat *st)
+{
+    candidate_list *list = ctx;
+    list->sum.bytes += st->st_size;
+    list->sum.count++;
+    if (strlen(name) >= sizeof list->items[0].name)
+        return 0; /* not a name we write; counted, never evicted */
+    if (list->len == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 1024;
+        candidate *items = progcache__realloc(list->items, cap * sizeof *items);
+        if (!items) {
+            list->failed = 1;
+            return 1;
+        }
+        list->items = items;
+        list->cap = cap;
+    }
+    candidate *c = &list->items[list->len++];
+    c->atime = st->st_atim;
+    c->mtime = st->st_mtim;
+    c->size = (uint64_t)st->st_size;
+    c->ino = st->st_ino;
+    c->shard = (unsigned char)shard;
+    strcpy(c->name, name);
+    return 0;
+}
+
+static int older_first(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+    if (x->atime.tv_sec != y->atime.tv_sec)
+        return x->atime.tv_sec < y->atime.tv_sec ? -1 : 1;
+    if (x->atime.tv_nsec != y->atime.tv_nsec)
+        return x->atime.tv_nsec < y->atime.tv_nsec ? -1 : 1;
+    return 0;
+}
+
+static int same_time(struct timespec a, struct timespec b)
+{
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+/* Evict one candidate; returns 1 if its bytes are gone. */
+static int evict_one(file_store *fs, int tmp_fd, const candidate *c)
+{
+    char shard_rel[16];
+    snprintf(shard_rel, sizeof shard_rel, "entries/%02x", c->shard);
+    int shard_fd = progcache__fs_open_dir(fs->root_fd, shard_rel);
+    if (shard_fd < 0)
+        return 0;
+    char moved[64];
+    int gone = 0;
+    /* Reserve a unique name in tmp/, then move the entry over it. */
+    int fd = progcache__fs_create_temp(tmp_fd, "evict-", 0600, moved, sizeof moved);
+    if (fd < 0)
+        goto done;
+    close(fd);
+    if (progcache__fs_renameat(shard_fd, c->name, tmp_fd, moved) != 0) {
+        (void)unlinkat(tmp_fd, moved, 0);
+        gone = errno == ENOENT; /* someone else removed it */
+        goto done;
+    }
+    struct stat st;
+    if (fstatat(tmp_fd, moved, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == c->ino &&
+        (uint64_t)st.st_size == c->size && same_time(st.st_mtim, c->mtime) &&
+        same_time(st.st_atim, c->atime)) {
+        gone = 1;
+    } else {
+        /* Replaced or read since the scan: put it back, unless an even
+         * newer entry has landed there meanwhile (link never overwrites). */
+        (void)progcache__fs_linkat(tmp_fd, moved, shard_fd, c->name);
+    }
+    (void)unlinkat(tmp_fd, moved, 0);
+done:
+    close(shard_fd);
+    if (gone)
+        progcache__file_account(fs, c->shard, -(int64_t)c->size, -1);
+    return gone;
+}
+
+static int64_t elapsed_ms(const struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - since->tv_sec) * 1000 + (now.tv_nsec - since->tv_nsec) / 1000000;
+}
+
+static void evict_pass(file_store *fs)
+{
+    struct timespec started;
+    clock_gettime(CLOCK_MONOTONIC, &started);
+    candidate_list list = {0};
+    uint64_t total = 0;
+    for (int shard = 0; shard < FILE_SHARDS && !list.failed; shard++) {
+        int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
+        int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
+        list.sum.bytes = list.sum.count = 0;
+        progcache__file_scan_shard(fs, shard, collect, &list);
+        if (!list.failed)
+            remeasure_shard(fs, shard, &list.sum, b, c);
+        total += (uint64_t)list.sum.bytes;
+    }
+    __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
+    if (list.failed) {
+        progcache__file_log(fs, PROGCACHE_LOG_WARN, "eviction skipped in %s: out of memory",
+                            fs->root);
+        goto done;
+    }
+    if (total <= fs->max_size)
+        goto done;
+    qsort(list.items, list.len, sizeof *list.items, older_first);
+    int tmp_fd = progcache__fs_open_dir(fs->root_fd, "tmp");
+    if (tmp_fd < 0)
+        goto done;
+    size_t evicted = 0;
+    uint64_t freed = 0;
+    for (size_t i = 0; i < list.len && total > fs->low_water; i++) {
+        if (evict_one(fs, tmp_fd, &list.items[i])) {
+            total -= list.items[i].size;
+            freed += list.items[i].size;
+            evicted++;
+        }
+    }
+    close(tmp_fd);
+    progcache__file_log(fs, PROGCACHE_LOG_INFO,
+                        "evicted %zu entries (%llu bytes) from %s in %lld ms", evicted,
+                        (unsigned long long)freed, fs->root, (long long)elapsed_ms(&started));
+done:
+    progcache__free(list.items);
+}
+
+int progcache__file_evict_if_needed(file_store *fs)
+{
+    uint64_t bytes, count;
+    progcache__file_totals(fs, &bytes, &count);
+    if (!fs->max_size || bytes <= fs->max_size)
+        return PROGCACHE_OK;
+    /* One evictor at a time, in this process and on this host; the others
+     * go on with their puts rather than queue behind a scan. */
+    if (pthread_mutex_trylock(&fs->evict_mutex) != 0)
+        return PROGCACHE_OK;
+    if (fs->lock_fd >= 0 && progcache__fs_flock(fs->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        pthread_mutex_unlock(&fs->evict_mutex);
+        return PROGCACHE_OK;
+    }
+    /* Another process may have evicted while we waited for the lock. */
+    progcache__file_totals(fs, &bytes, &count);
+    if (bytes > fs->max_size) {
+        progcache__file_sweep_tmp(fs);
+        evict_pass(fs);
+    }
+    unlock_exclusive(fs);
+    return PROGCACHE_OK;
+}
+
+/* ---- temp sweeping and clearing ---------------------------------------- */
+
+void progcache__file_sweep_tmp(file_store *fs)
+{
+    int dirfd = progcache__fs_open_dir(fs->root_fd, "tmp");
+    if (dirfd < 0)
+        return;
+    DIR *dir = fdopendir(dirfd);
+    if (!dir) {
+        close(dirfd);
+        return;
+    }
+    /* Old enough that no live writer can still be between create and
+     * rename; a young temp file may be another process's put in flight. */
+    time_t cutoff = time(NULL) - TMP_STALE_SECONDS;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        struct stat st;
+        if (e->d_name[0] == '.' || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (!S_ISDIR(st.st_mode) && st.st_mtime < cutoff)
+            (void)unlinkat(dirfd, e->d_name, 0);
+    }
+    closedir(dir);
+}
+
+typedef struct {
+    file_store *fs;
+    int dirfd;
+    int rc;
+} clear_ctx;
+
+static int clear_entry(void *ctx, int shard, const char *name, const struct stat *st)
+{
+    clear_ctx *cc = ctx;
+    if (progcache__fs_unlinkat(cc->dirfd, name, 0) == 0)
+        progcache__file_account(cc->fs, shard, -(int64_t)st->st_size, -1);
+    else if (errno != ENOENT && !cc->rc)
+        cc->rc = progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                        "cannot remove %s/entries/%02x/%s", cc->fs->root, shard,
+                                        name);
+    return 0;
+}
+
+int progcache__file_clear_shard(file_store *fs, int shard)
+{
+    char rel[16];
+    snprintf(rel, sizeof rel, "entries/%02x", shard);
+    clear_ctx cc = {fs, progcache__fs_open_dir(fs->root_fd, rel), PROGCACHE_OK};
+    if (cc.dirfd < 0)
+        return PROGCACHE_OK;
+    progcache__file_scan_shard(fs, shard, clear_entry, &cc);
+    close(cc.dirfd);
+    return cc.rc;
+}

