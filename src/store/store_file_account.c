@@ -313,13 +313,8 @@ static int evict_one(file_store *fs, int tmp_fd, const candidate *c)
         return 0;
     char moved[64];
     int gone = 0;
-    /* Reserve a unique name in tmp/, then move the entry over it. */
-    int fd = progcache__fs_create_temp(tmp_fd, "evict-", 0600, moved, sizeof moved);
-    if (fd < 0)
-        goto done;
-    close(fd);
-    if (progcache__fs_renameat(shard_fd, c->name, tmp_fd, moved) != 0) {
-        (void)unlinkat(tmp_fd, moved, 0);
+    /* Move the entry aside under a fresh name (never over another file). */
+    if (progcache__fs_rename_aside(shard_fd, c->name, tmp_fd, "evict-", moved, sizeof moved) != 0) {
         gone = errno == ENOENT; /* someone else removed it */
         goto done;
     }

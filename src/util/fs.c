@@ -193,6 +193,27 @@ int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *
     return -1;
 }
 
+int progcache__fs_rename_aside(int olddirfd, const char *oldpath, int newdirfd,
+                               const char *prefix, char *name, size_t name_size)
+{
+    for (int attempt = 0; attempt < 100; attempt++) {
+        snprintf(name, name_size, "%s%016llx", prefix, (unsigned long long)next_random());
+        if (injected(PROGCACHE_FS_RENAME))
+            return -1;
+        if (renameat2(olddirfd, oldpath, newdirfd, name, RENAME_NOREPLACE) == 0)
+            return 0;
+        if (errno == EINVAL || errno == ENOSYS) {
+            /* No RENAME_NOREPLACE here: link never replaces either. */
+            if (linkat(olddirfd, oldpath, newdirfd, name, 0) == 0)
+                return unlinkat(olddirfd, oldpath, 0);
+        }
+        if (errno != EEXIST)
+            return -1;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 int progcache__fs_mkdir_p(const char *path, mode_t mode)
 {
     char buf[PATH_MAX];

@@ -53,6 +53,12 @@ int progcache__fs_flock(int fd, int operation);
 int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *name,
                               size_t name_size);
 
+/* Rename oldpath to a new name "<prefix><16 random hex>" in newdirfd that
+ * did not exist before (RENAME_NOREPLACE; link + unlink where the file
+ * system lacks it); the name is written into name. 0 or -1 with errno. */
+int progcache__fs_rename_aside(int olddirfd, const char *oldpath, int newdirfd,
+                               const char *prefix, char *name, size_t name_size);
+
 /* mkdir -p for an absolute or relative path; 0 or -1 with errno. */
 int progcache__fs_mkdir_p(const char *path, mode_t mode);
 

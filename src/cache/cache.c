@@ -1,0 +1,376 @@
+/* The cache handle: tiers of stores, top (fastest) first.
+ *
+ * The bottom tier is the persistent one and the source of truth; the tiers
+ * above it only ever hold copies of what it held. Hence the orders below:
+ *  - get walks top down and copies a hit into every tier above it;
+ *  - put writes the bottom first, and only after it succeeded the tiers
+ *    above (when it failed, the key is dropped from them instead, so no
+ *    tier serves a value the persistent tier does not have);
+ *  - remove and clear go bottom up, so a concurrent get cannot copy an
+ *    entry back into a tier that was already emptied from a tier below
+ *    that still had it.
+ * A failure in an upper tier never fails a call that the tiers below could
+ * answer: it is logged and the call goes on. */
+#include "cache/cache.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "error.h"
+
+void progcache_options_init(progcache_options *opts)
+{
+    if (!opts)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->version = PROGCACHE_OPTIONS_VERSION;
+}
+
+void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)
+{
+    if (!cache->log)
+        return;
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    cache->log(cache->log_ctx, level, message);
+}
+
+static const char *tier_name(const progcache_store *store)
+{
+    return store->name ? store->name : "unnamed";
+}
+
+/* ---- arguments --------------------------------------------------------- */
+
+static int check_options(const progcache_options *opts, const char *fn)
+{
+    if (!opts)
+        return PROGCACHE_OK;
+    if (opts->version == 0)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: opts->version is 0; initialize the options with "
+                                "PROGCACHE_OPTIONS_INIT or progcache_options_init()",
+                                fn);
+    if (opts->version > PROGCACHE_OPTIONS_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: opts->version %u is newer than this library supports (%d); "
+                                "rebuild against the installed headers",
+                                fn, opts->version, PROGCACHE_OPTIONS_VERSION);
+    if (opts->low_water_percent > 100)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: opts->low_water_percent is %u; use 1-100 (0: the default, 90)",
+                                fn, opts->low_water_percent);
+    return PROGCACHE_OK;
+}
+
+static int check_key(const progcache *cache, const void *key, size_t key_len, const char *fn)
+{
+    if (!cache)
+        return progcache__error(PROGCACHE_EINVAL, "%s: cache is NULL; open one with progcache_open",
+                                fn);
+    if (!key || key_len == 0)
+        return progcache__error(PROGCACHE_EINVAL, "%s: the key is empty (key NULL or key_len 0)",
+                                fn);
+    return PROGCACHE_OK;
+}
+
+static int check_tier(progcache_store *const *tiers, size_t i)
+{
+    const progcache_store *t = tiers[i];
+    if (!t)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_open_tiers: tiers[%zu] is NULL", i);
+    if (t->version == 0 || t->version > PROGCACHE_STORE_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_open_tiers: tiers[%zu]->version is %u; this library "
+                                "supports store version 1 to %d",
+                                i, t->version, PROGCACHE_STORE_VERSION);
+    if (!t->get || !t->put || !t->remove || !t->clear || !t->count || !t->total_size || !t->free)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_open_tiers: tiers[%zu] (\"%s\") leaves a function of "
+                                "its vtable NULL; every one is required",
+                                i, tier_name(t));
+    for (size_t j = 0; j < i; j++)
+        if (tiers[j] == t)
+            return progcache__error(PROGCACHE_EINVAL,
+                                    "progcache_open_tiers: tiers[%zu] and tiers[%zu] are the "
+                                    "same store; a store can be one tier only",
+                                    j, i);
+    return PROGCACHE_OK;
+}
+
+/* ---- open and close ---------------------------------------------------- */
+
+static int new_handle(progcache **out, progcache_store *const *tiers, size_t num_tiers,
+                      const char *path, const progcache_options *opts)
+{
+    int rc = PROGCACHE_ENOMEM;
+    progcache *cache = progcache__calloc(1, sizeof *cache);
+    if (!cache)
+        goto done;
+    cache->tiers = progcache__calloc(num_tiers, sizeof *cache->tiers);
+    if (!cache->tiers)
+        goto done;
+    if (path && !(cache->path = progcache__strdup(path)))
+        goto done;
+    memcpy(cache->tiers, tiers, num_tiers * sizeof *tiers);
+    cache->num_tiers = num_tiers;
+    if (opts) {
+        cache->log = opts->log;
+        cache->log_ctx = opts->log_ctx;
+    }
+    *out = cache;
+    cache = NULL;
+    rc = PROGCACHE_OK;
+
+done:
+    if (cache) {
+        progcache__free(cache->tiers);
+        progcache__free(cache);
+    }
+    if (rc)
+        progcache__error(rc, "opening the cache: out of memory");
+    return rc;
+}
+
+int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t num_tiers,
+                         const progcache_options *opts)
+{
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_open_tiers: out is NULL");
+    *out = NULL;
+    int rc = check_options(opts, "progcache_open_tiers");
+    if (rc)
+        return rc;
+    if (!tiers || num_tiers == 0)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_open_tiers: no tiers (tiers NULL or num_tiers 0); "
+                                "pass at least one store");
+    for (size_t i = 0; i < num_tiers; i++)
+        if ((rc = check_tier(tiers, i)))
+            return rc;
+    return new_handle(out, tiers, num_tiers, NULL, opts);
+}
+
+int progcache_open(progcache **out, const char *path, const progcache_options *opts)
+{
+    progcache_buf dir = PROGCACHE_BUF_INIT;
+    progcache_store *tiers[2] = {NULL, NULL};
+    size_t num_tiers = 0;
+    progcache_store *file = NULL;
+    int rc;
+
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_open: out is NULL");
+    *out = NULL;
+    if ((rc = check_options(opts, "progcache_open")))
+        return rc;
+    if (path && !*path)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_open: path is empty; pass a directory, or NULL for "
+                                "the default directory (progcache_default_dir)");
+    if (!path) {
+        if ((rc = progcache_default_dir(&dir)))
+            goto done;
+        path = (const char *)dir.data;
+    }
+
+    progcache_file_options file_opts;
+    progcache_file_options_init(&file_opts);
+    if (opts) {
+        file_opts.max_size = opts->max_size;
+        file_opts.low_water_percent = opts->low_water_percent;
+        file_opts.flags = opts->flags;
+        file_opts.log = opts->log;
+        file_opts.log_ctx = opts->log_ctx;
+    }
+    if ((rc = progcache_store_file_new(&file, path, &file_opts)))
+        goto done;
+
+    if (opts && opts->memory_size) {
+        progcache_memory_options mem_opts;
+        progcache_memory_options_init(&mem_opts);
+        mem_opts.max_size = opts->memory_size;
+        if ((rc = progcache_store_memory_new(&tiers[num_tiers], &mem_opts)))
+            goto done;
+        num_tiers++;
+    }
+    tiers[num_tiers++] = file;
+    file = NULL;
+    rc = new_handle(out, tiers, num_tiers, path, opts);
+
+done:
+    if (rc) {
+        for (size_t i = 0; i < num_tiers; i++)
+            progcache_store_free(tiers[i]);
+    }
+    progcache_store_free(file);
+    progcache_buf_free(&dir);
+    return rc;
+}
+
+void progcache_close(progcache *cache)
+{
+    if (!cache)
+        return;
+    for (size_t i = 0; i < cache->num_tiers; i++)
+        progcache_store_free(cache->tiers[i]);
+    progcache__free(cache->tiers);
+    progcache__free(cache->path);
+    progcache__free(cache);
+}
+
+const char *progcache_path(const progcache *cache) { return cache ? cache->path : NULL; }
+
+/* ---- get and put ------------------------------------------------------- */
+
+/* Write a copy into an upper tier. A failure is logged, not returned: the
+ * tier below holds the entry. The key is then dropped from that tier, since
+ * a store whose put failed may still hold an older value. */
+static void put_upper(progcache *cache, size_t i, const void *key, size_t key_len,
+                      const void *data, size_t size)
+{
+    progcache_store *t = cache->tiers[i];
+    int rc = t->put(t, key, key_len, data, size);
+    if (rc == PROGCACHE_OK)
+        return;
+    progcache__cache_log(cache, PROGCACHE_LOG_WARN,
+                         "could not copy an entry of %zu bytes into the %s tier: %s", size,
+                         tier_name(t), progcache_error_last());
+    t->remove(t, key, key_len);
+}
+
+int progcache_get(progcache_buf *out, progcache *cache, const void *key, size_t key_len)
+{
+    int rc = check_key(cache, key, key_len, "progcache_get");
+    if (rc)
+        return rc;
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_get: out is NULL");
+
+    /* A tier that fails does not hide the tiers below it. The code returned
+     * when none of them hits is the last failure's, so that it matches the
+     * thread's last error message. */
+    int failed = PROGCACHE_OK;
+    for (size_t i = 0; i < cache->num_tiers; i++) {
+        progcache_store *t = cache->tiers[i];
+        rc = t->get(out, t, key, key_len);
+        if (rc == PROGCACHE_OK) {
+            for (size_t j = i; j-- > 0;)
+                put_upper(cache, j, key, key_len, out->data, out->size);
+            return PROGCACHE_OK;
+        }
+        if (rc != PROGCACHE_ENOTFOUND) {
+            failed = rc;
+            if (i + 1 < cache->num_tiers)
+                progcache__cache_log(cache, PROGCACHE_LOG_WARN,
+                                     "get from the %s tier failed, trying the tier below: %s",
+                                     tier_name(t), progcache_error_last());
+        }
+    }
+    return failed ? failed : PROGCACHE_ENOTFOUND;
+}
+
+/* After the bottom tier refused a put: drop key from the tiers above it, so
+ * none of them keeps serving the value the put meant to replace. The bottom
+ * tier's message is what the caller needs, so it survives a failed drop. */
+static void drop_from_upper(progcache *cache, int code, const void *key, size_t key_len)
+{
+    char saved[1024];
+    int clobbered = 0;
+    snprintf(saved, sizeof saved, "%s", progcache_error_last());
+    for (size_t i = 0; i + 1 < cache->num_tiers; i++) {
+        progcache_store *t = cache->tiers[i];
+        int rc = t->remove(t, key, key_len);
+        if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND) {
+            clobbered = 1;
+            progcache__cache_log(cache, PROGCACHE_LOG_WARN,
+                                 "could not drop a stale entry from the %s tier: %s",
+                                 tier_name(t), progcache_error_last());
+        }
+    }
+    if (clobbered)
+        progcache__error(code, "%s", saved);
+}
+
+int progcache_put(progcache *cache, const void *key, size_t key_len, const void *data,
+                  size_t size)
+{
+    int rc = check_key(cache, key, key_len, "progcache_put");
+    if (rc)
+        return rc;
+    if (!data && size)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_put: data is NULL but size is %zu", size);
+
+    size_t bottom = cache->num_tiers - 1;
+    progcache_store *t = cache->tiers[bottom];
+    rc = t->put(t, key, key_len, data, size);
+    if (rc) {
+        drop_from_upper(cache, rc, key, key_len);
+        return rc;
+    }
+    for (size_t i = bottom; i-- > 0;)
+        put_upper(cache, i, key, key_len, data, size);
+    return PROGCACHE_OK;
+}
+
+/* ---- remove, clear, accounting ----------------------------------------- */
+
+int progcache_remove(progcache *cache, const void *key, size_t key_len)
+{
+    int rc = check_key(cache, key, key_len, "progcache_remove");
+    if (rc)
+        return rc;
+    int found = 0, failed = PROGCACHE_OK;
+    for (size_t i = cache->num_tiers; i-- > 0;) {
+        progcache_store *t = cache->tiers[i];
+        rc = t->remove(t, key, key_len);
+        if (rc == PROGCACHE_OK)
+            found = 1;
+        else if (rc != PROGCACHE_ENOTFOUND)
+            failed = rc;
+    }
+    if (failed)
+        return failed;
+    return found ? PROGCACHE_OK : PROGCACHE_ENOTFOUND;
+}
+
+int progcache_clear(progcache *cache)
+{
+    if (!cache)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_clear: cache is NULL");
+    int failed = PROGCACHE_OK;
+    for (size_t i = cache->num_tiers; i-- > 0;) {
+        progcache_store *t = cache->tiers[i];
+        int rc = t->clear(t);
+        if (rc)
+            failed = rc;
+    }
+    return failed;
+}
+
+int progcache_count(uint64_t *out, progcache *cache)
+{
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_count: out is NULL");
+    if (!cache)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_count: cache is NULL");
+    progcache_store *t = cache->tiers[cache->num_tiers - 1];
+    return t->count(out, t);
+}
+
+int progcache_total_size(uint64_t *out, progcache *cache)
+{
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_total_size: out is NULL");
+    if (!cache)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_total_size: cache is NULL");
+    progcache_store *t = cache->tiers[cache->num_tiers - 1];
+    return t->total_size(out, t);
+}
