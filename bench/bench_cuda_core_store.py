@@ -39,7 +39,7 @@ def measure(root, n, samples, value):
     for i in range(n):
         cache[key_of(i, 0)] = value
     rng = random.Random(1)
-    for i in range(min(n, samples)):
+    for i in range(n):
         cache[key_of(i, 0)]
     hit = timed(lambda i: cache[key_of(rng.randrange(n), 0)], samples)
 

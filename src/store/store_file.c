@@ -11,8 +11,10 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,6 +77,32 @@ static int64_t now_seconds(void)
 
 /* ---- get --------------------------------------------------------------- */
 
+/* Only files this user wrote are loaded as code: in a directory others can
+ * write to, anything else could be planted (docs/SECURITY.md). A
+ * group-shared cache trusts its group instead. Writable by all: never. */
+static int trusted(const file_store *fs, const struct stat *st)
+{
+    if (st->st_mode & S_IWOTH)
+        return 0;
+    if (st->st_uid == fs->euid)
+        return 1;
+    return (fs->flags & PROGCACHE_FILE_SHARED_GROUP) && st->st_gid == fs->root_gid;
+}
+
+/* True unless the entry carries a digest and the bytes do not match it.
+ * Entries without one (written by cuda.core, or on a file system without
+ * user xattrs) pass: structure checks and the driver are their guard. */
+static int digest_matches(int fd, const unsigned char *data, size_t size)
+{
+    unsigned char want[PROGCACHE_SHA256_SIZE], got[PROGCACHE_SHA256_SIZE];
+    ssize_t n = fgetxattr(fd, FILE_DIGEST_XATTR, want, sizeof want);
+    if (n < 0)
+        return 1;
+    if (n != (ssize_t)sizeof want || progcache__sha256_oneshot(got, data, size) != PROGCACHE_OK)
+        return 0;
+    return memcmp(want, got, sizeof want) == 0;
+}
+
 static int file_get(progcache_buf *out, progcache_store *store, const void *key, size_t key_len)
 {
     file_store *fs = (file_store *)store;
@@ -98,7 +126,7 @@ static int file_get(progcache_buf *out, progcache_store *store, const void *key,
                                     fs->root, rel);
         goto done;
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st.st_mode) || !trusted(fs, &st)) {
         rc = PROGCACHE_ENOTFOUND;
         goto done;
     }
@@ -120,6 +148,17 @@ static int file_get(progcache_buf *out, progcache_store *store, const void *key,
         goto done;
     }
     progcache__buf_set_size(out, size);
+    if (!(fs->flags & PROGCACHE_FILE_NO_VERIFY) && !digest_matches(fd, out->data, size)) {
+        /* Bits changed on disk since the put: never hand them out. Remove
+         * the entry (if it is still this file) so the next put heals it. */
+        int shard = (int)strtol((char[]){rel[8], rel[9], 0}, NULL, 16);
+        if (progcache__file_remove_if_same(fs, shard, rel + 11, &st, 0))
+            progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                                "removed corrupt entry %s/%s (SHA-256 mismatch)", fs->root, rel);
+        out->size = 0;
+        rc = PROGCACHE_ENOTFOUND;
+        goto done;
+    }
     /* LRU: a hit is a use. Mounts with noatime/relatime do not record it,
      * so set atime explicitly, on the file we read (not the path, which a
      * writer may have replaced meanwhile), leaving mtime alone. */
@@ -155,12 +194,17 @@ static int put_error(file_store *fs, int errnum, const char *what, const char *w
                             strerror(errnum), errno_hint(errnum));
 }
 
+static mode_t tmp_mode(const file_store *fs)
+{
+    return (fs->flags & PROGCACHE_FILE_SHARED_GROUP) ? 02770 : 0700;
+}
+
 /* Open tmp/, recreating it if someone removed it since open. */
 static int open_tmp_dir(file_store *fs)
 {
     int fd = progcache__fs_open_dir(fs->root_fd, "tmp");
     if (fd < 0 && errno == ENOENT) {
-        if (progcache__fs_mkdirat(fs->root_fd, "tmp", 0700) != 0)
+        if (progcache__fs_mkdirat(fs->root_fd, "tmp", tmp_mode(fs)) != 0)
             return -1;
         fd = progcache__fs_open_dir(fs->root_fd, "tmp");
     }
@@ -220,7 +264,9 @@ static int file_put(progcache_store *store, const void *key, size_t key_len, con
     }
     /* Private to the writer until the rename publishes it (cuda.core does
      * the same), so nobody can read or swap a half-written entry. */
-    fd = progcache__fs_create_temp(tmp_fd, "entry-", 0600, tmp_name, sizeof tmp_name);
+    fd = progcache__fs_create_temp(tmp_fd, "entry-",
+                                   (fs->flags & PROGCACHE_FILE_SHARED_GROUP) ? 0640 : 0600,
+                                   tmp_name, sizeof tmp_name);
     if (fd < 0) {
         rc = put_error(fs, errno, "create a temp file in", "tmp");
         goto done;
@@ -230,6 +276,11 @@ static int file_put(progcache_store *store, const void *key, size_t key_len, con
         rc = put_error(fs, errno, "write temp file", "tmp");
         goto done;
     }
+    /* The digest travels with the inode, so the rename publishes bytes and
+     * digest at once. A file system without user xattrs just gets none. */
+    unsigned char digest[PROGCACHE_SHA256_SIZE];
+    if (progcache__sha256_oneshot(digest, data, size) == PROGCACHE_OK)
+        (void)fsetxattr(fd, FILE_DIGEST_XATTR, digest, sizeof digest, 0);
     if (sync && progcache__fs_fsync(fd) != 0) {
         rc = put_error(fs, errno, "fsync temp file", "tmp");
         goto done;
@@ -370,7 +421,8 @@ static int check_options(const progcache_file_options *opts)
                                 "progcache_file_options.low_water_percent is %u; it must be "
                                 "1-100 (0 for the default, 90)",
                                 opts->low_water_percent);
-    if (opts->flags & ~(PROGCACHE_FILE_NO_FSYNC | PROGCACHE_FILE_READONLY))
+    if (opts->flags & ~(PROGCACHE_FILE_NO_FSYNC | PROGCACHE_FILE_READONLY |
+                        PROGCACHE_FILE_SHARED_GROUP | PROGCACHE_FILE_NO_VERIFY))
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_options.flags has unknown bits 0x%x",
                                 opts->flags);
     return PROGCACHE_OK;
@@ -385,6 +437,11 @@ static int open_layout(file_store *fs, const char *path)
     fs->root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fs->root_fd < 0)
         return open_error(path, "cannot open it", errno);
+    struct stat root_st;
+    if (fstat(fs->root_fd, &root_st) != 0)
+        return open_error(path, "cannot stat it", errno);
+    fs->root_gid = root_st.st_gid;
+    fs->euid = geteuid();
     if (readonly)
         return PROGCACHE_OK;
     if (progcache__fs_mkdirat(fs->root_fd, "entries", 0777) != 0)
@@ -392,7 +449,7 @@ static int open_layout(file_store *fs, const char *path)
     /* tmp/ is owner-only: nobody else can read or replace a file while it
      * is being written. An existing tmp/ is left as it is (cuda.core does
      * not chmod either). */
-    if (progcache__fs_mkdirat(fs->root_fd, "tmp", 0700) != 0)
+    if (progcache__fs_mkdirat(fs->root_fd, "tmp", tmp_mode(fs)) != 0)
         return open_error(path, "cannot create tmp/", errno);
     /* Writable? A cache that cannot take a put should say so at open, not
      * at the first compile. */

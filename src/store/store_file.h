@@ -45,7 +45,14 @@ typedef struct file_store {
                           * directory is read-only for us */
     int state_shared;    /* 1 if state is the shared mapping */
     pthread_mutex_t evict_mutex; /* one eviction pass per process at a time */
+    uid_t euid;     /* entries owned by anyone else are not trusted ... */
+    gid_t root_gid; /* ... unless SHARED_GROUP and of the directory's group */
 } file_store;
+
+/* The extended attribute holding the SHA-256 of an entry's bytes, written
+ * on the temp file before the rename so content and digest are published
+ * together. cuda.core neither writes nor needs it. */
+#define FILE_DIGEST_XATTR "user.progcache.sha256"
 
 /* "entries/ab/cdef..." for key, plus the shard index (0..255). */
 int progcache__file_rel_path(char out[FILE_REL_PATH_MAX], int *shard, const void *key,
@@ -65,6 +72,13 @@ int progcache__file_evict_if_needed(file_store *fs);
 void progcache__file_sweep_tmp(file_store *fs);
 /* Delete every entry of one shard; PROGCACHE_OK or the first error. */
 int progcache__file_clear_shard(file_store *fs, int shard);
+
+/* Remove entries/<shard>/<name> only if it is still the file described by
+ * seen (same inode, size and mtime; and atime when check_atime): it is
+ * renamed aside first, checked, and linked back if another process replaced
+ * (or, with check_atime, read) it meanwhile. Returns 1 if it was removed. */
+int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
+                                   const struct stat *seen, int check_atime);
 
 /* Walk the regular files of one shard directory (symbolic links and other
  * types are skipped). fn returns 0 to go on, non-zero to stop (which is

@@ -303,37 +303,52 @@ static int same_time(struct timespec a, struct timespec b)
     return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
 
-/* Evict one candidate; returns 1 if its bytes are gone. */
-static int evict_one(file_store *fs, int tmp_fd, const candidate *c)
+int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
+                                   const struct stat *seen, int check_atime)
 {
     char shard_rel[16];
-    snprintf(shard_rel, sizeof shard_rel, "entries/%02x", c->shard);
+    snprintf(shard_rel, sizeof shard_rel, "entries/%02x", shard);
     int shard_fd = progcache__fs_open_dir(fs->root_fd, shard_rel);
     if (shard_fd < 0)
         return 0;
+    int tmp_fd = progcache__fs_open_dir(fs->root_fd, "tmp");
     char moved[64];
     int gone = 0;
     /* Move the entry aside under a fresh name (never over another file). */
-    if (progcache__fs_rename_aside(shard_fd, c->name, tmp_fd, "evict-", moved, sizeof moved) != 0) {
-        gone = errno == ENOENT; /* someone else removed it */
+    if (tmp_fd < 0 ||
+        progcache__fs_rename_aside(shard_fd, name, tmp_fd, "evict-", moved, sizeof moved) != 0) {
+        gone = tmp_fd >= 0 && errno == ENOENT; /* someone else removed it */
         goto done;
     }
     struct stat st;
-    if (fstatat(tmp_fd, moved, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == c->ino &&
-        (uint64_t)st.st_size == c->size && same_time(st.st_mtim, c->mtime) &&
-        same_time(st.st_atim, c->atime)) {
+    if (fstatat(tmp_fd, moved, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == seen->st_ino &&
+        st.st_size == seen->st_size && same_time(st.st_mtim, seen->st_mtim) &&
+        (!check_atime || same_time(st.st_atim, seen->st_atim))) {
         gone = 1;
+        progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
     } else {
-        /* Replaced or read since the scan: put it back, unless an even
+        /* Replaced or read since it was seen: put it back, unless an even
          * newer entry has landed there meanwhile (link never overwrites). */
-        (void)progcache__fs_linkat(tmp_fd, moved, shard_fd, c->name);
+        (void)progcache__fs_linkat(tmp_fd, moved, shard_fd, name);
     }
     (void)unlinkat(tmp_fd, moved, 0);
 done:
+    if (tmp_fd >= 0)
+        close(tmp_fd);
     close(shard_fd);
-    if (gone)
-        progcache__file_account(fs, c->shard, -(int64_t)c->size, -1);
     return gone;
+}
+
+/* Evict one candidate; returns 1 if its bytes are gone. */
+static int evict_one(file_store *fs, const candidate *c)
+{
+    struct stat seen;
+    memset(&seen, 0, sizeof seen);
+    seen.st_ino = c->ino;
+    seen.st_size = (off_t)c->size;
+    seen.st_mtim = c->mtime;
+    seen.st_atim = c->atime;
+    return progcache__file_remove_if_same(fs, c->shard, c->name, &seen, 1);
 }
 
 static int64_t elapsed_ms(const struct timespec *since)
@@ -367,19 +382,15 @@ static void evict_pass(file_store *fs)
     if (total <= fs->max_size)
         goto done;
     qsort(list.items, list.len, sizeof *list.items, older_first);
-    int tmp_fd = progcache__fs_open_dir(fs->root_fd, "tmp");
-    if (tmp_fd < 0)
-        goto done;
     size_t evicted = 0;
     uint64_t freed = 0;
     for (size_t i = 0; i < list.len && total > fs->low_water; i++) {
-        if (evict_one(fs, tmp_fd, &list.items[i])) {
+        if (evict_one(fs, &list.items[i])) {
             total -= list.items[i].size;
             freed += list.items[i].size;
             evicted++;
         }
     }
-    close(tmp_fd);
     progcache__file_log(fs, PROGCACHE_LOG_INFO,
                         "evicted %zu entries (%llu bytes) from %s in %lld ms", evicted,
                         (unsigned long long)freed, fs->root, (long long)elapsed_ms(&started));

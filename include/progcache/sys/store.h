@@ -101,6 +101,16 @@ typedef struct progcache_file_options {
 /* Open an existing cache for reading only: no directory is created, and
  * put/remove/clear fail with PROGCACHE_EINVAL. */
 #define PROGCACHE_FILE_READONLY 0x2u
+/* A cache shared by the members of a group (a cluster's scratch space):
+ * trust entries owned by other users when their group is the cache
+ * directory's group, and write entries and tmp/ group-readable/writable.
+ * Without it only entries owned by this user are trusted: a file someone
+ * else placed in the directory is a miss, never loaded (docs/SECURITY.md). */
+#define PROGCACHE_FILE_SHARED_GROUP 0x4u
+/* Skip the SHA-256 check of entries on read (see docs/RELIABILITY.md):
+ * hits get about 3 us cheaper; a bit flipped on disk is then caught only by
+ * the structure checks and by the driver refusing to load. */
+#define PROGCACHE_FILE_NO_VERIFY 0x8u
 
 #define PROGCACHE_FILE_OPTIONS_VERSION 1
 #define PROGCACHE_FILE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_FILE_OPTIONS_VERSION)
