@@ -4,7 +4,7 @@
  * A key is 32 bytes (SHA-256). It is byte-compatible with NVIDIA cuda.core's
  * make_program_cache_key() (key schema 2) for C++ source compiled by NVRTC:
  * the same inputs give the same key, so C and Python programs share one
- * cache. docs/FORMAT.md writes the recipe out field by field.
+ * cache. docs/KEY.md writes the recipe out field by field.
  *
  * Every input that can change the compiled binary is in the key: the source,
  * the target, each NVRTC option string in the caller's order, the program

@@ -1,0 +1,27 @@
+/* Internal: which NVRTC option strings make a key unsafe. */
+#ifndef PROGCACHE_KEY_OPTIONS_H
+#define PROGCACHE_KEY_OPTIONS_H
+
+#include <stddef.h>
+
+/* What an NVRTC option string means for the cache key. */
+typedef enum progcache__option_kind {
+    PROGCACHE__OPTION_PLAIN = 0,   /* fully described by its own bytes */
+    PROGCACHE__OPTION_READS_FILES, /* reads files the key cannot see */
+    PROGCACHE__OPTION_SIDE_EFFECT  /* writes a file a cache hit would not write */
+} progcache__option_kind;
+
+/* Classify one option string. When it is not PLAIN, *what (if what is
+ * non-NULL) gets a short phrase naming the feature ("an include path"). */
+progcache__option_kind progcache__option_classify(const char *option, const char **what);
+
+/* Check options and program name the way cuda.core's make_program_cache_key
+ * does for NVRTC: side-effect options are always refused; options that read
+ * outside files, and a name with a directory part, are refused unless
+ * have_digest. Every options[i] must be non-NULL; name may be NULL.
+ * @return PROGCACHE_OK or PROGCACHE_EUNSAFEKEY (message names the option
+ *         exactly as given and says what to do). */
+int progcache__key_check_options(const char *const *options, size_t num_options,
+                                 const char *name, int have_digest);
+
+#endif

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""`progcache key` from the command line: the cuda.core vectors through the
+CLI, stdin, refusals (exit 2, option named on stderr), --header digests
+(checked against the recipe in docs/KEY.md), --help and usage errors.
+
+Environment: PROGCACHE_BIN (the progcache tool), PROGCACHE_REFERENCE_DIR
+(optional: without it the vector part is skipped, the rest still runs)."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BIN = os.environ.get("PROGCACHE_BIN")
+REF = os.environ.get("PROGCACHE_REFERENCE_DIR")
+failures = []
+
+
+def run(args, stdin=None):
+    p = subprocess.run([BIN, "key"] + args, input=stdin, capture_output=True)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def is_key(text):
+    return len(text) == 65 and text.endswith("\n") and all(c in "0123456789abcdef" for c in text[:64])
+
+
+def vector_args(v, src_path):
+    args = ["--target", v["target"], "--name", v["options_name"], "--nvrtc-version", "13.0"]
+    tags = {n[:2] for n in v["name_expressions"]}
+    assert len(tags) <= 1, "mixed tags cannot be expressed"
+    for n in v["name_expressions"]:
+        args += ["--name-expression", n[2:]]
+    if tags == {"b:"}:
+        args.append("--name-expressions-bytes")
+    if v["extra_digest_hex"] is not None:
+        args += ["--extra-digest", v["extra_digest_hex"]]
+    return args + [src_path, "--"] + v["nvrtc_argv"]
+
+
+def test_vectors(tmp):
+    if not REF or not os.path.exists(os.path.join(REF, "cuda-core-key-vectors.jsonl")):
+        print("SKIPPED part: no reference vectors (PROGCACHE_REFERENCE_DIR)")
+        return
+    n = 0
+    with open(os.path.join(REF, "cuda-core-key-vectors.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            v = json.loads(line)
+            if "key_hex" not in v:
+                continue
+            src = os.path.join(tmp, "vec%d.cu" % n)
+            with open(src, "wb") as s:
+                s.write(v["code"].encode("utf-8"))
+            rc, out, err = run(vector_args(v, src))
+            check(rc == 0 and out == v["key_hex"] + "\n",
+                  "vector %d (%s): rc=%d out=%r err=%r" % (n, v["options_in"], rc, out, err))
+            # The same through stdin.
+            args = vector_args(v, "-")
+            rc, out2, err = run(args, stdin=v["code"].encode("utf-8"))
+            check(rc == 0 and out2 == out, "vector %d via stdin: %r %r" % (n, out2, err))
+            n += 1
+    check(n >= 10, "read %d vectors" % n)
+    print("%d vectors reproduced through the CLI" % n)
+
+
+def frame(label, payload):
+    return label.encode() + len(payload).to_bytes(8, "big") + payload
+
+
+def test_headers(tmp):
+    a = os.path.join(tmp, "a.h")
+    b = os.path.join(tmp, "b.h")
+    src = os.path.join(tmp, "k.cu")
+    with open(a, "wb") as f:
+        f.write(b"#define A 1\n")
+    with open(b, "wb") as f:
+        f.write("// \u00e9\n#define B 2\n".encode())
+    with open(src, "wb") as f:
+        f.write(b'#include "a.h"\n__global__ void k() {}\n')
+    # The digest over files, from the recipe in docs/KEY.md.
+    h = hashlib.sha256()
+    h.update(frame("digest_files", b"1") + frame("file_count", b"2"))
+    for p in (a, b):
+        h.update(frame("path", p.encode()) + frame("bytes", open(p, "rb").read()))
+    digest = h.hexdigest()
+    opts = ["--", "-arch=sm_90", "-I" + tmp]
+    rc, via_header, err = run(["--nvrtc-version", "13.0", "--header", a, "--header", b, src] + opts)
+    check(rc == 0 and is_key(via_header), "--header: rc=%d %r" % (rc, err))
+    rc, via_digest, err = run(["--nvrtc-version", "13.0", "--extra-digest", digest, src] + opts)
+    check(rc == 0 and via_digest == via_header, "--header equals --extra-digest of the recipe")
+    rc, swapped, err = run(["--nvrtc-version", "13.0", "--header", b, "--header", a, src] + opts)
+    check(rc == 0 and swapped != via_header, "header order changes the key")
+    rc, out, err = run(["--header", a, "--extra-digest", digest, src])
+    check(rc == 2 and "--header" in err and "--extra-digest" in err, "--header with --extra-digest: %r" % err)
+    missing = os.path.join(tmp, "missing.h")
+    rc, out, err = run(["--header", missing, src] + opts)
+    check(rc == 1 and missing in err and out == "", "--header of a missing file: rc=%d %r" % (rc, err))
+
+
+def test_refusals(tmp):
+    src = os.path.join(tmp, "r.cu")
+    with open(src, "wb") as f:
+        f.write(b"__global__ void k() {}\n")
+    for opts in (["--include-path=/usr/include"], ["-I", "/usr/include"], ["--pre-include=a.h"],
+                 ["-include", "a.h"], ["--pch"], ["--use-pch=x.pch"], ["-pch-dir=d"]):
+        rc, out, err = run([src, "--", "-arch=sm_90"] + opts)
+        check(rc == 2 and out == "" and err.startswith("progcache key: ")
+              and '"%s"' % opts[0] in err and "extra digest" in err,
+              "refusal of %s: rc=%d %r" % (opts, rc, err))
+        rc, out, err = run(["--extra-digest", "00ff", src, "--", "-arch=sm_90"] + opts)
+        check(rc == 0 and is_key(out), "%s accepted with a digest: %r" % (opts, err))
+    for opt in ("--create-pch=x.pch", "-time=t.csv", "--fdevice-time-trace=t.json"):
+        rc, out, err = run(["--extra-digest", "00ff", src, "--", "-arch=sm_90", opt])
+        check(rc == 2 and '"%s"' % opt in err and "side effect" in err,
+              "side effect %s refused even with a digest: %r" % (opt, err))
+    for opt in ("--pch-verbose=true", "--pch-messages=false", "--instantiate-templates-in-pch=true"):
+        rc, out, err = run([src, "--", "-arch=sm_90", opt])
+        check(rc == 0 and is_key(out), "%s accepted: %r" % (opt, err))
+    rc, out, err = run(["--name", "dir/k.cu", src])
+    check(rc == 2 and '"dir/k.cu"' in err, "name with a directory refused: %r" % err)
+    rc, out, err = run(["--name", "dir/k.cu", "--extra-digest", "", src])
+    check(rc == 0 and is_key(out), "name with a directory and an (empty) digest: %r" % err)
+
+
+def test_stdin(tmp):
+    # Large, binary, with NUL bytes: read whole, as bytes.
+    data = bytes((i * 131 + 7) % 256 for i in range(3 * 1024 * 1024 + 5))
+    path = os.path.join(tmp, "big.cu")
+    with open(path, "wb") as f:
+        f.write(data)
+    rc1, out1, err1 = run(["--nvrtc-version", "13.0", path])
+    rc2, out2, err2 = run(["--nvrtc-version", "13.0", "-"], stdin=data)
+    check(rc1 == 0 and rc2 == 0 and out1 == out2 and is_key(out1), "stdin equals file: %r %r" % (err1, err2))
+    rc3, out3, _ = run(["--nvrtc-version", "13.0", "-"], stdin=data[:-1])
+    check(rc3 == 0 and out3 != out1, "last byte of stdin counts")
+    rc, out, err = run(["--nvrtc-version", "13.0", "-"], stdin=b"")
+    check(rc == 0 and is_key(out), "empty stdin: %r" % err)
+
+
+def test_usage(tmp):
+    src = os.path.join(tmp, "u.cu")
+    with open(src, "wb") as f:
+        f.write(b"__global__ void k() {}\n")
+    p = subprocess.run([BIN, "key", "--help"], capture_output=True, text=True)
+    check(p.returncode == 0 and "usage: progcache key" in p.stdout and "--nvrtc-version" in p.stdout
+          and p.stderr == "", "--help")
+    cases = [
+        (["--target", "fatbin", src], "fatbin"),
+        (["--target"], "--target needs a value"),
+        ([], "SOURCE_FILE"),
+        (["--bogus", src], "--bogus"),
+        ([src, src], "more than one source"),
+        (["--extra-digest", "xyz", src], "not hex"),
+        (["--extra-digest", "abc", src], "not hex"),
+        (["--nvrtc-version", "13", src], "MAJOR.MINOR"),
+        (["--nvrtc-version", "0.0", src], "MAJOR.MINOR"),
+        (["--nvrtc-version", "13.-1", src], "MAJOR.MINOR"),
+    ]
+    for args, needle in cases:
+        rc, out, err = run(args)
+        check(rc == 2 and out == "" and err.startswith("progcache key: ") and needle in err,
+              "usage error %s: rc=%d %r" % (args, rc, err))
+    rc, out, err = run([os.path.join(tmp, "nope.cu")])
+    check(rc == 1 and "nope.cu" in err, "missing source: rc=%d %r" % (rc, err))
+    # Defaults: cubin, default_program, the loaded NVRTC.
+    rc, plain, _ = run([src, "--", "-arch=sm_90"])
+    rc2, explicit, _ = run(["--target", "cubin", "--name", "default_program", src, "--", "-arch=sm_90"])
+    rc3, ptx, _ = run(["--target=ptx", src, "--", "-arch=sm_90"])
+    check(rc == 0 and rc2 == 0 and plain == explicit and is_key(plain), "defaults")
+    check(rc3 == 0 and ptx != plain, "--target=ptx form")
+    # Flags may follow SOURCE_FILE; after "--" everything is an NVRTC option.
+    rc, after, _ = run([src, "--target", "cubin", "--", "-arch=sm_90"])
+    check(rc == 0 and after == plain, "flags after SOURCE_FILE")
+    rc, dashdash, err = run([src, "--", "--target", "ptx"])
+    check(rc == 0 and dashdash != ptx and is_key(dashdash), "options after -- are NVRTC's: %r" % err)
+
+
+def main():
+    if not BIN or not os.path.exists(BIN):
+        print("PROGCACHE_BIN is not set to the progcache tool")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="progcache-tool-key-") as tmp:
+        test_vectors(tmp)
+        test_headers(tmp)
+        test_refusals(tmp)
+        test_stdin(tmp)
+        test_usage(tmp)
+    if failures:
+        print("%d check(s) failed" % len(failures))
+        return 1
+    print("test_tool_key: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

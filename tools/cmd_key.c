@@ -1,0 +1,308 @@
+/* progcache key: print the cache key of an NVRTC compile, the same key
+ * cuda.core's make_program_cache_key() derives. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+static const char usage_text[] =
+    "usage: progcache key [options] SOURCE_FILE [-- NVRTC_OPTION...]\n"
+    "\n"
+    "Print the cache key (64 hex digits) of compiling SOURCE_FILE with NVRTC, as\n"
+    "cuda.core's make_program_cache_key() derives it. SOURCE_FILE '-' reads stdin.\n"
+    "Everything after '--' is passed on as NVRTC option strings, in order, exactly\n"
+    "as the program gives them to nvrtcCompileProgram (for cuda.core programs:\n"
+    "the strings ProgramOptions.as_bytes(\"nvrtc\", target) returns).\n"
+    "\n"
+    "options:\n"
+    "  --target cubin|ptx|ltoir   what NVRTC produces (default: cubin)\n"
+    "  --name NAME                NVRTC program name (default: default_program)\n"
+    "  --name-expression EXPR     a name expression; repeat for several\n"
+    "  --name-expressions-bytes   tag name expressions as Python bytes (b:), not str\n"
+    "  --extra-digest HEX         caller digest over the headers the compile reads\n"
+    "  --header FILE              digest FILE into the key (repeat for each header the\n"
+    "                             compile reads, in a fixed order); not with\n"
+    "                             --extra-digest\n"
+    "  --nvrtc-version MAJOR.MINOR  derive the key for that NVRTC instead of the\n"
+    "                             loaded one (offline use)\n"
+    "  --help                     this text\n"
+    "\n"
+    "Exit status: 0 key printed; 1 a file could not be read or NVRTC could not be\n"
+    "asked its version; 2 bad usage, or inputs the key cannot describe safely\n"
+    "(options that read or write outside files).\n";
+
+#define CMD "key"
+
+typedef struct key_args {
+    progcache_key_nvrtc_options opts;
+    const char *source_path;
+    const char *extra_digest_hex;
+    const char **names;
+    size_t num_names;
+    const char **headers;
+    size_t num_headers;
+} key_args;
+
+/* Read a whole file (or stdin for "-") as bytes. Returns NULL with errno set. */
+static unsigned char *read_all(const char *path, size_t *size)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    unsigned char *data = NULL;
+    size_t len = 0, cap = 0;
+    if (!f)
+        return NULL;
+    for (;;) {
+        if (cap - len < 65536) {
+            size_t ncap = cap ? cap * 2 : 65536 * 2;
+            unsigned char *p = realloc(data, ncap + 1);
+            if (!p) {
+                errno = ENOMEM;
+                goto fail;
+            }
+            data = p;
+            cap = ncap;
+        }
+        errno = 0;
+        size_t got = fread(data + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                if (!errno)
+                    errno = EIO;
+                goto fail;
+            }
+            break;
+        }
+    }
+    if (f != stdin)
+        fclose(f);
+    data[len] = '\0';
+    *size = len;
+    return data;
+fail:
+    if (f != stdin) {
+        int saved = errno;
+        fclose(f);
+        errno = saved;
+    }
+    free(data);
+    return NULL;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Decode any even number of hex digits (an empty digest is allowed, as in
+ * cuda.core). Returns a malloc'd buffer (never NULL on success) or NULL. */
+static unsigned char *decode_hex(const char *hex, size_t *len)
+{
+    size_t n = strlen(hex);
+    if (n % 2)
+        return NULL;
+    unsigned char *bytes = malloc(n / 2 + 1);
+    if (!bytes)
+        return NULL;
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            free(bytes);
+            return NULL;
+        }
+        bytes[i] = (unsigned char)(hi << 4 | lo);
+    }
+    *len = n / 2;
+    return bytes;
+}
+
+static int parse_version(const char *text, int *major, int *minor)
+{
+    char *end;
+    errno = 0;
+    long ma = strtol(text, &end, 10);
+    if (end == text || *end != '.' || errno || ma <= 0 || ma > 1000)
+        return -1;
+    const char *rest = end + 1;
+    long mi = strtol(rest, &end, 10);
+    if (end == rest || *end || errno || mi < 0 || mi > 1000 || *rest == '-' || *rest == '+')
+        return -1;
+    *major = (int)ma;
+    *minor = (int)mi;
+    return 0;
+}
+
+/* "--flag VALUE" or "--flag=VALUE". Returns 1 and sets *value when argv[*i]
+ * is flag; 0 when it is not; -1 (usage error printed) when VALUE is missing. */
+static int flag_value(int argc, char **argv, int *i, const char *flag, const char **value)
+{
+    size_t n = strlen(flag);
+    const char *arg = argv[*i];
+    if (strncmp(arg, flag, n))
+        return 0;
+    if (arg[n] == '=') {
+        *value = arg + n + 1;
+        return 1;
+    }
+    if (arg[n])
+        return 0;
+    if (*i + 1 >= argc) {
+        tool_usage_error(CMD, "%s needs a value (run 'progcache key --help')", flag);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
+static int push(const char ***list, size_t *n, const char *item)
+{
+    const char **p = realloc(*list, (*n + 1) * sizeof *p);
+    if (!p)
+        return -1;
+    p[(*n)++] = item;
+    *list = p;
+    return 0;
+}
+
+/* Fill args from argv. Returns -1 to continue, or an exit code. */
+static int parse_args(key_args *a, int argc, char **argv)
+{
+    const char *v;
+    int r;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--")) {
+            a->opts.options = (const char *const *)(argv + i + 1);
+            a->opts.num_options = (size_t)(argc - i - 1);
+            break;
+        }
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        }
+        if (!strcmp(arg, "--name-expressions-bytes")) {
+            a->opts.name_expressions_are_bytes = 1;
+        } else if ((r = flag_value(argc, argv, &i, "--target", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (progcache_target_parse(&a->opts.target, v))
+                return tool_usage_error(CMD, "--target: %s", progcache_error_last());
+        } else if ((r = flag_value(argc, argv, &i, "--name-expression", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (push(&a->names, &a->num_names, v))
+                return tool_usage_error(CMD, "out of memory");
+        } else if ((r = flag_value(argc, argv, &i, "--name", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            a->opts.name = v;
+        } else if ((r = flag_value(argc, argv, &i, "--extra-digest", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            a->extra_digest_hex = v;
+        } else if ((r = flag_value(argc, argv, &i, "--header", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (push(&a->headers, &a->num_headers, v))
+                return tool_usage_error(CMD, "out of memory");
+        } else if ((r = flag_value(argc, argv, &i, "--nvrtc-version", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (parse_version(v, &a->opts.nvrtc_major, &a->opts.nvrtc_minor))
+                return tool_usage_error(CMD,
+                                        "--nvrtc-version \"%s\": give MAJOR.MINOR, such as 13.0",
+                                        v);
+        } else if (arg[0] == '-' && arg[1]) {
+            return tool_usage_error(CMD,
+                                    "unknown option \"%s\" (NVRTC options go after '--'; run "
+                                    "'progcache key --help')",
+                                    arg);
+        } else if (a->source_path) {
+            return tool_usage_error(CMD,
+                                    "more than one source file (\"%s\" and \"%s\"); NVRTC "
+                                    "options go after '--'",
+                                    a->source_path, arg);
+        } else {
+            a->source_path = arg;
+        }
+    }
+    if (!a->source_path)
+        return tool_usage_error(CMD, "no SOURCE_FILE given (run 'progcache key --help')");
+    if (a->extra_digest_hex && a->num_headers)
+        return tool_usage_error(CMD, "--extra-digest and --header cannot be combined: give "
+                                     "the digest, or the headers to digest, not both");
+    return -1;
+}
+
+int cmd_key(int argc, char **argv)
+{
+    key_args a;
+    unsigned char key[PROGCACHE_KEY_SIZE], header_digest[PROGCACHE_KEY_SIZE];
+    char hex[2 * PROGCACHE_KEY_SIZE + 1];
+    unsigned char *source = NULL, *digest = NULL;
+    size_t source_len = 0, digest_len = 0;
+    int rc, code;
+
+    memset(&a, 0, sizeof a);
+    progcache_key_nvrtc_options_init(&a.opts);
+    code = parse_args(&a, argc, argv);
+    if (code >= 0)
+        goto done;
+
+    if (a.extra_digest_hex) {
+        digest = decode_hex(a.extra_digest_hex, &digest_len);
+        if (!digest) {
+            code = tool_usage_error(CMD,
+                                    "--extra-digest \"%s\" is not hex: give an even number "
+                                    "of hex digits",
+                                    a.extra_digest_hex);
+            goto done;
+        }
+        a.opts.extra_digest = digest;
+        a.opts.extra_digest_len = digest_len;
+    } else if (a.num_headers) {
+        if ((rc = progcache_digest_files(header_digest, a.headers, a.num_headers))) {
+            code = tool_lib_error(CMD, rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_PROBLEMS,
+                                  "--header");
+            goto done;
+        }
+        a.opts.extra_digest = header_digest;
+        a.opts.extra_digest_len = sizeof header_digest;
+    }
+
+    source = read_all(a.source_path, &source_len);
+    if (!source) {
+        fprintf(stderr, "progcache key: cannot read source file \"%s\": %s\n", a.source_path,
+                strerror(errno));
+        code = EXIT_PROBLEMS;
+        goto done;
+    }
+    a.opts.source = (const char *)source;
+    a.opts.source_len = source_len; /* 0 only for an empty file, where strlen agrees */
+    a.opts.name_expressions = a.names;
+    a.opts.num_name_expressions = a.num_names;
+
+    rc = progcache_key_nvrtc(key, &a.opts);
+    if (rc) {
+        fprintf(stderr, "progcache key: %s\n", progcache_error_last());
+        code = rc == PROGCACHE_EUNSAFEKEY || rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_PROBLEMS;
+        goto done;
+    }
+    progcache_key_hex(hex, key, sizeof key);
+    printf("%s\n", hex);
+    code = fflush(stdout) ? EXIT_PROBLEMS : EXIT_OK;
+done:
+    free(source);
+    free(digest);
+    free(a.names);
+    free(a.headers);
+    return code;
+}
