@@ -1,0 +1,121 @@
+/* Single-flight compiles across threads and processes (see flight.h). */
+#include "cache/flight.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "error.h"
+#include "fs.h"
+#include "sha256.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(unsigned int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* 1: locked; 0: someone else holds it; -1: locking is unavailable. */
+static int try_lock(int fd, uint64_t slot)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = (off_t)slot;
+    fl.l_len = 1;
+    if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+        return 1;
+    return errno == EAGAIN || errno == EACCES ? 0 : -1;
+}
+
+static int open_lock_file(const progcache *cache)
+{
+    if (!cache->path)
+        return -1;
+    int root = open(cache->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return -1;
+    int fd = progcache__fs_open_beneath(root, "progcache/flight", O_RDWR | O_CREAT, 0666);
+    close(root);
+    return fd;
+}
+
+int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
+                            progcache_buf *out, progcache *cache, const void *key, size_t key_len,
+                            unsigned int timeout_ms)
+{
+    f->fd = -1;
+    *owner = 1;
+    *waited_ms = 0;
+    unsigned char digest[PROGCACHE_SHA256_SIZE];
+    if (progcache__sha256_oneshot(digest, key, key_len) != PROGCACHE_OK)
+        return PROGCACHE_OK; /* compute without coordination */
+    uint64_t slot = 0;
+    for (int i = 0; i < 8; i++)
+        slot = slot << 8 | digest[i];
+    slot &= (UINT64_C(1) << 62) - 1; /* a positive off_t */
+
+    int fd = open_lock_file(cache);
+    if (fd < 0)
+        return PROGCACHE_OK;
+    double start = now_ms();
+    unsigned int pause = 1;
+    for (;;) {
+        int locked = try_lock(fd, slot);
+        if (locked != 0) {
+            if (locked < 0) {
+                close(fd);
+                return PROGCACHE_OK;
+            }
+            f->fd = fd;
+            f->slot = slot;
+            /* The holder before us may have stored the value between our
+             * miss and our lock: look once more before computing. */
+            int rc = progcache_get(out, cache, key, key_len);
+            *waited_ms = now_ms() - start;
+            if (rc == PROGCACHE_OK) {
+                progcache__flight_end(f);
+                *owner = 0;
+            }
+            return rc == PROGCACHE_ENOTFOUND ? PROGCACHE_OK : rc;
+        }
+        /* Someone is computing this key: poll for its result, backing off
+         * from 1 ms to 25 ms (a compile takes tens of ms at the least). */
+        if (now_ms() - start > (double)timeout_ms) {
+            close(fd);
+            *waited_ms = now_ms() - start;
+            return PROGCACHE_OK;
+        }
+        sleep_ms(pause);
+        pause = pause * 2 > 25 ? 25 : pause * 2;
+        int rc = progcache_get(out, cache, key, key_len);
+        if (rc != PROGCACHE_ENOTFOUND) {
+            close(fd);
+            *waited_ms = now_ms() - start;
+            if (rc == PROGCACHE_OK)
+                *owner = 0;
+            return rc;
+        }
+    }
+}
+
+void progcache__flight_end(progcache__flight *f)
+{
+    if (!f || f->fd < 0)
+        return;
+    /* Closing the descriptor drops its OFD locks. */
+    close(f->fd);
+    f->fd = -1;
+}

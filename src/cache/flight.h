@@ -1,0 +1,47 @@
+/* Internal: single-flight compiles. When many threads or processes miss the
+ * same key at once, one computes it and the others wait for its result.
+ *
+ * The lock is an OFD byte-range lock (fcntl F_OFD_SETLK) on one byte of
+ * <root>/progcache/flight, at an offset derived from the key's hash: one
+ * file for every key, so lock files never accumulate; different keys lock
+ * different bytes, so they never wait for each other; the kernel drops the
+ * lock when its holder dies, so a crashed compiler never blocks anyone; and
+ * OFD locks belong to the open file, not the process, so two threads of one
+ * process exclude each other too (each flight opens the file itself). */
+#ifndef PROGCACHE_CACHE_FLIGHT_H
+#define PROGCACHE_CACHE_FLIGHT_H
+
+#include <stdint.h>
+
+#include "progcache/cache.h"
+
+typedef struct progcache__flight {
+    int fd;        /* the lock file, or -1 when no lock is held */
+    uint64_t slot; /* the byte locked */
+} progcache__flight;
+
+#define PROGCACHE__FLIGHT_INIT {-1, 0}
+
+/* Default bound on waiting for another compiler (5 minutes: a large
+ * kernel can take that long; its owner dying releases waiters at once). */
+#define PROGCACHE__FLIGHT_WAIT_MS 300000u
+
+/*
+ * Before computing a missed key: either take the key's lock, or wait until
+ * whoever holds it has stored the value.
+ *  - *owner = 1: compute, store, then progcache__flight_end(). The lock is
+ *    held when f->fd >= 0; it is not when the cache has no directory, the
+ *    lock file cannot be used, or the wait ran past timeout_ms (then the
+ *    caller computes on its own, as it would without single-flight).
+ *  - *owner = 0: the value appeared while waiting and is in out: a hit.
+ * *waited_ms is the time spent waiting for another holder.
+ * Returns PROGCACHE_OK, or an error from reading the cache.
+ */
+int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
+                            progcache_buf *out, progcache *cache, const void *key, size_t key_len,
+                            unsigned int timeout_ms);
+
+/* Release the lock (NULL-safe; a no-op when none is held). */
+void progcache__flight_end(progcache__flight *f);
+
+#endif
