@@ -1,6 +1,12 @@
-/* progcache: the admin tool. Dispatches to one file per subcommand. */
+/* progcache: the admin tool. Dispatches to one file per subcommand; the
+ * helpers they share (argument parsing, opening the cache directory,
+ * formatting) live here too. */
+#include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "tool.h"
 
@@ -9,6 +15,16 @@ static const struct {
     tool_command_fn fn;
     const char *summary;
 } commands[] = {
+    {"stats", cmd_stats, "show the cache's statistics (hits, misses, size, ...)"},
+    {"ls", cmd_ls, "list entries: size, last use, kind, architecture, kernels"},
+    {"verify", cmd_verify, "check every entry; --fix removes bad ones"},
+    {"prune", cmd_prune, "remove least recently used entries by size or age"},
+    {"clear", cmd_clear, "remove every entry"},
+    {"get", cmd_get, "write the artifact stored under a key"},
+    {"put", cmd_put, "store a file under a key"},
+    {"export", cmd_export, "write the cache to a tar archive"},
+    {"import", cmd_import, "add the entries of a tar archive to the cache"},
+    {"warm", cmd_warm, "compile the programs of a manifest into the cache"},
     {"key", cmd_key, "print the cache key of an NVRTC compile"},
 };
 
@@ -20,7 +36,12 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\nRun 'progcache <command> --help' for a command's options.\n"
-                 "  --help       this text\n  --version    print the version\n");
+                 "  --help       this text\n  --version    print the version\n\n"
+                 "The cache directory is --dir, else $PROGCACHE_DIR, else cuda.core's default\n"
+                 "($XDG_CACHE_HOME/cuda-python/program-cache or\n"
+                 "~/.cache/cuda-python/program-cache).\n"
+                 "Exit status: 0 success; 1 a check found problems or an operation failed;\n"
+                 "2 bad usage.\n");
 }
 
 int tool_usage_error(const char *cmd, const char *fmt, ...)
@@ -34,10 +55,319 @@ int tool_usage_error(const char *cmd, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+int tool_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "progcache %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return EXIT_PROBLEMS;
+}
+
 int tool_lib_error(const char *cmd, int exit_code, const char *what)
 {
     fprintf(stderr, "progcache %s: %s: %s\n", cmd, what, progcache_error_last());
     return exit_code;
+}
+
+/* ---- argument parsing ---------------------------------------------------- */
+
+int tool_flag_value(const char *cmd, int argc, char **argv, int *i, const char *flag,
+                    const char **value)
+{
+    size_t n = strlen(flag);
+    const char *arg = argv[*i];
+    if (strncmp(arg, flag, n))
+        return 0;
+    if (arg[n] == '=') {
+        *value = arg + n + 1;
+        return 1;
+    }
+    if (arg[n])
+        return 0;
+    if (*i + 1 >= argc) {
+        tool_usage_error(cmd, "%s needs a value (run 'progcache %s --help')", flag, cmd);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
+int tool_is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
+
+/* Leading decimal digits of text into *out; returns the rest, or NULL when
+ * there are none or they overflow. */
+static const char *parse_count(const char *text, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *p = text;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return NULL;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    *out = v;
+    return p == text ? NULL : p;
+}
+
+int tool_parse_size(const char *text, uint64_t *out)
+{
+    uint64_t v;
+    const char *p = parse_count(text, &v);
+    if (!p)
+        return -1;
+    unsigned shift = 0;
+    switch (*p) {
+    case 'k': case 'K': shift = 10; p++; break;
+    case 'm': case 'M': shift = 20; p++; break;
+    case 'g': case 'G': shift = 30; p++; break;
+    case 't': case 'T': shift = 40; p++; break;
+    default: break;
+    }
+    if (shift && *p == 'i')
+        p++;
+    if (*p == 'B' || (*p == 'b' && !shift))
+        p++;
+    if (*p || (shift && v > (UINT64_MAX >> shift)))
+        return -1;
+    *out = v << shift;
+    return 0;
+}
+
+int tool_parse_age(const char *text, uint64_t *out)
+{
+    uint64_t v, unit;
+    const char *p = parse_count(text, &v);
+    if (!p || !p[0] || p[1])
+        return -1;
+    switch (*p) {
+    case 's': unit = 1; break;
+    case 'm': unit = 60; break;
+    case 'h': unit = 3600; break;
+    case 'd': unit = 86400; break;
+    case 'w': unit = 7 * 86400; break;
+    default: return -1;
+    }
+    if (v > UINT64_MAX / unit)
+        return -1;
+    *out = v * unit;
+    return 0;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+unsigned char *tool_decode_hex(const char *text, size_t *len)
+{
+    size_t n = strlen(text);
+    if (n == 0 || n % 2)
+        return NULL;
+    unsigned char *bytes = malloc(n / 2);
+    if (!bytes)
+        return NULL;
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = hex_value(text[2 * i]), lo = hex_value(text[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            free(bytes);
+            return NULL;
+        }
+        bytes[i] = (unsigned char)(hi << 4 | lo);
+    }
+    *len = n / 2;
+    return bytes;
+}
+
+unsigned char *tool_read_file(const char *path, size_t *size)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    unsigned char *data = NULL;
+    size_t len = 0, cap = 0;
+    if (!f)
+        return NULL;
+    for (;;) {
+        if (cap - len < 65536) {
+            size_t ncap = cap ? cap * 2 : 131072;
+            unsigned char *p = realloc(data, ncap + 1);
+            if (!p) {
+                errno = ENOMEM;
+                goto fail;
+            }
+            data = p;
+            cap = ncap;
+        }
+        size_t got = fread(data + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                errno = EIO;
+                goto fail;
+            }
+            break;
+        }
+    }
+    if (f != stdin)
+        fclose(f);
+    data[len] = '\0';
+    *size = len;
+    return data;
+fail:
+    if (f != stdin) {
+        int saved = errno;
+        fclose(f);
+        errno = saved;
+    }
+    free(data);
+    return NULL;
+}
+
+/* ---- the cache directory --------------------------------------------------- */
+
+int tool_resolve_dir(const char *cmd, const char *dir, char **out)
+{
+    if (dir) {
+        if (!*dir)
+            return tool_usage_error(cmd, "--dir is empty: give a cache directory");
+        *out = strdup(dir);
+    } else {
+        progcache_buf buf = PROGCACHE_BUF_INIT;
+        if (progcache_default_dir(&buf) != PROGCACHE_OK)
+            return tool_lib_error(cmd, EXIT_USAGE, "no cache directory");
+        *out = strdup((const char *)buf.data);
+        progcache_buf_free(&buf);
+    }
+    return *out ? EXIT_OK : tool_error(cmd, "out of memory");
+}
+
+static int check_exists(const char *cmd, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return tool_error(cmd, "no cache directory at %s: %s", path, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return tool_error(cmd, "%s is not a directory; --dir must name a cache directory", path);
+    return EXIT_OK;
+}
+
+static unsigned int flags_for(tool_access access)
+{
+    return access == TOOL_READ ? PROGCACHE_FILE_READONLY : 0;
+}
+
+int tool_open_store(const char *cmd, const char *path, tool_access access,
+                    progcache_store **out)
+{
+    int code = access == TOOL_CREATE ? EXIT_OK : check_exists(cmd, path);
+    if (code)
+        return code;
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.flags = flags_for(access);
+    if (progcache_store_file_new(out, path, &opts) != PROGCACHE_OK)
+        return tool_lib_error(cmd, EXIT_PROBLEMS, "cannot open the cache");
+    return EXIT_OK;
+}
+
+int tool_open_cache(const char *cmd, const char *path, tool_access access, progcache **out)
+{
+    int code = access == TOOL_CREATE ? EXIT_OK : check_exists(cmd, path);
+    if (code)
+        return code;
+    progcache_options opts = PROGCACHE_OPTIONS_INIT;
+    opts.flags = flags_for(access);
+    if (progcache_open(out, path, &opts) != PROGCACHE_OK)
+        return tool_lib_error(cmd, EXIT_PROBLEMS, "cannot open the cache");
+    return EXIT_OK;
+}
+
+/* ---- output ------------------------------------------------------------------ */
+
+void tool_format_size(char *out, size_t len, uint64_t bytes)
+{
+    static const char units[] = "KMGTPE";
+    if (bytes < 1024) {
+        snprintf(out, len, "%llu", (unsigned long long)bytes);
+        return;
+    }
+    double v = (double)bytes / 1024;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < sizeof units - 1) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(out, len, v < 10 ? "%.1f%c" : "%.0f%c", v, units[u]);
+}
+
+void tool_format_size_long(char *out, size_t len, uint64_t bytes)
+{
+    static const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(out, len, "%llu bytes", (unsigned long long)bytes);
+        return;
+    }
+    double v = (double)bytes / 1024;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(out, len, "%.1f %s", v, units[u]);
+}
+
+void tool_format_time(char *out, size_t len, int64_t seconds)
+{
+    time_t t = (time_t)seconds;
+    struct tm tm;
+    if (!localtime_r(&t, &tm) || !strftime(out, len, "%Y-%m-%d %H:%M:%S", &tm))
+        snprintf(out, len, "@%lld", (long long)seconds);
+}
+
+/* Length of the valid UTF-8 sequence at p, or 0. */
+static size_t utf8_length(const unsigned char *p)
+{
+    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+    if (p[0] >= 0xf5)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+void tool_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p >= 0x80) {
+            /* Names read from damaged files may be any bytes: keep the
+             * output valid JSON, escaping bytes that are not UTF-8. */
+            size_t n = utf8_length(p);
+            if (n) {
+                fwrite(p, 1, n, f);
+                p += n - 1;
+            } else {
+                fprintf(f, "\\u%04x", *p);
+            }
+        } else if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
 }
 
 int main(int argc, char **argv)

@@ -2,6 +2,7 @@
 #ifndef PROGCACHE_TOOL_H
 #define PROGCACHE_TOOL_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "progcache/progcache.h"
@@ -13,15 +14,89 @@ enum { EXIT_OK = 0, EXIT_PROBLEMS = 1, EXIT_USAGE = 2 };
 typedef int (*tool_command_fn)(int argc, char **argv);
 
 int cmd_key(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
+int cmd_clear(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_put(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_warm(int argc, char **argv);
+
+#if defined(__GNUC__)
+#define TOOL_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TOOL_PRINTF(a, b)
+#endif
 
 /* Print "progcache <cmd>: <message>\n" to stderr and return EXIT_USAGE. */
-int tool_usage_error(const char *cmd, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+int tool_usage_error(const char *cmd, const char *fmt, ...) TOOL_PRINTF(2, 3);
 
 /* Print "progcache <cmd>: <what>: <progcache_error_last()>" and return code. */
 int tool_lib_error(const char *cmd, int exit_code, const char *what);
+
+/* Print "progcache <cmd>: <message>\n" to stderr and return EXIT_PROBLEMS. */
+int tool_error(const char *cmd, const char *fmt, ...) TOOL_PRINTF(2, 3);
+
+/* ---- argument parsing ---------------------------------------------------- */
+
+/* "--flag VALUE" or "--flag=VALUE" at argv[*i]. Returns 1 and sets *value
+ * (advancing *i past a separate VALUE) when argv[*i] is flag; 0 when it is
+ * not; -1 when VALUE is missing (a usage error for cmd was printed). */
+int tool_flag_value(const char *cmd, int argc, char **argv, int *i, const char *flag,
+                    const char **value);
+
+/* Whether argv[i] asks for help (--help, -h). */
+int tool_is_help(const char *arg);
+
+/* "512M", "2G", "100K", "1T", "4096" (bytes; K/M/G/T are powers of 1024,
+ * an optional trailing "B" or "iB" is accepted). 0, or -1 for anything
+ * else (including overflow). */
+int tool_parse_size(const char *text, uint64_t *out);
+
+/* "7d", "12h", "30m", "45s", "2w": seconds. A unit is required. 0 or -1. */
+int tool_parse_age(const char *text, uint64_t *out);
+
+/* Decode an even, non-zero number of hex digits into a malloc'd buffer.
+ * NULL when text is not that. */
+unsigned char *tool_decode_hex(const char *text, size_t *len);
+
+/* Read a whole file ("-": stdin) into a malloc'd, NUL-terminated buffer;
+ * NULL with errno set. */
+unsigned char *tool_read_file(const char *path, size_t *size);
+
+/* ---- the cache directory --------------------------------------------------- */
+
+/* How a subcommand uses the directory. */
+typedef enum tool_access {
+    TOOL_READ,   /* look only: opened read-only; must exist */
+    TOOL_WRITE,  /* change it: must exist */
+    TOOL_CREATE  /* add to it: created when missing */
+} tool_access;
+
+/* The directory: dir as given (--dir), else progcache_default_dir()
+ * ($PROGCACHE_DIR, then cuda.core's default). Writes a malloc'd path into
+ * *out; returns EXIT_OK or an exit code (message printed). */
+int tool_resolve_dir(const char *cmd, const char *dir, char **out);
+
+/* Open the cache directory's file store / a cache handle on it. Return
+ * EXIT_OK, or an exit code after printing what went wrong. */
+int tool_open_store(const char *cmd, const char *path, tool_access access,
+                    progcache_store **out);
+int tool_open_cache(const char *cmd, const char *path, tool_access access, progcache **out);
+
+/* ---- output ------------------------------------------------------------------ */
+
+/* "3832", "3.7K", "1.2M", "2.0G": compact, for columns. */
+void tool_format_size(char *out, size_t len, uint64_t bytes);
+/* "3.7 KiB", "512 bytes": for prose. */
+void tool_format_size_long(char *out, size_t len, uint64_t bytes);
+/* Local time "2026-11-30 14:03:59" of ns (or s) since 1970. */
+void tool_format_time(char *out, size_t len, int64_t seconds);
+
+/* Write s as a JSON string literal (quoted, escaped). */
+void tool_json_string(FILE *f, const char *s);
 
 #endif

@@ -10,5 +10,8 @@
 #include "key.h"
 #include "sys/store.h"
 #include "cache.h"
+#include "stats.h"
+#include "admin.h"
+#include "remote.h"
 
 #endif /* PROGCACHE_PROGCACHE_H */

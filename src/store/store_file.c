@@ -23,6 +23,7 @@
 #include "error.h"
 #include "fs.h"
 #include "sha256.h"
+#include "store/stats_file.h"
 
 /* A hit refreshes the entry's atime (the LRU clock) only when it is older
  * than this: one futimens per entry per minute keeps the hit path at four
@@ -152,9 +153,11 @@ static int file_get(progcache_buf *out, progcache_store *store, const void *key,
         /* Bits changed on disk since the put: never hand them out. Remove
          * the entry (if it is still this file) so the next put heals it. */
         int shard = (int)strtol((char[]){rel[8], rel[9], 0}, NULL, 16);
-        if (progcache__file_remove_if_same(fs, shard, rel + 11, &st, 0))
+        if (progcache__file_remove_if_same(fs, shard, rel + 11, &st, 0)) {
+            progcache__stats_add(fs->stats, PROGCACHE__CORRUPT_REMOVED, 1);
             progcache__file_log(fs, PROGCACHE_LOG_WARN,
                                 "removed corrupt entry %s/%s (SHA-256 mismatch)", fs->root, rel);
+        }
         out->size = 0;
         rc = PROGCACHE_ENOTFOUND;
         goto done;
@@ -244,15 +247,21 @@ static int fsync_dir(int dirfd, const char *path)
 static int file_put(progcache_store *store, const void *key, size_t key_len, const void *data,
                     size_t size)
 {
-    file_store *fs = (file_store *)store;
-    if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot put",
-                                fs->root);
     char rel[FILE_REL_PATH_MAX];
     int shard = 0;
     int rc = progcache__file_rel_path(rel, &shard, key, key_len);
     if (rc)
         return rc;
+    return progcache__file_put_rel((file_store *)store, rel, shard, data, size);
+}
+
+int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const void *data,
+                            size_t size)
+{
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot put",
+                                fs->root);
+    int rc;
     const int sync = !(fs->flags & PROGCACHE_FILE_NO_FSYNC);
     char tmp_name[64];
     int tmp_fd = -1, fd = -1, shard_fd = -1, created = 0, have_tmp = 0;
@@ -390,6 +399,7 @@ static int file_total_size(uint64_t *out, progcache_store *store)
 static void file_free(progcache_store *store)
 {
     file_store *fs = (file_store *)store;
+    progcache__stats_close(fs->stats);
     progcache__file_state_close(fs);
     if (fs->lock_fd >= 0)
         close(fs->lock_fd);
@@ -398,6 +408,11 @@ static void file_free(progcache_store *store)
     pthread_mutex_destroy(&fs->evict_mutex);
     progcache__free(fs->root);
     progcache__free(fs);
+}
+
+file_store *progcache__file_store_cast(progcache_store *store)
+{
+    return store && store->free == file_free ? (file_store *)store : NULL;
 }
 
 /* ---- open -------------------------------------------------------------- */
@@ -510,6 +525,13 @@ int progcache_store_file_new(progcache_store **out, const char *path,
     rc = progcache__file_state_open(fs);
     if (rc)
         goto fail;
+    /* Statistics are worth less than a working cache: without them the
+     * store works and counts nothing. */
+    if (progcache__stats_open(&fs->stats, fs->root_fd, fs->root,
+                              !(fs->flags & PROGCACHE_FILE_READONLY)) != PROGCACHE_OK)
+        progcache__file_log(fs, PROGCACHE_LOG_WARN, "no statistics for %s: %s", fs->root,
+                            progcache_error_last());
+    progcache__stats_set_max_size(fs->stats, fs->max_size);
     if (!(fs->flags & PROGCACHE_FILE_READONLY))
         progcache__file_sweep_tmp(fs);
     *out = &fs->base;

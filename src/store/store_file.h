@@ -44,6 +44,7 @@ typedef struct file_store {
     file_state *state;   /* shared mapping, or private memory when the
                           * directory is read-only for us */
     int state_shared;    /* 1 if state is the shared mapping */
+    struct progcache__stats *stats; /* progcache/stats (stats_file.h), or NULL */
     pthread_mutex_t evict_mutex; /* one eviction pass per process at a time */
     uid_t euid;     /* entries owned by anyone else are not trusted ... */
     gid_t root_gid; /* ... unless SHARED_GROUP and of the directory's group */
@@ -85,6 +86,24 @@ int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
  * returned). A missing shard is empty. */
 typedef int (*file_entry_fn)(void *ctx, int shard, const char *name, const struct stat *st);
 int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void *ctx);
+
+/* The file store behind store, or NULL when store is another kind. */
+file_store *progcache__file_store_cast(progcache_store *store);
+
+/* Store data as the entry at rel ("entries/ab/<62 hex>", shard 0xab) through
+ * the same temp -> fsync -> rename path as a put (import uses it: an
+ * archive names entries by hash, not by key). */
+int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const void *data,
+                            size_t size);
+
+/* Remove least recently used entries (oldest atime first) until the total
+ * is at most max_bytes (UINT64_MAX: no size bound), and every entry last
+ * used before atime_cutoff (seconds since 1970; 0: no age bound), with the
+ * same move-aside-and-check as eviction, counting them as evictions. Waits
+ * for the lock a running eviction holds. *removed and *removed_bytes say
+ * what went. */
+int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cutoff,
+                          uint64_t *removed, uint64_t *removed_bytes);
 
 void progcache__file_log(file_store *fs, int level, const char *fmt, ...)
 #if defined(__GNUC__)

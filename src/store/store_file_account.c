@@ -31,6 +31,7 @@
 #include "alloc.h"
 #include "error.h"
 #include "fs.h"
+#include "store/stats_file.h"
 #include "store/store_file.h"
 
 #define STATE_MAGIC "PCSTATE1"
@@ -358,8 +359,14 @@ static int64_t elapsed_ms(const struct timespec *since)
     return (now.tv_sec - since->tv_sec) * 1000 + (now.tv_nsec - since->tv_nsec) / 1000000;
 }
 
-static void evict_pass(file_store *fs)
+/* One pass: scan and re-measure; then, if the total is over trigger or an
+ * age bound is set, evict oldest first while the total is over target or
+ * the entry was last used before atime_cutoff (0: no age bound). The
+ * caller holds the lock. PROGCACHE_OK or PROGCACHE_ENOMEM. */
+static int evict_pass(file_store *fs, uint64_t trigger, uint64_t target, int64_t atime_cutoff,
+                      uint64_t *removed, uint64_t *removed_bytes)
 {
+    int rc = PROGCACHE_OK;
     struct timespec started;
     clock_gettime(CLOCK_MONOTONIC, &started);
     candidate_list list = {0};
@@ -377,25 +384,38 @@ static void evict_pass(file_store *fs)
     if (list.failed) {
         progcache__file_log(fs, PROGCACHE_LOG_WARN, "eviction skipped in %s: out of memory",
                             fs->root);
+        rc = progcache__error(PROGCACHE_ENOMEM, "out of memory listing the entries of %s",
+                              fs->root);
         goto done;
     }
-    if (total <= fs->max_size)
+    if (total <= trigger && !atime_cutoff)
         goto done;
-    qsort(list.items, list.len, sizeof *list.items, older_first);
+    if (list.len > 1)
+        qsort(list.items, list.len, sizeof *list.items, older_first);
     size_t evicted = 0;
     uint64_t freed = 0;
-    for (size_t i = 0; i < list.len && total > fs->low_water; i++) {
+    for (size_t i = 0; i < list.len; i++) {
+        /* Oldest first: once neither bound applies, none later will. */
+        if (total <= target && list.items[i].atime.tv_sec >= atime_cutoff)
+            break;
         if (evict_one(fs, &list.items[i])) {
             total -= list.items[i].size;
             freed += list.items[i].size;
             evicted++;
         }
     }
+    progcache__stats_add(fs->stats, PROGCACHE__EVICTIONS, evicted);
+    progcache__stats_add(fs->stats, PROGCACHE__EVICTED_BYTES, freed);
+    if (removed)
+        *removed = evicted;
+    if (removed_bytes)
+        *removed_bytes = freed;
     progcache__file_log(fs, PROGCACHE_LOG_INFO,
                         "evicted %zu entries (%llu bytes) from %s in %lld ms", evicted,
                         (unsigned long long)freed, fs->root, (long long)elapsed_ms(&started));
 done:
     progcache__free(list.items);
+    return rc;
 }
 
 int progcache__file_evict_if_needed(file_store *fs)
@@ -416,10 +436,24 @@ int progcache__file_evict_if_needed(file_store *fs)
     progcache__file_totals(fs, &bytes, &count);
     if (bytes > fs->max_size) {
         progcache__file_sweep_tmp(fs);
-        evict_pass(fs);
+        (void)evict_pass(fs, fs->max_size, fs->low_water, 0, NULL, NULL);
     }
     unlock_exclusive(fs);
     return PROGCACHE_OK;
+}
+
+int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cutoff,
+                          uint64_t *removed, uint64_t *removed_bytes)
+{
+    *removed = *removed_bytes = 0;
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot prune",
+                                fs->root);
+    lock_exclusive(fs);
+    progcache__file_sweep_tmp(fs);
+    int rc = evict_pass(fs, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes);
+    unlock_exclusive(fs);
+    return rc;
 }
 
 /* ---- temp sweeping and clearing ---------------------------------------- */

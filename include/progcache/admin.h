@@ -1,0 +1,330 @@
+/*
+ * progcache/admin.h - looking after a cache directory: what is in it
+ * (artifact kinds, architectures, kernel names), checking it, trimming it,
+ * and moving it between machines. The `progcache` command is built on
+ * these functions and nothing else.
+ *
+ * They work on a file store (progcache/sys/store.h), the cache directory
+ * itself: open one with progcache_store_file_new(), read-only
+ * (PROGCACHE_FILE_READONLY) for functions that only look. Every function
+ * here returns PROGCACHE_EINVAL for a store that is not a file store.
+ * Everything is safe while other processes use the cache: entries are
+ * only ever added by the atomic put path and removed only if they are
+ * still the file that was examined.
+ */
+#ifndef PROGCACHE_ADMIN_H
+#define PROGCACHE_ADMIN_H
+
+#include "common.h"
+#include "sys/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ===========================================================================
+ * What an artifact is
+ * ======================================================================== */
+
+/* What kind of artifact a cache entry holds, judged from its bytes. */
+typedef enum progcache_kind {
+    PROGCACHE_KIND_UNKNOWN = 0, /* none of the below (or empty) */
+    PROGCACHE_KIND_CUBIN = 1,   /* a CUDA ELF file (NVRTC's CUBIN) */
+    PROGCACHE_KIND_PTX = 2,     /* PTX assembly text */
+    PROGCACHE_KIND_LTOIR = 3,   /* NVVM IR for link-time optimisation */
+    PROGCACHE_KIND_FATBIN = 4   /* a fat binary (several CUBIN/PTX inside) */
+} progcache_kind;
+
+/* progcache_kind_name() : "CUBIN", "PTX", "LTO-IR", "fatbin" or "unknown".
+ * Never NULL. */
+PROGCACHE_API const char *progcache_kind_name(progcache_kind kind);
+
+/*
+ * progcache_artifact_info : what progcache_artifact_inspect() found. The
+ * struct is the caller's (start from PROGCACHE_ARTIFACT_INFO_INIT); kernel
+ * names live in memory released by progcache_artifact_info_release().
+ */
+typedef struct progcache_artifact_info {
+    unsigned int version; /* PROGCACHE_ARTIFACT_INFO_VERSION */
+
+    progcache_kind kind;
+    /* 1 when the bytes are a whole, consistent artifact of that kind: for a
+     * CUBIN every header, table and section lies inside the file; for PTX
+     * the text has a .version directive, no NUL byte (but a final one) and
+     * balanced braces; for fatbin and LTO-IR the headers and sizes agree.
+     * An UNKNOWN artifact is never valid. */
+    int valid;
+    /* Why not valid, in words ("section 7 ends past the end of the
+     * 3832-byte file"); "" when valid. */
+    char reason[192];
+    /* Target architecture: "sm_90" (CUBIN, from the ELF header, with an
+     * "a"/"f" suffix when the CUBIN was built for one), the PTX .target,
+     * the architectures of a fatbin ("sm_90,compute_80"), or "" when
+     * unknown. */
+    char arch[48];
+    /* Kernels (entry functions): for a CUBIN the ELF symbols marked as
+     * entry points, for PTX the .entry directives; names as in the binary
+     * (mangled for C++ kernels that are not extern "C"). num_kernels names,
+     * each NUL-terminated, one after another in kernels.data; read them
+     * with progcache_artifact_kernel(). */
+    size_t num_kernels;
+    progcache_buf kernels;
+} progcache_artifact_info;
+
+#define PROGCACHE_ARTIFACT_INFO_VERSION 1
+#define PROGCACHE_ARTIFACT_INFO_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_ARTIFACT_INFO_VERSION)
+
+/*
+ * progcache_artifact_inspect() : classify and check artifact bytes, and
+ * read the architecture and kernel names.
+ * Every read is bounds-checked against size: any bytes at all (truncated,
+ * bit-flipped, hostile) give an answer, never a crash.
+ * @param out  [out] a struct set to PROGCACHE_ARTIFACT_INFO_INIT or used
+ *             before (its kernels memory is reused).
+ * @return PROGCACHE_OK (whatever the verdict: see out->valid);
+ *         PROGCACHE_EINVAL (out NULL, data NULL with size > 0, unknown
+ *         out->version); PROGCACHE_ENOMEM.
+ * Thread-safe.
+ */
+PROGCACHE_API int progcache_artifact_inspect(progcache_artifact_info *out, const void *data,
+                                             size_t size);
+
+/* progcache_artifact_kernel() : the index-th kernel name, or NULL past the
+ * last. Borrowed from info. */
+PROGCACHE_API const char *progcache_artifact_kernel(const progcache_artifact_info *info,
+                                                    size_t index);
+
+/* progcache_artifact_info_release() : free info's kernel names and reset it
+ * to PROGCACHE_ARTIFACT_INFO_INIT. NULL-safe. */
+PROGCACHE_API void progcache_artifact_info_release(progcache_artifact_info *info);
+
+/* ===========================================================================
+ * The entries of a cache directory
+ * ======================================================================== */
+
+/* One entry, as handed to a progcache_entry_fn. Everything is borrowed for
+ * the duration of the call. */
+typedef struct progcache_entry {
+    /* The entry's file name: the 64 hex digits of SHA-256(key); the file is
+     * entries/<name[0:2]>/<name[2:64]>. The key itself is not stored. */
+    char name[65];
+    uint64_t size;
+    int64_t atime_ns; /* last use (the LRU clock), ns since 1970 */
+    int64_t mtime_ns; /* when it was written, ns since 1970 */
+    uint64_t inode;
+
+    /* With PROGCACHE_ENTRIES_READ (or _INSPECT): the bytes (size of
+     * them), else NULL. NULL also when reading failed: error says why. */
+    const unsigned char *data;
+    /* With PROGCACHE_ENTRIES_INSPECT: what the bytes are, else NULL. */
+    const progcache_artifact_info *artifact;
+    /* Why the entry could not be read (or, for progcache_file_verify, why
+     * it is bad), else NULL. */
+    const char *error;
+    /* progcache_file_verify with PROGCACHE_VERIFY_FIX: 1 when the entry
+     * was removed. */
+    int removed;
+} progcache_entry;
+
+/* Called once per entry; return 0 to go on, anything else to stop (the
+ * calling function then returns that value). */
+typedef int (*progcache_entry_fn)(void *ctx, const progcache_entry *entry);
+
+/* progcache_file_foreach() flags */
+#define PROGCACHE_ENTRIES_READ 0x1u    /* read each entry's bytes */
+#define PROGCACHE_ENTRIES_INSPECT 0x2u /* and inspect them (implies READ) */
+
+/*
+ * progcache_file_foreach() : call fn for every entry of the cache
+ * directory, in order of name (shard by shard, sorted within a shard).
+ * Entries that vanish meanwhile (evicted, removed) are skipped; files that
+ * are not entries (wrong name, not a regular file, symbolic links) are
+ * never reported or followed. Reading an entry does not count as a use
+ * (its atime is left alone where the mount allows).
+ * @param store a file store (read-only is enough).
+ * @param flags PROGCACHE_ENTRIES_*.
+ * @return PROGCACHE_OK; fn's non-zero value if it stopped the walk;
+ *         PROGCACHE_EINVAL; PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_file_foreach(progcache_store *store, unsigned int flags,
+                                         progcache_entry_fn fn, void *ctx);
+
+/*
+ * progcache_file_read_entry() : read one entry by its file name (64 hex
+ * digits, as progcache_entry.name) into out.
+ * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND (no such entry);
+ *         PROGCACHE_EINVAL (name is not 64 hex digits); PROGCACHE_EIO;
+ *         PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_file_read_entry(progcache_buf *out, progcache_store *store,
+                                            const char *name);
+
+/* ===========================================================================
+ * verify
+ * ======================================================================== */
+
+/* Remove each bad entry (if it is still the file that was checked). */
+#define PROGCACHE_VERIFY_FIX 0x1u
+
+typedef struct progcache_verify_options {
+    unsigned int version; /* PROGCACHE_VERIFY_OPTIONS_VERSION */
+    unsigned int flags;   /* PROGCACHE_VERIFY_* */
+    /* Optional: called for every entry checked, after the verdict (and the
+     * removal, with PROGCACHE_VERIFY_FIX). entry->artifact holds the
+     * verdict; entry->error is NULL for a good entry and the reason for a
+     * bad one. */
+    progcache_entry_fn on_entry;
+    void *ctx;
+} progcache_verify_options;
+
+#define PROGCACHE_VERIFY_OPTIONS_VERSION 1
+#define PROGCACHE_VERIFY_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_VERIFY_OPTIONS_VERSION)
+PROGCACHE_API void progcache_verify_options_init(progcache_verify_options *opts);
+
+typedef struct progcache_verify_result {
+    unsigned int version; /* PROGCACHE_VERIFY_RESULT_VERSION */
+    uint64_t checked;
+    uint64_t bad;     /* entries that failed a check */
+    uint64_t removed; /* of those, removed (PROGCACHE_VERIFY_FIX) */
+} progcache_verify_result;
+
+#define PROGCACHE_VERIFY_RESULT_VERSION 1
+#define PROGCACHE_VERIFY_RESULT_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_VERIFY_RESULT_VERSION)
+
+/*
+ * progcache_file_verify() : check every entry of the cache directory.
+ *
+ * An entry is bad when it is not a valid artifact
+ * (progcache_artifact_inspect: truncated, damaged, or of no known kind;
+ * a cache of compiled programs holds nothing else), or when its bytes do
+ * not match the SHA-256 progcache recorded when it stored them (an
+ * extended attribute; entries cuda.core wrote have none). With
+ * PROGCACHE_VERIFY_FIX a bad entry is removed, but only if it is still the
+ * file that was checked (same inode, size and mtime: an entry another
+ * process replaced meanwhile stays), and counted as corrupt_removed in the
+ * statistics.
+ * @param out   [out] counts; set out->version first.
+ * @param store a file store; writable for PROGCACHE_VERIFY_FIX.
+ * @param opts  NULL for defaults (check only).
+ * @return PROGCACHE_OK (whatever was found: see out); the on_entry
+ *         callback's non-zero value if it stopped the walk;
+ *         PROGCACHE_EINVAL (bad arguments, FIX on a read-only store);
+ *         PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_file_verify(progcache_verify_result *out, progcache_store *store,
+                                        const progcache_verify_options *opts);
+
+/* ===========================================================================
+ * prune
+ * ======================================================================== */
+
+typedef struct progcache_prune_options {
+    unsigned int version; /* PROGCACHE_PRUNE_OPTIONS_VERSION */
+    /* Remove least recently used entries until the directory holds at most
+     * this many bytes. 0: no size bound (to empty a cache, use
+     * progcache_store_clear). */
+    uint64_t max_size;
+    /* Remove every entry not used for this many seconds (by its atime,
+     * which progcache refreshes on each hit). 0: no age bound. */
+    uint64_t older_than;
+} progcache_prune_options;
+
+#define PROGCACHE_PRUNE_OPTIONS_VERSION 1
+#define PROGCACHE_PRUNE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_PRUNE_OPTIONS_VERSION)
+PROGCACHE_API void progcache_prune_options_init(progcache_prune_options *opts);
+
+typedef struct progcache_prune_result {
+    unsigned int version; /* PROGCACHE_PRUNE_RESULT_VERSION */
+    uint64_t removed;       /* entries removed */
+    uint64_t removed_bytes;
+    uint64_t entries;    /* entries left */
+    uint64_t total_size; /* bytes left */
+} progcache_prune_result;
+
+#define PROGCACHE_PRUNE_RESULT_VERSION 1
+#define PROGCACHE_PRUNE_RESULT_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_PRUNE_RESULT_VERSION)
+
+/*
+ * progcache_file_prune() : trim the cache directory by size and/or age,
+ * least recently used entries first, with the machinery of size-cap
+ * eviction (one pass, under the eviction lock; an entry read or replaced
+ * after the scan stays). Removed entries count as evictions.
+ * @param out   [out, optional] what was removed and what is left.
+ * @param store a writable file store.
+ * @param opts  at least one bound.
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL (no bound given, read-only
+ *         store, bad version); PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_file_prune(progcache_prune_result *out, progcache_store *store,
+                                       const progcache_prune_options *opts);
+
+/* ===========================================================================
+ * export / import
+ * ======================================================================== */
+
+typedef struct progcache_archive_options {
+    unsigned int version; /* PROGCACHE_ARCHIVE_OPTIONS_VERSION */
+    /* Optional: called for each entry written to (export) or read from
+     * (import) the archive, with entry->artifact filled in (so a caller
+     * can name entries that are not valid artifacts) and entry->data. */
+    progcache_entry_fn on_entry;
+    void *ctx;
+} progcache_archive_options;
+
+#define PROGCACHE_ARCHIVE_OPTIONS_VERSION 1
+#define PROGCACHE_ARCHIVE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_ARCHIVE_OPTIONS_VERSION)
+PROGCACHE_API void progcache_archive_options_init(progcache_archive_options *opts);
+
+typedef struct progcache_archive_result {
+    unsigned int version; /* PROGCACHE_ARCHIVE_RESULT_VERSION */
+    uint64_t entries; /* entries exported or imported */
+    uint64_t bytes;   /* their bytes */
+    uint64_t invalid; /* of those, not valid artifacts (still copied) */
+} progcache_archive_result;
+
+#define PROGCACHE_ARCHIVE_RESULT_VERSION 1
+#define PROGCACHE_ARCHIVE_RESULT_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_ARCHIVE_RESULT_VERSION)
+
+/*
+ * progcache_file_export() : write every entry of the cache directory to a
+ * POSIX ustar archive at path (docs/FORMAT.md), as regular files named
+ * entries/<2 hex>/<62 hex>, sorted by name. The archive is written under a
+ * temporary name next to path and renamed into place when complete, so a
+ * failed export leaves no partial archive; an existing file at path is
+ * replaced.
+ * @param out [out, optional] what was exported.
+ * @return PROGCACHE_OK; PROGCACHE_EIO (the message names the file);
+ *         PROGCACHE_EINVAL; PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_file_export(progcache_archive_result *out, progcache_store *store,
+                                        const char *path, const progcache_archive_options *opts);
+
+/*
+ * progcache_file_import() : add the entries of a ustar archive to the
+ * cache directory.
+ *
+ * The whole archive is checked before anything is written: every member
+ * must be a regular file named entries/<2 hex>/<62 hex> (lowercase, an
+ * optional leading "./") or one of the directories entries/ and
+ * entries/<2 hex>/; links, devices, absolute or ".." names and anything
+ * else make the archive refused, with the member named. Entries then go in
+ * through the store's atomic put path (temp file, fsync, rename), never by
+ * writing into the directory directly, replacing entries of the same
+ * name. Archives written by progcache_file_export and by
+ * `tar -cf x.tar entries` in a cache directory (GNU, pax or ustar format)
+ * are accepted.
+ * @param out [out, optional] what was imported.
+ * @return PROGCACHE_OK; PROGCACHE_ECORRUPT (not a tar archive, damaged,
+ *         or a member that is not a cache entry: nothing was imported);
+ *         PROGCACHE_EIO (the archive cannot be read, or a put failed: the
+ *         entries before it are in); PROGCACHE_EINVAL (read-only store);
+ *         PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_file_import(progcache_archive_result *out, progcache_store *store,
+                                        const char *path, const progcache_archive_options *opts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PROGCACHE_ADMIN_H */

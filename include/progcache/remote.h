@@ -1,0 +1,273 @@
+/*
+ * progcache/remote.h - a cache shared by many machines: the Redis store,
+ * its counters, and cross-node single-flight leases.
+ *
+ * The Redis store is a progcache_store (progcache/sys/store.h) named
+ * "redis". Put it below the local tiers (memory -> files -> Redis) and a
+ * node that misses locally reads what another node compiled; a remote hit
+ * is copied into the local tiers. docs/REMOTE.md is the guide;
+ * docs/SECURITY.md says why a shared cache of GPU code needs a secret.
+ *
+ * The store never makes the cache fail because Redis does:
+ *  - get returns PROGCACHE_ENOTFOUND (a miss) when Redis is unreachable,
+ *    slow beyond the timeouts, or holds a value that fails its checks;
+ *  - put returns PROGCACHE_OK when the value could not be written (only bad
+ *    arguments fail it); by default it only queues the value, and a
+ *    background thread writes it (progcache_redis_flush waits for that);
+ *  - after a few failures in a row, the store stops trying for a while
+ *    (back-off), so a dead server costs nothing per call.
+ * Every such event is counted (progcache_redis_counters_get).
+ *
+ * Built only when hiredis was found at build time. Otherwise every function
+ * here exists and returns PROGCACHE_EREMOTE ("built without hiredis").
+ *
+ * Thread and process safety: a store may be used by many threads at once.
+ * Do not carry a store across fork(): the child must create its own.
+ */
+#ifndef PROGCACHE_REMOTE_H
+#define PROGCACHE_REMOTE_H
+
+#include "common.h"
+#include "sys/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ===========================================================================
+ * The Redis store
+ * ======================================================================== */
+
+typedef struct progcache_redis_options {
+    unsigned int version; /* PROGCACHE_REDIS_OPTIONS_VERSION */
+
+    /* Where the server is. Required.
+     *   redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]   port 6379, db 0 by default;
+     *       HOST may be a name, an IPv4 address or [IPv6]; USER and PASSWORD
+     *       may be percent-encoded (%40 for '@').
+     *   unix:/path/to/socket[?db=N][&user=U][&password=P]  (also unix:///path)
+     * rediss:// (TLS) is refused: hiredis is built without TLS here; reach
+     * a TLS server through a local tunnel (docs/SECURITY.md). The password
+     * never appears in messages. */
+    const char *url;
+
+    /* Prepended to every Redis key name; NULL or "": "progcache:". At most
+     * 200 bytes. Stores with different prefixes never see each other's
+     * entries. */
+    const char *key_prefix;
+
+    /* Bound on establishing a connection (TCP connect and, with a password,
+     * AUTH), and on each read or write of a command on it; 0: 100 ms each.
+     * A call is then bounded by about connect + 3 x command (a new
+     * connection's AUTH and SELECT, then the command). */
+    unsigned int connect_timeout_ms;
+    unsigned int command_timeout_ms;
+
+    /* Expiry of stored entries in seconds (SET ... EX); 0: none. For a size
+     * cap, configure the server (maxmemory + maxmemory-policy allkeys-lru;
+     * docs/REMOTE.md). */
+    unsigned int ttl_seconds;
+
+    /* A shared secret for authenticated entries; NULL/0: none. With a
+     * secret, every value written carries an HMAC-SHA256 tag over the cache
+     * key and the payload, and a value read without a valid tag is rejected
+     * (a miss, counted). At least 16 bytes; 32 random bytes are best. Not
+     * referenced after progcache_store_redis_new returns. */
+    const void *secret;
+    size_t secret_len;
+
+    unsigned int flags; /* PROGCACHE_REDIS_* below */
+
+    /* Back-off: after this many failed calls in a row (0: 3) the store
+     * stops contacting the server for backoff_ms (0: 5000); calls in that
+     * period return at once (get: a miss; put: dropped). After it, one
+     * failure switches the store off again; one success resets the count. */
+    unsigned int failures_before_backoff;
+    unsigned int backoff_ms;
+
+    /* Bytes of values waiting in the background put queue at most; 0:
+     * 64 MiB. A put that would exceed it is dropped (counted). */
+    uint64_t max_queue_bytes;
+
+    /* Told about failures, back-off and rejected values (WARN), since the
+     * calls themselves report them only as misses. Optional; called from
+     * any thread, including the background put thread. */
+    progcache_log_fn log;
+    void *log_ctx;
+} progcache_redis_options;
+
+/* Never write to Redis: put is a no-op returning PROGCACHE_OK, remove
+ * returns PROGCACHE_ENOTFOUND, clear does nothing, no lease is taken. */
+#define PROGCACHE_REDIS_READONLY 0x1u
+/* Write in the calling thread: put returns after Redis answered (or the
+ * write failed). Default: put queues the value and returns at once. */
+#define PROGCACHE_REDIS_SYNC_PUT 0x2u
+
+#define PROGCACHE_REDIS_OPTIONS_VERSION 1
+#define PROGCACHE_REDIS_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_OPTIONS_VERSION)
+
+/* progcache_redis_options_init() : set opts to its defaults. NULL-safe. */
+PROGCACHE_API void progcache_redis_options_init(progcache_redis_options *opts);
+
+/*
+ * progcache_store_redis_new() : a store on a Redis server. CONSTRUCTOR.
+ *
+ * Nothing is contacted here: connections are made on first use, and a
+ * server that is down makes misses, not a failure to open (so a cluster
+ * keeps working while its cache server restarts).
+ *
+ * Keys: an entry for key bytes K is the Redis string
+ * <prefix><hex SHA-256(K)>, its value an envelope (format version, payload
+ * length, SHA-256 of the payload, optional HMAC tag) checked on every read.
+ * count and total_size SCAN the key space (slow on a large server: for
+ * tools, not for the hot path); clear deletes every key under the prefix.
+ *
+ * @param out  [out] the store; release with progcache_store_free(), which
+ *             first writes what the put queue holds.
+ * @param opts the options; url is required.
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL (no url, a malformed url, a
+ *         rediss:// url, a prefix over 200 bytes, a secret under 16 bytes,
+ *         bad options version): the message says which and what to write;
+ *         PROGCACHE_EREMOTE when progcache was built without hiredis;
+ *         PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_store_redis_new(progcache_store **out,
+                                            const progcache_redis_options *opts);
+
+/*
+ * progcache_redis_flush() : wait until every put queued so far has been
+ * written (or has failed). METHOD. A no-op with PROGCACHE_REDIS_SYNC_PUT.
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL (store NULL or not a Redis store).
+ */
+PROGCACHE_API int progcache_redis_flush(progcache_store *store);
+
+/*
+ * progcache_redis_counters : what a Redis store has done since it was
+ * created. The caller sets version (PROGCACHE_REDIS_COUNTERS_INIT); fields
+ * are only ever appended. Each get ends as exactly one of hits, misses,
+ * rejected, a get error (counted in errors) or skipped_backoff.
+ */
+typedef struct progcache_redis_counters {
+    unsigned int version; /* PROGCACHE_REDIS_COUNTERS_VERSION */
+
+    uint64_t hits;     /* gets that returned a valid value */
+    uint64_t misses;   /* gets for which Redis had no value */
+    uint64_t errors;   /* calls that failed: no connection, timeout, lost
+                          connection, error reply (any call, not just get) */
+    uint64_t timeouts; /* the part of errors that were connect or command timeouts */
+    uint64_t stores;   /* values written */
+    uint64_t store_errors;    /* writes that failed (also counted in errors,
+                                 except values too large to send) */
+    uint64_t rejected;        /* values read that failed the envelope or HMAC check */
+    uint64_t skipped_backoff; /* calls not attempted: the store was backing off */
+    uint64_t dropped;         /* queued puts dropped: the queue was full */
+    uint64_t backoffs;        /* times the store switched itself off */
+} progcache_redis_counters;
+
+#define PROGCACHE_REDIS_COUNTERS_VERSION 1
+#define PROGCACHE_REDIS_COUNTERS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_COUNTERS_VERSION)
+
+/*
+ * progcache_redis_counters_get() : a snapshot of store's counters. METHOD.
+ * @param out [out] version set by the caller; the fields of that version
+ *            are filled.
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL (NULL, not a Redis store, bad
+ *         version); PROGCACHE_EREMOTE (built without hiredis).
+ */
+PROGCACHE_API int progcache_redis_counters_get(progcache_redis_counters *out,
+                                               const progcache_store *store);
+
+/* ===========================================================================
+ * Cross-node single-flight
+ *
+ * When several machines miss the same key at once, one compiles and the
+ * others wait for its result. The protocol (docs/REMOTE.md):
+ *
+ *   local miss, remote miss
+ *   loop:
+ *     acquire(lease)                held -> compile, put, release; done
+ *     wait(key)  PROGCACHE_OK       -> get from the store: a hit; done
+ *                PROGCACHE_ENOTFOUND -> the owner gave up or died: loop
+ *                anything else      -> compile without the lease; done
+ *
+ * The lease is the Redis key <prefix>lease:<hex SHA-256(key)>, set with
+ * SET NX PX to a random owner token. It expires on its own after lease_ms,
+ * so a node that dies while compiling holds nobody up for longer than
+ * that; an owner that compiles for longer renews it. Release deletes it
+ * only if the token is still the owner's, and publishes on the channel
+ * <prefix>done:<hex> so waiters wake at once.
+ * ======================================================================== */
+
+/* A lease as its taker holds it. Plain data; no release needed besides
+ * progcache_redis_lease_release when held. */
+typedef struct progcache_redis_lease {
+    int held;       /* 1 while this caller owns the lease */
+    char token[33]; /* the random owner token (hex) */
+    char hash[65];  /* hex SHA-256 of the key */
+} progcache_redis_lease;
+
+#define PROGCACHE_REDIS_LEASE_INIT {0, {0}, {0}}
+
+/*
+ * progcache_redis_lease_acquire() : try to become the node that computes
+ * key. METHOD. Does not wait.
+ * @param out      [out] out->held is 1 when the lease is now ours, 0 when
+ *                 another node holds it.
+ * @param lease_ms how long the lease lasts unless renewed or released
+ *                 (> 0): longer than a typical compile, short enough that
+ *                 the others do not wait long after a crash.
+ * @return PROGCACHE_OK (out->held says which); PROGCACHE_EINVAL;
+ *         PROGCACHE_EREMOTE: Redis could not be asked (unreachable, backing
+ *         off, read-only store, built without hiredis); compute without
+ *         the lease.
+ */
+PROGCACHE_API int progcache_redis_lease_acquire(progcache_redis_lease *out,
+                                                progcache_store *store, const void *key,
+                                                size_t key_len, unsigned int lease_ms);
+
+/*
+ * progcache_redis_lease_renew() : extend a held lease to lease_ms from now,
+ * only if it is still ours. METHOD.
+ * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND: it is no longer ours (it
+ *         expired; another node may be computing) and lease->held is now 0;
+ *         PROGCACHE_EINVAL (lease not held); PROGCACHE_EREMOTE.
+ */
+PROGCACHE_API int progcache_redis_lease_renew(progcache_store *store,
+                                              progcache_redis_lease *lease,
+                                              unsigned int lease_ms);
+
+/*
+ * progcache_redis_lease_release() : give up a lease after storing the
+ * value (or after failing to compute it). METHOD.
+ * First waits for the put queue (progcache_redis_flush), so the value is
+ * in Redis before anyone is told; then deletes the lease if it is still
+ * ours, and publishes on the key's channel so waiting nodes look again.
+ * lease->held is 0 afterwards in every case.
+ * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND: the lease was not ours any
+ *         more (or lease->held was 0) and nothing was deleted;
+ *         PROGCACHE_EREMOTE (it will expire on its own).
+ */
+PROGCACHE_API int progcache_redis_lease_release(progcache_store *store,
+                                                progcache_redis_lease *lease);
+
+/*
+ * progcache_redis_lease_wait() : wait while another node holds key's lease.
+ * METHOD.
+ * Subscribes to the key's channel on a connection of its own and re-checks
+ * on every notification, and at the latest when the lease would expire,
+ * so a dead owner is noticed within a few ms of its lease ending.
+ * @param timeout_ms the longest to wait.
+ * @return PROGCACHE_OK: the entry exists now (get it);
+ *         PROGCACHE_ENOTFOUND: no entry and no lease (the owner failed or
+ *         died): try to acquire the lease again;
+ *         PROGCACHE_ETIMEOUT: timeout_ms passed; PROGCACHE_EINVAL;
+ *         PROGCACHE_EREMOTE: Redis could not be asked.
+ */
+PROGCACHE_API int progcache_redis_lease_wait(progcache_store *store, const void *key,
+                                             size_t key_len, unsigned int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PROGCACHE_REMOTE_H */

@@ -1,0 +1,122 @@
+/*
+ * progcache/stats.h - how well a cache works: hits, misses, stores,
+ * evictions, removed corrupt entries, ...
+ *
+ * The counters belong to the cache directory, not to a process: every
+ * process that opens the directory for writing adds to the same counters
+ * (a small file, <dir>/progcache/stats, mapped shared; docs/FORMAT.md), and
+ * they persist until reset. Counting costs one atomic add in memory and no
+ * system call, and concurrent processes count into different slots so they
+ * do not contend for one cache line.
+ *
+ * What is counted where:
+ *  - hits, misses, lookup_errors: progcache_get() on a cache handle (a hit
+ *    in the in-memory tier counts as a hit); progcache_compile_or_load()
+ *    counts through it.
+ *  - stores, store_errors: progcache_put() on a cache handle.
+ *  - evictions, evicted_bytes: entries removed to keep the directory under
+ *    its size cap, or by progcache_file_prune() (progcache prune).
+ *  - corrupt_removed: damaged entries removed (progcache verify --fix, and
+ *    entries healed on load).
+ *  - singleflight_waits: lookups that waited for another thread or process
+ *    compiling the same program instead of compiling it too.
+ *  - remote_*: the remote (Redis) tier, when one is configured.
+ * Calls on a bare store (progcache_store_get/put) are not counted.
+ */
+#ifndef PROGCACHE_STATS_H
+#define PROGCACHE_STATS_H
+
+#include "common.h"
+#include "sys/store.h"
+#include "cache.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * progcache_stats : a snapshot of a cache directory's counters. The caller
+ * sets version (PROGCACHE_STATS_INIT); the library fills the fields of
+ * that version. Fields are only ever appended.
+ */
+typedef struct progcache_stats {
+    unsigned int version; /* PROGCACHE_STATS_VERSION */
+
+    uint64_t hits;
+    uint64_t misses;
+    uint64_t lookup_errors; /* gets that failed (I/O error) in every tier */
+    uint64_t stores;
+    uint64_t store_errors;
+    uint64_t evictions;
+    uint64_t evicted_bytes;
+    uint64_t corrupt_removed;
+    uint64_t singleflight_waits;
+
+    uint64_t remote_hits;
+    uint64_t remote_misses;
+    uint64_t remote_errors;
+    uint64_t remote_stores;
+    uint64_t remote_rejected; /* artifacts the remote tier refused (too large, ...) */
+
+    /* Entries and bytes in the directory now (its size accounting). */
+    uint64_t entries;
+    uint64_t total_size;
+    /* The size cap the most recent process that opened the directory with
+     * a cap used; 0: none recorded. The cap is an option of each open
+     * (progcache_options.max_size), not a property of the directory. */
+    uint64_t max_size;
+    /* When counting started: the file's creation or the last reset, in
+     * seconds since 1970; 0 when the directory has no statistics file. */
+    int64_t since;
+    /* 1 when the directory has a statistics file (0 for a directory only
+     * cuda.core has used, or one progcache could not write to). */
+    int available;
+} progcache_stats;
+
+#define PROGCACHE_STATS_VERSION 1
+#define PROGCACHE_STATS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_STATS_VERSION)
+
+/* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */
+PROGCACHE_API void progcache_stats_init(progcache_stats *stats);
+
+/*
+ * progcache_stats_get() : read the counters of the cache's directory.
+ * METHOD. Works on a cache opened read-only (PROGCACHE_FILE_READONLY): it
+ * then reads the directory's counters without changing anything, which is
+ * how `progcache stats` reads a directory it may not write to.
+ * A cache without a file store (progcache_open_tiers over memory tiers)
+ * has no statistics: the counters are 0 and available is 0.
+ * @param out   [out] set out->version first (PROGCACHE_STATS_INIT).
+ * @param cache the cache.
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL (NULL argument, unknown
+ *         out->version).
+ * Thread-safe. The counters are summed without a lock, so a snapshot taken
+ * while other processes count may be a few increments behind.
+ */
+PROGCACHE_API int progcache_stats_get(progcache_stats *out, progcache *cache);
+
+/*
+ * progcache_stats_reset() : zero the counters of the cache's directory for
+ * every process using it, and restart `since`. METHOD.
+ * Increments made by other processes while the reset runs may be lost (a
+ * few at most: each counter is zeroed by one atomic store).
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL (NULL cache, a cache opened
+ *         read-only, or one without a file store: the message says which).
+ * Thread-safe.
+ */
+PROGCACHE_API int progcache_stats_reset(progcache *cache);
+
+/*
+ * progcache_store_stats_get() / progcache_store_stats_reset() : the same
+ * for a file store used without a cache handle (progcache_store_file_new);
+ * any other store has no statistics (get: zeros and available 0; reset:
+ * PROGCACHE_EINVAL).
+ */
+PROGCACHE_API int progcache_store_stats_get(progcache_stats *out, progcache_store *store);
+PROGCACHE_API int progcache_store_stats_reset(progcache_store *store);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PROGCACHE_STATS_H */

@@ -1,0 +1,19 @@
+/* Internal: statistics at the cache layer (cache_stats.c, cache.c). */
+#ifndef PROGCACHE_CACHE_CACHE_STATS_H
+#define PROGCACHE_CACHE_CACHE_STATS_H
+
+#include "progcache/cache.h"
+#include "store/stats_file.h"
+
+/* The statistics of the cache's directory (its bottom tier's), or NULL for
+ * a cache without a file store. For counting events the cache layer sees
+ * (corrupt entries healed, single-flight waits):
+ *   progcache__stats_add(progcache__cache_stats(cache), PROGCACHE__..., 1); */
+progcache__stats *progcache__cache_stats(progcache *cache);
+
+/* progcache_get without counting a hit or miss: for lookups that are not
+ * the caller's (polling while another process compiles the key). */
+int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void *key,
+                               size_t key_len);
+
+#endif

@@ -1,0 +1,49 @@
+/* Internal: the ustar archives of progcache export/import (archive.c;
+ * docs/FORMAT.md, "Archives"). Exposed for the unit tests. */
+#ifndef PROGCACHE_STORE_ARCHIVE_H
+#define PROGCACHE_STORE_ARCHIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TAR_BLOCK 512
+/* Entries larger than this are refused on import: a cache entry is a
+ * compiled program, and the whole member is held in memory for the put. */
+#define TAR_MAX_ENTRY ((uint64_t)1 << 30)
+
+/* What a member name is to import. */
+typedef enum tar_name_kind {
+    TAR_NAME_BAD = 0,  /* not part of a cache: the archive is refused */
+    TAR_NAME_DIR = 1,  /* entries/ or entries/<2 hex>/ */
+    TAR_NAME_ENTRY = 2 /* entries/<2 hex>/<62 hex>: rel and shard are set */
+} tar_name_kind;
+
+/* Classify a member name (an optional leading "./" is dropped). For an
+ * entry, rel receives "entries/ab/<62 hex>" (80 bytes) and shard 0xab. */
+tar_name_kind progcache__tar_name(const char *name, char rel[80], int *shard);
+
+/* A parsed header block. */
+typedef struct tar_header {
+    char name[260]; /* prefix "/" name, for POSIX ustar */
+    char type;      /* typeflag; '\0' is normalised to '0' */
+    uint64_t size;
+    int64_t mtime;
+} tar_header;
+
+/* Parse one 512-byte block: 1 a header, 0 an all-zero block (the end),
+ * -1 not a valid ustar header (why says what). */
+int progcache__tar_parse(tar_header *out, const unsigned char block[TAR_BLOCK], char *why,
+                         size_t why_len);
+
+/* Apply the records of a pax extended header (data, len bytes) to the next
+ * member: path and size override its header. 0, or -1 (why) when the
+ * records are malformed. */
+int progcache__tar_pax(tar_header *next, int *has_path, int *has_size, const char *data, size_t len,
+                       char *why, size_t why_len);
+
+/* Fill a ustar header block for a regular file. 0, or -1 when size does
+ * not fit in the header's 11 octal digits (8 GiB). */
+int progcache__tar_make(unsigned char block[TAR_BLOCK], const char *name, uint64_t size,
+                        int64_t mtime);
+
+#endif

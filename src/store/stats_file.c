@@ -1,0 +1,312 @@
+/* The statistics file: <root>/progcache/stats, mapped MAP_SHARED by every
+ * process that opens the cache directory for writing.
+ *
+ * 64 slots of 32 64-bit counters. A thread counts into the slot picked by
+ * hashing its process id and the address of a thread-local variable, so
+ * concurrent processes and threads mostly write different cache lines
+ * (each slot is 256 bytes, four lines) and never wait on each other; a
+ * reader sums the slots. Two writers that pick one slot are still correct,
+ * the adds are atomic; they only share a line.
+ *
+ * The file carries its own layout in its header (magic, version, header
+ * size, slot count and size, file size). A file whose layout differs (a
+ * future version, damage) is replaced by a fresh one: statistics are worth
+ * less than a working cache, and spare counters in every slot let later
+ * versions add counters without changing the layout. */
+#include "store/stats_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "error.h"
+#include "fs.h"
+#include "store/store_file.h"
+
+#define STATS_MAGIC "PCSTATS1"
+#define STATS_VERSION 1
+#define STATS_HEADER_SIZE 256
+#define STATS_SLOTS 64
+#define STATS_SLOT_SIZE (PROGCACHE__COUNTERS_PER_SLOT * 8)
+#define STATS_FILE_SIZE (STATS_HEADER_SIZE + STATS_SLOTS * STATS_SLOT_SIZE)
+#define STATS_REL FILE_STATE_DIR "/stats"
+
+typedef struct stats_header {
+    char magic[8];        /* "PCSTATS1" */
+    uint32_t version;     /* 1 */
+    uint32_t header_size; /* 256: where slot 0 starts */
+    uint32_t num_slots;   /* 64 */
+    uint32_t slot_size;   /* 256 bytes: 32 counters */
+    uint64_t file_size;   /* 16640 */
+    uint64_t max_size;    /* the cap of the latest open with a cap */
+    int64_t since;        /* creation or last reset, seconds since 1970 */
+} stats_header;
+
+typedef struct stats_file {
+    stats_header header;
+    unsigned char reserved[STATS_HEADER_SIZE - sizeof(stats_header)];
+    uint64_t slot[STATS_SLOTS][PROGCACHE__COUNTERS_PER_SLOT];
+} stats_file;
+
+_Static_assert(sizeof(stats_file) == STATS_FILE_SIZE, "stats file layout");
+
+struct progcache__stats {
+    stats_file *map;
+    int writable;
+    uint32_t seed; /* from the process id at open */
+};
+
+/* Never written: only its address is used, which differs per thread. */
+static _Thread_local char thread_marker;
+
+static int layout_ok(const stats_file *f)
+{
+    const stats_header *h = &f->header;
+    return memcmp(h->magic, STATS_MAGIC, 8) == 0 && h->version == STATS_VERSION &&
+           h->header_size == STATS_HEADER_SIZE && h->num_slots == STATS_SLOTS &&
+           h->slot_size == STATS_SLOT_SIZE && h->file_size == STATS_FILE_SIZE;
+}
+
+/* Publish a fresh file: written under a temp name, then linked (never
+ * replacing one another process published first) or, to replace a file
+ * with the wrong layout, renamed over it. 0 or -1 with errno. */
+static int create_file(int root_fd, int replace)
+{
+    int dirfd = progcache__fs_open_dir(root_fd, FILE_STATE_DIR);
+    if (dirfd < 0)
+        return -1;
+    stats_file *fresh = progcache__calloc(1, sizeof *fresh);
+    char name[64];
+    int ok = 0, fd = -1;
+    if (!fresh) {
+        errno = ENOMEM;
+        goto done;
+    }
+    memcpy(fresh->header.magic, STATS_MAGIC, 8);
+    fresh->header.version = STATS_VERSION;
+    fresh->header.header_size = STATS_HEADER_SIZE;
+    fresh->header.num_slots = STATS_SLOTS;
+    fresh->header.slot_size = STATS_SLOT_SIZE;
+    fresh->header.file_size = STATS_FILE_SIZE;
+    fresh->header.since = (int64_t)time(NULL);
+    fd = progcache__fs_create_temp(dirfd, "stats-", 0666, name, sizeof name);
+    if (fd < 0)
+        goto done;
+    ok = progcache__fs_write_full(fd, fresh, sizeof *fresh) == 0;
+    close(fd);
+    if (ok) {
+        if (replace)
+            ok = progcache__fs_renameat(dirfd, name, dirfd, "stats") == 0;
+        else
+            ok = progcache__fs_linkat(dirfd, name, dirfd, "stats") == 0 || errno == EEXIST;
+    }
+    int saved = errno;
+    (void)unlinkat(dirfd, name, 0);
+    errno = saved;
+done:
+    saved = errno;
+    progcache__free(fresh);
+    close(dirfd);
+    errno = saved;
+    return ok ? 0 : -1;
+}
+
+/* Map the file if it has our layout: the mapping, NULL with *bad set when
+ * it exists but has another layout, NULL with errno otherwise. */
+static stats_file *map_existing(int root_fd, int writable, int *bad)
+{
+    *bad = 0;
+    int fd = progcache__fs_open_beneath(root_fd, STATS_REL, writable ? O_RDWR : O_RDONLY, 0);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    void *map = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == (off_t)STATS_FILE_SIZE)
+        map = mmap(NULL, STATS_FILE_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
+                   fd, 0);
+    else
+        *bad = 1;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    if (map == MAP_FAILED)
+        return NULL;
+    if (layout_ok(map))
+        return map;
+    munmap(map, STATS_FILE_SIZE);
+    *bad = 1;
+    return NULL;
+}
+
+static stats_file *map_writable(int root_fd)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int bad;
+        stats_file *map = map_existing(root_fd, 1, &bad);
+        if (map)
+            return map;
+        if (!bad && errno != ENOENT)
+            return NULL;
+        if (create_file(root_fd, bad) != 0)
+            return NULL;
+    }
+    errno = EIO;
+    return NULL;
+}
+
+int progcache__stats_open(progcache__stats **out, int root_fd, const char *root, int writable)
+{
+    *out = NULL;
+    stats_file *map;
+    if (writable) {
+        map = map_writable(root_fd);
+        if (!map)
+            return progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                          "cannot open statistics file %s/" STATS_REL, root);
+    } else {
+        int bad;
+        map = map_existing(root_fd, 0, &bad);
+        if (!map)
+            return PROGCACHE_OK; /* none, or not ours: no statistics */
+    }
+    progcache__stats *stats = progcache__calloc(1, sizeof *stats);
+    if (!stats) {
+        munmap(map, STATS_FILE_SIZE);
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory opening statistics of %s", root);
+    }
+    stats->map = map;
+    stats->writable = writable;
+    stats->seed = (uint32_t)getpid() * 2654435761u;
+    *out = stats;
+    return PROGCACHE_OK;
+}
+
+void progcache__stats_close(progcache__stats *stats)
+{
+    if (!stats)
+        return;
+    munmap(stats->map, STATS_FILE_SIZE);
+    progcache__free(stats);
+}
+
+static unsigned slot_of(const progcache__stats *stats)
+{
+    uint64_t x = (uint64_t)(uintptr_t)&thread_marker ^ stats->seed;
+    /* A multiplicative mix: TLS addresses differ in middle bits only. */
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 32;
+    return (unsigned)(x % STATS_SLOTS);
+}
+
+void progcache__stats_add(progcache__stats *stats, progcache__counter counter, uint64_t n)
+{
+    if (!stats || !stats->writable || n == 0)
+        return;
+    __atomic_add_fetch(&stats->map->slot[slot_of(stats)][counter], n, __ATOMIC_RELAXED);
+}
+
+void progcache__stats_set_max_size(progcache__stats *stats, uint64_t max_size)
+{
+    if (stats && stats->writable && max_size)
+        __atomic_store_n(&stats->map->header.max_size, max_size, __ATOMIC_RELAXED);
+}
+
+static uint64_t sum(const progcache__stats *stats, progcache__counter counter)
+{
+    uint64_t total = 0;
+    for (unsigned s = 0; s < STATS_SLOTS; s++)
+        total += __atomic_load_n(&stats->map->slot[s][counter], __ATOMIC_RELAXED);
+    return total;
+}
+
+void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
+{
+    unsigned int version = out->version;
+    memset(out, 0, sizeof *out);
+    out->version = version;
+    if (!stats)
+        return;
+    out->available = 1;
+    out->hits = sum(stats, PROGCACHE__HITS);
+    out->misses = sum(stats, PROGCACHE__MISSES);
+    out->lookup_errors = sum(stats, PROGCACHE__LOOKUP_ERRORS);
+    out->stores = sum(stats, PROGCACHE__STORES);
+    out->store_errors = sum(stats, PROGCACHE__STORE_ERRORS);
+    out->evictions = sum(stats, PROGCACHE__EVICTIONS);
+    out->evicted_bytes = sum(stats, PROGCACHE__EVICTED_BYTES);
+    out->corrupt_removed = sum(stats, PROGCACHE__CORRUPT_REMOVED);
+    out->singleflight_waits = sum(stats, PROGCACHE__SINGLEFLIGHT_WAITS);
+    out->remote_hits = sum(stats, PROGCACHE__REMOTE_HITS);
+    out->remote_misses = sum(stats, PROGCACHE__REMOTE_MISSES);
+    out->remote_errors = sum(stats, PROGCACHE__REMOTE_ERRORS);
+    out->remote_stores = sum(stats, PROGCACHE__REMOTE_STORES);
+    out->remote_rejected = sum(stats, PROGCACHE__REMOTE_REJECTED);
+    out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
+    out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
+}
+
+int progcache__stats_zero(progcache__stats *stats)
+{
+    if (!stats || !stats->writable)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "cannot reset statistics: the cache was opened read-only or "
+                                "its statistics file could not be opened for writing");
+    for (unsigned s = 0; s < STATS_SLOTS; s++)
+        for (unsigned c = 0; c < PROGCACHE__COUNTERS_PER_SLOT; c++)
+            __atomic_store_n(&stats->map->slot[s][c], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&stats->map->header.since, (int64_t)time(NULL), __ATOMIC_RELAXED);
+    return PROGCACHE_OK;
+}
+
+/* ---- public: statistics of a bare store --------------------------------- */
+
+progcache__stats *progcache__store_stats(progcache_store *store)
+{
+    file_store *fs = progcache__file_store_cast(store);
+    return fs ? fs->stats : NULL;
+}
+
+void progcache_stats_init(progcache_stats *stats)
+{
+    if (!stats)
+        return;
+    memset(stats, 0, sizeof *stats);
+    stats->version = PROGCACHE_STATS_VERSION;
+}
+
+int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
+{
+    if (!out || !store)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_stats_get: %s is NULL",
+                                out ? "store" : "out");
+    if (out->version == 0 || out->version > PROGCACHE_STATS_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_stats.version is %u; set it with PROGCACHE_STATS_INIT "
+                                "or progcache_stats_init()",
+                                out->version);
+    progcache__stats_read(out, progcache__store_stats(store));
+    if (!progcache__file_store_cast(store))
+        return PROGCACHE_OK;
+    int rc = store->count(&out->entries, store);
+    if (!rc)
+        rc = store->total_size(&out->total_size, store);
+    return rc;
+}
+
+int progcache_store_stats_reset(progcache_store *store)
+{
+    if (!store)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_stats_reset: store is NULL");
+    if (!progcache__file_store_cast(store))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "cannot reset statistics: the \"%s\" store keeps none (only a "
+                                "cache directory has statistics)",
+                                store->name ? store->name : "unnamed");
+    return progcache__stats_zero(progcache__store_stats(store));
+}

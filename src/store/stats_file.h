@@ -1,0 +1,70 @@
+/* Internal: the statistics file <root>/progcache/stats, shared by every
+ * process that uses a cache directory (docs/FORMAT.md, "Statistics").
+ *
+ * Counting is one relaxed atomic add into a slot of a shared mapping: no
+ * lock, no system call, and processes (and threads) mostly land on
+ * different slots, hence different cache lines, so the hit path of one
+ * process does not bounce lines with another's. Reading sums the slots. */
+#ifndef PROGCACHE_STORE_STATS_FILE_H
+#define PROGCACHE_STORE_STATS_FILE_H
+
+#include <stdint.h>
+
+#include "progcache/stats.h"
+#include "progcache/sys/store.h"
+
+/* Counter indices: positions in a slot, fixed by the file format. New
+ * counters take the next reserved index; never renumber. */
+typedef enum progcache__counter {
+    PROGCACHE__HITS = 0,
+    PROGCACHE__MISSES = 1,
+    PROGCACHE__STORES = 2,
+    PROGCACHE__STORE_ERRORS = 3,
+    PROGCACHE__EVICTIONS = 4,
+    PROGCACHE__EVICTED_BYTES = 5,
+    PROGCACHE__CORRUPT_REMOVED = 6,
+    PROGCACHE__SINGLEFLIGHT_WAITS = 7,
+    PROGCACHE__REMOTE_HITS = 8,
+    PROGCACHE__REMOTE_MISSES = 9,
+    PROGCACHE__REMOTE_ERRORS = 10,
+    PROGCACHE__REMOTE_STORES = 11,
+    PROGCACHE__REMOTE_REJECTED = 12,
+    PROGCACHE__LOOKUP_ERRORS = 13,
+    PROGCACHE__COUNTERS_USED = 14,
+    /* Counters per slot in the file, used or reserved. */
+    PROGCACHE__COUNTERS_PER_SLOT = 32
+} progcache__counter;
+
+typedef struct progcache__stats progcache__stats;
+
+/* Open the statistics of the cache directory held open as root_fd (root is
+ * for messages). writable: map it read-write, creating or replacing the
+ * file as needed; otherwise map an existing file read-only (counting is
+ * then a no-op) and set *out to NULL when there is none.
+ * @return PROGCACHE_OK, PROGCACHE_EIO or PROGCACHE_ENOMEM (message set). */
+int progcache__stats_open(progcache__stats **out, int root_fd, const char *root, int writable);
+
+/* Unmap and free. NULL-safe. */
+void progcache__stats_close(progcache__stats *stats);
+
+/* Add n to a counter. NULL-safe and a no-op on read-only statistics, so
+ * callers need not check. Wait-free: one relaxed atomic add. */
+void progcache__stats_add(progcache__stats *stats, progcache__counter counter, uint64_t n);
+
+/* Record the size cap a process opened the cache with (shown by `progcache
+ * stats`). No-op when read-only. */
+void progcache__stats_set_max_size(progcache__stats *stats, uint64_t max_size);
+
+/* Sum the slots into out (which is zeroed first; stats NULL gives zeros). */
+void progcache__stats_read(progcache_stats *out, const progcache__stats *stats);
+
+/* Zero every counter and restart the "since" clock. Increments racing with
+ * the reset may be lost (each counter is zeroed by one atomic store, not
+ * under a lock). PROGCACHE_EINVAL when the statistics are read-only. */
+int progcache__stats_zero(progcache__stats *stats);
+
+/* The statistics of a store: its own for a file store, NULL for any other
+ * store (which has none). */
+progcache__stats *progcache__store_stats(progcache_store *store);
+
+#endif

@@ -1,0 +1,424 @@
+/* Looking after a cache directory: listing entries, reading one by name,
+ * verify and prune (progcache/admin.h).
+ *
+ * Everything here runs while other processes use the cache. Entries are
+ * read through the same symlink-refusing opens as a get, an entry that
+ * vanishes between listing and reading is skipped, and nothing is removed
+ * unless it is still the file that was examined (rename aside, compare,
+ * link back: progcache__file_remove_if_same). */
+#include "store/store_file_admin.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "error.h"
+#include "fs.h"
+#include "sha256.h"
+#include "store/stats_file.h"
+#include "store/validate.h"
+
+int progcache__admin_store(file_store **out, progcache_store *store, const char *fn)
+{
+    *out = progcache__file_store_cast(store);
+    if (*out)
+        return PROGCACHE_OK;
+    if (!store)
+        return progcache__error(PROGCACHE_EINVAL, "%s: store is NULL", fn);
+    return progcache__error(PROGCACHE_EINVAL,
+                            "%s: the \"%s\" store is not a cache directory; open one with "
+                            "progcache_store_file_new",
+                            fn, store->name ? store->name : "unnamed");
+}
+
+int progcache__is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* ---- walking ------------------------------------------------------------ */
+
+typedef struct shard_item {
+    char name[63];
+    struct stat st;
+} shard_item;
+
+typedef struct shard_list {
+    shard_item *items;
+    size_t len, cap;
+    int failed;
+} shard_list;
+
+static int list_entry(void *ctx, int shard, const char *name, const struct stat *st)
+{
+    shard_list *list = ctx;
+    /* Only names a put can produce: anything else is not an entry. */
+    if (strlen(name) != 62 || !progcache__is_hex(name, 62))
+        return 0;
+    if (list->len == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 64;
+        shard_item *items = progcache__realloc(list->items, cap * sizeof *items);
+        if (!items) {
+            list->failed = 1;
+            return 1;
+        }
+        list->items = items;
+        list->cap = cap;
+    }
+    memcpy(list->items[list->len].name, name, 63);
+    list->items[list->len].st = *st;
+    list->len++;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const shard_item *)a)->name, ((const shard_item *)b)->name);
+}
+
+static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+static void fill_entry(progcache_entry *e, int shard, const char *name, const struct stat *st)
+{
+    snprintf(e->name, sizeof e->name, "%02x%s", shard, name);
+    e->size = (uint64_t)st->st_size;
+    e->atime_ns = ns_of(st->st_atim);
+    e->mtime_ns = ns_of(st->st_mtim);
+    e->inode = (uint64_t)st->st_ino;
+}
+
+/* Open an entry for reading without making the read a use: O_NOATIME
+ * where we own the file (EPERM otherwise: open normally). */
+static int open_entry(file_store *fs, int shard, const char *name)
+{
+    char rel[FILE_REL_PATH_MAX];
+    snprintf(rel, sizeof rel, "entries/%02x/%s", shard, name);
+    int fd = progcache__fs_open_beneath(fs->root_fd, rel, O_RDONLY | O_NOATIME, 0);
+    if (fd < 0 && errno == EPERM)
+        fd = progcache__fs_open_beneath(fs->root_fd, rel, O_RDONLY, 0);
+    return fd;
+}
+
+/* Read the whole entry behind fd into buf. 1: read (st filled); 0: gone
+ * or not a regular file any more (skip it); -1: failed, why in errtext. */
+static int read_open_entry(int fd, progcache_buf *buf, struct stat *st, char *errtext,
+                           size_t errlen)
+{
+    if (fstat(fd, st) != 0) {
+        snprintf(errtext, errlen, "cannot stat it: %s", strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st->st_mode))
+        return 0;
+    if (progcache__buf_reserve(buf, (size_t)st->st_size) != PROGCACHE_OK) {
+        snprintf(errtext, errlen, "out of memory reading %lld bytes", (long long)st->st_size);
+        return -1;
+    }
+    ssize_t n = progcache__fs_read_full(fd, buf->data, (size_t)st->st_size);
+    if (n < 0) {
+        snprintf(errtext, errlen, "cannot read it: %s", strerror(errno));
+        return -1;
+    }
+    progcache__buf_set_size(buf, (size_t)n);
+    if ((size_t)n != (size_t)st->st_size) {
+        snprintf(errtext, errlen,
+                 "it is %lld bytes long but only %zd could be read (cut "
+                 "short while reading?)",
+                 (long long)st->st_size, n);
+        return -1;
+    }
+    return 1;
+}
+
+typedef struct walk_state {
+    file_store *fs;
+    unsigned int flags;
+    file_walk_fn fn;
+    void *ctx;
+    progcache_buf data;
+    progcache_artifact_info info;
+} walk_state;
+
+static int visit(walk_state *w, int shard, const shard_item *it)
+{
+    progcache_entry e;
+    memset(&e, 0, sizeof e);
+    fill_entry(&e, shard, it->name, &it->st);
+    file_walk_item item = {&e, shard, it->name, -1, &it->st};
+    char errtext[160];
+    struct stat st;
+    int rc = 0;
+    if (w->flags & (PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT)) {
+        item.fd = open_entry(w->fs, shard, it->name);
+        if (item.fd < 0) {
+            if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
+                return 0; /* evicted or replaced meanwhile */
+            snprintf(errtext, sizeof errtext, "cannot open it: %s", strerror(errno));
+            e.error = errtext;
+        } else {
+            int got = read_open_entry(item.fd, &w->data, &st, errtext, sizeof errtext);
+            if (got == 0)
+                goto done;
+            if (got < 0) {
+                e.error = errtext;
+            } else {
+                fill_entry(&e, shard, it->name, &st);
+                item.st = &st;
+                e.data = w->data.data;
+            }
+        }
+        if (e.data && (w->flags & PROGCACHE_ENTRIES_INSPECT)) {
+            rc = progcache__validate(&w->info, e.data, (size_t)e.size, 1);
+            if (rc)
+                goto done;
+            e.artifact = &w->info;
+        }
+    }
+    rc = w->fn(w->ctx, &item);
+done:
+    if (item.fd >= 0)
+        close(item.fd);
+    return rc;
+}
+
+int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, void *ctx)
+{
+    walk_state w = {fs, flags, fn, ctx, PROGCACHE_BUF_INIT, PROGCACHE_ARTIFACT_INFO_INIT};
+    shard_list list = {NULL, 0, 0, 0};
+    int rc = PROGCACHE_OK;
+    for (int shard = 0; shard < FILE_SHARDS && !rc; shard++) {
+        list.len = 0;
+        progcache__file_scan_shard(fs, shard, list_entry, &list);
+        if (list.failed) {
+            rc = progcache__error(PROGCACHE_ENOMEM, "out of memory listing %s/entries/%02x",
+                                  fs->root, shard);
+            break;
+        }
+        if (list.len > 1)
+            qsort(list.items, list.len, sizeof *list.items, by_name);
+        for (size_t i = 0; i < list.len && !rc; i++)
+            rc = visit(&w, shard, &list.items[i]);
+    }
+    progcache__free(list.items);
+    progcache_buf_free(&w.data);
+    progcache_artifact_info_release(&w.info);
+    return rc;
+}
+
+/* ---- foreach and read by name ------------------------------------------- */
+
+typedef struct foreach_ctx {
+    progcache_entry_fn fn;
+    void *ctx;
+} foreach_ctx;
+
+static int foreach_visit(void *ctx, file_walk_item *item)
+{
+    foreach_ctx *f = ctx;
+    return f->fn(f->ctx, item->entry);
+}
+
+int progcache_file_foreach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
+                           void *ctx)
+{
+    file_store *fs;
+    int rc = progcache__admin_store(&fs, store, "progcache_file_foreach");
+    if (rc)
+        return rc;
+    if (!fn)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_foreach: fn is NULL");
+    if (flags & ~(PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT))
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_foreach: unknown flags 0x%x",
+                                flags);
+    foreach_ctx f = {fn, ctx};
+    return progcache__file_walk(fs, flags, foreach_visit, &f);
+}
+
+int progcache_file_read_entry(progcache_buf *out, progcache_store *store, const char *name)
+{
+    file_store *fs;
+    int rc = progcache__admin_store(&fs, store, "progcache_file_read_entry");
+    if (rc)
+        return rc;
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_read_entry: out is NULL");
+    if (!name || strlen(name) != 64 || !progcache__is_hex(name, 64))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "\"%s\" is not an entry name: give the 64 lowercase hex digits "
+                                "`progcache ls` prints",
+                                name ? name : "(null)");
+    char shard_hex[3] = {name[0], name[1], 0};
+    int fd = open_entry(fs, (int)strtol(shard_hex, NULL, 16), name + 2);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
+            return PROGCACHE_ENOTFOUND;
+        return progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                      "cannot open entry %s in %s", name, fs->root);
+    }
+    struct stat st;
+    char errtext[160];
+    int got = read_open_entry(fd, out, &st, errtext, sizeof errtext);
+    close(fd);
+    if (got == 0)
+        return PROGCACHE_ENOTFOUND;
+    if (got < 0)
+        return progcache__error(PROGCACHE_EIO, "entry %s in %s: %s", name, fs->root, errtext);
+    return PROGCACHE_OK;
+}
+
+/* ---- verify --------------------------------------------------------------- */
+
+void progcache_verify_options_init(progcache_verify_options *opts)
+{
+    if (!opts)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->version = PROGCACHE_VERIFY_OPTIONS_VERSION;
+}
+
+/* 0 when the entry has no recorded digest or it matches; -1 otherwise. */
+static int digest_mismatch(int fd, const unsigned char *data, size_t size)
+{
+    unsigned char want[PROGCACHE_SHA256_SIZE], got[PROGCACHE_SHA256_SIZE];
+    ssize_t n = fgetxattr(fd, FILE_DIGEST_XATTR, want, sizeof want);
+    if (n < 0)
+        return 0;
+    if (n != (ssize_t)sizeof want || progcache__sha256_oneshot(got, data, size) != PROGCACHE_OK)
+        return -1;
+    return memcmp(want, got, sizeof want) ? -1 : 0;
+}
+
+typedef struct verify_ctx {
+    file_store *fs;
+    const progcache_verify_options *opts;
+    progcache_verify_result *out;
+    char why[256];
+} verify_ctx;
+
+static int verify_visit(void *ctx, file_walk_item *item)
+{
+    verify_ctx *v = ctx;
+    progcache_entry *e = item->entry;
+    const progcache_artifact_info *a = e->artifact;
+    v->out->checked++;
+    if (e->error) {
+        snprintf(v->why, sizeof v->why, "%s", e->error);
+    } else if (!a->valid) {
+        snprintf(v->why, sizeof v->why, "%s", a->reason);
+    } else if (digest_mismatch(item->fd, e->data, (size_t)e->size)) {
+        snprintf(v->why, sizeof v->why,
+                 "the bytes differ from the SHA-256 recorded when it was stored (changed on "
+                 "disk)");
+    } else {
+        v->why[0] = '\0';
+    }
+    if (v->why[0]) {
+        e->error = v->why;
+        v->out->bad++;
+        if (v->opts->flags & PROGCACHE_VERIFY_FIX &&
+            progcache__file_remove_if_same(v->fs, item->shard, item->file_name, item->st, 0)) {
+            e->removed = 1;
+            v->out->removed++;
+            progcache__stats_add(v->fs->stats, PROGCACHE__CORRUPT_REMOVED, 1);
+        }
+    }
+    return v->opts->on_entry ? v->opts->on_entry(v->opts->ctx, e) : 0;
+}
+
+int progcache_file_verify(progcache_verify_result *out, progcache_store *store,
+                          const progcache_verify_options *opts)
+{
+    progcache_verify_options defaults;
+    file_store *fs;
+    int rc = progcache__admin_store(&fs, store, "progcache_file_verify");
+    if (rc)
+        return rc;
+    if (!out || out->version == 0 || out->version > PROGCACHE_VERIFY_RESULT_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_file_verify: out is NULL or its "
+                                "version is not set (PROGCACHE_VERIFY_RESULT_INIT)");
+    if (!opts) {
+        progcache_verify_options_init(&defaults);
+        opts = &defaults;
+    }
+    if (opts->version == 0 || opts->version > PROGCACHE_VERIFY_OPTIONS_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_verify_options.version is %u; start from "
+                                "PROGCACHE_VERIFY_OPTIONS_INIT",
+                                opts->version);
+    if (opts->flags & ~PROGCACHE_VERIFY_FIX)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_verify_options.flags has unknown "
+                                "bits 0x%x",
+                                opts->flags);
+    if ((opts->flags & PROGCACHE_VERIFY_FIX) && (fs->flags & PROGCACHE_FILE_READONLY))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "cache %s was opened read-only; cannot remove "
+                                "bad entries",
+                                fs->root);
+    unsigned int version = out->version;
+    memset(out, 0, sizeof *out);
+    out->version = version;
+    verify_ctx v = {fs, opts, out, ""};
+    return progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT, verify_visit, &v);
+}
+
+/* ---- prune ------------------------------------------------------------------ */
+
+void progcache_prune_options_init(progcache_prune_options *opts)
+{
+    if (!opts)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->version = PROGCACHE_PRUNE_OPTIONS_VERSION;
+}
+
+int progcache_file_prune(progcache_prune_result *out, progcache_store *store,
+                         const progcache_prune_options *opts)
+{
+    file_store *fs;
+    int rc = progcache__admin_store(&fs, store, "progcache_file_prune");
+    if (rc)
+        return rc;
+    if (!opts || opts->version == 0 || opts->version > PROGCACHE_PRUNE_OPTIONS_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_file_prune: opts is NULL or its "
+                                "version is not set (PROGCACHE_PRUNE_OPTIONS_INIT)");
+    if (out && (out->version == 0 || out->version > PROGCACHE_PRUNE_RESULT_VERSION))
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_prune: out->version is not set "
+                                                  "(PROGCACHE_PRUNE_RESULT_INIT)");
+    if (!opts->max_size && !opts->older_than)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_prune: no bound given; set "
+                                                  "max_size and/or older_than");
+    int64_t cutoff = 0;
+    if (opts->older_than) {
+        int64_t now = (int64_t)time(NULL);
+        cutoff = opts->older_than >= (uint64_t)now ? 1 : now - (int64_t)opts->older_than;
+    }
+    uint64_t removed, removed_bytes, bytes, count;
+    rc = progcache__file_prune(fs, opts->max_size ? opts->max_size : UINT64_MAX, cutoff, &removed,
+                               &removed_bytes);
+    if (rc)
+        return rc;
+    if (out) {
+        unsigned int version = out->version;
+        memset(out, 0, sizeof *out);
+        out->version = version;
+        out->removed = removed;
+        out->removed_bytes = removed_bytes;
+        progcache__file_totals(fs, &bytes, &count);
+        out->entries = count;
+        out->total_size = bytes;
+    }
+    return PROGCACHE_OK;
+}

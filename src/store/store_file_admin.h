@@ -1,0 +1,34 @@
+/* Internal: walking the entries of a cache directory (store_file_admin.c),
+ * shared by the admin functions and the archive code (archive.c). */
+#ifndef PROGCACHE_STORE_FILE_ADMIN_H
+#define PROGCACHE_STORE_FILE_ADMIN_H
+
+#include <sys/stat.h>
+
+#include "progcache/admin.h"
+#include "store/store_file.h"
+
+/* What the walker hands to its callback besides the public entry: the
+ * open file it read (fd, or -1 without PROGCACHE_ENTRIES_READ) and its
+ * stat, for checks that need the inode (digest attribute, remove-if-same). */
+typedef struct file_walk_item {
+    progcache_entry *entry;
+    int shard;
+    const char *file_name; /* the 62 digits after the shard */
+    int fd;
+    const struct stat *st;
+} file_walk_item;
+
+typedef int (*file_walk_fn)(void *ctx, file_walk_item *item);
+
+/* Visit every entry in name order; flags are PROGCACHE_ENTRIES_*. Returns
+ * PROGCACHE_OK, the callback's non-zero value, or PROGCACHE_ENOMEM. */
+int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, void *ctx);
+
+/* The file store behind store, or PROGCACHE_EINVAL naming the function. */
+int progcache__admin_store(file_store **out, progcache_store *store, const char *fn);
+
+/* Whether s is n lowercase hex digits. */
+int progcache__is_hex(const char *s, size_t n);
+
+#endif

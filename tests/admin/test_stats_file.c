@@ -1,0 +1,368 @@
+/* Statistics (src/store/stats_file.c and the counting hooks): what each
+ * operation counts, many processes and threads counting at once without a
+ * lost increment, reset, replacing a file of the wrong layout, and
+ * read-only caches that read but never write the counters. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fs.h"
+
+#define PROCS 8
+#define THREADS 4
+#define OPS 3000
+
+static progcache_stats stats_of(progcache *cache)
+{
+    progcache_stats s = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_stats_get(&s, cache));
+    return s;
+}
+
+static void key_of(unsigned char key[8], unsigned n)
+{
+    memcpy(key, "statkey", 7);
+    key[7] = (unsigned char)n;
+}
+
+static int remember_name(void *ctx, const progcache_entry *e)
+{
+    memcpy(ctx, e->name, 65);
+    return 0;
+}
+
+/* The path of the only entry in dir. */
+static void only_entry(char *out, size_t len, const char *dir)
+{
+    progcache_store *fs;
+    progcache_file_options ro = PROGCACHE_FILE_OPTIONS_INIT;
+    ro.flags = PROGCACHE_FILE_READONLY;
+    CHECK_OK(progcache_store_file_new(&fs, dir, &ro));
+    char name[65] = "";
+    CHECK_OK(progcache_file_foreach(fs, 0, remember_name, name));
+    CHECK(strlen(name) == 64);
+    snprintf(out, len, "%s/entries/%.2s/%s", dir, name, name + 2);
+    progcache_store_free(fs);
+}
+
+static void flip_byte(const char *path, off_t at)
+{
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    unsigned char c;
+    CHECK(pread(fd, &c, 1, at) == 1);
+    c ^= 0x20;
+    CHECK(pwrite(fd, &c, 1, at) == 1);
+    close(fd);
+}
+
+static void test_counting(void)
+{
+    char *dir = test_mkdtemp("stats");
+    progcache *cache;
+    progcache_options opts = PROGCACHE_OPTIONS_INIT;
+    opts.memory_size = 1 << 20;
+    CHECK_OK(progcache_open(&cache, dir, &opts));
+
+    progcache_stats s = stats_of(cache);
+    CHECK(s.available && s.hits == 0 && s.misses == 0 && s.stores == 0);
+    CHECK(s.since > 0 && s.max_size == 0);
+
+    /* The file has the documented size. */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/progcache/stats", dir);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 256);
+
+    unsigned char key[8];
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    key_of(key, 1);
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, cache, key, sizeof key));
+    CHECK_OK(progcache_put(cache, key, sizeof key, "value", 5));
+    CHECK_OK(progcache_get(&buf, cache, key, sizeof key)); /* from the memory tier */
+    CHECK_OK(progcache_get(&buf, cache, key, sizeof key));
+    s = stats_of(cache);
+    CHECK(s.hits == 2 && s.misses == 1 && s.stores == 1 && s.store_errors == 0);
+    CHECK(s.entries == 1 && s.total_size == 5);
+
+    /* A second handle (cold memory tier) hits in the directory and shares
+     * the counters. */
+    progcache *other;
+    CHECK_OK(progcache_open(&other, dir, NULL));
+    CHECK_OK(progcache_get(&buf, other, key, sizeof key));
+    CHECK(stats_of(cache).hits == 3);
+
+    /* Failures: a put that cannot rename, a get that cannot read. */
+    key_of(key, 2);
+    progcache__fs_fail(PROGCACHE_FS_RENAME, 1, ENOSPC);
+    CHECK_RC(PROGCACHE_EIO, progcache_put(other, key, sizeof key, "v2", 2));
+    progcache__fs_fail_reset();
+    key_of(key, 1);
+    progcache__fs_fail(PROGCACHE_FS_READ, 1, EIO);
+    CHECK_RC(PROGCACHE_EIO, progcache_get(&buf, other, key, sizeof key));
+    progcache__fs_fail_reset();
+    s = stats_of(other);
+    CHECK(s.store_errors == 1 && s.lookup_errors == 1 && s.stores == 1 && s.hits == 3);
+
+    /* A flipped bit in an entry progcache wrote: the get finds the SHA-256
+     * mismatch and removes the entry; counted as corrupt_removed. */
+    char entry[1024];
+    only_entry(entry, sizeof entry, dir);
+    if (getxattr(entry, "user.progcache.sha256", NULL, 0) == 32) {
+        flip_byte(entry, 2);
+        CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, other, key, sizeof key));
+        s = stats_of(other);
+        CHECK(s.corrupt_removed == 1 && s.misses == 2);
+        CHECK(access(entry, F_OK) != 0);
+    } else {
+        printf("corrupt_removed on read: skipped (no user xattrs on this file system)\n");
+    }
+
+    /* Reset: every counter to zero, the clock restarted, entries kept. */
+    CHECK_OK(progcache_put(cache, key, sizeof key, "value", 5));
+    CHECK_OK(progcache_stats_reset(cache));
+    s = stats_of(other);
+    CHECK(s.hits == 0 && s.misses == 0 && s.stores == 0 && s.store_errors == 0 &&
+          s.lookup_errors == 0 && s.corrupt_removed == 0 && s.entries == 1);
+
+    progcache_buf_free(&buf);
+    progcache_close(other);
+    progcache_close(cache);
+    test_rmtree(dir);
+    free(dir);
+}
+
+static void test_evictions_and_cap(void)
+{
+    char *dir = test_mkdtemp("statsevict");
+    progcache *cache;
+    progcache_options opts = PROGCACHE_OPTIONS_INIT;
+    opts.max_size = 10000;
+    opts.flags = PROGCACHE_FILE_NO_FSYNC;
+    CHECK_OK(progcache_open(&cache, dir, &opts));
+    static unsigned char value[1000];
+    unsigned char key[8];
+    for (unsigned i = 0; i < 40; i++) {
+        key_of(key, i);
+        CHECK_OK(progcache_put(cache, key, sizeof key, value, sizeof value));
+    }
+    progcache_stats s = stats_of(cache);
+    CHECK(s.max_size == 10000);
+    CHECK(s.stores == 40 && s.evictions > 0);
+    CHECK(s.evicted_bytes == s.evictions * sizeof value);
+    CHECK(s.entries + s.evictions == 40);
+
+    /* Pruning counts as eviction too. */
+    progcache_store *fs;
+    CHECK_OK(progcache_store_file_new(&fs, dir, NULL));
+    progcache_prune_options po = PROGCACHE_PRUNE_OPTIONS_INIT;
+    po.max_size = 3000;
+    progcache_prune_result pr = PROGCACHE_PRUNE_RESULT_INIT;
+    CHECK_OK(progcache_file_prune(&pr, fs, &po));
+    CHECK(pr.removed > 0 && pr.total_size <= 3000);
+    progcache_stats after = stats_of(cache);
+    CHECK(after.evictions == s.evictions + pr.removed);
+    CHECK(after.evicted_bytes == s.evicted_bytes + pr.removed_bytes);
+    progcache_store_free(fs);
+    progcache_close(cache);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* ---- many counters at once ------------------------------------------------ */
+
+typedef struct thread_arg {
+    progcache *cache;
+    int id;
+} thread_arg;
+
+static void *hit_thread(void *p)
+{
+    thread_arg *a = p;
+    unsigned char key[8];
+    key_of(key, 200);
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    for (int i = 0; i < OPS; i++) {
+        if (progcache_get(&buf, a->cache, key, sizeof key) != PROGCACHE_OK)
+            abort();
+    }
+    progcache_buf_free(&buf);
+    return NULL;
+}
+
+/* Each process: THREADS threads of OPS hits on one key, plus OPS misses
+ * on its own. */
+static int child(const char *dir, int id)
+{
+    progcache *cache;
+    progcache_options opts = PROGCACHE_OPTIONS_INIT;
+    opts.memory_size = 1 << 20; /* hits without system calls: tight races */
+    if (progcache_open(&cache, dir, &opts) != PROGCACHE_OK)
+        return 2;
+    pthread_t t[THREADS];
+    thread_arg args[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        args[i].cache = cache;
+        args[i].id = id;
+        if (pthread_create(&t[i], NULL, hit_thread, &args[i]) != 0)
+            return 3;
+    }
+    unsigned char key[8];
+    key_of(key, (unsigned)id);
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    for (int i = 0; i < OPS; i++)
+        if (progcache_get(&buf, cache, key, sizeof key) != PROGCACHE_ENOTFOUND)
+            return 4;
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    progcache_buf_free(&buf);
+    progcache_close(cache);
+    return 0;
+}
+
+static void test_processes(void)
+{
+    char *dir = test_mkdtemp("statsprocs");
+    progcache *cache;
+    CHECK_OK(progcache_open(&cache, dir, NULL));
+    unsigned char key[8];
+    key_of(key, 200);
+    CHECK_OK(progcache_put(cache, key, sizeof key, "shared", 6));
+    CHECK_OK(progcache_stats_reset(cache));
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        pids[p] = fork();
+        CHECK(pids[p] >= 0);
+        if (pids[p] == 0)
+            _exit(child(dir, p));
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int status;
+        CHECK(waitpid(pids[p], &status, 0) == pids[p]);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    progcache_stats s = stats_of(cache);
+    /* Exact: atomic adds lose nothing, however the slots were shared. */
+    CHECK(s.hits == (uint64_t)PROCS * THREADS * OPS);
+    CHECK(s.misses == (uint64_t)PROCS * OPS);
+    progcache_close(cache);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* ---- layout, read-only, no directory ------------------------------------ */
+
+static void test_bad_layout_replaced(void)
+{
+    char *dir = test_mkdtemp("statslayout");
+    progcache *cache;
+    CHECK_OK(progcache_open(&cache, dir, NULL));
+    unsigned char key[8];
+    key_of(key, 1);
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, cache, key, sizeof key));
+    progcache_close(cache);
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/progcache/stats", dir);
+    /* Wrong size, wrong magic, wrong slot count. */
+    for (int d = 0; d < 3; d++) {
+        int fd = open(path, O_RDWR);
+        CHECK(fd >= 0);
+        if (d == 0)
+            CHECK(ftruncate(fd, 100) == 0);
+        else if (d == 1)
+            CHECK(pwrite(fd, "PCSTATS9", 8, 0) == 8);
+        else
+            CHECK(pwrite(fd, "\x40\x00\x00\x01", 4, 16) == 4); /* num_slots */
+        close(fd);
+        CHECK_OK(progcache_open(&cache, dir, NULL));
+        progcache_stats s = stats_of(cache);
+        CHECK(s.available && s.misses == 0);
+        CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, cache, key, sizeof key));
+        CHECK(stats_of(cache).misses == 1);
+        progcache_close(cache);
+        struct stat st;
+        CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 256);
+    }
+    progcache_buf_free(&buf);
+    test_rmtree(dir);
+    free(dir);
+}
+
+static void test_readonly(void)
+{
+    char *dir = test_mkdtemp("statsro");
+    progcache *cache, *ro;
+    CHECK_OK(progcache_open(&cache, dir, NULL));
+    unsigned char key[8];
+    key_of(key, 1);
+    CHECK_OK(progcache_put(cache, key, sizeof key, "value", 5));
+    progcache_options opts = PROGCACHE_OPTIONS_INIT;
+    opts.flags = PROGCACHE_FILE_READONLY;
+    CHECK_OK(progcache_open(&ro, dir, &opts));
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    CHECK_OK(progcache_get(&buf, ro, key, sizeof key));
+    key_of(key, 2);
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, ro, key, sizeof key));
+    /* Read through the read-only handle: the writer's put is there, the
+     * read-only lookups are not counted. */
+    progcache_stats s = stats_of(ro);
+    CHECK(s.available && s.stores == 1 && s.hits == 0 && s.misses == 0 && s.entries == 1);
+    CHECK_RC(PROGCACHE_EINVAL, progcache_stats_reset(ro));
+    CHECK(strstr(progcache_error_last(), "read-only"));
+    progcache_close(ro);
+
+    /* A directory only cuda.core used has no statistics file: read-only
+     * opens report none and create nothing. */
+    char *plain = test_mkdtemp("statsplain");
+    CHECK_OK(progcache_open(&ro, plain, &opts));
+    s = stats_of(ro);
+    CHECK(!s.available && s.hits == 0 && s.since == 0);
+    progcache_close(ro);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/progcache", plain);
+    CHECK(access(path, F_OK) != 0);
+
+    /* A cache without a directory has no statistics either. */
+    progcache_store *mem;
+    CHECK_OK(progcache_store_memory_new(&mem, NULL));
+    progcache *mc;
+    CHECK_OK(progcache_open_tiers(&mc, &mem, 1, NULL));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, mc, "k", 1));
+    s = stats_of(mc);
+    CHECK(!s.available && s.misses == 0);
+    CHECK_RC(PROGCACHE_EINVAL, progcache_stats_reset(mc));
+    progcache_close(mc);
+
+    /* Argument checks. */
+    progcache_stats bad;
+    memset(&bad, 0, sizeof bad);
+    CHECK_RC(PROGCACHE_EINVAL, progcache_stats_get(&bad, cache));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_stats_get(NULL, cache));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_stats_get(&s, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_stats_reset(NULL));
+
+    progcache_buf_free(&buf);
+    progcache_close(cache);
+    test_rmtree(plain);
+    free(plain);
+    test_rmtree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    test_counting();
+    test_evictions_and_cap();
+    test_bad_layout_replaced();
+    test_readonly();
+    test_processes();
+    puts("test_stats_file: ok");
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* progcache clear: remove every entry of a cache directory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+#define CMD "clear"
+
+static const char usage_text[] =
+    "usage: progcache clear [--dir DIR]\n"
+    "\n"
+    "Remove every entry of a cache directory. The statistics are kept (zero them\n"
+    "with 'progcache stats --zero'). Other processes may go on using the cache.\n"
+    "\n"
+    "options:\n"
+    "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --help      this text\n"
+    "\n"
+    "Prints: removed N entries (SIZE) from DIR\n"
+    "Exit status: 0 cleared; 1 the directory cannot be used or an entry could not\n"
+    "be removed; 2 bad usage.\n";
+
+int cmd_clear(int argc, char **argv)
+{
+    const char *dir_arg = NULL, *v;
+    int r;
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            dir_arg = v;
+        } else {
+            return tool_usage_error(CMD,
+                                    "unexpected argument \"%s\" (run 'progcache clear "
+                                    "--help')",
+                                    argv[i]);
+        }
+    }
+    char *dir = NULL;
+    progcache_store *store = NULL;
+    int code = tool_resolve_dir(CMD, dir_arg, &dir);
+    if (code)
+        return code;
+    code = tool_open_store(CMD, dir, TOOL_WRITE, &store);
+    if (code)
+        goto done;
+    uint64_t entries = 0, bytes = 0;
+    if (progcache_store_count(&entries, store) != PROGCACHE_OK ||
+        progcache_store_total_size(&bytes, store) != PROGCACHE_OK) {
+        code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot read the cache's size");
+        goto done;
+    }
+    if (progcache_store_clear(store) != PROGCACHE_OK) {
+        code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot clear the cache");
+        goto done;
+    }
+    char size[64];
+    tool_format_size_long(size, sizeof size, bytes);
+    printf("removed %llu entries (%s) from %s\n", (unsigned long long)entries, size, dir);
+done:
+    progcache_store_free(store);
+    free(dir);
+    return code;
+}

@@ -1,0 +1,121 @@
+/* progcache get: write the artifact stored under a key. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+#define CMD "get"
+
+static const char usage_text[] =
+    "usage: progcache get KEYHEX [--dir DIR] [-o FILE]\n"
+    "       progcache get --entry NAME [--dir DIR] [-o FILE]\n"
+    "\n"
+    "Write the artifact stored under a key to FILE, or to standard output. KEYHEX\n"
+    "is the key in hex (the 64 digits 'progcache key' prints, or any other key's\n"
+    "bytes); the lookup counts as a hit or a miss in the statistics. --entry reads\n"
+    "an entry by the file name 'progcache ls' prints instead (not counted).\n"
+    "\n"
+    "options:\n"
+    "  --dir DIR      the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  -o, --output FILE  write to FILE (replaced) instead of standard output\n"
+    "  --entry NAME   look up by entry file name (64 hex digits), not by key\n"
+    "  --help         this text\n"
+    "\n"
+    "Exit status: 0 written; 1 no such entry (a miss) or an I/O error; 2 bad usage.\n";
+
+static int write_out(const char *path, const progcache_buf *data)
+{
+    FILE *f = path ? fopen(path, "wb") : stdout;
+    if (!f)
+        return tool_error(CMD, "cannot write %s: %s", path, strerror(errno));
+    int ok = fwrite(data->data, 1, data->size, f) == data->size;
+    ok = (fflush(f) == 0) && ok;
+    if (path)
+        ok = (fclose(f) == 0) && ok;
+    if (!ok)
+        return tool_error(CMD, "cannot write %s: %s", path ? path : "standard output",
+                          strerror(errno));
+    return EXIT_OK;
+}
+
+int cmd_get(int argc, char **argv)
+{
+    const char *dir_arg = NULL, *out_path = NULL, *key_hex = NULL, *entry = NULL, *v;
+    int r;
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            dir_arg = v;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "-o", &v)) ||
+                   (r = tool_flag_value(CMD, argc, argv, &i, "--output", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            out_path = v;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--entry", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            entry = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return tool_usage_error(CMD, "unknown option \"%s\" (run 'progcache get --help')",
+                                    argv[i]);
+        } else if (key_hex) {
+            return tool_usage_error(CMD, "more than one key (\"%s\" and \"%s\")", key_hex, argv[i]);
+        } else {
+            key_hex = argv[i];
+        }
+    }
+    if (!key_hex == !entry)
+        return tool_usage_error(CMD, "give a KEYHEX or --entry NAME (run 'progcache get --help')");
+    size_t key_len = 0;
+    unsigned char *key = NULL;
+    if (key_hex && !(key = tool_decode_hex(key_hex, &key_len)))
+        return tool_usage_error(CMD,
+                                "KEYHEX \"%s\" is not hex: give an even number of hex "
+                                "digits, such as the 64 'progcache key' prints",
+                                key_hex);
+
+    char *dir = NULL;
+    progcache *cache = NULL;
+    progcache_store *store = NULL;
+    progcache_buf data = PROGCACHE_BUF_INIT;
+    int code = tool_resolve_dir(CMD, dir_arg, &dir);
+    if (code)
+        goto done;
+    int rc;
+    if (entry) {
+        if ((code = tool_open_store(CMD, dir, TOOL_READ, &store)))
+            goto done;
+        rc = progcache_file_read_entry(&data, store, entry);
+    } else {
+        /* Writable when we may, so that the lookup is counted; a cache
+         * we cannot write to is still readable. */
+        tool_access mode = access(dir, W_OK) == 0 ? TOOL_WRITE : TOOL_READ;
+        if ((code = tool_open_cache(CMD, dir, mode, &cache)))
+            goto done;
+        rc = progcache_get(&data, cache, key, key_len);
+    }
+    if (rc == PROGCACHE_ENOTFOUND) {
+        code = tool_error(CMD, "no entry for %s \"%s\" in %s (a miss)", entry ? "entry" : "key",
+                          entry ? entry : key_hex, dir);
+        goto done;
+    }
+    if (rc) {
+        code = tool_lib_error(CMD, rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_PROBLEMS,
+                              "cannot read the entry");
+        goto done;
+    }
+    code = write_out(out_path, &data);
+done:
+    progcache_buf_free(&data);
+    progcache_close(cache);
+    progcache_store_free(store);
+    free(dir);
+    free(key);
+    return code;
+}

@@ -1,0 +1,239 @@
+/* progcache ls: one line per entry with what is in it. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+#define CMD "ls"
+
+static const char usage_text[] =
+    "usage: progcache ls [--dir DIR] [--sort name|size|age|lru] [--json]\n"
+    "\n"
+    "List the entries of a cache directory, one per line:\n"
+    "  NAME  SIZE  LAST-USE  KIND  ARCH  KERNELS\n"
+    "NAME is the entry's file name (the 64 hex digits of SHA-256 of its key); SIZE\n"
+    "in bytes (K, M, G: KiB, MiB, GiB); LAST-USE the local time of its last hit\n"
+    "(atime); KIND is CUBIN, PTX, LTO-IR, fatbin or unknown; ARCH the target\n"
+    "architecture (sm_90; '-' when unknown); KERNELS the kernel names, comma-\n"
+    "separated ('-' when none). A damaged entry ends with '(bad: REASON)'.\n"
+    "\n"
+    "options:\n"
+    "  --dir DIR    the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --sort KEY   name (default), size (largest first), age (oldest written\n"
+    "               first) or lru (least recently used first: eviction order)\n"
+    "  --json       print a JSON array of objects instead\n"
+    "  --help       this text\n"
+    "\n"
+    "Exit status: 0 listed; 1 the directory cannot be read; 2 bad usage.\n";
+
+typedef struct row {
+    char name[65];
+    uint64_t size;
+    int64_t atime_ns, mtime_ns;
+    progcache_kind kind;
+    int valid;
+    char *reason;
+    char *arch;
+    char **kernels;
+    size_t num_kernels;
+} row;
+
+typedef struct rows {
+    row *items;
+    size_t len, cap;
+} rows;
+
+typedef enum sort_key { SORT_NAME, SORT_SIZE, SORT_AGE, SORT_LRU } sort_key;
+
+static int collect(void *ctx, const progcache_entry *e)
+{
+    rows *list = ctx;
+    if (list->len == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 64;
+        row *items = realloc(list->items, cap * sizeof *items);
+        if (!items)
+            return -1;
+        list->items = items;
+        list->cap = cap;
+    }
+    row *r = &list->items[list->len];
+    memset(r, 0, sizeof *r);
+    memcpy(r->name, e->name, sizeof r->name);
+    r->size = e->size;
+    r->atime_ns = e->atime_ns;
+    r->mtime_ns = e->mtime_ns;
+    const progcache_artifact_info *a = e->artifact;
+    r->reason = strdup(e->error ? e->error : a ? a->reason : "");
+    r->arch = strdup(a ? a->arch : "");
+    if (!r->reason || !r->arch)
+        return -1;
+    if (a) {
+        r->kind = a->kind;
+        r->valid = a->valid && !e->error;
+        r->kernels = calloc(a->num_kernels + 1, sizeof *r->kernels);
+        if (!r->kernels)
+            return -1;
+        for (size_t i = 0; i < a->num_kernels; i++) {
+            if (!(r->kernels[i] = strdup(progcache_artifact_kernel(a, i))))
+                return -1;
+            r->num_kernels++;
+        }
+    }
+    list->len++;
+    return 0;
+}
+
+static void free_rows(rows *list)
+{
+    for (size_t i = 0; i < list->len; i++) {
+        row *r = &list->items[i];
+        free(r->reason);
+        free(r->arch);
+        for (size_t k = 0; k < r->num_kernels; k++)
+            free(r->kernels[k]);
+        free(r->kernels);
+    }
+    free(list->items);
+}
+
+static int cmp_i64(int64_t a, int64_t b) { return a < b ? -1 : a > b; }
+
+static int by_size(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int by_age(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    int c = cmp_i64(x->mtime_ns, y->mtime_ns);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+static int by_lru(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    int c = cmp_i64(x->atime_ns, y->atime_ns);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+static void print_text(const rows *list, int header)
+{
+    char size[24], when[32];
+    if (header)
+        printf("%-64s  %6s  %-19s  %-7s %-8s %s\n", "NAME", "SIZE", "LAST-USE", "KIND", "ARCH",
+               "KERNELS");
+    for (size_t i = 0; i < list->len; i++) {
+        const row *r = &list->items[i];
+        tool_format_size(size, sizeof size, r->size);
+        tool_format_time(when, sizeof when, r->atime_ns / 1000000000);
+        printf("%s  %6s  %-19s  %-7s %-8s ", r->name, size, when, progcache_kind_name(r->kind),
+               r->arch[0] ? r->arch : "-");
+        if (!r->num_kernels)
+            fputs("-", stdout);
+        for (size_t k = 0; k < r->num_kernels; k++)
+            printf("%s%s", k ? "," : "", r->kernels[k]);
+        if (!r->valid)
+            printf("  (bad: %s)", r->reason);
+        putchar('\n');
+    }
+}
+
+static void print_json(const rows *list)
+{
+    printf("[");
+    for (size_t i = 0; i < list->len; i++) {
+        const row *r = &list->items[i];
+        printf("%s\n  {\"name\": \"%s\", \"size\": %llu, \"atime_ns\": %lld, \"mtime_ns\": %lld, "
+               "\"kind\": ",
+               i ? "," : "", r->name, (unsigned long long)r->size, (long long)r->atime_ns,
+               (long long)r->mtime_ns);
+        tool_json_string(stdout, progcache_kind_name(r->kind));
+        printf(", \"valid\": %s, \"reason\": ", r->valid ? "true" : "false");
+        tool_json_string(stdout, r->reason);
+        printf(", \"arch\": ");
+        tool_json_string(stdout, r->arch);
+        printf(", \"kernels\": [");
+        for (size_t k = 0; k < r->num_kernels; k++) {
+            if (k)
+                printf(", ");
+            tool_json_string(stdout, r->kernels[k]);
+        }
+        printf("]}");
+    }
+    printf("%s]\n", list->len ? "\n" : "");
+}
+
+int cmd_ls(int argc, char **argv)
+{
+    const char *dir_arg = NULL, *v;
+    int json = 0, r;
+    sort_key sort = SORT_NAME;
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            dir_arg = v;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--sort", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (!strcmp(v, "name"))
+                sort = SORT_NAME;
+            else if (!strcmp(v, "size"))
+                sort = SORT_SIZE;
+            else if (!strcmp(v, "age"))
+                sort = SORT_AGE;
+            else if (!strcmp(v, "lru"))
+                sort = SORT_LRU;
+            else
+                return tool_usage_error(CMD, "--sort \"%s\": use name, size, age or lru", v);
+        } else {
+            return tool_usage_error(CMD, "unexpected argument \"%s\" (run 'progcache ls --help')",
+                                    argv[i]);
+        }
+    }
+    char *dir = NULL;
+    progcache_store *store = NULL;
+    rows list = {NULL, 0, 0};
+    int code = tool_resolve_dir(CMD, dir_arg, &dir);
+    if (code)
+        return code;
+    code = tool_open_store(CMD, dir, TOOL_READ, &store);
+    if (code)
+        goto done;
+    int rc = progcache_file_foreach(store, PROGCACHE_ENTRIES_INSPECT, collect, &list);
+    if (rc == -1) {
+        code = tool_error(CMD, "out of memory listing %s", dir);
+        goto done;
+    }
+    if (rc) {
+        code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot list the cache");
+        goto done;
+    }
+    int (*order)(const void *, const void *) = sort == SORT_SIZE  ? by_size
+                                               : sort == SORT_AGE ? by_age
+                                               : sort == SORT_LRU ? by_lru
+                                                                  : NULL;
+    if (order && list.len > 1)
+        qsort(list.items, list.len, sizeof *list.items, order);
+    if (json)
+        print_json(&list);
+    else
+        print_text(&list, isatty(STDOUT_FILENO));
+    if (fflush(stdout) != 0)
+        code = EXIT_PROBLEMS;
+done:
+    free_rows(&list);
+    progcache_store_free(store);
+    free(dir);
+    return code;
+}

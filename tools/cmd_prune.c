@@ -1,0 +1,107 @@
+/* progcache prune: remove least recently used entries by size or age. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+#define CMD "prune"
+
+static const char usage_text[] =
+    "usage: progcache prune [--dir DIR] [--max-size SIZE] [--older-than AGE] [--json]\n"
+    "\n"
+    "Remove entries, least recently used first (by their last hit), until the\n"
+    "cache holds at most SIZE bytes, and/or every entry not used for AGE. Give at\n"
+    "least one of the two. Safe while other processes use the cache: an entry\n"
+    "read or replaced while prune runs is kept.\n"
+    "\n"
+    "options:\n"
+    "  --dir DIR          the cache directory (default: $PROGCACHE_DIR, else\n"
+    "                     cuda.core's)\n"
+    "  --max-size SIZE    bytes, or with a suffix K, M, G, T (powers of 1024):\n"
+    "                     512M, 2G, 100K, 1048576\n"
+    "  --older-than AGE   a number and a unit s, m, h, d or w: 45s, 30m, 12h, 7d, 2w\n"
+    "  --json             print one JSON object instead of text\n"
+    "  --help             this text\n"
+    "\n"
+    "Prints: removed N entries (SIZE) from DIR; N entries (SIZE) left\n"
+    "Exit status: 0 done; 1 the directory cannot be used; 2 bad usage.\n";
+
+int cmd_prune(int argc, char **argv)
+{
+    const char *dir_arg = NULL, *v;
+    int json = 0, r;
+    progcache_prune_options opts = PROGCACHE_PRUNE_OPTIONS_INIT;
+    int have_size = 0, have_age = 0;
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            dir_arg = v;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--max-size", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (tool_parse_size(v, &opts.max_size) != 0)
+                return tool_usage_error(CMD,
+                                        "--max-size \"%s\": give bytes or a size such as "
+                                        "512M, 2G, 100K",
+                                        v);
+            have_size = 1;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--older-than", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (tool_parse_age(v, &opts.older_than) != 0 || opts.older_than == 0)
+                return tool_usage_error(CMD,
+                                        "--older-than \"%s\": give an age such as 7d, 12h, "
+                                        "30m, 45s",
+                                        v);
+            have_age = 1;
+        } else {
+            return tool_usage_error(CMD,
+                                    "unexpected argument \"%s\" (run 'progcache prune "
+                                    "--help')",
+                                    argv[i]);
+        }
+    }
+    if (!have_size && !have_age)
+        return tool_usage_error(CMD, "give --max-size SIZE and/or --older-than AGE (to remove "
+                                     "everything, use 'progcache clear')");
+    if (have_size && opts.max_size == 0)
+        return tool_usage_error(CMD, "--max-size 0 would remove everything; use 'progcache clear'");
+
+    char *dir = NULL;
+    progcache_store *store = NULL;
+    int code = tool_resolve_dir(CMD, dir_arg, &dir);
+    if (code)
+        return code;
+    code = tool_open_store(CMD, dir, TOOL_WRITE, &store);
+    if (code)
+        goto done;
+    progcache_prune_result res = PROGCACHE_PRUNE_RESULT_INIT;
+    if (progcache_file_prune(&res, store, &opts) != PROGCACHE_OK) {
+        code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot prune the cache");
+        goto done;
+    }
+    if (json) {
+        printf("{\"dir\": ");
+        tool_json_string(stdout, dir);
+        printf(", \"removed\": %llu, \"removed_bytes\": %llu, \"entries\": %llu, "
+               "\"total_size\": %llu}\n",
+               (unsigned long long)res.removed, (unsigned long long)res.removed_bytes,
+               (unsigned long long)res.entries, (unsigned long long)res.total_size);
+    } else {
+        char freed[64], left[64];
+        tool_format_size_long(freed, sizeof freed, res.removed_bytes);
+        tool_format_size_long(left, sizeof left, res.total_size);
+        printf("removed %llu entries (%s) from %s; %llu entries (%s) left\n",
+               (unsigned long long)res.removed, freed, dir, (unsigned long long)res.entries, left);
+    }
+done:
+    progcache_store_free(store);
+    free(dir);
+    return code;
+}

@@ -1,0 +1,80 @@
+/* progcache put: store a file under a key. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+#define CMD "put"
+
+static const char usage_text[] =
+    "usage: progcache put KEYHEX FILE [--dir DIR]\n"
+    "\n"
+    "Store the bytes of FILE ('-': standard input) under a key, through the same\n"
+    "atomic write as a program's put (temp file, fsync, rename). KEYHEX is the key\n"
+    "in hex (the 64 digits 'progcache key' prints, or any other key's bytes). An\n"
+    "existing entry for the key is replaced. The directory is created if missing.\n"
+    "\n"
+    "options:\n"
+    "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --help      this text\n"
+    "\n"
+    "Exit status: 0 stored; 1 FILE cannot be read or the cache refused the put;\n"
+    "2 bad usage.\n";
+
+int cmd_put(int argc, char **argv)
+{
+    const char *dir_arg = NULL, *key_hex = NULL, *file = NULL, *v;
+    int r;
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            dir_arg = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return tool_usage_error(CMD, "unknown option \"%s\" (run 'progcache put --help')",
+                                    argv[i]);
+        } else if (!key_hex) {
+            key_hex = argv[i];
+        } else if (!file) {
+            file = argv[i];
+        } else {
+            return tool_usage_error(CMD, "unexpected argument \"%s\": give KEYHEX and FILE",
+                                    argv[i]);
+        }
+    }
+    if (!key_hex || !file)
+        return tool_usage_error(CMD, "give KEYHEX and FILE (run 'progcache put --help')");
+    size_t key_len = 0, size = 0;
+    unsigned char *key = tool_decode_hex(key_hex, &key_len), *data = NULL;
+    if (!key)
+        return tool_usage_error(CMD,
+                                "KEYHEX \"%s\" is not hex: give an even number of hex "
+                                "digits, such as the 64 'progcache key' prints",
+                                key_hex);
+    char *dir = NULL;
+    progcache *cache = NULL;
+    int code = EXIT_OK;
+    data = tool_read_file(file, &size);
+    if (!data) {
+        code = tool_error(CMD, "cannot read \"%s\": %s", file, strerror(errno));
+        goto done;
+    }
+    if ((code = tool_resolve_dir(CMD, dir_arg, &dir)))
+        goto done;
+    if ((code = tool_open_cache(CMD, dir, TOOL_CREATE, &cache)))
+        goto done;
+    if (progcache_put(cache, key, key_len, data, size) != PROGCACHE_OK) {
+        code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot store the entry");
+        goto done;
+    }
+done:
+    progcache_close(cache);
+    free(dir);
+    free(data);
+    free(key);
+    return code;
+}

@@ -1,0 +1,161 @@
+/* progcache stats: the cache directory's counters, entries and size. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+#define CMD "stats"
+
+static const char usage_text[] =
+    "usage: progcache stats [--dir DIR] [--json] [--zero]\n"
+    "\n"
+    "Show the statistics of a cache directory: entries, total size, the size cap\n"
+    "last used, the hit rate and every counter (hits, misses, stores, evictions,\n"
+    "corrupt entries removed, ...). The counters are shared by every process\n"
+    "using the directory and kept until zeroed.\n"
+    "\n"
+    "options:\n"
+    "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --json      print one JSON object instead of text\n"
+    "  --zero      reset the counters to zero (entries are kept)\n"
+    "  --help      this text\n"
+    "\n"
+    "Exit status: 0 shown or zeroed; 1 the directory cannot be read; 2 bad usage.\n";
+
+typedef struct counter {
+    const char *label; /* text output */
+    const char *key;   /* JSON */
+    uint64_t value;
+} counter;
+
+static void print_text(const char *dir, const progcache_stats *s, const counter *c, size_t n)
+{
+    char buf[96];
+    printf("%-22s %s\n", "cache directory", dir);
+    printf("%-22s %llu\n", "entries", (unsigned long long)s->entries);
+    tool_format_size_long(buf, sizeof buf, s->total_size);
+    printf("%-22s %s (%llu bytes)\n", "total size", buf, (unsigned long long)s->total_size);
+    if (s->max_size) {
+        tool_format_size_long(buf, sizeof buf, s->max_size);
+        printf("%-22s %s (%llu bytes)\n", "size cap (last used)", buf,
+               (unsigned long long)s->max_size);
+    } else {
+        printf("%-22s %s\n", "size cap (last used)", "none recorded");
+    }
+    uint64_t lookups = s->hits + s->misses;
+    if (lookups)
+        printf("%-22s %.1f %% (%llu of %llu lookups)\n", "hit rate",
+               100.0 * (double)s->hits / (double)lookups, (unsigned long long)s->hits,
+               (unsigned long long)lookups);
+    else
+        printf("%-22s %s\n", "hit rate", "- (no lookups counted)");
+    for (size_t i = 0; i < n; i++)
+        printf("%-22s %llu\n", c[i].label, (unsigned long long)c[i].value);
+    if (s->available) {
+        tool_format_time(buf, sizeof buf, s->since);
+        printf("%-22s %s\n", "counting since", buf);
+    } else {
+        printf("%-22s %s\n", "counting since",
+               "never (no statistics file yet: progcache has not written to this directory)");
+    }
+}
+
+static void print_json(const char *dir, const progcache_stats *s, const counter *c, size_t n)
+{
+    printf("{\"dir\": ");
+    tool_json_string(stdout, dir);
+    printf(", \"available\": %s, \"entries\": %llu, \"total_size\": %llu",
+           s->available ? "true" : "false", (unsigned long long)s->entries,
+           (unsigned long long)s->total_size);
+    if (s->max_size)
+        printf(", \"max_size\": %llu", (unsigned long long)s->max_size);
+    else
+        printf(", \"max_size\": null");
+    uint64_t lookups = s->hits + s->misses;
+    if (lookups)
+        printf(", \"hit_rate\": %.6f", (double)s->hits / (double)lookups);
+    else
+        printf(", \"hit_rate\": null");
+    if (s->available)
+        printf(", \"since\": %lld", (long long)s->since);
+    else
+        printf(", \"since\": null");
+    for (size_t i = 0; i < n; i++)
+        printf(", \"%s\": %llu", c[i].key, (unsigned long long)c[i].value);
+    printf("}\n");
+}
+
+int cmd_stats(int argc, char **argv)
+{
+    const char *dir_arg = NULL, *v;
+    int json = 0, zero = 0, r;
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[i], "--zero")) {
+            zero = 1;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            dir_arg = v;
+        } else {
+            return tool_usage_error(
+                CMD, "unexpected argument \"%s\" (run 'progcache stats --help')", argv[i]);
+        }
+    }
+    char *dir = NULL;
+    progcache_store *store = NULL;
+    int code = tool_resolve_dir(CMD, dir_arg, &dir);
+    if (code)
+        return code;
+    code = tool_open_store(CMD, dir, zero ? TOOL_WRITE : TOOL_READ, &store);
+    if (code)
+        goto done;
+    if (zero) {
+        if (progcache_store_stats_reset(store) != PROGCACHE_OK) {
+            code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot zero the statistics");
+            goto done;
+        }
+        if (json) {
+            printf("{\"dir\": ");
+            tool_json_string(stdout, dir);
+            printf(", \"zeroed\": true}\n");
+        } else {
+            printf("statistics of %s zeroed\n", dir);
+        }
+        goto done;
+    }
+    progcache_stats s = PROGCACHE_STATS_INIT;
+    if (progcache_store_stats_get(&s, store) != PROGCACHE_OK) {
+        code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot read the statistics");
+        goto done;
+    }
+    const counter counters[] = {
+        {"hits", "hits", s.hits},
+        {"misses", "misses", s.misses},
+        {"lookup errors", "lookup_errors", s.lookup_errors},
+        {"stores", "stores", s.stores},
+        {"store errors", "store_errors", s.store_errors},
+        {"evictions", "evictions", s.evictions},
+        {"evicted bytes", "evicted_bytes", s.evicted_bytes},
+        {"corrupt removed", "corrupt_removed", s.corrupt_removed},
+        {"single-flight waits", "singleflight_waits", s.singleflight_waits},
+        {"remote hits", "remote_hits", s.remote_hits},
+        {"remote misses", "remote_misses", s.remote_misses},
+        {"remote errors", "remote_errors", s.remote_errors},
+        {"remote stores", "remote_stores", s.remote_stores},
+        {"remote rejected", "remote_rejected", s.remote_rejected},
+    };
+    size_t n = sizeof counters / sizeof counters[0];
+    if (json)
+        print_json(dir, &s, counters, n);
+    else
+        print_text(dir, &s, counters, n);
+done:
+    progcache_store_free(store);
+    free(dir);
+    return code;
+}

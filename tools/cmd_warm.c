@@ -1,0 +1,590 @@
+/* progcache warm: compile every program of a manifest into the cache, in
+ * parallel, so that a cluster starts with a warm cache. The keys are the
+ * ones progcache_compile_or_load (and cuda.core) derive, so a program that
+ * later asks for the same compile gets a hit. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "progcache/cuda.h"
+#include "tool.h"
+
+#define CMD "warm"
+#define MAX_JOBS 256
+
+static const char usage_text[] =
+    "usage: progcache warm [--arch sm_XY] [--dir DIR] [--jobs N] [--json] MANIFEST\n"
+    "\n"
+    "Compile every program listed in MANIFEST with NVRTC and store it in the cache,\n"
+    "in N parallel threads; programs already cached are not compiled again. No GPU\n"
+    "is needed. The keys are those 'progcache key' prints and programs using\n"
+    "progcache_compile_or_load (or cuda.core) derive, so they find the entries.\n"
+    "\n"
+    "MANIFEST: one program per line,\n"
+    "  SOURCE_FILE [--target cubin|ptx|ltoir] [--name NAME] [--name-expression E]...\n"
+    "              [--name-expressions-bytes] [--extra-digest HEX] [-- NVRTC_OPTION...]\n"
+    "with the same meaning as for 'progcache key'. '#' starts a comment; blank\n"
+    "lines are skipped; words may be quoted with '...' or \"...\". A relative\n"
+    "SOURCE_FILE is relative to the manifest's directory.\n"
+    "\n"
+    "options:\n"
+    "  --arch sm_XY   put -arch=sm_XY first among each program's NVRTC options,\n"
+    "                 unless the line gives its own -arch\n"
+    "  --dir DIR      the cache directory (default: $PROGCACHE_DIR, else cuda.core's);\n"
+    "                 created if missing\n"
+    "  --jobs N       compile N programs at once (default: the number of CPUs)\n"
+    "  --json         print one JSON object with every program's key and outcome\n"
+    "  --help         this text\n"
+    "\n"
+    "On a terminal a progress bar is drawn on standard error. At the end each\n"
+    "program is printed as 'STATUS KEY MANIFEST:LINE SOURCE' (STATUS: compiled,\n"
+    "cached or failed) with a summary, and why each failure failed.\n"
+    "Exit status: 0 every program is in the cache; 1 a program failed to compile\n"
+    "or store, or a source file cannot be read; 2 bad usage or a malformed manifest.\n";
+
+/* ---- the manifest --------------------------------------------------------- */
+
+typedef enum outcome { PENDING, COMPILED, CACHED, FAILED } outcome;
+
+typedef struct program {
+    int line;
+    char *source_arg;  /* as written */
+    char *source_path; /* resolved against the manifest's directory */
+    char *source;
+    size_t source_len;
+    progcache_target target;
+    char *name;
+    char **exprs;
+    size_t num_exprs;
+    int exprs_bytes;
+    unsigned char *digest;
+    size_t digest_len;
+    char **options; /* including the -arch warm adds */
+    size_t num_options;
+
+    outcome result;
+    char key_hex[2 * PROGCACHE_KEY_SIZE + 1];
+    double ms;
+    char *error;
+} program;
+
+typedef struct manifest {
+    const char *path;
+    program *items;
+    size_t len;
+} manifest;
+
+typedef struct words {
+    char **items;
+    size_t len;
+} words;
+
+static int push_word(words *w, char *word)
+{
+    char **items = realloc(w->items, (w->len + 1) * sizeof *items);
+    if (!items)
+        return -1;
+    items[w->len++] = word;
+    w->items = items;
+    return 0;
+}
+
+static void free_words(words *w)
+{
+    for (size_t i = 0; i < w->len; i++)
+        free(w->items[i]);
+    free(w->items);
+    w->items = NULL;
+    w->len = 0;
+}
+
+/* Split one line into words: blanks separate, '#' at the start of a word
+ * ends the line, '...' is literal, "..." and bare words take \-escapes.
+ * 0, or -1 with *why set. */
+static int split_line(words *out, const char *p, const char **why)
+{
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == '\r')
+            p++;
+        if (!*p || *p == '#')
+            break;
+        size_t cap = strlen(p) + 1, len = 0;
+        char *word = malloc(cap);
+        if (!word) {
+            *why = "out of memory";
+            return -1;
+        }
+        char quote = 0;
+        for (; *p && (quote || (*p != ' ' && *p != '\t' && *p != '\r')); p++) {
+            if (quote == '\'') {
+                if (*p == '\'')
+                    quote = 0;
+                else
+                    word[len++] = *p;
+            } else if (*p == '\\' && p[1]) {
+                word[len++] = *++p;
+            } else if (quote == '"' && *p == '"') {
+                quote = 0;
+            } else if (!quote && (*p == '\'' || *p == '"')) {
+                quote = *p;
+            } else {
+                word[len++] = *p;
+            }
+        }
+        word[len] = '\0';
+        if (quote) {
+            free(word);
+            *why = "a quote is not closed";
+            return -1;
+        }
+        if (push_word(out, word)) {
+            free(word);
+            *why = "out of memory";
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static char *join_path(const char *manifest_path, const char *file)
+{
+    const char *slash = strrchr(manifest_path, '/');
+    if (file[0] == '/' || !slash) {
+        return strdup(file);
+    }
+    size_t dir_len = (size_t)(slash - manifest_path) + 1;
+    char *out = malloc(dir_len + strlen(file) + 1);
+    if (out) {
+        memcpy(out, manifest_path, dir_len);
+        strcpy(out + dir_len, file);
+    }
+    return out;
+}
+
+static int has_arch(char **options, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strncmp(options[i], "-arch", 5) || !strncmp(options[i], "--gpu-architecture", 18))
+            return 1;
+    return 0;
+}
+
+static int line_error(const manifest *m, int line, const char *fmt, const char *detail)
+{
+    fprintf(stderr, "progcache warm: %s:%d: ", m->path, line);
+    fprintf(stderr, fmt, detail);
+    fputc('\n', stderr);
+    return EXIT_USAGE;
+}
+
+/* One line's words into p. Returns EXIT_OK or an exit code (printed). */
+static int parse_program(program *p, const manifest *m, words *w, const char *arch)
+{
+    p->source_arg = w->items[0];
+    w->items[0] = NULL;
+    p->target = PROGCACHE_TARGET_CUBIN;
+    size_t i = 1;
+    for (; i < w->len; i++) {
+        const char *a = w->items[i];
+        const char *value = i + 1 < w->len ? w->items[i + 1] : NULL;
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(a, "--name-expressions-bytes")) {
+            p->exprs_bytes = 1;
+            continue;
+        }
+        if (strcmp(a, "--target") && strcmp(a, "--name") && strcmp(a, "--name-expression") &&
+            strcmp(a, "--extra-digest"))
+            return line_error(m, p->line, "unknown option \"%s\" (NVRTC options go after '--')", a);
+        if (!value)
+            return line_error(m, p->line, "%s needs a value", a);
+        i++;
+        if (!strcmp(a, "--target")) {
+            if (progcache_target_parse(&p->target, value) != PROGCACHE_OK)
+                return line_error(m, p->line, "--target \"%s\": use cubin, ptx or ltoir", value);
+        } else if (!strcmp(a, "--name")) {
+            free(p->name);
+            if (!(p->name = strdup(value)))
+                return line_error(m, p->line, "%s", "out of memory");
+        } else if (!strcmp(a, "--name-expression")) {
+            char **e = realloc(p->exprs, (p->num_exprs + 1) * sizeof *e);
+            if (!e || !(e[p->num_exprs] = strdup(value))) {
+                p->exprs = e ? e : p->exprs;
+                return line_error(m, p->line, "%s", "out of memory");
+            }
+            p->exprs = e;
+            p->num_exprs++;
+        } else {
+            free(p->digest);
+            if (!(p->digest = tool_decode_hex(value, &p->digest_len)))
+                return line_error(m, p->line,
+                                  "--extra-digest \"%s\" is not hex (an even number of digits)",
+                                  value);
+        }
+    }
+    size_t given = w->len - (i < w->len ? i : w->len);
+    int add = arch && !has_arch(w->items + (w->len - given), given);
+    p->options = calloc(given + 1, sizeof *p->options);
+    if (!p->options)
+        return line_error(m, p->line, "%s", "out of memory");
+    if (add) {
+        size_t n = strlen(arch) + 7;
+        if (!(p->options[p->num_options] = malloc(n)))
+            return line_error(m, p->line, "%s", "out of memory");
+        snprintf(p->options[p->num_options++], n, "-arch=%s", arch);
+    }
+    for (size_t k = w->len - given; k < w->len; k++) {
+        p->options[p->num_options++] = w->items[k];
+        w->items[k] = NULL;
+    }
+    if (!(p->source_path = join_path(m->path, p->source_arg)))
+        return line_error(m, p->line, "%s", "out of memory");
+    return EXIT_OK;
+}
+
+static void free_program(program *p)
+{
+    free(p->source_arg);
+    free(p->source_path);
+    free(p->source);
+    free(p->name);
+    for (size_t i = 0; i < p->num_exprs; i++)
+        free(p->exprs[i]);
+    free(p->exprs);
+    free(p->digest);
+    for (size_t i = 0; i < p->num_options; i++)
+        free(p->options[i]);
+    free(p->options);
+    free(p->error);
+}
+
+static int read_manifest(manifest *m, const char *arch)
+{
+    size_t size;
+    char *text = (char *)tool_read_file(m->path, &size);
+    if (!text)
+        return tool_error(CMD, "cannot read manifest \"%s\": %s", m->path, strerror(errno));
+    if (memchr(text, '\0', size)) {
+        free(text);
+        return tool_usage_error(CMD, "manifest \"%s\" is not a text file", m->path);
+    }
+    int code = EXIT_OK, line = 0;
+    words w = {NULL, 0};
+    for (char *p = text, *next; p && *p && !code; p = next) {
+        line++;
+        next = strchr(p, '\n');
+        if (next)
+            *next++ = '\0';
+        const char *why = NULL;
+        if (split_line(&w, p, &why) != 0) {
+            code = line_error(m, line, "%s", why);
+            break;
+        }
+        if (w.len == 0)
+            continue;
+        program *items = realloc(m->items, (m->len + 1) * sizeof *items);
+        if (!items) {
+            code = tool_error(CMD, "out of memory");
+            break;
+        }
+        m->items = items;
+        program *prog = &m->items[m->len++];
+        memset(prog, 0, sizeof *prog);
+        prog->line = line;
+        code = parse_program(prog, m, &w, arch);
+        free_words(&w);
+    }
+    free_words(&w);
+    free(text);
+    if (!code && m->len == 0)
+        code = tool_usage_error(CMD, "manifest \"%s\" lists no program", m->path);
+    /* Every source is read before anything is compiled: a typo in the
+     * manifest should not surface after an hour of compiling. */
+    for (size_t i = 0; !code && i < m->len; i++) {
+        program *p = &m->items[i];
+        p->source = (char *)tool_read_file(p->source_path, &p->source_len);
+        if (!p->source)
+            code = tool_error(CMD, "%s:%d: cannot read source file \"%s\": %s", m->path, p->line,
+                              p->source_path, strerror(errno));
+    }
+    return code;
+}
+
+/* ---- compiling ---------------------------------------------------------------- */
+
+typedef struct warm_state {
+    manifest *m;
+    progcache *cache;
+    pthread_mutex_t lock;
+    size_t next, done;
+    size_t compiled, cached, failed;
+    int progress; /* draw a progress bar on stderr */
+} warm_state;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void draw_progress(const warm_state *s)
+{
+    enum { WIDTH = 30 };
+    size_t total = s->m->len, filled = total ? s->done * WIDTH / total : WIDTH;
+    char bar[WIDTH + 1];
+    for (size_t i = 0; i < WIDTH; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[WIDTH] = '\0';
+    fprintf(stderr, "\r[%s] %zu/%zu  compiled %zu, cached %zu, failed %zu", bar, s->done, total,
+            s->compiled, s->cached, s->failed);
+    fflush(stderr);
+}
+
+static void compile_one(program *p, progcache *cache)
+{
+    progcache_program prog = PROGCACHE_PROGRAM_INIT;
+    prog.nvrtc.source = p->source;
+    prog.nvrtc.source_len = p->source_len;
+    prog.nvrtc.target = p->target;
+    prog.nvrtc.options = (const char *const *)p->options;
+    prog.nvrtc.num_options = p->num_options;
+    prog.nvrtc.name = p->name;
+    prog.nvrtc.name_expressions = (const char *const *)p->exprs;
+    prog.nvrtc.num_name_expressions = p->num_exprs;
+    prog.nvrtc.name_expressions_are_bytes = p->exprs_bytes;
+    prog.nvrtc.extra_digest = p->digest;
+    prog.nvrtc.extra_digest_len = p->digest_len;
+    prog.flags = PROGCACHE_PROGRAM_NO_LOAD;
+    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
+    double t = now_ms();
+    int rc = progcache_compile_or_load(&r, cache, &prog);
+    p->ms = now_ms() - t;
+    static const unsigned char no_key[PROGCACHE_KEY_SIZE];
+    if (memcmp(r.key, no_key, sizeof no_key)) /* derived, even if compiling failed */
+        progcache_key_hex(p->key_hex, r.key, sizeof r.key);
+    if (rc) {
+        p->result = FAILED;
+        p->error = strdup(progcache_error_last());
+    } else if (r.cache_error) {
+        /* Compiled, but not in the cache: warming did not happen. */
+        p->result = FAILED;
+        p->error = strdup(r.cache_message);
+    } else {
+        p->result = r.status == PROGCACHE_STATUS_HIT ? CACHED : COMPILED;
+    }
+    progcache_program_result_release(&r);
+}
+
+static void *worker(void *arg)
+{
+    warm_state *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        size_t i = s->next++;
+        pthread_mutex_unlock(&s->lock);
+        if (i >= s->m->len)
+            return NULL;
+        program *p = &s->m->items[i];
+        compile_one(p, s->cache);
+        pthread_mutex_lock(&s->lock);
+        s->done++;
+        if (p->result == COMPILED)
+            s->compiled++;
+        else if (p->result == CACHED)
+            s->cached++;
+        else
+            s->failed++;
+        if (s->progress)
+            draw_progress(s);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+static int run_workers(warm_state *s, unsigned jobs)
+{
+    pthread_t threads[MAX_JOBS];
+    unsigned started = 0;
+    if (jobs > s->m->len)
+        jobs = (unsigned)s->m->len;
+    for (; started < jobs; started++)
+        if (pthread_create(&threads[started], NULL, worker, s) != 0)
+            break;
+    if (started == 0)
+        worker(s); /* no thread could start: do it here */
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(threads[i], NULL);
+    return EXIT_OK;
+}
+
+/* ---- output ------------------------------------------------------------------- */
+
+static const char *outcome_name(outcome o)
+{
+    switch (o) {
+    case COMPILED: return "compiled";
+    case CACHED: return "cached";
+    case FAILED: return "failed";
+    default: return "pending";
+    }
+}
+
+static void print_json(const warm_state *s, const char *dir, const char *arch, double ms)
+{
+    printf("{\"dir\": ");
+    tool_json_string(stdout, dir);
+    printf(", \"arch\": ");
+    if (arch)
+        tool_json_string(stdout, arch);
+    else
+        printf("null");
+    printf(", \"compiled\": %zu, \"cached\": %zu, \"failed\": %zu, \"ms\": %.1f, \"programs\": [",
+           s->compiled, s->cached, s->failed, ms);
+    for (size_t i = 0; i < s->m->len; i++) {
+        const program *p = &s->m->items[i];
+        printf("%s\n  {\"line\": %d, \"source\": ", i ? "," : "", p->line);
+        tool_json_string(stdout, p->source_arg);
+        printf(", \"target\": \"%s\", \"status\": \"%s\", \"key\": ",
+               progcache_target_name(p->target), outcome_name(p->result));
+        if (p->key_hex[0])
+            tool_json_string(stdout, p->key_hex);
+        else
+            printf("null");
+        printf(", \"ms\": %.1f, \"options\": [", p->ms);
+        for (size_t k = 0; k < p->num_options; k++) {
+            printf("%s", k ? ", " : "");
+            tool_json_string(stdout, p->options[k]);
+        }
+        printf("], \"error\": ");
+        if (p->error)
+            tool_json_string(stdout, p->error);
+        else
+            printf("null");
+        printf("}");
+    }
+    printf("\n]}\n");
+}
+
+static void print_text(const warm_state *s, const char *dir, const char *arch, double ms)
+{
+    for (size_t i = 0; i < s->m->len; i++) {
+        const program *p = &s->m->items[i];
+        printf("%-8s %s %s:%d %s\n", outcome_name(p->result), p->key_hex[0] ? p->key_hex : "-",
+               s->m->path, p->line, p->source_arg);
+    }
+    printf("warmed %s%s%s: %zu compiled, %zu already cached, %zu failed (%zu programs in "
+           "%.1f s)\n",
+           dir, arch ? " for " : "", arch ? arch : "", s->compiled, s->cached, s->failed, s->m->len,
+           ms / 1000);
+    for (size_t i = 0; i < s->m->len; i++) {
+        const program *p = &s->m->items[i];
+        if (p->result == FAILED)
+            fprintf(stderr, "progcache warm: %s:%d %s failed: %s\n", s->m->path, p->line,
+                    p->source_arg, p->error ? p->error : "(no message)");
+    }
+}
+
+static int valid_arch(const char *arch)
+{
+    const char *p = !strncmp(arch, "sm_", 3)        ? arch + 3
+                    : !strncmp(arch, "compute_", 8) ? arch + 8
+                                                    : NULL;
+    if (!p || !(*p >= '0' && *p <= '9'))
+        return 0;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p == 'a' || *p == 'f')
+        p++;
+    return *p == '\0';
+}
+
+int cmd_warm(int argc, char **argv)
+{
+    const char *dir_arg = NULL, *arch = NULL, *v;
+    int json = 0, r;
+    long jobs = sysconf(_SC_NPROCESSORS_ONLN);
+    manifest m = {NULL, NULL, 0};
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            dir_arg = v;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--arch", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (!valid_arch(v))
+                return tool_usage_error(CMD,
+                                        "--arch \"%s\": give an architecture such as sm_90, "
+                                        "sm_90a or compute_80",
+                                        v);
+            arch = v;
+        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--jobs", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            char *end;
+            errno = 0;
+            jobs = strtol(v, &end, 10);
+            if (end == v || *end || errno || jobs < 1 || jobs > MAX_JOBS)
+                return tool_usage_error(CMD, "--jobs \"%s\": give a number from 1 to %d", v,
+                                        MAX_JOBS);
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return tool_usage_error(CMD, "unknown option \"%s\" (run 'progcache warm --help')",
+                                    argv[i]);
+        } else if (m.path) {
+            return tool_usage_error(CMD, "more than one MANIFEST (\"%s\" and \"%s\")", m.path,
+                                    argv[i]);
+        } else {
+            m.path = argv[i];
+        }
+    }
+    if (!m.path)
+        return tool_usage_error(CMD, "give a MANIFEST (run 'progcache warm --help')");
+    if (jobs < 1)
+        jobs = 1;
+    if (jobs > MAX_JOBS)
+        jobs = MAX_JOBS;
+
+    char *dir = NULL;
+    warm_state s;
+    memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.lock, NULL);
+    int code = read_manifest(&m, arch);
+    if (code)
+        goto done;
+    if ((code = tool_resolve_dir(CMD, dir_arg, &dir)))
+        goto done;
+    if ((code = tool_open_cache(CMD, dir, TOOL_CREATE, &s.cache)))
+        goto done;
+    s.m = &m;
+    s.progress = !json && isatty(STDERR_FILENO);
+    double t = now_ms();
+    if (s.progress)
+        draw_progress(&s);
+    run_workers(&s, (unsigned)jobs);
+    if (s.progress)
+        fputc('\n', stderr);
+    double ms = now_ms() - t;
+    if (json)
+        print_json(&s, dir, arch, ms);
+    else
+        print_text(&s, dir, arch, ms);
+    code = s.failed ? EXIT_PROBLEMS : EXIT_OK;
+done:
+    progcache_close(s.cache);
+    pthread_mutex_destroy(&s.lock);
+    for (size_t i = 0; i < m.len; i++)
+        free_program(&m.items[i]);
+    free(m.items);
+    free(dir);
+    return code;
+}
