@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Build progcache and run its whole test suite (what CI runs).
-#   scripts/test.sh            build in build/ and run ctest
+# Build progcache and run its whole test suite (this is what CI runs):
+#   1. a normal build (warnings are errors) and every test;
+#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the same under ThreadSanitizer;
+#   4. valgrind memcheck (leaks are errors) over the progcache tool.
+#   scripts/test.sh            all four
+#   scripts/test.sh --quick    the first only
 # Environment: BUILD_DIR (default build), JOBS (default nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +13,36 @@ source scripts/deps.sh
 
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
-cmake -S . -B "$BUILD_DIR" -DPROGCACHE_WERROR=ON -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT"
-cmake --build "$BUILD_DIR" -j "$JOBS"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+run_suite() { # dir [cmake args...]
+  local dir=$1; shift
+  echo "== progcache: build in $dir $*"
+  cmake -S . -B "$dir" -DPROGCACHE_WERROR=ON -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS" >/dev/null
+  ctest --test-dir "$dir" --output-on-failure -j "$JOBS"
+}
+
+run_suite "$BUILD_DIR"
+[ $quick = 1 ] && exit 0
+
+# Sanitizer builds run every test but the slow differential one, which
+# exercises Python and the normal build's tool already.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+CTEST_ARGS=(-LE "python|gpu")
+sanitized() { # dir sanitizers
+  local dir=$1 san=$2
+  echo "== progcache: $san build in $dir"
+  cmake -S . -B "$dir" -DPROGCACHE_WERROR=ON -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" \
+    -DCMAKE_BUILD_TYPE=Debug -DPROGCACHE_SANITIZE="$san" -DPROGCACHE_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$dir" -j "$JOBS" >/dev/null
+  ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "${CTEST_ARGS[@]}"
+}
+sanitized "$BUILD_DIR-asan" address,undefined
+sanitized "$BUILD_DIR-tsan" thread
+
+echo "== progcache: valgrind memcheck over the progcache tool"
+bash scripts/valgrind-tools.sh "$BUILD_DIR"

@@ -115,6 +115,15 @@ PROGCACHE_API int progcache_total_size(uint64_t *out, progcache *cache);
  * the handle. */
 PROGCACHE_API const char *progcache_path(const progcache *cache);
 
+/*
+ * progcache_flush() : wait until every put queued in the background on this
+ * cache (PROGCACHE_PROGRAM_ASYNC_STORE in progcache/cuda.h) has finished.
+ * METHOD.
+ * @return PROGCACHE_OK, or the code of the first background put that failed
+ *         since the last flush (its message as the last error).
+ */
+PROGCACHE_API int progcache_flush(progcache *cache);
+
 /* progcache_close() : wait for background work, release the handle and its
  * tiers. DESTRUCTOR. NULL-safe. */
 PROGCACHE_API void progcache_close(progcache *cache);

@@ -214,7 +214,7 @@ PROGCACHE_API const char *progcache_names_at(const progcache_buf *names, size_t 
  * needed (offline compiles, CI, cache warming). */
 #define PROGCACHE_PROGRAM_NO_LOAD 0x1u
 /* Store a freshly compiled artifact on a background thread: a miss returns as
- * soon as the artifact is compiled (and loaded). progcache_cuda_flush() or
+ * soon as the artifact is compiled (and loaded). progcache_flush() or
  * progcache_close() waits for the store. */
 #define PROGCACHE_PROGRAM_ASYNC_STORE 0x2u
 /* Load with cuModuleLoadData into the current context instead of
@@ -225,6 +225,10 @@ PROGCACHE_API const char *progcache_names_at(const progcache_buf *names, size_t 
  * instead of at the first launch; it is never needed to launch, since
  * cuLaunchKernel takes the CUkernel cast to CUfunction. */
 #define PROGCACHE_PROGRAM_GET_FUNCTION 0x8u
+/* Compile even when another thread or process is compiling the same key
+ * right now. By default a miss waits for that compile instead (one compile
+ * per kernel on a host; docs/RELIABILITY.md). */
+#define PROGCACHE_PROGRAM_NO_SINGLE_FLIGHT 0x10u
 
 /*
  * progcache_program : what progcache_compile_or_load() compiles and loads.
@@ -248,10 +252,24 @@ typedef struct progcache_program {
      * (from the store's thread). */
     progcache_log_fn log;
     void *log_ctx;
+
+    /* Single-flight: the longest a miss waits for another thread or process
+     * compiling the same key before compiling on its own, in ms; 0: five
+     * minutes. A compiler that dies frees its waiters at once. */
+    unsigned int wait_timeout_ms;
 } progcache_program;
 
 #define PROGCACHE_PROGRAM_VERSION 1
-#define PROGCACHE_PROGRAM_INIT {PROGCACHE_PROGRAM_VERSION, PROGCACHE_KEY_NVRTC_OPTIONS_INIT}
+/* Designated initializers in C, so that -Wextra's missing-field-initializers
+ * stays quiet in callers' code; C++ before C++20 has none, so C++ code built
+ * with -Wextra is better served by progcache_program_init(). */
+#ifdef __cplusplus
+#define PROGCACHE_PROGRAM_INIT {PROGCACHE_PROGRAM_VERSION, {PROGCACHE_KEY_NVRTC_OPTIONS_VERSION}}
+#else
+#define PROGCACHE_PROGRAM_INIT                                                 \
+    {.version = PROGCACHE_PROGRAM_VERSION,                                     \
+     .nvrtc = {.version = PROGCACHE_KEY_NVRTC_OPTIONS_VERSION}}
+#endif
 
 /* progcache_program_init() : set program to its defaults. NULL-safe. */
 PROGCACHE_API void progcache_program_init(progcache_program *program);
@@ -317,12 +335,22 @@ typedef struct progcache_program_result {
 
     /* 1 when the store was handed to the background thread
      * (PROGCACHE_PROGRAM_ASYNC_STORE); its outcome is reported by
-     * progcache_cuda_flush() and the log callback. */
+     * progcache_flush() and the log callback. */
     int store_pending;
+
+    /* Time spent waiting for another thread or process that was compiling
+     * the same key (single-flight), in ms; not part of lookup_ms. When the
+     * wait ended with that compile's result, status is HIT and waited is 1. */
+    double wait_ms;
+    int waited;
 } progcache_program_result;
 
 #define PROGCACHE_PROGRAM_RESULT_VERSION 1
+#ifdef __cplusplus
 #define PROGCACHE_PROGRAM_RESULT_INIT {PROGCACHE_PROGRAM_RESULT_VERSION}
+#else
+#define PROGCACHE_PROGRAM_RESULT_INIT {.version = PROGCACHE_PROGRAM_RESULT_VERSION}
+#endif
 
 /*
  * progcache_compile_or_load() : get a program's artifact from the cache or
@@ -336,6 +364,12 @@ typedef struct progcache_program_result {
  * program->kernel. A cached artifact that fails the structure check or that
  * the driver refuses to load (CUDA_ERROR_INVALID_IMAGE, ...) is removed,
  * compiled again, stored and loaded: out->healed says so.
+ *
+ * Single-flight: a miss first takes the key's compile lock in the cache
+ * directory. If another thread or process holds it, the call waits for that
+ * compile and returns its result as a HIT (out->waited, out->wait_ms),
+ * instead of compiling the same kernel again; see
+ * PROGCACHE_PROGRAM_NO_SINGLE_FLIGHT and program->wait_timeout_ms.
  *
  * A failing cache never costs the artifact: if the lookup, the removal of a
  * bad entry or the store fails, the call still compiles, loads and returns
@@ -371,14 +405,6 @@ PROGCACHE_API int progcache_compile_or_load(progcache_program_result *out, progc
  */
 PROGCACHE_API void progcache_program_result_release(progcache_program_result *result);
 
-/*
- * progcache_cuda_flush() : wait until every background store queued on
- * cache (PROGCACHE_PROGRAM_ASYNC_STORE) has finished.
- * @return PROGCACHE_OK, or the code of the first background store that
- *         failed since the last flush (its message as the last error).
- * Thread-safe. progcache_close() waits for background stores too.
- */
-PROGCACHE_API int progcache_cuda_flush(progcache *cache);
 
 #ifdef __cplusplus
 }

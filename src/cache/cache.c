@@ -20,6 +20,9 @@
 #include "alloc.h"
 #include "buf.h"
 #include "error.h"
+#include "cache/async_put.h"
+#include "cache/cache_stats.h"
+#include "store/stats_file.h"
 
 void progcache_options_init(progcache_options *opts)
 {
@@ -119,6 +122,7 @@ static int new_handle(progcache **out, progcache_store *const *tiers, size_t num
     if (path && !(cache->path = progcache__strdup(path)))
         goto done;
     memcpy(cache->tiers, tiers, num_tiers * sizeof *tiers);
+    pthread_mutex_init(&cache->async_lock, NULL);
     cache->num_tiers = num_tiers;
     if (opts) {
         cache->log = opts->log;
@@ -218,6 +222,9 @@ void progcache_close(progcache *cache)
 {
     if (!cache)
         return;
+    /* Queued background puts go to the tiers, so they finish first. */
+    progcache__cache_async_close(cache);
+    pthread_mutex_destroy(&cache->async_lock);
     for (size_t i = 0; i < cache->num_tiers; i++)
         progcache_store_free(cache->tiers[i]);
     progcache__free(cache->tiers);
@@ -245,7 +252,26 @@ static void put_upper(progcache *cache, size_t i, const void *key, size_t key_le
     t->remove(t, key, key_len);
 }
 
+/* The statistics of the cache's directory (its bottom tier), or NULL. */
+static progcache__stats *cache_stats(const progcache *cache)
+{
+    return progcache__store_stats(cache->tiers[cache->num_tiers - 1]);
+}
+
 int progcache_get(progcache_buf *out, progcache *cache, const void *key, size_t key_len)
+{
+    int rc = progcache__cache_get_quiet(out, cache, key, key_len);
+    if (rc == PROGCACHE_OK)
+        progcache__stats_add(cache_stats(cache), PROGCACHE__HITS, 1);
+    else if (rc == PROGCACHE_ENOTFOUND)
+        progcache__stats_add(cache_stats(cache), PROGCACHE__MISSES, 1);
+    else if (cache && key && key_len && out)
+        progcache__stats_add(cache_stats(cache), PROGCACHE__LOOKUP_ERRORS, 1);
+    return rc;
+}
+
+int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void *key,
+                               size_t key_len)
 {
     int rc = check_key(cache, key, key_len, "progcache_get");
     if (rc)
@@ -312,9 +338,11 @@ int progcache_put(progcache *cache, const void *key, size_t key_len, const void 
     progcache_store *t = cache->tiers[bottom];
     rc = t->put(t, key, key_len, data, size);
     if (rc) {
+        progcache__stats_add(cache_stats(cache), PROGCACHE__STORE_ERRORS, 1);
         drop_from_upper(cache, rc, key, key_len);
         return rc;
     }
+    progcache__stats_add(cache_stats(cache), PROGCACHE__STORES, 1);
     for (size_t i = bottom; i-- > 0;)
         put_upper(cache, i, key, key_len, data, size);
     return PROGCACHE_OK;

@@ -1,13 +1,13 @@
 /* Internal: the cache handle, shared by the files of the cache layer.
  *
- * After progcache_open returns, nothing in the handle changes until
+ * After progcache_open returns, the tiers and path never change until
  * progcache_close: every mutable thing lives in the stores, which lock for
- * themselves. That is what makes one handle safe for many threads without a
- * lock of its own. State added later (single-flight table, hit/miss
- * counters, the background store thread) brings its own synchronisation and
- * goes here. */
+ * themselves, or in the background-put state, which has its own mutex.
+ * That is what makes one handle safe for many threads. */
 #ifndef PROGCACHE_CACHE_CACHE_H
 #define PROGCACHE_CACHE_CACHE_H
+
+#include <pthread.h>
 
 #include "error.h" /* PROGCACHE_PRINTF */
 #include "progcache/cache.h"
@@ -19,6 +19,9 @@ struct progcache {
 
     progcache_log_fn log; /* optional */
     void *log_ctx;
+
+    pthread_mutex_t async_lock;     /* guards async */
+    struct progcache__async *async; /* background puts (async_put.c), or NULL */
 };
 
 /* Pass a formatted message to the cache's log callback, if any. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "cache/cache_stats.h"
 #include "error.h"
 #include "fs.h"
 #include "sha256.h"
@@ -72,6 +73,7 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
         return PROGCACHE_OK;
     double start = now_ms();
     unsigned int pause = 1;
+    int contended = 0;
     for (;;) {
         int locked = try_lock(fd, slot);
         if (locked != 0) {
@@ -82,9 +84,11 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
             f->fd = fd;
             f->slot = slot;
             /* The holder before us may have stored the value between our
-             * miss and our lock: look once more before computing. */
-            int rc = progcache_get(out, cache, key, key_len);
-            *waited_ms = now_ms() - start;
+             * miss and our lock: look once more before computing. (Quiet:
+             * the caller already counted its miss.) */
+            int rc = progcache__cache_get_quiet(out, cache, key, key_len);
+            if (contended)
+                *waited_ms = now_ms() - start;
             if (rc == PROGCACHE_OK) {
                 progcache__flight_end(f);
                 *owner = 0;
@@ -98,9 +102,10 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
             *waited_ms = now_ms() - start;
             return PROGCACHE_OK;
         }
+        contended = 1;
         sleep_ms(pause);
         pause = pause * 2 > 25 ? 25 : pause * 2;
-        int rc = progcache_get(out, cache, key, key_len);
+        int rc = progcache__cache_get_quiet(out, cache, key, key_len);
         if (rc != PROGCACHE_ENOTFOUND) {
             close(fd);
             *waited_ms = now_ms() - start;

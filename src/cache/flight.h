@@ -34,7 +34,8 @@ typedef struct progcache__flight {
  *    lock file cannot be used, or the wait ran past timeout_ms (then the
  *    caller computes on its own, as it would without single-flight).
  *  - *owner = 0: the value appeared while waiting and is in out: a hit.
- * *waited_ms is the time spent waiting for another holder.
+ * *waited_ms is the time spent waiting for another holder (0 when the
+ * lock was free at once).
  * Returns PROGCACHE_OK, or an error from reading the cache.
  */
 int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,

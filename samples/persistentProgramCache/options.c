@@ -1,0 +1,263 @@
+/* Command line of persistentProgramCache: the options and defaults of
+ * NVIDIA's Python sample, plus --arch, --print-source and --async-store. */
+#include <errno.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sample.h"
+
+#define PROG "persistentProgramCache"
+#define DEFAULT_CACHE_DIR "~/.cache/cuda-samples/persistentProgramCache"
+
+static const char usage_text[] =
+    "usage: " PROG " [--device N] [--m M] [--n N] [--k K] [--tile-size {16,32}]\n"
+    "       [--epilogue {identity,relu}] [--cache-dir DIR] [--clear-cache]\n"
+    "       [--warmup W] [--iterations I] [--arch sm_XY] [--print-source]\n"
+    "       [--async-store] [--help]\n"
+    "\n"
+    "Compile a tiled matmul with bias and epilogue, C = epilogue(A @ B + bias), with\n"
+    "NVRTC through a persistent program cache (cuda.core-compatible: the key and the\n"
+    "directory layout are those of cuda.core's FileStreamProgramCache), run it, and\n"
+    "check it against a host reference. Run it twice: the second run is a cache HIT.\n"
+    "\n"
+    "options:\n"
+    "  --device N            CUDA device ordinal (default: 0)\n"
+    "  --m M, --n N, --k K   matrix sizes, positive integers (default: 512 each)\n"
+    "  --tile-size {16,32}   tile edge, a compile-time constant (default: 16)\n"
+    "  --epilogue {identity,relu}  (default: relu)\n"
+    "  --cache-dir DIR       cache directory (default: " DEFAULT_CACHE_DIR ")\n"
+    "  --clear-cache         empty the cache before compiling\n"
+    "  --warmup W            untimed launches before timing (default: 5)\n"
+    "  --iterations I        timed launches (default: 20)\n"
+    "  --arch sm_XY          compile for this architecture instead of the device's;\n"
+    "                        without a GPU, runs the cache flow and skips the launch\n"
+    "  --print-source        print the generated CUDA source and exit\n"
+    "  --async-store         store a freshly compiled program in the background\n"
+    "  --help                show this help and exit\n"
+    "\n"
+    "Exit status: 0 validation passed (or skipped for want of a GPU with --arch),\n"
+    "1 validation or CUDA failed, 2 bad usage.\n";
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, PROG ": ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see --help)\n");
+    return EXIT_USAGE;
+}
+
+/* A whole-string decimal integer in [min, INT_MAX]. */
+static int parse_int(int *out, const char *opt, const char *text, int min)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < min || v > INT_MAX)
+        return usage_error("%s must be a %s integer, got '%s'", opt,
+                           min > 0 ? "positive" : "non-negative", text);
+    *out = (int)v;
+    return -1;
+}
+
+/* "sm_" followed by two or three digits and an optional letter suffix
+ * (sm_90, sm_100, sm_90a). */
+static int valid_arch(const char *s)
+{
+    if (strncmp(s, "sm_", 3))
+        return 0;
+    size_t digits = strspn(s + 3, "0123456789");
+    if (digits < 2 || digits > 3)
+        return 0;
+    const char *rest = s + 3 + digits;
+    return !*rest || ((*rest == 'a' || *rest == 'f') && !rest[1]);
+}
+
+/* Lexically clean an absolute path: drop "." and empty parts, resolve
+ * "..", like Python's os.path.abspath. In place. */
+static void normalize(char *path)
+{
+    char *out = path;
+    const char *p = path;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        const char *part = p;
+        while (*p && *p != '/')
+            p++;
+        size_t len = (size_t)(p - part);
+        if (len == 0 || (len == 1 && part[0] == '.'))
+            continue;
+        if (len == 2 && part[0] == '.' && part[1] == '.') {
+            while (out > path && *--out != '/')
+                ;
+            continue;
+        }
+        *out++ = '/';
+        memmove(out, part, len);
+        out += len;
+    }
+    if (out == path)
+        *out++ = '/';
+    *out = '\0';
+}
+
+/* ~ expanded, made absolute, cleaned. NULL (with a message) on failure. */
+static char *absolute_dir(const char *given)
+{
+    const char *home = NULL;
+    const char *rest = given;
+    if (given[0] == '~' && (given[1] == '/' || given[1] == '\0')) {
+        home = getenv("HOME");
+        if (!home || !*home) {
+            struct passwd *pw = getpwuid(getuid());
+            home = pw ? pw->pw_dir : NULL;
+        }
+        if (!home) {
+            fprintf(stderr, PROG ": cannot expand '~' in --cache-dir: HOME is not set\n");
+            return NULL;
+        }
+        rest = given + 1;
+    }
+    char cwd[PATH_MAX];
+    const char *base = home;
+    if (!home && given[0] != '/') {
+        if (!getcwd(cwd, sizeof cwd)) {
+            fprintf(stderr, PROG ": cannot make --cache-dir absolute: %s\n", strerror(errno));
+            return NULL;
+        }
+        base = cwd;
+    }
+    size_t len = (base ? strlen(base) + 1 : 0) + strlen(rest) + 2;
+    char *path = malloc(len);
+    if (!path)
+        return NULL;
+    snprintf(path, len, "%s%s%s", base ? base : "", base ? "/" : "", rest);
+    normalize(path);
+    return path;
+}
+
+/* The value of option argv[*i] ("--m 5" or "--m=5"); NULL when missing. */
+static const char *value_of(int argc, char **argv, int *i, const char *opt, int *bad)
+{
+    const char *arg = argv[*i];
+    size_t n = strlen(opt);
+    if (arg[n] == '=')
+        return arg + n + 1;
+    if (*i + 1 >= argc) {
+        *bad = usage_error("%s needs a value", opt);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* Whether argv[i] is opt or opt=value. */
+static int is_opt(const char *arg, const char *opt)
+{
+    size_t n = strlen(opt);
+    return !strncmp(arg, opt, n) && (arg[n] == '\0' || arg[n] == '=');
+}
+
+int sample_parse_args(sample_args *out, int argc, char **argv)
+{
+    memset(out, 0, sizeof *out);
+    out->m = out->n = out->k = 512;
+    out->tile = 16;
+    out->epilogue = EPILOGUE_RELU;
+    out->warmup = 5;
+    out->iterations = 20;
+    const char *cache_dir = DEFAULT_CACHE_DIR;
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        int bad = -1, rc = -1;
+        const char *v;
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            fputs(usage_text, stdout);
+            return EXIT_PASSED;
+        } else if (!strcmp(arg, "--clear-cache")) {
+            out->clear_cache = 1;
+        } else if (!strcmp(arg, "--print-source")) {
+            out->print_source = 1;
+        } else if (!strcmp(arg, "--async-store")) {
+            out->async_store = 1;
+        } else if (is_opt(arg, "--device")) {
+            if ((v = value_of(argc, argv, &i, "--device", &bad)))
+                rc = parse_int(&out->device, "--device", v, 0);
+        } else if (is_opt(arg, "--m")) {
+            if ((v = value_of(argc, argv, &i, "--m", &bad)))
+                rc = parse_int(&out->m, "--m", v, 1);
+        } else if (is_opt(arg, "--n")) {
+            if ((v = value_of(argc, argv, &i, "--n", &bad)))
+                rc = parse_int(&out->n, "--n", v, 1);
+        } else if (is_opt(arg, "--k")) {
+            if ((v = value_of(argc, argv, &i, "--k", &bad)))
+                rc = parse_int(&out->k, "--k", v, 1);
+        } else if (is_opt(arg, "--warmup")) {
+            if ((v = value_of(argc, argv, &i, "--warmup", &bad)))
+                rc = parse_int(&out->warmup, "--warmup", v, 0);
+        } else if (is_opt(arg, "--iterations")) {
+            if ((v = value_of(argc, argv, &i, "--iterations", &bad)))
+                rc = parse_int(&out->iterations, "--iterations", v, 1);
+        } else if (is_opt(arg, "--tile-size")) {
+            if ((v = value_of(argc, argv, &i, "--tile-size", &bad))) {
+                if (!strcmp(v, "16") || !strcmp(v, "32"))
+                    out->tile = atoi(v);
+                else
+                    rc = usage_error("--tile-size must be 16 or 32, got '%s'", v);
+            }
+        } else if (is_opt(arg, "--epilogue")) {
+            if ((v = value_of(argc, argv, &i, "--epilogue", &bad))) {
+                if (!strcmp(v, "relu"))
+                    out->epilogue = EPILOGUE_RELU;
+                else if (!strcmp(v, "identity"))
+                    out->epilogue = EPILOGUE_IDENTITY;
+                else
+                    rc = usage_error("--epilogue must be identity or relu, got '%s'", v);
+            }
+        } else if (is_opt(arg, "--cache-dir")) {
+            if ((v = value_of(argc, argv, &i, "--cache-dir", &bad))) {
+                if (*v)
+                    cache_dir = v;
+                else
+                    rc = usage_error("--cache-dir must not be empty");
+            }
+        } else if (is_opt(arg, "--arch")) {
+            if ((v = value_of(argc, argv, &i, "--arch", &bad))) {
+                if (valid_arch(v))
+                    out->arch = v;
+                else
+                    rc = usage_error("--arch must look like sm_90 (sm_ and the compute "
+                                     "capability digits), got '%s'",
+                                     v);
+            }
+        } else {
+            rc = usage_error("unrecognized argument '%s'", arg);
+        }
+        if (bad >= 0)
+            return bad;
+        if (rc >= 0)
+            return rc;
+    }
+    out->cache_dir = absolute_dir(cache_dir);
+    if (!out->cache_dir)
+        return EXIT_USAGE;
+    return -1;
+}
+
+void sample_args_free(sample_args *args)
+{
+    if (args) {
+        free(args->cache_dir);
+        args->cache_dir = NULL;
+    }
+}

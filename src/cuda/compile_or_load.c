@@ -1,0 +1,355 @@
+/* progcache_compile_or_load: key -> lookup -> (compile -> store) -> load.
+ *
+ * The rules, in the order they matter:
+ *  1. Never lose a compiled artifact to the cache. A failing lookup is
+ *     treated as a miss, a failing store is reported in the result, and
+ *     either way the caller gets its code.
+ *  2. Never trust cached bytes blindly. A cached artifact that fails the
+ *     structure check or that the driver refuses is removed and rebuilt
+ *     ("healed"); a freshly compiled artifact that the driver refuses is the
+ *     caller's problem and is reported as such.
+ *  3. Keep the hit path short: one key derivation, one read into a buffer
+ *     the caller may reuse, one structure check, one library load. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "artifact.h"
+#include "buf.h"
+#include "cache/async_put.h"
+#include "cache/cache_stats.h"
+#include "cache/flight.h"
+#include "driver.h"
+#include "error.h"
+#include "progcache/cuda.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void progcache_program_init(progcache_program *program)
+{
+    if (!program)
+        return;
+    memset(program, 0, sizeof *program);
+    program->version = PROGCACHE_PROGRAM_VERSION;
+    progcache_key_nvrtc_options_init(&program->nvrtc);
+}
+
+const char *progcache_status_name(progcache_status status)
+{
+    switch (status) {
+    case PROGCACHE_STATUS_HIT: return "HIT";
+    case PROGCACHE_STATUS_DISABLED: return "DISABLED";
+    default: return "MISS";
+    }
+}
+
+static void say(const progcache_program *program, int level, const char *fmt, ...)
+    PROGCACHE_PRINTF(3, 4);
+
+static void say(const progcache_program *program, int level, const char *fmt, ...)
+{
+    if (!program->log)
+        return;
+    char message[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    program->log(program->log_ctx, level, message);
+}
+
+/* Keep the first cache failure of this call in the result (rule 1). */
+static void cache_failed(progcache_program_result *out, const progcache_program *program,
+                         int rc, const char *step)
+{
+    say(program, PROGCACHE_LOG_WARN, "progcache: cache %s failed: %s", step,
+        progcache_error_last());
+    if (out->cache_error)
+        return;
+    out->cache_error = rc;
+    snprintf(out->cache_message, sizeof out->cache_message, "cache %s failed: %s", step,
+             progcache_error_last());
+}
+
+/* Before compiling a missed key: take its compile lock, or wait for the
+ * thread or process holding it. Returns 1 when the wait ended with that
+ * compile's result in out->artifact (nothing left to compile). */
+static int join_flight(progcache__flight *flight, progcache_program_result *out,
+                       progcache *cache, const progcache_program *program)
+{
+    if (!cache || (program->flags & PROGCACHE_PROGRAM_NO_SINGLE_FLIGHT))
+        return 0;
+    int owner = 1;
+    double waited = 0;
+    unsigned int timeout =
+        program->wait_timeout_ms ? program->wait_timeout_ms : PROGCACHE__FLIGHT_WAIT_MS;
+    int rc = progcache__flight_begin(flight, &owner, &waited, &out->artifact, cache, out->key,
+                                     sizeof out->key, timeout);
+    out->wait_ms += waited;
+    if (waited > 0)
+        progcache__stats_add(progcache__cache_stats(cache), PROGCACHE__SINGLEFLIGHT_WAITS, 1);
+    if (rc) {
+        cache_failed(out, program, rc, "lookup while waiting for another compile");
+        return 0;
+    }
+    if (owner)
+        return 0;
+    out->waited = 1;
+    out->status = PROGCACHE_STATUS_HIT;
+    return 1;
+}
+
+static int compile_and_store(progcache_program_result *out, progcache *cache,
+                             const progcache_program *program)
+{
+    progcache__flight flight = PROGCACHE__FLIGHT_INIT;
+    if (join_flight(&flight, out, cache, program))
+        return PROGCACHE_OK;
+    double t = now_ms();
+    int rc = progcache_nvrtc_compile(&out->artifact, &out->log, NULL, &program->nvrtc);
+    out->compile_ms += now_ms() - t;
+    if (rc || !cache)
+        goto done;
+
+    t = now_ms();
+    if (program->flags & PROGCACHE_PROGRAM_ASYNC_STORE) {
+        /* The background put takes the compile lock over and drops it once
+         * the entry exists, so no waiter wakes to an empty cache. */
+        if (progcache__cache_put_async(cache, out->key, sizeof out->key, out->artifact.data,
+                                       out->artifact.size, &flight, program->log,
+                                       program->log_ctx) == PROGCACHE_OK)
+            out->store_pending = 1;
+    }
+    if (!out->store_pending) {
+        int put = progcache_put(cache, out->key, sizeof out->key, out->artifact.data,
+                                out->artifact.size);
+        if (put)
+            cache_failed(out, program, put, "store");
+    }
+    out->store_ms += now_ms() - t;
+done:
+    progcache__flight_end(&flight);
+    return rc;
+}
+
+/* Driver results that mean "these bytes are no good", as opposed to "the
+ * driver or the context is in trouble", which recompiling cannot fix.
+ * CUDA_ERROR_NOT_FOUND (no such kernel) is not one: it is almost always a
+ * wrong kernel name, and healing it would recompile on every call. */
+static int image_refused(CUresult r)
+{
+    switch (r) {
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_INVALID_SOURCE:
+    case CUDA_ERROR_INVALID_VALUE:
+    case CUDA_ERROR_SHARED_OBJECT_INIT_FAILED:
+    case CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND: return 1;
+    default: return 0;
+    }
+}
+
+static void unload(const progcache_cuda_api *api, progcache_program_result *out)
+{
+    if (api && out->library)
+        api->cuLibraryUnload(out->library);
+    if (api && out->module)
+        api->cuModuleUnload(out->module);
+    out->library = NULL;
+    out->kernel = NULL;
+    out->module = NULL;
+    out->function = NULL;
+}
+
+/* Load the artifact and fetch the kernel. *refused is set when the driver
+ * rejected the bytes themselves (see image_refused). */
+static int load(progcache_program_result *out, const progcache_program *program, int *refused)
+{
+    *refused = 0;
+    const progcache_cuda_api *api;
+    int rc = progcache_cuda_load(&api);
+    if (rc)
+        return rc;
+    const char *kernel = program->kernel;
+    const char *target = progcache_target_name(program->nvrtc.target);
+    double t = now_ms();
+    CUresult r;
+    if (program->flags & PROGCACHE_PROGRAM_MODULE_API) {
+        r = api->cuModuleLoadData(&out->module, out->artifact.data);
+        if (r) {
+            rc = progcache__cuda_error(r, "cuModuleLoadData of a %zu-byte %s", out->artifact.size,
+                                       target);
+            goto done;
+        }
+        if (kernel && (r = api->cuModuleGetFunction(&out->function, out->module, kernel))) {
+            rc = progcache__cuda_error(r, "cuModuleGetFunction of kernel '%s'", kernel);
+            goto done;
+        }
+    } else {
+        r = api->cuLibraryLoadData(&out->library, out->artifact.data, NULL, NULL, 0, NULL, NULL,
+                                   0);
+        if (r) {
+            rc = progcache__cuda_error(r, "cuLibraryLoadData of a %zu-byte %s",
+                                       out->artifact.size, target);
+            goto done;
+        }
+        if (kernel && (r = api->cuLibraryGetKernel(&out->kernel, out->library, kernel))) {
+            rc = progcache__cuda_error(r, "cuLibraryGetKernel of kernel '%s'", kernel);
+            goto done;
+        }
+        if (kernel && (program->flags & PROGCACHE_PROGRAM_GET_FUNCTION)) {
+            r = api->cuKernelGetFunction(&out->function, out->kernel);
+            if (r) {
+                rc = progcache__cuda_error(r, "cuKernelGetFunction of kernel '%s' (is a context "
+                                              "current on this thread?)",
+                                           kernel);
+                /* The bytes loaded fine: this is about the context. */
+                r = CUDA_SUCCESS;
+                goto done;
+            }
+        }
+    }
+done:
+    out->load_ms += now_ms() - t;
+    if (rc) {
+        *refused = image_refused(r);
+        unload(api, out);
+    }
+    return rc;
+}
+
+static int check_args(progcache_program_result *out, const progcache_program *program)
+{
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_compile_or_load: out is NULL");
+    if (out->version != PROGCACHE_PROGRAM_RESULT_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_compile_or_load: out->version is %u, expected %u "
+                                "(start from PROGCACHE_PROGRAM_RESULT_INIT)",
+                                out->version, PROGCACHE_PROGRAM_RESULT_VERSION);
+    if (out->library || out->module)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_compile_or_load: out still holds loaded code; call "
+                                "progcache_program_result_release() on it first");
+    if (!program)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_compile_or_load: program is NULL");
+    if (program->version != PROGCACHE_PROGRAM_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_compile_or_load: program->version is %u, expected %u "
+                                "(start from PROGCACHE_PROGRAM_INIT)",
+                                program->version, PROGCACHE_PROGRAM_VERSION);
+    if (program->nvrtc.target == PROGCACHE_TARGET_LTOIR &&
+        !(program->flags & PROGCACHE_PROGRAM_NO_LOAD))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_compile_or_load: the driver cannot load LTO-IR; link "
+                                "it with nvJitLink, or pass PROGCACHE_PROGRAM_NO_LOAD");
+    return PROGCACHE_OK;
+}
+
+/* Forget the cached entry and build the program again (rule 2). */
+static int heal(progcache_program_result *out, progcache *cache, const progcache_program *program)
+{
+    char hex[2 * PROGCACHE_KEY_SIZE + 1];
+    progcache_key_hex(hex, out->key, sizeof out->key);
+    say(program, PROGCACHE_LOG_WARN, "progcache: cached entry %.16s... is unusable (%s); "
+        "removing it and compiling again", hex, out->heal_reason);
+    int rc = progcache_remove(cache, out->key, sizeof out->key);
+    if (rc == PROGCACHE_OK)
+        progcache__stats_add(progcache__cache_stats(cache), PROGCACHE__CORRUPT_REMOVED, 1);
+    else if (rc != PROGCACHE_ENOTFOUND)
+        cache_failed(out, program, rc, "removal of the unusable entry");
+    out->healed = 1;
+    out->status = PROGCACHE_STATUS_MISS;
+    return compile_and_store(out, cache, program);
+}
+
+static void reset(progcache_program_result *out)
+{
+    out->status = PROGCACHE_STATUS_MISS;
+    memset(out->key, 0, sizeof out->key);
+    out->artifact.size = 0;
+    out->log.size = 0;
+    if (out->log.data)
+        out->log.data[0] = '\0';
+    out->lookup_ms = out->compile_ms = out->store_ms = out->load_ms = 0;
+    out->healed = 0;
+    out->heal_reason[0] = '\0';
+    out->cache_error = 0;
+    out->cache_message[0] = '\0';
+    out->store_pending = 0;
+    out->wait_ms = 0;
+    out->waited = 0;
+}
+
+int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
+                              const progcache_program *program)
+{
+    int rc = check_args(out, program);
+    if (rc)
+        return rc;
+    reset(out);
+
+    double t = now_ms();
+    rc = progcache_key_nvrtc(out->key, &program->nvrtc);
+    if (rc)
+        goto done;
+    int have = 0;
+    if (!cache) {
+        out->status = PROGCACHE_STATUS_DISABLED;
+    } else {
+        rc = progcache_get(&out->artifact, cache, out->key, sizeof out->key);
+        if (rc == PROGCACHE_OK)
+            have = 1;
+        else if (rc != PROGCACHE_ENOTFOUND)
+            cache_failed(out, program, rc, "lookup");
+        rc = PROGCACHE_OK;
+    }
+    if (have) {
+        out->status = PROGCACHE_STATUS_HIT;
+        if (progcache__artifact_check(out->artifact.data, out->artifact.size,
+                                      program->nvrtc.target, out->heal_reason,
+                                      sizeof out->heal_reason)) {
+            out->lookup_ms = now_ms() - t;
+            rc = heal(out, cache, program);
+            goto loaded_or_not;
+        }
+    }
+    out->lookup_ms = now_ms() - t;
+    if (!have)
+        rc = compile_and_store(out, cache, program);
+
+loaded_or_not:
+    if (rc || (program->flags & PROGCACHE_PROGRAM_NO_LOAD))
+        goto done;
+    int refused = 0;
+    rc = load(out, program, &refused);
+    if (rc && refused && out->status == PROGCACHE_STATUS_HIT) {
+        snprintf(out->heal_reason, sizeof out->heal_reason, "the driver refused it: %s",
+                 progcache_error_last());
+        rc = heal(out, cache, program);
+        if (!rc)
+            rc = load(out, program, &refused);
+    }
+done:
+    return rc;
+}
+
+void progcache_program_result_release(progcache_program_result *result)
+{
+    if (!result)
+        return;
+    unload(progcache__cuda_loaded(), result);
+    progcache_buf_free(&result->artifact);
+    progcache_buf_free(&result->log);
+    unsigned int version = result->version;
+    memset(result, 0, sizeof *result);
+    result->version = version;
+}

@@ -1,0 +1,267 @@
+/* NVRTC: C++ source to CUBIN, PTX or LTO-IR. */
+#include <nvrtc.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "error.h"
+#include "progcache/cuda.h"
+
+/* How much of NVRTC's log fits in the last-error message (error.c keeps
+ * 8 KiB) next to the headline and the note that it was cut. */
+#define LOG_IN_MESSAGE 7000
+
+/* NVRTC only writes LTO-IR when asked to with -dlto. */
+static int asks_for_lto(const char *const *options, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(options[i], "-dlto") || !strcmp(options[i], "--dlink-time-opt") ||
+            !strcmp(options[i], "-dlink-time-opt"))
+            return 1;
+    return 0;
+}
+
+static int nvrtc_failed(nvrtcResult r, const char *what, const char *name)
+{
+    int code = r == NVRTC_ERROR_OUT_OF_MEMORY ? PROGCACHE_ENOMEM : PROGCACHE_ECOMPILE;
+    return progcache__error(code, "NVRTC %s failed for program '%s': %s", what, name,
+                            nvrtcGetErrorString(r));
+}
+
+/* The message for a failed compile: the headline and as much of the log as
+ * fits, saying when it was cut. */
+static int compile_failed(nvrtcResult r, const char *name, const char *log, size_t log_len)
+{
+    while (log_len && (log[log_len - 1] == '\0' || log[log_len - 1] == '\n'))
+        log_len--;
+    if (log_len <= LOG_IN_MESSAGE)
+        return progcache__error(PROGCACHE_ECOMPILE, "NVRTC could not compile '%s' (%s):\n%.*s",
+                                name, nvrtcGetErrorString(r), (int)log_len, log);
+    return progcache__error(PROGCACHE_ECOMPILE,
+                            "NVRTC could not compile '%s' (%s):\n%.*s\n[log cut: the first %d "
+                            "of %zu bytes are shown; pass a log buffer to "
+                            "progcache_nvrtc_compile, or read the result's log, for all of it]",
+                            name, nvrtcGetErrorString(r), LOG_IN_MESSAGE, log, LOG_IN_MESSAGE,
+                            log_len);
+}
+
+static int check_program(const progcache_key_nvrtc_options *p)
+{
+    if (p->version != PROGCACHE_KEY_NVRTC_OPTIONS_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_nvrtc_compile: program->version is %u, expected %u "
+                                "(start from PROGCACHE_KEY_NVRTC_OPTIONS_INIT)",
+                                p->version, PROGCACHE_KEY_NVRTC_OPTIONS_VERSION);
+    if (!p->source)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_nvrtc_compile: source is NULL");
+    if (p->target != PROGCACHE_TARGET_CUBIN && p->target != PROGCACHE_TARGET_PTX &&
+        p->target != PROGCACHE_TARGET_LTOIR)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_nvrtc_compile: target %d is not cubin, ptx or ltoir",
+                                (int)p->target);
+    if (p->num_options && !p->options)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_nvrtc_compile: options is NULL");
+    for (size_t i = 0; i < p->num_options; i++)
+        if (!p->options[i])
+            return progcache__error(PROGCACHE_EINVAL,
+                                    "progcache_nvrtc_compile: option %zu is NULL", i);
+    if (p->num_name_expressions && !p->name_expressions)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_nvrtc_compile: name_expressions is NULL");
+    for (size_t i = 0; i < p->num_name_expressions; i++)
+        if (!p->name_expressions[i])
+            return progcache__error(PROGCACHE_EINVAL,
+                                    "progcache_nvrtc_compile: name expression %zu is NULL", i);
+    if (p->source_len && memchr(p->source, '\0', p->source_len))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_nvrtc_compile: the source holds a NUL byte within "
+                                "source_len; NVRTC would stop reading there");
+    return PROGCACHE_OK;
+}
+
+/* Copy the program's output for its target into out. */
+static int fetch_output(progcache_buf *out, nvrtcProgram prog, progcache_target target,
+                        const char *name)
+{
+    size_t size = 0;
+    nvrtcResult r;
+    const char *what;
+    switch (target) {
+    case PROGCACHE_TARGET_PTX:
+        what = "nvrtcGetPTXSize";
+        r = nvrtcGetPTXSize(prog, &size);
+        break;
+    case PROGCACHE_TARGET_LTOIR:
+        what = "nvrtcGetLTOIRSize";
+        r = nvrtcGetLTOIRSize(prog, &size);
+        break;
+    default:
+        what = "nvrtcGetCUBINSize";
+        r = nvrtcGetCUBINSize(prog, &size);
+        break;
+    }
+    if (r != NVRTC_SUCCESS)
+        return nvrtc_failed(r, what, name);
+    if (size == 0)
+        return progcache__error(PROGCACHE_ECOMPILE,
+                                "NVRTC produced no %s for program '%s' (for a CUBIN, the options "
+                                "must name a real architecture such as -arch=sm_90, not compute_90)",
+                                progcache_target_name(target), name);
+    int rc = progcache__buf_reserve(out, size);
+    if (rc)
+        return rc;
+    switch (target) {
+    case PROGCACHE_TARGET_PTX:
+        what = "nvrtcGetPTX";
+        r = nvrtcGetPTX(prog, (char *)out->data);
+        break;
+    case PROGCACHE_TARGET_LTOIR:
+        what = "nvrtcGetLTOIR";
+        r = nvrtcGetLTOIR(prog, (char *)out->data);
+        break;
+    default:
+        what = "nvrtcGetCUBIN";
+        r = nvrtcGetCUBIN(prog, (char *)out->data);
+        break;
+    }
+    if (r != NVRTC_SUCCESS)
+        return nvrtc_failed(r, what, name);
+    progcache__buf_set_size(out, size);
+    return PROGCACHE_OK;
+}
+
+static int fetch_lowered(progcache_buf *names, nvrtcProgram prog,
+                         const progcache_key_nvrtc_options *p, const char *name)
+{
+    names->size = 0;
+    for (size_t i = 0; i < p->num_name_expressions; i++) {
+        const char *lowered = NULL;
+        nvrtcResult r = nvrtcGetLoweredName(prog, p->name_expressions[i], &lowered);
+        if (r != NVRTC_SUCCESS || !lowered)
+            return progcache__error(PROGCACHE_ECOMPILE,
+                                    "NVRTC has no lowered name for '%s' in program '%s': %s",
+                                    p->name_expressions[i], name, nvrtcGetErrorString(r));
+        int rc = progcache__buf_append(names, lowered, strlen(lowered) + 1);
+        if (rc)
+            return rc;
+    }
+    return progcache__buf_reserve(names, names->size);
+}
+
+static int fetch_log(progcache_buf *log, nvrtcProgram prog, const char *name)
+{
+    size_t size = 0;
+    nvrtcResult r = nvrtcGetProgramLogSize(prog, &size);
+    if (r != NVRTC_SUCCESS)
+        return nvrtc_failed(r, "nvrtcGetProgramLogSize", name);
+    int rc = progcache__buf_reserve(log, size);
+    if (rc)
+        return rc;
+    log->data[0] = '\0';
+    if (size) {
+        r = nvrtcGetProgramLog(prog, (char *)log->data);
+        if (r != NVRTC_SUCCESS)
+            return nvrtc_failed(r, "nvrtcGetProgramLog", name);
+    }
+    /* NVRTC counts the NUL; the buffer's size does not. */
+    progcache__buf_set_size(log, size ? strlen((const char *)log->data) : 0);
+    return PROGCACHE_OK;
+}
+
+int progcache_nvrtc_compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowered_names,
+                            const progcache_key_nvrtc_options *program)
+{
+    if (!out || !program)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_nvrtc_compile: %s is NULL",
+                                out ? "program" : "out");
+    int rc = check_program(program);
+    if (rc)
+        return rc;
+
+    const char *name = program->name ? program->name : "default_program";
+    char *source_copy = NULL;
+    const char **argv = NULL;
+    nvrtcProgram prog = NULL;
+    progcache_buf own_log = PROGCACHE_BUF_INIT;
+    progcache_buf *logbuf = log ? log : &own_log;
+
+    const char *source = program->source;
+    if (program->source_len) {
+        /* The caller gave a length: the text need not be NUL-terminated. */
+        source_copy = progcache__malloc(program->source_len + 1);
+        if (!source_copy) {
+            rc = progcache__error(PROGCACHE_ENOMEM, "out of memory copying the source");
+            goto done;
+        }
+        memcpy(source_copy, program->source, program->source_len);
+        source_copy[program->source_len] = '\0';
+        source = source_copy;
+    }
+
+    size_t argc = program->num_options;
+    int add_dlto = program->target == PROGCACHE_TARGET_LTOIR &&
+                   !asks_for_lto(program->options, program->num_options);
+    argv = progcache__calloc(argc + 1, sizeof *argv);
+    if (!argv) {
+        rc = progcache__error(PROGCACHE_ENOMEM, "out of memory for NVRTC options");
+        goto done;
+    }
+    for (size_t i = 0; i < program->num_options; i++)
+        argv[i] = program->options[i];
+    if (add_dlto)
+        argv[argc++] = "-dlto";
+
+    nvrtcResult r = nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+    if (r != NVRTC_SUCCESS) {
+        rc = nvrtc_failed(r, "nvrtcCreateProgram", name);
+        goto done;
+    }
+    for (size_t i = 0; i < program->num_name_expressions; i++) {
+        r = nvrtcAddNameExpression(prog, program->name_expressions[i]);
+        if (r != NVRTC_SUCCESS) {
+            rc = progcache__error(PROGCACHE_ECOMPILE,
+                                  "NVRTC rejected name expression '%s' for program '%s': %s",
+                                  program->name_expressions[i], name, nvrtcGetErrorString(r));
+            goto done;
+        }
+    }
+    nvrtcResult compiled = nvrtcCompileProgram(prog, (int)argc, argv);
+    /* The log is read either way: on success it holds the warnings. */
+    rc = fetch_log(logbuf, prog, name);
+    if (rc)
+        goto done;
+    if (compiled != NVRTC_SUCCESS) {
+        if (compiled == NVRTC_ERROR_OUT_OF_MEMORY)
+            rc = nvrtc_failed(compiled, "nvrtcCompileProgram", name);
+        else
+            rc = compile_failed(compiled, name, (const char *)logbuf->data, logbuf->size);
+        goto done;
+    }
+    rc = fetch_output(out, prog, program->target, name);
+    if (!rc && lowered_names)
+        rc = fetch_lowered(lowered_names, prog, program, name);
+
+done:
+    if (prog)
+        nvrtcDestroyProgram(&prog);
+    progcache_buf_free(&own_log);
+    progcache__free(argv);
+    progcache__free(source_copy);
+    return rc;
+}
+
+const char *progcache_names_at(const progcache_buf *names, size_t index)
+{
+    if (!names || !names->data)
+        return NULL;
+    size_t pos = 0;
+    for (size_t i = 0; pos < names->size; i++) {
+        const char *s = (const char *)names->data + pos;
+        size_t len = strnlen(s, names->size - pos);
+        if (i == index)
+            return pos + len < names->size ? s : NULL;
+        pos += len + 1;
+    }
+    return NULL;
+}

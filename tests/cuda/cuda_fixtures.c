@@ -1,0 +1,123 @@
+#include "cuda_fixtures.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "sha256.h"
+
+/* The "scale" kernel of the cuda.core reference cache (its index's first
+ * line), byte for byte, so keys and artifacts can be compared with it. */
+const char fixture_scale_source[] =
+    "extern \"C\" __global__ void scale(float *a, float s, int n){ int i = "
+    "blockIdx.x*blockDim.x+threadIdx.x; if (i < n) a[i] *= s; }\n";
+
+const char *const fixture_options[2] = {"-arch=sm_90", "--std=c++17"};
+
+progcache_program fixture_program(unsigned int flags)
+{
+    progcache_program p = PROGCACHE_PROGRAM_INIT;
+    p.nvrtc.source = fixture_scale_source;
+    p.nvrtc.target = PROGCACHE_TARGET_CUBIN;
+    p.nvrtc.options = fixture_options;
+    p.nvrtc.num_options = 2;
+    p.kernel = "scale";
+    p.flags = flags;
+    return p;
+}
+
+void fixture_entry_path(char *out, size_t len, const char *root, const unsigned char *key)
+{
+    unsigned char digest[32];
+    char hex[65];
+    CHECK_OK(progcache__sha256_oneshot(digest, key, PROGCACHE_KEY_SIZE));
+    progcache__hex(hex, digest, sizeof digest);
+    snprintf(out, len, "%s/entries/%.2s/%s", root, hex, hex + 2);
+}
+
+void fixture_write_file(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    CHECK(fwrite(data, 1, size, f) == size);
+    CHECK(fclose(f) == 0);
+}
+
+void fixture_replace_file(const char *path, const void *data, size_t size)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.fixture-tmp", path);
+    fixture_write_file(tmp, data, size);
+    CHECK(rename(tmp, path) == 0);
+}
+
+/* ---- a store that fails on demand, over the memory store -------------- */
+
+typedef struct flaky {
+    progcache_store base;
+    progcache_store *inner;
+    fixture_store_ctl *ctl;
+} flaky;
+
+static int flaky_get(progcache_buf *out, progcache_store *s, const void *key, size_t key_len)
+{
+    flaky *f = (flaky *)s;
+    if (f->ctl->fail_get)
+        return progcache__error(PROGCACHE_EIO, "flaky store: read failed (injected)");
+    return progcache_store_get(out, f->inner, key, key_len);
+}
+
+static int flaky_put(progcache_store *s, const void *key, size_t key_len, const void *data,
+                     size_t size)
+{
+    flaky *f = (flaky *)s;
+    if (f->ctl->fail_put)
+        return progcache__error(PROGCACHE_EIO, "flaky store: no space left on device (injected)");
+    int rc = progcache_store_put(f->inner, key, key_len, data, size);
+    if (!rc)
+        f->ctl->puts++;
+    return rc;
+}
+
+static int flaky_remove(progcache_store *s, const void *key, size_t key_len)
+{
+    return progcache_store_remove(((flaky *)s)->inner, key, key_len);
+}
+
+static int flaky_clear(progcache_store *s) { return progcache_store_clear(((flaky *)s)->inner); }
+
+static int flaky_count(uint64_t *out, progcache_store *s)
+{
+    return progcache_store_count(out, ((flaky *)s)->inner);
+}
+
+static int flaky_total(uint64_t *out, progcache_store *s)
+{
+    return progcache_store_total_size(out, ((flaky *)s)->inner);
+}
+
+static void flaky_free(progcache_store *s)
+{
+    flaky *f = (flaky *)s;
+    progcache_store_free(f->inner);
+    free(f);
+}
+
+progcache_store *fixture_flaky_store(fixture_store_ctl *ctl)
+{
+    flaky *f = calloc(1, sizeof *f);
+    CHECK(f != NULL);
+    CHECK_OK(progcache_store_memory_new(&f->inner, NULL));
+    f->ctl = ctl;
+    f->base.version = PROGCACHE_STORE_VERSION;
+    f->base.name = "flaky";
+    f->base.get = flaky_get;
+    f->base.put = flaky_put;
+    f->base.remove = flaky_remove;
+    f->base.clear = flaky_clear;
+    f->base.count = flaky_count;
+    f->base.total_size = flaky_total;
+    f->base.free = flaky_free;
+    return &f->base;
+}

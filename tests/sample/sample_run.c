@@ -1,0 +1,207 @@
+#include "sample_run.h"
+
+#include <fcntl.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static void paths(char *out, char *err, size_t len, const char *scratch, int slot)
+{
+    snprintf(out, len, "%s/run%d.out", scratch, slot);
+    snprintf(err, len, "%s/run%d.err", scratch, slot);
+}
+
+pid_t sample_start(const sample_run *run, const char *scratch, int slot)
+{
+    char out_path[4096], err_path[4096];
+    paths(out_path, err_path, sizeof out_path, scratch, slot);
+    const char *argv[64];
+    size_t argc = 0;
+    argv[argc++] = run->exe;
+    for (size_t i = 0; run->args && run->args[i]; i++) {
+        CHECK(argc < 63);
+        argv[argc++] = run->args[i];
+    }
+    argv[argc] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+            _exit(126);
+        if (run->cwd && chdir(run->cwd) != 0)
+            _exit(126);
+        for (size_t i = 0; run->env && run->env[i]; i++)
+            putenv((char *)run->env[i]);
+        execv(run->exe, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+void sample_finish(sample_output *out, pid_t pid, const char *scratch, int slot)
+{
+    memset(out, 0, sizeof *out);
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    out->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    char out_path[4096], err_path[4096];
+    paths(out_path, err_path, sizeof out_path, scratch, slot);
+    out->out = test_read_file(out_path, &out->out_size);
+    out->err = test_read_file(err_path, NULL);
+    CHECK(out->out && out->err);
+    char *p = out->out;
+    while (*p && out->num_lines < SAMPLE_MAX_LINES) {
+        out->lines[out->num_lines++] = p;
+        char *nl = strchr(p, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+        p = nl + 1;
+    }
+}
+
+const char *sample_stdout_text(sample_output *out)
+{
+    for (size_t i = 0; i < out->out_size; i++)
+        if (out->out[i] == '\0')
+            out->out[i] = '\n';
+    out->num_lines = 0;
+    return out->out;
+}
+
+void sample_exec(sample_output *out, const sample_run *run, const char *scratch)
+{
+    sample_finish(out, sample_start(run, scratch, 0), scratch, 0);
+}
+
+void sample_output_free(sample_output *out)
+{
+    free(out->out);
+    free(out->err);
+    memset(out, 0, sizeof *out);
+}
+
+const char *sample_value(const sample_output *out, const char *label)
+{
+    size_t n = strlen(label);
+    for (size_t i = 0; i < out->num_lines; i++)
+        if (!strncmp(out->lines[i], label, n) && strlen(out->lines[i]) >= 20)
+            return out->lines[i] + 20;
+    return NULL;
+}
+
+int sample_contains(const sample_output *out, const char *text)
+{
+    for (size_t i = 0; i < out->num_lines; i++)
+        if (strstr(out->lines[i], text))
+            return 1;
+    return 0;
+}
+
+int sample_match(const char *text, const char *re)
+{
+    regex_t r;
+    char anchored[1024];
+    snprintf(anchored, sizeof anchored, "^(%s)$", re);
+    CHECK(regcomp(&r, anchored, REG_EXTENDED | REG_NOSUB) == 0);
+    int ok = text && regexec(&r, text, 0, NULL, 0) == 0;
+    regfree(&r);
+    return ok;
+}
+
+void sample_dump(const sample_output *out)
+{
+    fprintf(stderr, "--- exit status %d; stdout:\n", out->status);
+    for (size_t i = 0; i < out->num_lines; i++)
+        fprintf(stderr, "%s\n", out->lines[i]);
+    fprintf(stderr, "--- stderr:\n%s---\n", out->err ? out->err : "");
+}
+
+static void expect_line(const sample_output *out, size_t *i, const char *re)
+{
+    if (*i >= out->num_lines || !sample_match(out->lines[*i], re)) {
+        sample_dump(out);
+        fprintf(stderr, "line %zu does not match /%s/\n", *i + 1, re);
+        CHECK(!"sample output line matches");
+    }
+    (*i)++;
+}
+
+static void expect_exact(const sample_output *out, size_t *i, const char *label,
+                         const char *value)
+{
+    char want[4096];
+    snprintf(want, sizeof want, "%-20s%s", label, value);
+    if (*i >= out->num_lines || strcmp(out->lines[*i], want) != 0) {
+        sample_dump(out);
+        fprintf(stderr, "line %zu is not '%s'\n", *i + 1, want);
+        CHECK(!"sample output line is exact");
+    }
+    (*i)++;
+}
+
+#define MS "[0-9]+\\.[0-9]{3} ms"
+#define NO_DEVICE "skipped \\(no CUDA device\\)"
+
+void sample_check_format(const sample_output *out, const sample_expect *e, char *key24)
+{
+    char v[512];
+    size_t i = 0;
+    int hit = !strcmp(e->status, "HIT");
+    int miss = !strcmp(e->status, "MISS") || !strcmp(e->status, "HEALED");
+    expect_line(out, &i, "Persistent Program Cache");
+    expect_line(out, &i, "Device:             .+");
+    expect_line(out, &i, "Compute Capability: [0-9]+\\.[0-9]+( \\(from --arch sm_[0-9]+\\))?");
+    expect_exact(out, &i, "Cache directory:", e->cache_dir);
+    snprintf(v, sizeof v, "C = %s(A @ B + bias)", e->epilogue);
+    expect_exact(out, &i, "Workload:", v);
+    snprintf(v, sizeof v, "M=%d, N=%d, K=%d", e->m, e->n, e->k);
+    expect_exact(out, &i, "Matrix sizes:", v);
+    snprintf(v, sizeof v, "%d", e->tile);
+    expect_exact(out, &i, "Tile size:", v);
+    snprintf(v, sizeof v, "warmup=%d, iterations=%d", e->warmup, e->iterations);
+    expect_exact(out, &i, "Timed launches:", v);
+    expect_line(out, &i, "");
+    if (!strcmp(e->status, "DISABLED"))
+        expect_line(out, &i, "Cache status:       DISABLED \\(.+\\)");
+    else if (!strcmp(e->status, "HEALED"))
+        expect_line(out, &i, "Cache status:       MISS \\(healed: .+\\)");
+    else
+        expect_exact(out, &i, "Cache status:", e->status);
+    expect_line(out, &i, "Cache key:          [0-9a-f]{24}\\.\\.\\.");
+    snprintf(key24, 25, "%.24s", out->lines[i - 1] + 20);
+    expect_line(out, &i, "Artifact size:      [0-9]+\\.[0-9] KiB");
+    expect_line(out, &i, "Cache lookup:       " MS);
+    expect_line(out, &i, hit ? "Compile time:       skipped" : "Compile time:       " MS);
+    if (miss)
+        expect_line(out, &i, "Cache store:        " MS "( \\(in the background\\))?");
+    expect_line(out, &i, e->gpu ? "Module load:        " MS : "Module load:        " NO_DEVICE);
+    expect_line(out, &i, "Host prep time:     " MS);
+    expect_line(out, &i, e->gpu ? "Kernel time:        " MS : "Kernel time:        " NO_DEVICE);
+    expect_line(out, &i, e->gpu ? "Max error:          [0-9]\\.[0-9]{6}e[-+][0-9]+"
+                                : "Max error:          " NO_DEVICE);
+    expect_line(out, &i, e->gpu ? "Validation:         PASSED"
+                                : "Validation:         SKIPPED \\(no CUDA device present.*\\)");
+    if (i != out->num_lines) {
+        sample_dump(out);
+        CHECK(!"no lines after Validation");
+    }
+    /* Host prep is the sum of the four steps, as printed. */
+    double parts = 0;
+    const char *labels[] = {"Cache lookup:", "Compile time:", "Cache store:", "Module load:"};
+    for (size_t l = 0; l < 4; l++) {
+        const char *value = sample_value(out, labels[l]);
+        if (value)
+            parts += atof(value); /* "skipped" reads as 0 */
+    }
+    double prep = atof(sample_value(out, "Host prep time:"));
+    CHECK(prep > parts - 0.0025 && prep < parts + 0.0025);
+}

@@ -1,0 +1,334 @@
+/* The persistentProgramCache sample, run as a user would, with no GPU
+ * needed: the --arch cache flow (MISS then HIT), the output format, key
+ * interop through --print-source and `progcache key`, bad input, an
+ * unusable cache directory, path handling, a fake driver for device
+ * errors.
+ *
+ * usage: test_sample SAMPLE_EXE   (env PROGCACHE_BIN: the progcache tool;
+ * PROGCACHE_TEST_FAKE_CUDA_DIR: a folder holding the fake driver as
+ * libcuda.so.1, optional) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "check.h"
+#include "progcache/cuda.h"
+#include "sample_run.h"
+
+static char *exe;
+static char *scratch;
+static int have_gpu; /* a real device answers: launches run */
+
+static void run(sample_output *out, const char *const *args)
+{
+    sample_run r = {exe, args, NULL, NULL};
+    sample_exec(out, &r, scratch);
+}
+
+static sample_expect expect_default(const char *status, const char *dir)
+{
+    sample_expect e = {status, dir, 512, 512, 512, 16, "relu", 5, 20, have_gpu};
+    return e;
+}
+
+static void test_miss_then_hit(void)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/cache", scratch);
+    const char *args[] = {"--arch", "sm_90", "--cache-dir", dir, NULL};
+    sample_output out;
+    char key_miss[25], key_hit[25];
+
+    run(&out, args);
+    if (out.status != 0)
+        sample_dump(&out);
+    CHECK(out.status == 0);
+    sample_expect e = expect_default("MISS", dir);
+    sample_check_format(&out, &e, key_miss);
+    if (!have_gpu)
+        CHECK(!strcmp(sample_value(&out, "Device:"), "none (no CUDA driver)") ||
+              !strcmp(sample_value(&out, "Device:"), "none (no CUDA device)"));
+    sample_output_free(&out);
+
+    run(&out, args);
+    CHECK(out.status == 0);
+    e = expect_default("HIT", dir);
+    sample_check_format(&out, &e, key_hit);
+    CHECK(!strcmp(key_miss, key_hit));
+    sample_output_free(&out);
+
+    /* --clear-cache empties it first: a miss again, same key. */
+    const char *clear[] = {"--arch", "sm_90", "--cache-dir", dir, "--clear-cache", NULL};
+    run(&out, clear);
+    CHECK(out.status == 0);
+    e = expect_default("MISS", dir);
+    sample_check_format(&out, &e, key_hit);
+    CHECK(!strcmp(key_miss, key_hit));
+    sample_output_free(&out);
+
+    /* Another variant is another program: its own key, a miss, then a hit. */
+    const char *variant[] = {"--arch", "sm_90", "--cache-dir", dir, "--tile-size", "32",
+                             "--epilogue", "identity", "--m", "100", "--n", "7", "--k", "3",
+                             "--warmup", "0", "--iterations", "1", NULL};
+    run(&out, variant);
+    CHECK(out.status == 0);
+    e = (sample_expect){"MISS", dir, 100, 7, 3, 32, "identity", 0, 1, have_gpu};
+    char key_variant[25];
+    sample_check_format(&out, &e, key_variant);
+    CHECK(strcmp(key_variant, key_miss) != 0);
+    sample_output_free(&out);
+    run(&out, variant);
+    e.status = "HIT";
+    sample_check_format(&out, &e, key_hit);
+    CHECK(!strcmp(key_variant, key_hit));
+    sample_output_free(&out);
+
+    /* --async-store: stored in the background, and there by the next run. */
+    char dir2[4096];
+    snprintf(dir2, sizeof dir2, "%s/cache-async", scratch);
+    const char *async[] = {"--arch", "sm_90", "--cache-dir", dir2, "--async-store", NULL};
+    run(&out, async);
+    CHECK(out.status == 0);
+    CHECK(strstr(sample_value(&out, "Cache store:"), "(in the background)"));
+    e = expect_default("MISS", dir2);
+    sample_check_format(&out, &e, key_hit);
+    sample_output_free(&out);
+    run(&out, async);
+    e = expect_default("HIT", dir2);
+    sample_check_format(&out, &e, key_hit);
+    CHECK(!strcmp(key_miss, key_hit));
+    sample_output_free(&out);
+}
+
+/* The printed source has the printed key: `progcache key` on it (and
+ * cuda.core's make_program_cache_key, checked on the GPU machine) derives
+ * the same. */
+static void test_print_source_key(void)
+{
+    const char *tool = getenv("PROGCACHE_BIN");
+    CHECK(tool != NULL);
+    const char *variants[][2] = {{"16", "relu"}, {"32", "identity"}};
+    for (size_t v = 0; v < 2; v++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/cache-src%zu", scratch, v);
+        const char *src_args[] = {"--print-source", "--tile-size", variants[v][0], "--epilogue",
+                                  variants[v][1], NULL};
+        sample_output src;
+        run(&src, src_args);
+        CHECK(src.status == 0 && src.err[0] == '\0');
+        char want[64];
+        snprintf(want, sizeof want, "constexpr int TILE = %s;", variants[v][0]);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/source%zu.cu", scratch, v);
+        FILE *f = fopen(path, "wb");
+        CHECK(f != NULL);
+        /* the captured stdout, lines joined again */
+        for (size_t i = 0; i < src.num_lines; i++)
+            fprintf(f, "%s\n", src.lines[i]);
+        fclose(f);
+        size_t n;
+        char *text = test_read_file(path, &n);
+        CHECK(strstr(text, want));
+        CHECK(strstr(text, "extern \"C\" __global__ void matmul_epilogue("));
+        CHECK(strstr(text, strcmp(variants[v][1], "relu") ? "return v;" : "v > 0.0f ? v : 0.0f"));
+        free(text);
+        sample_output_free(&src);
+
+        const char *key_args[] = {"key", path, "--", "-arch=sm_90", "--std=c++17", NULL};
+        sample_run kr = {tool, key_args, NULL, NULL};
+        sample_output key;
+        sample_exec(&key, &kr, scratch);
+        if (key.status != 0)
+            sample_dump(&key);
+        CHECK(key.status == 0 && key.num_lines >= 1);
+        CHECK(sample_match(key.lines[0], "[0-9a-f]{64}"));
+
+        const char *args[] = {"--arch", "sm_90", "--cache-dir", dir, "--tile-size",
+                              variants[v][0], "--epilogue", variants[v][1], NULL};
+        sample_output out;
+        run(&out, args);
+        CHECK(out.status == 0);
+        const char *printed = sample_value(&out, "Cache key:");
+        CHECK(printed && !strncmp(printed, key.lines[0], 24));
+        sample_output_free(&out);
+        sample_output_free(&key);
+    }
+}
+
+static void expect_usage_error(const char *const *args, const char *message)
+{
+    sample_output out;
+    run(&out, args);
+    if (out.status != 2 || !strstr(out.err, message))
+        sample_dump(&out);
+    CHECK(out.status == 2);
+    CHECK(out.num_lines == 0);
+    CHECK(strstr(out.err, message) != NULL);
+    /* one line */
+    CHECK(strchr(out.err, '\n') == out.err + strlen(out.err) - 1);
+    CHECK(!strncmp(out.err, "persistentProgramCache: ", 24));
+    sample_output_free(&out);
+}
+
+static void test_bad_input(void)
+{
+    struct {
+        const char *args[4];
+        const char *message;
+    } cases[] = {
+        {{"--m", "0"}, "--m must be a positive integer, got '0'"},
+        {{"--n", "-5"}, "--n must be a positive integer, got '-5'"},
+        {{"--k", "12x"}, "--k must be a positive integer, got '12x'"},
+        {{"--m", "99999999999"}, "--m must be a positive integer"},
+        {{"--tile-size", "8"}, "--tile-size must be 16 or 32, got '8'"},
+        {{"--epilogue", "gelu"}, "--epilogue must be identity or relu, got 'gelu'"},
+        {{"--warmup", "-1"}, "--warmup must be a non-negative integer, got '-1'"},
+        {{"--iterations", "0"}, "--iterations must be a positive integer, got '0'"},
+        {{"--device", "-1"}, "--device must be a non-negative integer"},
+        {{"--arch", "90"}, "--arch must look like sm_90"},
+        {{"--bogus"}, "unrecognized argument '--bogus'"},
+        {{"--m"}, "--m needs a value"},
+        {{"--cache-dir="}, "--cache-dir must not be empty"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_usage_error(cases[i].args, cases[i].message);
+    /* --m=5 works like --m 5 */
+    const char *eq[] = {"--m=5", "--print-source", NULL};
+    sample_output out;
+    run(&out, eq);
+    CHECK(out.status == 0);
+    sample_output_free(&out);
+
+    const char *help[] = {"--help", NULL};
+    run(&out, help);
+    CHECK(out.status == 0 && sample_contains(&out, "usage: persistentProgramCache"));
+    CHECK(sample_contains(&out, "~/.cache/cuda-samples/persistentProgramCache"));
+    sample_output_free(&out);
+}
+
+/* A cache directory that cannot be used is not fatal. (Tests run as root,
+ * so permissions do not stop anything: the parent is a regular file.) */
+static void test_disabled_cache(void)
+{
+    char file[2048], dir[4096];
+    snprintf(file, sizeof file, "%s/not-a-directory", scratch);
+    FILE *f = fopen(file, "w");
+    CHECK(f && fputs("x", f) >= 0 && fclose(f) == 0);
+    snprintf(dir, sizeof dir, "%s/cache", file);
+    const char *args[] = {"--arch", "sm_90", "--cache-dir", dir, NULL};
+    sample_output out;
+    run(&out, args);
+    CHECK(out.status == 0);
+    sample_expect e = expect_default("DISABLED", dir);
+    char key[25];
+    sample_check_format(&out, &e, key);
+    CHECK(strstr(out.err, "warning: cannot use the cache directory"));
+    CHECK(strstr(sample_value(&out, "Cache status:"), "not-a-directory"));
+    sample_output_free(&out);
+}
+
+/* ~ is expanded and relative paths are made absolute and clean. */
+static void test_cache_dir_paths(void)
+{
+    char home[2048], env_home[2100], want[4096];
+    snprintf(home, sizeof home, "%s/home", scratch);
+    CHECK(mkdir(home, 0755) == 0);
+    snprintf(env_home, sizeof env_home, "HOME=%s", home);
+    const char *env[] = {env_home, NULL};
+    const char *dflt[] = {"--arch", "sm_90", NULL};
+    sample_run r = {exe, dflt, NULL, env};
+    sample_output out;
+    sample_exec(&out, &r, scratch);
+    CHECK(out.status == 0);
+    snprintf(want, sizeof want, "%s/.cache/cuda-samples/persistentProgramCache", home);
+    CHECK(!strcmp(sample_value(&out, "Cache directory:"), want));
+    CHECK(!strcmp(sample_value(&out, "Cache status:"), "MISS"));
+    sample_output_free(&out);
+
+    const char *tilde[] = {"--arch", "sm_90", "--cache-dir", "~/elsewhere/./c", NULL};
+    r.args = tilde;
+    sample_exec(&out, &r, scratch);
+    snprintf(want, sizeof want, "%s/elsewhere/c", home);
+    CHECK(out.status == 0 && !strcmp(sample_value(&out, "Cache directory:"), want));
+    sample_output_free(&out);
+
+    const char *rel[] = {"--arch", "sm_90", "--cache-dir", "rel/../relcache/", NULL};
+    r.args = rel;
+    r.cwd = home;
+    sample_exec(&out, &r, scratch);
+    if (out.status != 0)
+        sample_dump(&out);
+    snprintf(want, sizeof want, "%s/relcache", home);
+    CHECK(out.status == 0 && !strcmp(sample_value(&out, "Cache directory:"), want));
+    sample_output_free(&out);
+}
+
+/* No device and no --arch: a clear error. */
+static void test_no_device(void)
+{
+    if (have_gpu)
+        return;
+    const char *args[] = {"--cache-dir", scratch, NULL};
+    sample_output out;
+    run(&out, args);
+    CHECK(out.status == 1);
+    CHECK(strstr(out.err, "no CUDA driver") || strstr(out.err, "no CUDA device"));
+    CHECK(strstr(out.err, "--arch"));
+    CHECK(out.num_lines == 0);
+    sample_output_free(&out);
+}
+
+/* Device errors, against the fake driver installed as libcuda.so.1. */
+static void test_fake_driver(void)
+{
+    const char *fake = getenv("PROGCACHE_TEST_FAKE_CUDA_DIR");
+    if (!fake || !*fake || have_gpu)
+        return;
+    char ld[4200];
+    snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s", fake);
+    const char *env[] = {ld, NULL};
+    const char *args[] = {"--device", "3", "--cache-dir", scratch, NULL};
+    sample_run r = {exe, args, NULL, env};
+    sample_output out;
+    sample_exec(&out, &r, scratch);
+    if (out.status != 2)
+        sample_dump(&out);
+    CHECK(out.status == 2);
+    CHECK(!strcmp(out.err, "persistentProgramCache: device 3 does not exist (1 CUDA device "
+                           "present)\n"));
+    sample_output_free(&out);
+
+    const char *env0[] = {ld, "FAKE_CUDA_DEVICES=0", NULL};
+    const char *args0[] = {"--cache-dir", scratch, NULL};
+    r.args = args0;
+    r.env = env0;
+    sample_exec(&out, &r, scratch);
+    CHECK(out.status == 1 && strstr(out.err, "no CUDA device"));
+    sample_output_free(&out);
+}
+
+int main(int argc, char **argv)
+{
+    CHECK(argc == 2);
+    exe = realpath(argv[1], NULL); /* runs below change directory */
+    CHECK(exe != NULL);
+    scratch = test_mkdtemp("sample");
+    /* Is there a real GPU? Then --arch runs launch and validation too. */
+    const progcache_cuda_api *api;
+    have_gpu = progcache_cuda_load(&api) == PROGCACHE_OK;
+
+    test_miss_then_hit();
+    test_print_source_key();
+    test_bad_input();
+    test_disabled_cache();
+    test_cache_dir_paths();
+    test_no_device();
+    test_fake_driver();
+
+    test_rmtree(scratch);
+    free(scratch);
+    free(exe);
+    puts("test_sample: ok");
+    return 0;
+}
