@@ -1,0 +1,192 @@
+/* bench_single_flight: N processes start together on an empty cache and
+ * all need the same kernel. Counts NVRTC compiles and measures the wall
+ * time until every process has its artifact, with single-flight (the
+ * default) and without it (PROGCACHE_PROGRAM_NO_SINGLE_FLIGHT, which is
+ * what cuda.core's sample does: one compile per process).
+ *
+ *   bench_single_flight [--procs 16] [--rounds 5] [--arch sm_90] [--dir DIR]
+ *
+ * Compile only (PROGCACHE_PROGRAM_NO_LOAD): no GPU needed. Prints a
+ * markdown table of medians over the rounds. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "progcache/cuda.h"
+#include "progcache/progcache.h"
+
+/* The sample's 16x16 tiled matmul with bias and ReLU: a realistic compile. */
+static const char source[] =
+    "#define TILE 16\n"
+    "extern \"C\" __global__ void matmul_epilogue(const float *__restrict__ A,\n"
+    "    const float *__restrict__ B, const float *__restrict__ bias, float *__restrict__ C,\n"
+    "    int M, int N, int K) {\n"
+    "  __shared__ float As[TILE][TILE]; __shared__ float Bs[TILE][TILE];\n"
+    "  int tx = threadIdx.x, ty = threadIdx.y;\n"
+    "  int row = blockIdx.y * TILE + ty, col = blockIdx.x * TILE + tx;\n"
+    "  float acc = 0.0f;\n"
+    "  for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {\n"
+    "    int ac = t * TILE + tx, br = t * TILE + ty;\n"
+    "    As[ty][tx] = (row < M && ac < K) ? A[row * K + ac] : 0.0f;\n"
+    "    Bs[ty][tx] = (br < K && col < N) ? B[br * N + col] : 0.0f;\n"
+    "    __syncthreads();\n"
+    "    #pragma unroll\n"
+    "    for (int i = 0; i < TILE; ++i) acc += As[ty][i] * Bs[i][tx];\n"
+    "    __syncthreads();\n"
+    "  }\n"
+    "  if (row < M && col < N) { float v = acc + bias[col]; C[row * N + col] = v > 0.0f ? v : 0.0f; }\n"
+    "}\n";
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A child: wait for the start signal, get the kernel, exit 10 if it
+ * compiled, 11 if it did not (a hit, after waiting or not), 1 on error. */
+static int child(const char *dir, const char *arch_opt, unsigned int flags, int start_fd,
+                 const char *salt)
+{
+    char go;
+    if (read(start_fd, &go, 1) != 1)
+        return 1;
+    progcache *cache;
+    if (progcache_open(&cache, dir, NULL))
+        return 1;
+    /* A per-round comment makes each round's key new (an empty cache). */
+    char *src = malloc(sizeof source + 64);
+    snprintf(src, sizeof source + 64, "// round %s\n%s", salt, source);
+    const char *opts[] = {arch_opt, "--std=c++17"};
+    progcache_program p = PROGCACHE_PROGRAM_INIT;
+    p.nvrtc.source = src;
+    p.nvrtc.target = PROGCACHE_TARGET_CUBIN;
+    p.nvrtc.options = opts;
+    p.nvrtc.num_options = 2;
+    p.flags = PROGCACHE_PROGRAM_NO_LOAD | flags;
+    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
+    int rc = progcache_compile_or_load(&r, cache, &p);
+    int compiled = r.status == PROGCACHE_STATUS_MISS;
+    progcache_program_result_release(&r);
+    progcache_close(cache);
+    free(src);
+    if (rc) {
+        fprintf(stderr, "child: %s\n", progcache_error_last());
+        return 1;
+    }
+    return compiled ? 10 : 11;
+}
+
+static void round_once(const char *dir, const char *arch_opt, int procs, unsigned int flags,
+                       int round, double *wall, int *compiles)
+{
+    int pipefd[2];
+    if (pipe(pipefd) != 0) {
+        perror("pipe");
+        exit(1);
+    }
+    char salt[32];
+    snprintf(salt, sizeof salt, "%d-%u-%ld", round, flags, (long)getpid());
+    pid_t *pids = calloc((size_t)procs, sizeof *pids);
+    for (int i = 0; i < procs; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            close(pipefd[1]);
+            _exit(child(dir, arch_opt, flags, pipefd[0], salt));
+        }
+    }
+    close(pipefd[0]);
+    usleep(200000); /* let every child reach its read */
+    double t0 = now_ms();
+    char go[256];
+    memset(go, 'g', sizeof go);
+    if (write(pipefd[1], go, (size_t)procs) != procs) {
+        perror("write");
+        exit(1);
+    }
+    *compiles = 0;
+    for (int i = 0; i < procs; i++) {
+        int status;
+        waitpid(pids[i], &status, 0);
+        if (!WIFEXITED(status) || (WEXITSTATUS(status) != 10 && WEXITSTATUS(status) != 11)) {
+            fprintf(stderr, "bench_single_flight: a process failed\n");
+            exit(1);
+        }
+        *compiles += WEXITSTATUS(status) == 10;
+    }
+    *wall = now_ms() - t0;
+    close(pipefd[1]);
+    free(pids);
+}
+
+int main(int argc, char **argv)
+{
+    int procs = 16, rounds = 5;
+    const char *arch = "sm_90";
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--procs") && i + 1 < argc)
+            procs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--arch") && i + 1 < argc)
+            arch = argv[++i];
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            dir = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_single_flight [--procs N] [--rounds N] [--arch sm_XY] "
+                            "[--dir DIR]\n");
+            return 2;
+        }
+    }
+    if (procs < 1 || procs > 256 || rounds < 1) {
+        fprintf(stderr, "bench_single_flight: --procs 1-256, --rounds >= 1\n");
+        return 2;
+    }
+    char tmpl[256];
+    if (!dir) {
+        snprintf(tmpl, sizeof tmpl, "/tmp/bench-sflight-XXXXXX");
+        if (!mkdtemp(tmpl))
+            return 1;
+        dir = tmpl;
+    }
+    char arch_opt[64];
+    snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
+    printf("%d processes start together on an empty cache, one kernel (the sample's 16x16 "
+           "tiled matmul, %s); %d rounds, medians\n\n",
+           procs, arch, rounds);
+    printf("| mode | NVRTC compiles | wall time to all ready (ms) |\n|---|---:|---:|\n");
+    const struct {
+        const char *name;
+        unsigned int flags;
+    } modes[] = {{"progcache, single-flight (default)", 0},
+                 {"progcache, PROGCACHE_PROGRAM_NO_SINGLE_FLIGHT (one compile per process, like "
+                  "cuda.core)",
+                  PROGCACHE_PROGRAM_NO_SINGLE_FLIGHT}};
+    for (size_t m = 0; m < 2; m++) {
+        double *walls = calloc((size_t)rounds, sizeof *walls);
+        double *counts = calloc((size_t)rounds, sizeof *counts);
+        for (int r = 0; r < rounds; r++) {
+            int c;
+            round_once(dir, arch_opt, procs, modes[m].flags, r, &walls[r], &c);
+            counts[r] = c;
+        }
+        qsort(walls, (size_t)rounds, sizeof *walls, cmp);
+        qsort(counts, (size_t)rounds, sizeof *counts, cmp);
+        printf("| %s | %.0f (min %.0f, max %.0f) | %.1f |\n", modes[m].name, counts[rounds / 2],
+               counts[0], counts[rounds - 1], walls[rounds / 2]);
+        free(walls);
+        free(counts);
+    }
+    return 0;
+}
