@@ -32,7 +32,9 @@
 #define ROW_BLOCK 32 /* rows per work item */
 #define MAX_THREADS 256
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* Not under ThreadSanitizer: ifunc resolvers run before its run time is
+ * initialised, and an instrumented resolver crashes the program at load. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define HOT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define HOT_CLONES
@@ -142,6 +144,25 @@ void fill_normal(float *out, size_t rows, size_t cols, unsigned long long seed)
 
 /* ---- the reference ------------------------------------------------------ */
 
+/* The formulas of epilogue_body() in kernel_source.c, in double. */
+double epilogue_apply(epilogue_kind e, double v)
+{
+    switch (e) {
+    case EPILOGUE_RELU:
+        return v > 0.0 ? v : 0.0;
+    case EPILOGUE_GELU:
+        return 0.5 * v * (1.0 + erf(v * 0.70710678118654752));
+    case EPILOGUE_SIGMOID:
+        return 1.0 / (1.0 + exp(-v));
+    case EPILOGUE_TANH:
+        return tanh(v);
+    case EPILOGUE_SILU:
+        return v / (1.0 + exp(-v));
+    default:
+        return v;
+    }
+}
+
 typedef struct ref_job {
     const float *a, *b, *bias, *c;
     int m, n, k;
@@ -209,8 +230,7 @@ static void reference_rows(void *ctx, size_t item, int worker)
                 for (size_t c = 0; c < PANEL && p * PANEL + c < n; c++) {
                     size_t col = p * PANEL + c;
                     double v = acc[q][c] + (double)j->bias[col];
-                    if (j->epilogue == EPILOGUE_RELU && v < 0.0)
-                        v = 0.0;
+                    v = epilogue_apply(j->epilogue, v);
                     double got = (double)j->c[(r + q) * n + col];
                     double diff = fabs(got - v);
                     if (isnan(diff))
