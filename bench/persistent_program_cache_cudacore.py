@@ -148,8 +148,10 @@ def main(argv=None):
 
     # Key and lookup.
     options = ProgramOptions(arch=arch, std="c++17")
-    t0 = time.perf_counter()
+    # As NVIDIA's sample times it: the key is derived before the clock
+    # starts; "Cache lookup" is cache.get alone.
     key = make_program_cache_key(code=source, code_type="c++", options=options, target_type="cubin")
+    t0 = time.perf_counter()
     data = cache.get(key)
     lookup_ms = (time.perf_counter() - t0) * 1e3
 

@@ -301,10 +301,13 @@ typedef struct progcache_program_result {
      * it); empty on a hit. */
     progcache_buf log;
 
-    /* Wall time of each step, in milliseconds. lookup covers deriving the
-     * key and reading the cache; compile is 0 on a hit; store is the
-     * synchronous put (or queueing it, with PROGCACHE_PROGRAM_ASYNC_STORE);
-     * load covers loading and fetching the kernel. */
+    /* Wall time of each step, in milliseconds. key is deriving the key;
+     * lookup is reading the cache (and checking what it returned), as
+     * cuda.core's sample times its cache.get; compile is 0 on a hit; store
+     * is the synchronous put (or queueing it, with
+     * PROGCACHE_PROGRAM_ASYNC_STORE); load covers loading and fetching the
+     * kernel. */
+    double key_ms;
     double lookup_ms;
     double compile_ms;
     double store_ms;

@@ -279,7 +279,7 @@ static void reset(progcache_program_result *out)
     out->log.size = 0;
     if (out->log.data)
         out->log.data[0] = '\0';
-    out->lookup_ms = out->compile_ms = out->store_ms = out->load_ms = 0;
+    out->key_ms = out->lookup_ms = out->compile_ms = out->store_ms = out->load_ms = 0;
     out->healed = 0;
     out->heal_reason[0] = '\0';
     out->cache_error = 0;
@@ -299,8 +299,10 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
 
     double t = now_ms();
     rc = progcache_key_nvrtc(out->key, &program->nvrtc);
+    out->key_ms = now_ms() - t;
     if (rc)
         goto done;
+    t = now_ms();
     int have = 0;
     if (!cache) {
         out->status = PROGCACHE_STATUS_DISABLED;

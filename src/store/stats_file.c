@@ -127,7 +127,8 @@ static stats_file *map_existing(int root_fd, int writable, int *bad)
     struct stat st;
     void *map = MAP_FAILED;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == (off_t)STATS_FILE_SIZE)
-        map = mmap(NULL, STATS_FILE_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
+        map = mmap(NULL, STATS_FILE_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                   MAP_SHARED | MAP_POPULATE,
                    fd, 0);
     else
         *bad = 1;

@@ -93,7 +93,8 @@ static file_state *map_state(file_store *fs)
         struct stat st;
         void *map = MAP_FAILED;
         if (fstat(fd, &st) == 0 && st.st_size == (off_t)sizeof(file_state))
-            map = mmap(NULL, sizeof(file_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            map = mmap(NULL, sizeof(file_state), PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_POPULATE, fd, 0);
         int saved = errno;
         close(fd);
         if (map != MAP_FAILED && state_is_valid(map))

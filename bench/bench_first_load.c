@@ -1,0 +1,152 @@
+/* bench_first_load: the first cuLibraryLoadData + cuLibraryGetKernel of a
+ * fresh process (what a program pays for its first cached kernel), with and
+ * without CU_LIBRARY_BINARY_IS_PRESERVED, next to cuModuleLoadData +
+ * cuModuleGetFunction, and the same calls repeated in a warm process.
+ *
+ *   bench_first_load [--runs N]      (needs a CUDA device; says so if none)
+ *
+ * Driver and context set-up (cuInit, primary context) happen before the
+ * clock starts, as in the sample's "Module load" line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "progcache/cuda.h"
+#include "progcache/progcache.h"
+
+static const char source[] =
+    "extern \"C\" __global__ void scale(float *a, float s, int n)\n"
+    "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= s; }\n";
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+enum { LIB, LIB_PRESERVED, MODULE, MODES };
+static const char *mode_names[MODES] = {"cuLibraryLoadData + cuLibraryGetKernel",
+                                        "the same, CU_LIBRARY_BINARY_IS_PRESERVED",
+                                        "cuModuleLoadData + cuModuleGetFunction"};
+
+/* Time one load of the mode; returns µs or -1. */
+static double load_once(const progcache_cuda_api *api, int mode, const progcache_buf *cubin)
+{
+    double t0 = now_us();
+    if (mode == MODULE) {
+        CUmodule m;
+        CUfunction f;
+        if (api->cuModuleLoadData(&m, cubin->data) || api->cuModuleGetFunction(&f, m, "scale"))
+            return -1;
+        double t = now_us() - t0;
+        api->cuModuleUnload(m);
+        return t;
+    }
+    CUlibrary lib;
+    CUkernel k;
+    CUlibraryOption opt = CU_LIBRARY_BINARY_IS_PRESERVED;
+    void *val = (void *)(uintptr_t)1;
+    int preserved = mode == LIB_PRESERVED;
+    if (api->cuLibraryLoadData(&lib, cubin->data, NULL, NULL, 0, preserved ? &opt : NULL,
+                               preserved ? &val : NULL, preserved ? 1 : 0) ||
+        api->cuLibraryGetKernel(&k, lib, "scale"))
+        return -1;
+    double t = now_us() - t0;
+    api->cuLibraryUnload(lib);
+    return t;
+}
+
+static int child(int mode, const progcache_buf *cubin, int fd)
+{
+    const progcache_cuda_api *api;
+    CUdevice dev;
+    CUcontext ctx;
+    if (progcache_cuda_load(&api) || api->cuDeviceGet(&dev, 0) ||
+        api->cuDevicePrimaryCtxRetain(&ctx, dev) || api->cuCtxSetCurrent(ctx))
+        return 1;
+    double t[2] = {load_once(api, mode, cubin), 0};
+    for (int i = 0; i < 20; i++) /* warm */
+        load_once(api, mode, cubin);
+    t[1] = load_once(api, mode, cubin);
+    return write(fd, t, sizeof t) == (ssize_t)sizeof t && t[0] >= 0 && t[1] >= 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    int runs = 15;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+            runs = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_first_load [--runs N]\n");
+            return 2;
+        }
+    }
+    const progcache_cuda_api *api;
+    CUdevice dev;
+    int major = 0, minor = 0;
+    if (progcache_cuda_load(&api) || api->cuDeviceGet(&dev, 0) ||
+        api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
+        api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) {
+        printf("bench_first_load: no CUDA device (%s): nothing to measure\n",
+               progcache_error_last());
+        return 0;
+    }
+    char arch[32];
+    snprintf(arch, sizeof arch, "-arch=sm_%d%d", major, minor);
+    const char *opts[] = {arch};
+    progcache_key_nvrtc_options o = PROGCACHE_KEY_NVRTC_OPTIONS_INIT;
+    o.source = source;
+    o.options = opts;
+    o.num_options = 1;
+    progcache_buf cubin = PROGCACHE_BUF_INIT;
+    if (progcache_nvrtc_compile(&cubin, NULL, NULL, &o)) {
+        fprintf(stderr, "compile: %s\n", progcache_error_last());
+        return 1;
+    }
+    printf("fresh processes: %d per mode; a %zu-byte CUBIN (%s); medians (µs)\n\n", runs,
+           cubin.size, arch + 6);
+    printf("| load | first in a fresh process | warm |\n|---|---:|---:|\n");
+    double *first = calloc((size_t)runs, sizeof *first), *warm = calloc((size_t)runs, sizeof *warm);
+    for (int mode = 0; mode < MODES; mode++) {
+        for (int r = 0; r < runs; r++) {
+            int p[2];
+            if (pipe(p))
+                return 1;
+            pid_t pid = fork();
+            if (pid == 0) {
+                close(p[0]);
+                _exit(child(mode, &cubin, p[1]));
+            }
+            close(p[1]);
+            double t[2];
+            int status;
+            ssize_t n = read(p[0], t, sizeof t);
+            close(p[0]);
+            waitpid(pid, &status, 0);
+            if (n != (ssize_t)sizeof t || !WIFEXITED(status) || WEXITSTATUS(status)) {
+                fprintf(stderr, "bench_first_load: a child failed\n");
+                return 1;
+            }
+            first[r] = t[0];
+            warm[r] = t[1];
+        }
+        qsort(first, (size_t)runs, sizeof *first, cmp);
+        qsort(warm, (size_t)runs, sizeof *warm, cmp);
+        printf("| %s | %.1f | %.1f |\n", mode_names[mode], first[runs / 2], warm[runs / 2]);
+    }
+    free(first);
+    free(warm);
+    progcache_buf_free(&cubin);
+    return 0;
+}

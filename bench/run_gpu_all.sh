@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU machine, in one go: build, the gpu tests and
+# the whole suite there, the key differential test against the cuda.core
+# installed there, and the benchmarks whose figures docs/PERFORMANCE.md
+# quotes (C and cuda.core side by side in the same run).
+#   bench/run_gpu_all.sh [OUT_DIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-${OUT:-/tmp/gpu-out}}
+mkdir -p "$OUT"
+B=/tmp/progcache-gpu-build
+step() { echo "== $* ($(date -u +%H:%M:%S))"; }
+
+step build
+cmake -S . -B "$B" -DPROGCACHE_WERROR=ON -DPROGCACHE_WITH_REDIS=OFF >"$OUT/build.log" 2>&1 &&
+  cmake --build "$B" -j "$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+
+step tests
+ctest --test-dir "$B" -j "$(nproc)" --output-on-failure -LE python >"$OUT/ctest.log" 2>&1
+grep -E "tests passed|Failed|Skipped|\*\*\*" "$OUT/ctest.log" | tail -12
+
+step "key differential test against this machine's cuda.core"
+python3 tests/key/test_cuda_core_diff.py --progcache-bin "$B/bin/progcache" --no-venv \
+  --store-helper "$B/tests/key/key_store_xread" >"$OUT/diff.log" 2>&1
+tail -4 "$OUT/diff.log"
+
+step "first load (driver) and first hit (store) of a fresh process"
+"$B/bin/bench_first_load" --runs 15 | tee "$OUT/first_load.md"
+"$B/bin/bench_first_hit" --runs 21 | tee "$OUT/first_hit.md"
+
+step "single-flight, 16 processes"
+"$B/bin/bench_single_flight" --procs 16 --rounds 5 | tee "$OUT/single_flight.md"
+
+step "file store: progcache"
+"$B/bin/bench_store_file" --samples 20000 --cap-puts 20000 | tee "$OUT/store_c.md"
+step "file store: cuda.core"
+python3 bench/bench_cuda_core_store.py --samples 20000 --cap-sizes 1000,20000 --cap-seconds 8 |
+  tee "$OUT/store_py.md"
+
+step "persistentProgramCache: C vs cuda.core"
+bash bench/run_sample_compare.sh "$B" "${SAMPLE_RUNS:-7}" >"$OUT/sample_compare.md" 2>&1
+tail -60 "$OUT/sample_compare.md"
+step done
