@@ -38,7 +38,8 @@ void test_fail(const char *file, int line, const char *expr, const char *detail)
 char *test_mkdtemp(const char *tag);
 void test_rmtree(const char *path);
 
-/* The reference data folder ($PROGCACHE_REFERENCE_DIR), or NULL. */
+/* The reference data folder ($PROGCACHE_REFERENCE_DIR), or NULL when it is
+ * not there (tests then skip what needs it and say so). */
 const char *test_reference_dir(void);
 
 /* Read a whole file into a malloc'd buffer (NUL-terminated); NULL on error. */

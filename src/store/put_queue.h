@@ -1,0 +1,39 @@
+/* Internal: a bounded queue of puts written by one background thread, so a
+ * slow store (a remote one) costs the caller a memcpy, not a round trip.
+ *
+ * Puts are written in the order queued, by one thread started on the first
+ * push. The queue holds copies, bounded in bytes; a push that would exceed
+ * the bound is refused and the caller decides (the Redis store drops it:
+ * a cache may lose a write, it must not block or grow without bound).
+ * Free drains: everything queued is written before it returns. */
+#ifndef PROGCACHE_STORE_PUT_QUEUE_H
+#define PROGCACHE_STORE_PUT_QUEUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct progcache__put_queue progcache__put_queue;
+
+/* Writes one queued put; runs on the queue's thread. */
+typedef void (*progcache__put_fn)(void *ctx, const void *key, size_t key_len, const void *data,
+                                  size_t size);
+
+/* @return PROGCACHE_OK or PROGCACHE_ENOMEM (message set). */
+int progcache__put_queue_new(progcache__put_queue **out, progcache__put_fn write, void *ctx,
+                             uint64_t max_bytes);
+
+/* Queue a copy of (key, data).
+ * @return PROGCACHE_OK when queued; PROGCACHE_ENOMEM when the queue is
+ *         full or out of memory, PROGCACHE_EREMOTE when no thread can run
+ *         it (could not start one, or this process is a fork() child of the
+ *         one that created the queue): nothing was queued, message set. */
+int progcache__put_queue_push(progcache__put_queue *q, const void *key, size_t key_len,
+                              const void *data, size_t size);
+
+/* Wait until everything queued before the call has been written. */
+void progcache__put_queue_flush(progcache__put_queue *q);
+
+/* Write what is queued, stop the thread, free. NULL-safe. */
+void progcache__put_queue_free(progcache__put_queue *q);
+
+#endif

@@ -1,0 +1,414 @@
+/* The Redis store's options: URL parsing, defaults, the secret. No hiredis
+ * here, so this builds (and its tests run) everywhere. */
+#include "store/redis_config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "error.h"
+
+#define DEFAULT_TIMEOUT_MS 100u
+#define DEFAULT_FAILURES 3u
+#define DEFAULT_BACKOFF_MS 5000u
+#define DEFAULT_QUEUE_BYTES (UINT64_C(64) << 20)
+
+#define KNOWN_FLAGS (PROGCACHE_REDIS_READONLY | PROGCACHE_REDIS_SYNC_PUT)
+
+#define URL_FORMS                                                              \
+    "use redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or "                       \
+    "unix:/path/to/socket[?db=N&user=U&password=P]"
+
+void progcache_redis_options_init(progcache_redis_options *opts)
+{
+    if (!opts)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->version = PROGCACHE_REDIS_OPTIONS_VERSION;
+}
+
+/* ---- the URL ----------------------------------------------------------- */
+
+/* url with the password replaced by ***, for messages: copy url, skipping
+ * the password of a redis:// userinfo and the value of password=. */
+static void mask_url(char *out, size_t size, const char *url)
+{
+    const char *skip = NULL, *skip_end = NULL;
+    const char *scheme_end = strstr(url, "://");
+    if (strncmp(url, "unix:", 5) != 0 && scheme_end) {
+        const char *auth = scheme_end + 3;
+        const char *auth_end = auth + strcspn(auth, "/?#");
+        const char *at = NULL;
+        for (const char *p = auth; p < auth_end; p++)
+            if (*p == '@')
+                at = p;
+        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        if (colon) {
+            skip = colon + 1;
+            skip_end = at;
+        }
+    } else if ((skip = strstr(url, "password=")) != NULL) {
+        skip += strlen("password=");
+        skip_end = skip + strcspn(skip, "&#");
+    }
+    if (!skip)
+        snprintf(out, size, "%s", url);
+    else
+        snprintf(out, size, "%.*s***%s", (int)(skip - url), url, skip_end);
+}
+
+static int url_error(const char *url, const char *why)
+{
+    char shown[512];
+    mask_url(shown, sizeof shown, url);
+    return progcache__error(PROGCACHE_EINVAL, "Redis URL \"%s\": %s; %s", shown, why, URL_FORMS);
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode s[0..len) into a new string; -1 on a malformed escape
+ * or an encoded NUL, -2 when out of memory. */
+static int decode(char **out, const char *s, size_t len)
+{
+    char *d = progcache__malloc(len + 1);
+    if (!d)
+        return -2;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '%') {
+            d[n++] = s[i];
+            continue;
+        }
+        int hi = i + 1 < len ? hexval(s[i + 1]) : -1;
+        int lo = i + 2 < len ? hexval(s[i + 2]) : -1;
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+            progcache__free(d);
+            return -1;
+        }
+        d[n++] = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    d[n] = '\0';
+    *out = d;
+    return 0;
+}
+
+/* Decimal digits only, at most max. */
+static int parse_uint(unsigned long *out, const char *s, size_t len, unsigned long max)
+{
+    unsigned long v = 0;
+    if (len == 0 || len > 10)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (unsigned long)(s[i] - '0');
+    }
+    if (v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int decode_field(char **out, const char *url, const char *s, size_t len,
+                        const char *what)
+{
+    int r = decode(out, s, len);
+    if (r == -2)
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory parsing a Redis URL");
+    if (r == -1) {
+        char why[96];
+        snprintf(why, sizeof why, "the %s has a malformed %%-escape", what);
+        return url_error(url, why);
+    }
+    return PROGCACHE_OK;
+}
+
+static int parse_host_port(progcache__redis_url *u, const char *url, const char *s,
+                           size_t len)
+{
+    const char *host = s, *port = NULL;
+    size_t host_len = len, port_len = 0;
+    if (len && s[0] == '[') {
+        const char *close = memchr(s, ']', len);
+        if (!close)
+            return url_error(url, "an IPv6 address misses its closing ']'");
+        host = s + 1;
+        host_len = (size_t)(close - host);
+        const char *rest = close + 1;
+        size_t rest_len = len - (size_t)(rest - s);
+        if (rest_len && rest[0] != ':')
+            return url_error(url, "unexpected text after the IPv6 address");
+        if (rest_len) {
+            port = rest + 1;
+            port_len = rest_len - 1;
+        }
+    } else {
+        const char *colon = memchr(s, ':', len);
+        if (colon) {
+            if (memchr(colon + 1, ':', len - (size_t)(colon + 1 - s)))
+                return url_error(url, "write an IPv6 address in brackets, like [::1]:6379");
+            host_len = (size_t)(colon - s);
+            port = colon + 1;
+            port_len = len - host_len - 1;
+        }
+    }
+    if (host_len == 0)
+        return url_error(url, "the host is empty");
+    unsigned long p = PROGCACHE__REDIS_DEFAULT_PORT;
+    if (port && (parse_uint(&p, port, port_len, 65535) || p == 0))
+        return url_error(url, "the port is not a number from 1 to 65535");
+    u->port = (int)p;
+    return decode_field(&u->host, url, host, host_len, "host");
+}
+
+static int parse_userinfo(progcache__redis_url *u, const char *url, const char *s, size_t len)
+{
+    const char *colon = memchr(s, ':', len);
+    if (!colon)
+        return url_error(url, "the part before '@' has no ':'; write :PASSWORD@ for a "
+                              "password alone, or USER:PASSWORD@");
+    size_t user_len = (size_t)(colon - s);
+    int rc = PROGCACHE_OK;
+    if (user_len)
+        rc = decode_field(&u->user, url, s, user_len, "user name");
+    if (!rc)
+        rc = decode_field(&u->password, url, colon + 1, len - user_len - 1, "password");
+    return rc;
+}
+
+static int parse_tcp(progcache__redis_url *u, const char *url)
+{
+    const char *s = url + strlen("redis://");
+    size_t auth_len = strcspn(s, "/?#");
+    const char *at = NULL;
+    for (const char *p = s; p < s + auth_len; p++)
+        if (*p == '@')
+            at = p;
+    int rc;
+    if (at && (rc = parse_userinfo(u, url, s, (size_t)(at - s))))
+        return rc;
+    const char *hp = at ? at + 1 : s;
+    if ((rc = parse_host_port(u, url, hp, (size_t)(s + auth_len - hp))))
+        return rc;
+    const char *rest = s + auth_len;
+    if (*rest == '/') {
+        rest++;
+        size_t db_len = strcspn(rest, "?#");
+        unsigned long db = 0;
+        if (db_len && parse_uint(&db, rest, db_len, 1000000))
+            return url_error(url, "the path must be a database number, like /0");
+        u->db = (unsigned int)db;
+        rest += db_len;
+    }
+    if (*rest)
+        return url_error(url, "redis:// URLs take no query or fragment; give the database "
+                              "as the path (/N)");
+    return PROGCACHE_OK;
+}
+
+static int parse_query_item(progcache__redis_url *u, const char *url, const char *s,
+                            size_t len)
+{
+    const char *eq = memchr(s, '=', len);
+    if (!eq)
+        return url_error(url, "a query item has no '='");
+    size_t name_len = (size_t)(eq - s);
+    const char *val = eq + 1;
+    size_t val_len = len - name_len - 1;
+    if (name_len == 2 && memcmp(s, "db", 2) == 0) {
+        unsigned long db;
+        if (parse_uint(&db, val, val_len, 1000000))
+            return url_error(url, "db= must be a database number");
+        u->db = (unsigned int)db;
+        return PROGCACHE_OK;
+    }
+    char **field = NULL;
+    if (name_len == 4 && memcmp(s, "user", 4) == 0)
+        field = &u->user;
+    else if (name_len == 8 && memcmp(s, "password", 8) == 0)
+        field = &u->password;
+    if (!field)
+        return url_error(url, "unknown query item (known: db, user, password)");
+    progcache__free(*field);
+    *field = NULL;
+    return decode_field(field, url, val, val_len, field == &u->user ? "user name" : "password");
+}
+
+static int parse_unix(progcache__redis_url *u, const char *url)
+{
+    const char *s = url + strlen("unix:");
+    if (strncmp(s, "//", 2) == 0)
+        s += 2;
+    size_t path_len = strcspn(s, "?#");
+    if (path_len == 0 || s[0] != '/')
+        return url_error(url, "the socket path must be absolute");
+    int rc = decode_field(&u->path, url, s, path_len, "socket path");
+    const char *q = s + path_len;
+    if (!rc && *q == '#')
+        return url_error(url, "unix: URLs take no fragment");
+    if (!rc && *q == '?') {
+        q++;
+        while (!rc && *q) {
+            size_t item = strcspn(q, "&");
+            rc = parse_query_item(u, url, q, item);
+            q += item;
+            if (*q == '&')
+                q++;
+        }
+    }
+    return rc;
+}
+
+int progcache__redis_url_parse(progcache__redis_url *out, const char *url)
+{
+    memset(out, 0, sizeof *out);
+    int rc;
+    if (!url || !*url)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "the Redis URL is empty; " URL_FORMS " (docs/REMOTE.md)");
+    if (strncmp(url, "rediss://", 9) == 0)
+        return url_error(url, "TLS (rediss://) is not supported by this build: reach the "
+                              "server through a local TLS tunnel (stunnel, spiped; see "
+                              "docs/SECURITY.md) and point progcache at the tunnel's end");
+    if (strncmp(url, "redis://", 8) == 0)
+        rc = parse_tcp(out, url);
+    else if (strncmp(url, "unix:", 5) == 0)
+        rc = parse_unix(out, url);
+    else
+        rc = url_error(url, "unknown scheme");
+    if (rc)
+        progcache__redis_url_release(out);
+    return rc;
+}
+
+void progcache__redis_url_release(progcache__redis_url *u)
+{
+    if (!u)
+        return;
+    progcache__free(u->host);
+    progcache__free(u->path);
+    progcache__free(u->user);
+    if (u->password) {
+        /* volatile: the wipe must not be optimised away before the free. */
+        volatile char *p = u->password;
+        while (*p)
+            *p++ = 0;
+    }
+    progcache__free(u->password);
+    memset(u, 0, sizeof *u);
+}
+
+void progcache__redis_url_describe(char *out, size_t size, const progcache__redis_url *u)
+{
+    const char *user = u->user ? u->user : "";
+    const char *cred = u->password ? ":***@" : (u->user ? "@" : "");
+    if (u->path)
+        snprintf(out, size, "unix:%s?db=%u%s%s", u->path, u->db, u->user ? "&user=" : "",
+                 user);
+    else if (strchr(u->host, ':'))
+        snprintf(out, size, "redis://%s%s[%s]:%d/%u", user, cred, u->host, u->port, u->db);
+    else
+        snprintf(out, size, "redis://%s%s%s:%d/%u", user, cred, u->host, u->port, u->db);
+}
+
+/* ---- the options ------------------------------------------------------- */
+
+static int check_version(const progcache_redis_options *opts)
+{
+    if (!opts)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_redis_new: opts is NULL; the Redis store needs "
+                                "options with at least a url");
+    if (opts->version == 0)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_redis_new: opts->version is 0; initialize the "
+                                "options with PROGCACHE_REDIS_OPTIONS_INIT or "
+                                "progcache_redis_options_init()");
+    if (opts->version > PROGCACHE_REDIS_OPTIONS_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_redis_new: opts->version %u is newer than this "
+                                "library (version %d of the options); rebuild against the "
+                                "installed headers",
+                                opts->version, PROGCACHE_REDIS_OPTIONS_VERSION);
+    return PROGCACHE_OK;
+}
+
+static int check_fields(const progcache_redis_options *opts)
+{
+    if (opts->flags & ~KNOWN_FLAGS)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_redis_new: opts->flags has unknown bits 0x%x",
+                                opts->flags & ~KNOWN_FLAGS);
+    if (opts->key_prefix && strlen(opts->key_prefix) > PROGCACHE__REDIS_MAX_PREFIX)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_redis_new: opts->key_prefix is %zu bytes; use "
+                                "at most %d",
+                                strlen(opts->key_prefix), PROGCACHE__REDIS_MAX_PREFIX);
+    if (!opts->secret && opts->secret_len)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_redis_new: opts->secret is NULL but "
+                                "secret_len is %zu",
+                                opts->secret_len);
+    if (opts->secret && !opts->secret_len)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_redis_new: opts->secret is set but secret_len "
+                                "is 0; pass its length, or NULL for no secret");
+    return PROGCACHE_OK;
+}
+
+int progcache__redis_config_init(progcache__redis_config *out,
+                                 const progcache_redis_options *opts)
+{
+    memset(out, 0, sizeof *out);
+    int rc = check_version(opts);
+    if (!rc)
+        rc = check_fields(opts);
+    if (!rc)
+        rc = progcache__redis_url_parse(&out->url, opts->url);
+    if (!rc && opts->secret) {
+        rc = progcache__envelope_key_new(&out->hmac, opts->secret, opts->secret_len);
+        if (rc)
+            progcache__error_prefix("progcache_store_redis_new: opts->secret: ");
+    }
+    if (rc) {
+        progcache__redis_config_release(out);
+        return rc;
+    }
+    progcache__redis_url_describe(out->where, sizeof out->where, &out->url);
+    const char *prefix = opts->key_prefix && *opts->key_prefix ? opts->key_prefix
+                                                               : PROGCACHE__REDIS_DEFAULT_PREFIX;
+    out->prefix_len = strlen(prefix);
+    memcpy(out->prefix, prefix, out->prefix_len + 1);
+    out->connect_timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms
+                                                       : DEFAULT_TIMEOUT_MS;
+    out->command_timeout_ms = opts->command_timeout_ms ? opts->command_timeout_ms
+                                                       : DEFAULT_TIMEOUT_MS;
+    out->ttl_seconds = opts->ttl_seconds;
+    out->flags = opts->flags;
+    out->failures_before_backoff = opts->failures_before_backoff ? opts->failures_before_backoff
+                                                                 : DEFAULT_FAILURES;
+    out->backoff_ms = opts->backoff_ms ? opts->backoff_ms : DEFAULT_BACKOFF_MS;
+    out->max_queue_bytes = opts->max_queue_bytes ? opts->max_queue_bytes : DEFAULT_QUEUE_BYTES;
+    out->log = opts->log;
+    out->log_ctx = opts->log_ctx;
+    return PROGCACHE_OK;
+}
+
+void progcache__redis_config_release(progcache__redis_config *cfg)
+{
+    if (!cfg)
+        return;
+    progcache__redis_url_release(&cfg->url);
+    progcache__envelope_key_free(cfg->hmac);
+    cfg->hmac = NULL;
+}
