@@ -92,14 +92,34 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    const progcache_cuda_api *api;
-    CUdevice dev;
-    int major = 0, minor = 0;
-    if (progcache_cuda_load(&api) || api->cuDeviceGet(&dev, 0) ||
-        api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
-        api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) {
-        printf("bench_first_load: no CUDA device (%s): nothing to measure\n",
-               progcache_error_last());
+    /* The driver must not be initialised in this process before it forks
+     * the measured children (CUDA does not survive fork), so a probe child
+     * reads the compute capability. */
+    int cc[2] = {0, 0};
+    int probe[2];
+    if (pipe(probe))
+        return 1;
+    pid_t prober = fork();
+    if (prober == 0) {
+        const progcache_cuda_api *api;
+        CUdevice dev;
+        int v[2] = {0, 0};
+        if (progcache_cuda_load(&api) == PROGCACHE_OK && api->cuDeviceGet(&dev, 0) == 0) {
+            api->cuDeviceGetAttribute(&v[0], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+            api->cuDeviceGetAttribute(&v[1], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+        } else {
+            fprintf(stderr, "%s\n", progcache_error_last());
+        }
+        _exit(write(probe[1], v, sizeof v) == (ssize_t)sizeof v ? 0 : 1);
+    }
+    close(probe[1]);
+    if (read(probe[0], cc, sizeof cc) != (ssize_t)sizeof cc)
+        cc[0] = 0;
+    close(probe[0]);
+    waitpid(prober, NULL, 0);
+    int major = cc[0], minor = cc[1];
+    if (!major) {
+        printf("bench_first_load: no CUDA device: nothing to measure\n");
         return 0;
     }
     char arch[32];
