@@ -21,6 +21,7 @@ extern "C" {
 #endif
 
 typedef struct progcache progcache;
+struct progcache_redis_options; /* progcache/remote.h */
 
 typedef struct progcache_options {
     unsigned int version; /* PROGCACHE_OPTIONS_VERSION */
@@ -34,11 +35,24 @@ typedef struct progcache_options {
     /* Bytes of in-process memory tier in front of the directory; 0: none. */
     uint64_t memory_size;
 
-    unsigned int flags; /* PROGCACHE_FILE_* flags, passed to the file store */
+    /* PROGCACHE_FILE_* flags, passed to the file store, and
+     * PROGCACHE_NO_REMOTE below. */
+    unsigned int flags;
 
     progcache_log_fn log; /* optional */
     void *log_ctx;
+
+    /* A shared remote tier below the directory (Redis; progcache/remote.h):
+     * the tiers are then memory -> files -> Redis. NULL: the one named by
+     * $PROGCACHE_REMOTE (progcache_default_remote), if any, unless
+     * PROGCACHE_NO_REMOTE. A remote tier that cannot be set up fails the
+     * open when given here, and is left out with a logged warning when it
+     * comes from the environment. */
+    const struct progcache_redis_options *remote;
 } progcache_options;
+
+/* Ignore $PROGCACHE_REMOTE: no remote tier unless options->remote. */
+#define PROGCACHE_NO_REMOTE 0x100u
 
 #define PROGCACHE_OPTIONS_VERSION 1
 #define PROGCACHE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_OPTIONS_VERSION)

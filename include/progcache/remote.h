@@ -106,6 +106,19 @@ typedef struct progcache_redis_options {
 #define PROGCACHE_REDIS_OPTIONS_VERSION 1
 #define PROGCACHE_REDIS_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_OPTIONS_VERSION)
 
+/*
+ * progcache_default_remote() : the remote tier named by the environment,
+ * for progcache_open() and the progcache command (docs/CONFIG.md):
+ * $PROGCACHE_REMOTE is the URL, and $PROGCACHE_REMOTE_SECRET_FILE, if set,
+ * a file whose bytes (one trailing newline dropped) are the shared secret.
+ * @param url    [out] the URL as a NUL-terminated string.
+ * @param secret [out] the secret's bytes (size 0: none).
+ * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND when PROGCACHE_REMOTE is unset
+ *         or empty (no message); PROGCACHE_EIO when the secret file cannot
+ *         be read (the message names it); PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_default_remote(progcache_buf *url, progcache_buf *secret);
+
 /* progcache_redis_options_init() : set opts to its defaults. NULL-safe. */
 PROGCACHE_API void progcache_redis_options_init(progcache_redis_options *opts);
 

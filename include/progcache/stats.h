@@ -52,11 +52,16 @@ typedef struct progcache_stats {
     uint64_t corrupt_removed;
     uint64_t singleflight_waits;
 
+    /* The remote (Redis) tier, added from its per-process counters when a
+     * cache's statistics are read and when it closes: hits, misses,
+     * failures (errors, timeouts, calls skipped while backing off, puts
+     * dropped from a full queue), values written, and values read that
+     * failed the envelope or HMAC check. */
     uint64_t remote_hits;
     uint64_t remote_misses;
     uint64_t remote_errors;
     uint64_t remote_stores;
-    uint64_t remote_rejected; /* artifacts the remote tier refused (too large, ...) */
+    uint64_t remote_rejected;
 
     /* Entries and bytes in the directory now (its size accounting). */
     uint64_t entries;

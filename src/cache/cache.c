@@ -22,6 +22,7 @@
 #include "error.h"
 #include "cache/async_put.h"
 #include "cache/cache_stats.h"
+#include "progcache/remote.h"
 #include "store/stats_file.h"
 
 void progcache_options_init(progcache_options *opts)
@@ -124,6 +125,18 @@ static int new_handle(progcache **out, progcache_store *const *tiers, size_t num
     memcpy(cache->tiers, tiers, num_tiers * sizeof *tiers);
     pthread_mutex_init(&cache->async_lock, NULL);
     cache->num_tiers = num_tiers;
+    cache->home = num_tiers - 1;
+    cache->remote = num_tiers;
+    for (size_t i = num_tiers; i-- > 0;)
+        if (tiers[i]->name && !strcmp(tiers[i]->name, "file")) {
+            cache->home = i;
+            break;
+        }
+    for (size_t i = cache->home + 1; i < num_tiers; i++)
+        if (tiers[i]->name && !strcmp(tiers[i]->name, "redis")) {
+            cache->remote = i;
+            break;
+        }
     if (opts) {
         cache->log = opts->log;
         cache->log_ctx = opts->log_ctx;
@@ -161,10 +174,50 @@ int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t 
     return new_handle(out, tiers, num_tiers, NULL, opts);
 }
 
+/* The remote tier: the caller's, or the environment's. An explicit one
+ * that fails fails the open; one from the environment is left out with a
+ * warning, so a stale $PROGCACHE_REMOTE never stops a program. */
+static int open_remote(progcache_store **out, const progcache_options *opts)
+{
+    *out = NULL;
+    if (opts && opts->remote) {
+        int rc = progcache_store_redis_new(out, opts->remote);
+        if (rc)
+            progcache__error_prefix("progcache_open: the remote tier");
+        return rc;
+    }
+    if (opts && (opts->flags & PROGCACHE_NO_REMOTE))
+        return PROGCACHE_OK;
+    progcache_buf url = PROGCACHE_BUF_INIT, secret = PROGCACHE_BUF_INIT;
+    int rc = progcache_default_remote(&url, &secret);
+    if (rc == PROGCACHE_OK) {
+        progcache_redis_options ro;
+        progcache_redis_options_init(&ro);
+        ro.url = (const char *)url.data;
+        ro.secret = secret.size ? secret.data : NULL;
+        ro.secret_len = secret.size;
+        if (opts) {
+            ro.log = opts->log;
+            ro.log_ctx = opts->log_ctx;
+        }
+        rc = progcache_store_redis_new(out, &ro);
+    }
+    if (rc && rc != PROGCACHE_ENOTFOUND && opts && opts->log) {
+        char message[1200];
+        snprintf(message, sizeof message, "PROGCACHE_REMOTE ignored: %s", progcache_error_last());
+        opts->log(opts->log_ctx, PROGCACHE_LOG_WARN, message);
+    }
+    if (secret.data)
+        memset(secret.data, 0, secret.capacity);
+    progcache_buf_free(&secret);
+    progcache_buf_free(&url);
+    return PROGCACHE_OK;
+}
+
 int progcache_open(progcache **out, const char *path, const progcache_options *opts)
 {
     progcache_buf dir = PROGCACHE_BUF_INIT;
-    progcache_store *tiers[2] = {NULL, NULL};
+    progcache_store *tiers[3] = {NULL, NULL, NULL};
     size_t num_tiers = 0;
     progcache_store *file = NULL;
     int rc;
@@ -189,7 +242,7 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     if (opts) {
         file_opts.max_size = opts->max_size;
         file_opts.low_water_percent = opts->low_water_percent;
-        file_opts.flags = opts->flags;
+        file_opts.flags = opts->flags & ~PROGCACHE_NO_REMOTE;
         file_opts.log = opts->log;
         file_opts.log_ctx = opts->log_ctx;
     }
@@ -206,6 +259,10 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     }
     tiers[num_tiers++] = file;
     file = NULL;
+    if ((rc = open_remote(&tiers[num_tiers], opts)))
+        goto done;
+    if (tiers[num_tiers])
+        num_tiers++;
     rc = new_handle(out, tiers, num_tiers, path, opts);
 
 done:
@@ -224,6 +281,9 @@ void progcache_close(progcache *cache)
         return;
     /* Queued background puts go to the tiers, so they finish first. */
     progcache__cache_async_close(cache);
+    if (cache->remote < cache->num_tiers)
+        (void)progcache_redis_flush(cache->tiers[cache->remote]); /* then count its puts */
+    progcache__cache_fold_remote(cache);
     pthread_mutex_destroy(&cache->async_lock);
     for (size_t i = 0; i < cache->num_tiers; i++)
         progcache_store_free(cache->tiers[i]);
@@ -252,10 +312,10 @@ static void put_upper(progcache *cache, size_t i, const void *key, size_t key_le
     t->remove(t, key, key_len);
 }
 
-/* The statistics of the cache's directory (its bottom tier), or NULL. */
+/* The statistics of the cache's directory (its home tier), or NULL. */
 static progcache__stats *cache_stats(const progcache *cache)
 {
-    return progcache__store_stats(cache->tiers[cache->num_tiers - 1]);
+    return progcache__store_stats(cache->tiers[cache->home]);
 }
 
 int progcache_get(progcache_buf *out, progcache *cache, const void *key, size_t key_len)
@@ -302,15 +362,15 @@ int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void 
     return failed ? failed : PROGCACHE_ENOTFOUND;
 }
 
-/* After the bottom tier refused a put: drop key from the tiers above it, so
- * none of them keeps serving the value the put meant to replace. The bottom
+/* After the home tier refused a put: drop key from the tiers above it, so
+ * none of them keeps serving the value the put meant to replace. The home
  * tier's message is what the caller needs, so it survives a failed drop. */
 static void drop_from_upper(progcache *cache, int code, const void *key, size_t key_len)
 {
     char saved[1024];
     int clobbered = 0;
     snprintf(saved, sizeof saved, "%s", progcache_error_last());
-    for (size_t i = 0; i + 1 < cache->num_tiers; i++) {
+    for (size_t i = 0; i < cache->home; i++) {
         progcache_store *t = cache->tiers[i];
         int rc = t->remove(t, key, key_len);
         if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND) {
@@ -334,8 +394,7 @@ int progcache_put(progcache *cache, const void *key, size_t key_len, const void 
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_put: data is NULL but size is %zu", size);
 
-    size_t bottom = cache->num_tiers - 1;
-    progcache_store *t = cache->tiers[bottom];
+    progcache_store *t = cache->tiers[cache->home];
     rc = t->put(t, key, key_len, data, size);
     if (rc) {
         progcache__stats_add(cache_stats(cache), PROGCACHE__STORE_ERRORS, 1);
@@ -343,7 +402,14 @@ int progcache_put(progcache *cache, const void *key, size_t key_len, const void 
         return rc;
     }
     progcache__stats_add(cache_stats(cache), PROGCACHE__STORES, 1);
-    for (size_t i = bottom; i-- > 0;)
+    /* Shared tiers below (Redis) queue the write and never fail a put. */
+    for (size_t i = cache->home + 1; i < cache->num_tiers; i++) {
+        progcache_store *below = cache->tiers[i];
+        if (below->put(below, key, key_len, data, size) != PROGCACHE_OK)
+            progcache__cache_log(cache, PROGCACHE_LOG_WARN, "put to the %s tier failed: %s",
+                                 tier_name(below), progcache_error_last());
+    }
+    for (size_t i = cache->home; i-- > 0;)
         put_upper(cache, i, key, key_len, data, size);
     return PROGCACHE_OK;
 }
@@ -389,7 +455,7 @@ int progcache_count(uint64_t *out, progcache *cache)
         return progcache__error(PROGCACHE_EINVAL, "progcache_count: out is NULL");
     if (!cache)
         return progcache__error(PROGCACHE_EINVAL, "progcache_count: cache is NULL");
-    progcache_store *t = cache->tiers[cache->num_tiers - 1];
+    progcache_store *t = cache->tiers[cache->home];
     return t->count(out, t);
 }
 
@@ -399,6 +465,6 @@ int progcache_total_size(uint64_t *out, progcache *cache)
         return progcache__error(PROGCACHE_EINVAL, "progcache_total_size: out is NULL");
     if (!cache)
         return progcache__error(PROGCACHE_EINVAL, "progcache_total_size: cache is NULL");
-    progcache_store *t = cache->tiers[cache->num_tiers - 1];
+    progcache_store *t = cache->tiers[cache->home];
     return t->total_size(out, t);
 }

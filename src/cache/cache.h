@@ -13,15 +13,24 @@
 #include "progcache/cache.h"
 
 struct progcache {
-    progcache_store **tiers; /* top (fastest) first; the last is the persistent one */
+    progcache_store **tiers; /* top (fastest) first */
     size_t num_tiers;
+    /* The tier that is the cache's own record: the file store (the last
+     * one, if several), else the bottom tier. Puts write it first; counts,
+     * sizes and statistics come from it. Tiers below it are shared remote
+     * tiers (Redis): written after it, never allowed to fail a call. */
+    size_t home;
+    size_t remote; /* index of the Redis tier, or num_tiers when none */
     char *path; /* the cache directory, or NULL (progcache_open_tiers) */
 
     progcache_log_fn log; /* optional */
     void *log_ctx;
 
-    pthread_mutex_t async_lock;     /* guards async */
+    pthread_mutex_t async_lock;     /* guards async and remote_seen */
     struct progcache__async *async; /* background puts (async_put.c), or NULL */
+    /* The remote tier's counters as last added to the directory's
+     * statistics (cache_stats.c folds in the difference). */
+    uint64_t remote_seen[5];
 };
 
 /* Pass a formatted message to the cache's log callback, if any. */

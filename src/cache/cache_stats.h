@@ -11,6 +11,11 @@
  *   progcache__stats_add(progcache__cache_stats(cache), PROGCACHE__..., 1); */
 progcache__stats *progcache__cache_stats(progcache *cache);
 
+/* Add what the remote (Redis) tier counted since the last fold to the
+ * directory's statistics. Called by progcache_stats_get and
+ * progcache_close. */
+void progcache__cache_fold_remote(progcache *cache);
+
 /* progcache_get without counting a hit or miss: for lookups that are not
  * the caller's (polling while another process compiles the key). */
 int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void *key,

@@ -58,6 +58,7 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
                             unsigned int timeout_ms)
 {
     f->fd = -1;
+    f->remote = NULL;
     *owner = 1;
     *waited_ms = 0;
     unsigned char digest[PROGCACHE_SHA256_SIZE];
@@ -87,12 +88,20 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
              * miss and our lock: look once more before computing. (Quiet:
              * the caller already counted its miss.) */
             int rc = progcache__cache_get_quiet(out, cache, key, key_len);
-            if (contended)
-                *waited_ms = now_ms() - start;
-            if (rc == PROGCACHE_OK) {
-                progcache__flight_end(f);
+            if (rc == PROGCACHE_ENOTFOUND) {
+                /* This host's turn: now the other nodes sharing a remote
+                 * tier. Waiting for them counts as waiting too. */
+                double before = now_ms();
+                rc = progcache__flight_remote(f, owner, out, cache, key, key_len, timeout_ms);
+                if (*owner == 0 || now_ms() - before > 1.0)
+                    contended = 1;
+            } else if (rc == PROGCACHE_OK) {
                 *owner = 0;
             }
+            if (contended)
+                *waited_ms = now_ms() - start;
+            if (*owner == 0 || rc != PROGCACHE_OK)
+                progcache__flight_end(f);
             return rc == PROGCACHE_ENOTFOUND ? PROGCACHE_OK : rc;
         }
         /* Someone is computing this key: poll for its result, backing off
@@ -118,7 +127,12 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
 
 void progcache__flight_end(progcache__flight *f)
 {
-    if (!f || f->fd < 0)
+    if (!f)
+        return;
+    /* The remote lease first: other nodes may look as soon as it is gone,
+     * and this host's waiters only after that. */
+    progcache__flight_remote_end(f);
+    if (f->fd < 0)
         return;
     /* Closing the descriptor drops its OFD locks. */
     close(f->fd);

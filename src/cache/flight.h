@@ -18,9 +18,10 @@
 typedef struct progcache__flight {
     int fd;        /* the lock file, or -1 when no lock is held */
     uint64_t slot; /* the byte locked */
+    struct progcache__remote_lease *remote; /* a held Redis lease, or NULL */
 } progcache__flight;
 
-#define PROGCACHE__FLIGHT_INIT {-1, 0}
+#define PROGCACHE__FLIGHT_INIT {-1, 0, NULL}
 
 /* Default bound on waiting for another compiler (5 minutes: a large
  * kernel can take that long; its owner dying releases waiters at once). */
@@ -42,7 +43,18 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
                             progcache_buf *out, progcache *cache, const void *key, size_t key_len,
                             unsigned int timeout_ms);
 
-/* Release the lock (NULL-safe; a no-op when none is held). */
+/* Release the lock and the remote lease (NULL-safe; a no-op when none is
+ * held). */
 void progcache__flight_end(progcache__flight *f);
+
+/* Cross-node part (flight_remote.c), called by progcache__flight_begin
+ * once it holds the host's lock and the key is still missing: take the
+ * key's lease in the cache's Redis tier, or wait for the node holding it
+ * (then *owner = 0 and out holds the value). No Redis tier, or Redis
+ * unavailable: returns at once, *owner untouched. */
+int progcache__flight_remote(progcache__flight *f, int *owner, progcache_buf *out,
+                             progcache *cache, const void *key, size_t key_len,
+                             unsigned int timeout_ms);
+void progcache__flight_remote_end(progcache__flight *f);
 
 #endif
