@@ -8,17 +8,41 @@
  * sample uses, and cuda.core derives the same one. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sample.h"
 
+/* Names as on the command line; bodies of `float epilogue(float v)`.
+ * identity and relu are the texts of the first version, so their programs
+ * keep their keys. gelu is the exact (erf) form, PyTorch's default
+ * (approximate='none'), not the tanh approximation. */
+static const char *const epilogue_names[EPILOGUE_COUNT] = {"identity", "relu", "gelu",
+                                                             "sigmoid",  "tanh", "silu"};
+static const char *const epilogue_bodies[EPILOGUE_COUNT] = {
+    "return v;",
+    "return v > 0.0f ? v : 0.0f;",
+    "return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));",
+    "return 1.0f / (1.0f + expf(-v));",
+    "return tanhf(v);",
+    "return v / (1.0f + expf(-v));",
+};
+
 const char *epilogue_name(epilogue_kind e)
 {
-    return e == EPILOGUE_RELU ? "relu" : "identity";
+    return (unsigned)e < EPILOGUE_COUNT ? epilogue_names[e] : "?";
 }
 
-static const char *epilogue_body(epilogue_kind e)
+int epilogue_parse(const char *name)
 {
-    return e == EPILOGUE_RELU ? "return v > 0.0f ? v : 0.0f;" : "return v;";
+    for (int e = 0; e < EPILOGUE_COUNT; e++)
+        if (!strcmp(name, epilogue_names[e]))
+            return e;
+    return -1;
+}
+
+const char *epilogue_body(epilogue_kind e)
+{
+    return (unsigned)e < EPILOGUE_COUNT ? epilogue_bodies[e] : "return v;";
 }
 
 static const char source_format[] =
@@ -70,4 +94,11 @@ char *kernel_source(int tile, epilogue_kind epilogue)
     if (text)
         snprintf(text, (size_t)len + 1, source_format, name, tile, body);
     return text;
+}
+
+launch_dims launch_dims_tiled(int tile, int m, int n)
+{
+    launch_dims d = {(unsigned)((n + tile - 1) / tile), (unsigned)((m + tile - 1) / tile),
+                     (unsigned)tile, (unsigned)tile};
+    return d;
 }

@@ -2,11 +2,16 @@
  * (cuda-samples, python/2_CoreConcepts), in C on progcache.
  *
  * Flow: open the device; open the cache; generate the kernel source for the
- * tile size and epilogue; compile-or-load it through the cache (key, lookup,
- * compile and store on a miss, load); run it on seeded random inputs, timed
- * with CUDA events; check it against a host reference in double precision.
+ * tile size (or, with --kernel fast, the tile shape: --config, or the winner
+ * of --autotune) and epilogue; compile-or-load it through the cache (key,
+ * lookup, compile and store on a miss, load); run it on seeded random
+ * inputs, timed with CUDA events; check it against a host reference in
+ * double precision.
  * Run it twice and the second run is a cache HIT: the compile is skipped and
  * host preparation drops from tens of milliseconds to tens of microseconds.
+ * After the Python sample's lines, --kernel fast adds its throughput and
+ * --autotune what the tuning did (cold: compiled and timed; warm: the
+ * cached winner).
  *
  * Uses only the public progcache headers; the CUDA driver is reached through
  * progcache's function table, so the sample starts (and, with --arch, runs
@@ -16,12 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "progcache/cuda.h"
-#include "progcache/progcache.h"
-#include "sample.h"
+#include "sample_device.h"
 
 #define PROG "persistentProgramCache"
-#define KERNEL_NAME "matmul_epilogue"
 #define RTOL 1e-3
 #define ATOL 1e-3
 
@@ -45,18 +47,9 @@ static int fail(const char *what)
     return EXIT_FAILED;
 }
 
-/* The device side, NULL members when there is no device. */
-typedef struct gpu {
-    const progcache_cuda_api *api;
-    CUdevice device;
-    CUcontext context;
-    char name[256];
-    int major, minor;
-} gpu;
-
 /* Open the device. Returns -1 to go on (with or without a device) or an
  * exit status. */
-static int open_device(gpu *out, const sample_args *args, char *no_device, size_t len)
+static int open_device(sample_gpu *out, const sample_args *args, char *no_device, size_t len)
 {
     memset(out, 0, sizeof *out);
     const progcache_cuda_api *api;
@@ -98,7 +91,7 @@ static int open_device(gpu *out, const sample_args *args, char *no_device, size_
     return -1;
 }
 
-static void close_device(gpu *g)
+static void close_device(sample_gpu *g)
 {
     if (g->api && g->context) {
         g->api->cuCtxSetCurrent(NULL);
@@ -106,73 +99,99 @@ static void close_device(gpu *g)
     }
 }
 
-/* Launch, time and validate. Returns the exit status. */
-static int run_kernel(const gpu *g, const sample_args *args, CUkernel kernel)
+/* The inputs on the host and on the device. */
+typedef struct workload {
+    float *a, *b, *bias, *c;
+    device_workload dev;
+} workload;
+
+static void workload_free(const sample_gpu *g, workload *w)
+{
+    CUdeviceptr ptrs[] = {w->dev.a, w->dev.b, w->dev.bias, w->dev.c};
+    for (int i = 0; i < 4; i++)
+        if (ptrs[i])
+            g->api->cuMemFree(ptrs[i]);
+    free(w->a);
+    free(w->b);
+    free(w->bias);
+    free(w->c);
+    memset(w, 0, sizeof *w);
+}
+
+/* Seeded inputs, copied to the device. Returns -1 to go on or an exit
+ * status. */
+static int workload_setup(workload *w, const sample_gpu *g, const sample_args *args)
 {
     const progcache_cuda_api *api = g->api;
     const size_t m = (size_t)args->m, n = (size_t)args->n, k = (size_t)args->k;
     const size_t a_bytes = m * k * sizeof(float), b_bytes = k * n * sizeof(float);
     const size_t bias_bytes = n * sizeof(float), c_bytes = m * n * sizeof(float);
-    int status = EXIT_FAILED;
-    float *a = malloc(a_bytes), *b = malloc(b_bytes), *bias = malloc(bias_bytes);
-    float *c = malloc(c_bytes);
-    CUdeviceptr da = 0, db = 0, dbias = 0, dc = 0;
-    CUevent start = NULL, stop = NULL;
-    if (!a || !b || !bias || !c) {
+    w->dev.m = args->m;
+    w->dev.n = args->n;
+    w->dev.k = args->k;
+    w->a = malloc(a_bytes);
+    w->b = malloc(b_bytes);
+    w->bias = malloc(bias_bytes);
+    w->c = malloc(c_bytes);
+    if (!w->a || !w->b || !w->bias || !w->c) {
         fprintf(stderr, PROG ": out of memory for %zux%zux%zu matrices on the host\n", m, n, k);
-        goto done;
+        return EXIT_FAILED;
     }
-    fill_normal(a, m, k, 0x5eed0001ull);
-    fill_normal(b, k, n, 0x5eed0002ull);
-    fill_normal(bias, 1, n, 0x5eed0003ull);
+    fill_normal(w->a, m, k, 0x5eed0001ull);
+    fill_normal(w->b, k, n, 0x5eed0002ull);
+    fill_normal(w->bias, 1, n, 0x5eed0003ull);
+    if (progcache_cuda_check(api->cuMemAlloc(&w->dev.a, a_bytes), "cuMemAlloc of A") ||
+        progcache_cuda_check(api->cuMemAlloc(&w->dev.b, b_bytes), "cuMemAlloc of B") ||
+        progcache_cuda_check(api->cuMemAlloc(&w->dev.bias, bias_bytes), "cuMemAlloc of bias") ||
+        progcache_cuda_check(api->cuMemAlloc(&w->dev.c, c_bytes), "cuMemAlloc of C") ||
+        progcache_cuda_check(api->cuMemcpyHtoD(w->dev.a, w->a, a_bytes), "cuMemcpyHtoD of A") ||
+        progcache_cuda_check(api->cuMemcpyHtoD(w->dev.b, w->b, b_bytes), "cuMemcpyHtoD of B") ||
+        progcache_cuda_check(api->cuMemcpyHtoD(w->dev.bias, w->bias, bias_bytes),
+                             "cuMemcpyHtoD of bias"))
+        return fail("cannot set up the inputs on the device");
+    return -1;
+}
 
-    if (progcache_cuda_check(api->cuMemAlloc(&da, a_bytes), "cuMemAlloc of A") ||
-        progcache_cuda_check(api->cuMemAlloc(&db, b_bytes), "cuMemAlloc of B") ||
-        progcache_cuda_check(api->cuMemAlloc(&dbias, bias_bytes), "cuMemAlloc of bias") ||
-        progcache_cuda_check(api->cuMemAlloc(&dc, c_bytes), "cuMemAlloc of C") ||
-        progcache_cuda_check(api->cuMemcpyHtoD(da, a, a_bytes), "cuMemcpyHtoD of A") ||
-        progcache_cuda_check(api->cuMemcpyHtoD(db, b, b_bytes), "cuMemcpyHtoD of B") ||
-        progcache_cuda_check(api->cuMemcpyHtoD(dbias, bias, bias_bytes),
-                             "cuMemcpyHtoD of bias") ||
-        progcache_cuda_check(api->cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate") ||
+/* Launch, time and validate. Returns the exit status; *kernel_ms is the
+ * mean time of a launch (0 when the launches failed). */
+static int run_kernel(const sample_gpu *g, const sample_args *args, workload *w, CUkernel kernel,
+                      double *kernel_ms)
+{
+    const progcache_cuda_api *api = g->api;
+    const size_t c_bytes = (size_t)args->m * (size_t)args->n * sizeof(float);
+    int status = EXIT_FAILED;
+    CUevent start = NULL, stop = NULL;
+    *kernel_ms = 0;
+    const launch_dims dims = args->kernel == KERNEL_FAST
+                                 ? launch_dims_fast(&args->config, args->m, args->n)
+                                 : launch_dims_tiled(args->tile, args->m, args->n);
+    if (progcache_cuda_check(api->cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate") ||
         progcache_cuda_check(api->cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate")) {
-        status = fail("cannot set up the inputs on the device");
+        status = fail("cannot set up the timing events");
         goto done;
     }
-
-    int im = args->m, in = args->n, ik = args->k;
-    void *params[] = {&da, &db, &dbias, &dc, &im, &in, &ik};
-    const unsigned tile = (unsigned)args->tile;
-    const unsigned grid_x = (unsigned)((n + tile - 1) / tile);
-    const unsigned grid_y = (unsigned)((m + tile - 1) / tile);
-    /* cuLaunchKernel takes a CUkernel cast to CUfunction and runs it in the
-     * current context, loading its code there on first use. */
-    CUfunction f = (CUfunction)kernel;
     for (int i = 0; i < args->warmup; i++)
-        if (progcache_cuda_check(api->cuLaunchKernel(f, grid_x, grid_y, 1, tile, tile, 1, 0, NULL,
-                                                     params, NULL),
-                                 "cuLaunchKernel")) {
+        if (launch_matmul(api, kernel, dims, &w->dev)) {
             status = fail("cannot launch the kernel");
             goto done;
         }
     float ms = 0;
     int bad = progcache_cuda_check(api->cuEventRecord(start, NULL), "cuEventRecord");
     for (int i = 0; !bad && i < args->iterations; i++)
-        bad = progcache_cuda_check(api->cuLaunchKernel(f, grid_x, grid_y, 1, tile, tile, 1, 0,
-                                                       NULL, params, NULL),
-                                   "cuLaunchKernel");
+        bad = launch_matmul(api, kernel, dims, &w->dev);
     if (bad || progcache_cuda_check(api->cuEventRecord(stop, NULL), "cuEventRecord") ||
         progcache_cuda_check(api->cuEventSynchronize(stop), "the kernel") ||
         progcache_cuda_check(api->cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime") ||
-        progcache_cuda_check(api->cuMemcpyDtoH(c, dc, c_bytes), "cuMemcpyDtoH of C")) {
+        progcache_cuda_check(api->cuMemcpyDtoH(w->c, w->dev.c, c_bytes), "cuMemcpyDtoH of C")) {
         status = fail("the timed launches failed");
         goto done;
     }
-    line("Kernel time:", "%.3f ms", (double)ms / args->iterations);
+    *kernel_ms = (double)ms / args->iterations;
+    line("Kernel time:", "%.3f ms", *kernel_ms);
 
     double max_error = 0;
-    int ok = validate(a, b, bias, c, args->m, args->n, args->k, args->epilogue, RTOL, ATOL,
-                      &max_error);
+    int ok = validate(w->a, w->b, w->bias, w->c, args->m, args->n, args->k, args->epilogue, RTOL,
+                      ATOL, &max_error);
     if (ok < 0) {
         fprintf(stderr, PROG ": out of memory for the host reference\n");
         goto done;
@@ -185,21 +204,8 @@ done:
         api->cuEventDestroy(start);
     if (stop)
         api->cuEventDestroy(stop);
-    if (da)
-        api->cuMemFree(da);
-    if (db)
-        api->cuMemFree(db);
-    if (dbias)
-        api->cuMemFree(dbias);
-    if (dc)
-        api->cuMemFree(dc);
-    free(a);
-    free(b);
-    free(bias);
-    free(c);
     return status;
 }
-
 /* Open the cache; NULL with the reason in reason when it cannot be used. */
 static progcache *open_cache(const sample_args *args, char *reason, size_t len)
 {
@@ -249,6 +255,45 @@ static void print_cache_lines(const progcache_program_result *res, const char *d
         fprintf(stderr, PROG ": warning: %s\n", res->cache_message);
 }
 
+/* The lines after the standard ones: the fast kernel's throughput and what
+ * --autotune did. */
+static void print_extra_lines(const sample_args *args, const autotune_result *tune,
+                              double kernel_ms)
+{
+    if (args->kernel == KERNEL_FAST && kernel_ms > 0)
+        line("Throughput:", "%.2f TFLOP/s",
+             2.0 * args->m * (double)args->n * args->k / (kernel_ms * 1e-3) / 1e12);
+    if (!tune)
+        return;
+    char best[48];
+    fast_config_format(best, sizeof best, &tune->best);
+    if (tune->mode == AUTOTUNE_WARM)
+        line("Autotune:", "warm (cached record), %.3f ms: %s (tuned at %.3f ms)",
+             tune->total_ms, best, tune->best_ms);
+    else if (tune->mode == AUTOTUNE_NO_DEVICE)
+        line("Autotune:",
+             "no device: %zu candidates compiled on %d threads (%zu MISS, %zu HIT) in %.1f ms; "
+             "timing skipped (no CUDA device)",
+             tune->candidates, tune->threads, tune->misses, tune->hits, tune->compile_ms);
+    else
+        line("Autotune:",
+             "cold, %zu candidates compiled on %d threads (%zu MISS, %zu HIT) in %.1f ms, "
+             "timed in %.1f ms; total %.1f ms; best %s at %.3f ms%s%s%s",
+             tune->candidates, tune->threads, tune->misses, tune->hits, tune->compile_ms,
+             tune->timing_ms, tune->total_ms, best, tune->best_ms,
+             tune->retuned[0] ? " (cached record not used: " : "", tune->retuned,
+             tune->retuned[0] ? ")" : "");
+    if (tune->store_error[0])
+        fprintf(stderr, PROG ": warning: the autotune record was not stored: %s\n",
+                tune->store_error);
+}
+
+static char *generate_source(const sample_args *args)
+{
+    return args->kernel == KERNEL_FAST ? kernel_source_fast(&args->config, args->epilogue)
+                                       : kernel_source(args->tile, args->epilogue);
+}
+
 int main(int argc, char **argv)
 {
     sample_args args;
@@ -256,19 +301,22 @@ int main(int argc, char **argv)
     if (status >= 0)
         return status;
 
-    char *source = kernel_source(args.tile, args.epilogue);
-    gpu g;
+    char *source = NULL;
+    sample_gpu g;
+    workload w;
     progcache *cache = NULL;
     progcache_program_result res = PROGCACHE_PROGRAM_RESULT_INIT;
+    autotune_result tune;
+    int tuned = 0;
+    double kernel_ms = 0;
     memset(&g, 0, sizeof g);
-    if (!source) {
-        fprintf(stderr, PROG ": out of memory\n");
-        status = EXIT_FAILED;
-        goto done;
-    }
+    memset(&w, 0, sizeof w);
     if (args.print_source) {
-        fputs(source, stdout);
-        status = EXIT_PASSED;
+        /* --config's source, or the default's: --autotune is not run. */
+        source = generate_source(&args);
+        if (source)
+            fputs(source, stdout);
+        status = source ? EXIT_PASSED : EXIT_FAILED;
         goto done;
     }
 
@@ -281,11 +329,26 @@ int main(int argc, char **argv)
         snprintf(arch, sizeof arch, "%s", args.arch);
     else
         snprintf(arch, sizeof arch, "sm_%d%d", g.major, g.minor);
-    char arch_option[64];
-    snprintf(arch_option, sizeof arch_option, "-arch=%s", arch);
 
     char disabled[1024] = "";
     cache = open_cache(&args, disabled, sizeof disabled);
+    if (g.api && (status = workload_setup(&w, &g, &args)) >= 0)
+        goto done;
+    if (args.autotune) {
+        if (autotune_run(&tune, cache, &g, arch, args.epilogue, g.api ? &w.dev : NULL)) {
+            fprintf(stderr, PROG ": --autotune failed: %s\n", tune.error);
+            status = EXIT_FAILED;
+            goto done;
+        }
+        tuned = 1;
+        args.config = tune.best;
+    }
+    source = generate_source(&args);
+    if (!source) {
+        fprintf(stderr, PROG ": out of memory\n");
+        status = EXIT_FAILED;
+        goto done;
+    }
 
     puts("Persistent Program Cache");
     if (g.api) {
@@ -300,24 +363,23 @@ int main(int argc, char **argv)
     line("Cache directory:", "%s", args.cache_dir);
     line("Workload:", "C = %s(A @ B + bias)", epilogue_name(args.epilogue));
     line("Matrix sizes:", "M=%d, N=%d, K=%d", args.m, args.n, args.k);
-    line("Tile size:", "%d", args.tile);
+    if (args.kernel == KERNEL_FAST) {
+        char config[48];
+        fast_config_format(config, sizeof config, &args.config);
+        line("Tile size:", "%s (fast kernel, BMxBNxBK:TMxTN, %d threads)", config,
+             fast_config_threads(&args.config));
+    } else {
+        line("Tile size:", "%d", args.tile);
+    }
     line("Timed launches:", "warmup=%d, iterations=%d", args.warmup, args.iterations);
     putchar('\n');
 
-    /* The options cuda.core's ProgramOptions(arch=..., std="c++17") gives
-     * NVRTC, in its order, so both derive the same key. */
-    const char *options[] = {arch_option, "--std=c++17"};
-    progcache_program program = PROGCACHE_PROGRAM_INIT;
-    program.nvrtc.source = source;
-    program.nvrtc.target = PROGCACHE_TARGET_CUBIN;
-    program.nvrtc.options = options;
-    program.nvrtc.num_options = 2;
-    program.kernel = KERNEL_NAME;
+    unsigned flags = 0;
     if (!g.api)
-        program.flags |= PROGCACHE_PROGRAM_NO_LOAD;
+        flags |= PROGCACHE_PROGRAM_NO_LOAD;
     if (args.async_store)
-        program.flags |= PROGCACHE_PROGRAM_ASYNC_STORE;
-    if (progcache_compile_or_load(&res, cache, &program)) {
+        flags |= PROGCACHE_PROGRAM_ASYNC_STORE;
+    if (build_program(&res, cache, source, arch, flags)) {
         status = fail("cannot build the kernel");
         goto done;
     }
@@ -330,13 +392,16 @@ int main(int argc, char **argv)
                             "need a GPU; the cache flow ran for %s)",
              arch);
         status = EXIT_PASSED;
-        goto done;
+    } else {
+        status = run_kernel(&g, &args, &w, res.kernel, &kernel_ms);
     }
-    status = run_kernel(&g, &args, res.kernel);
+    print_extra_lines(&args, tuned ? &tune : NULL, kernel_ms);
 
 done:
     fflush(stdout);
     progcache_program_result_release(&res);
+    if (g.api)
+        workload_free(&g, &w);
     close_device(&g);
     /* Waits for a background store (--async-store). */
     progcache_close(cache);

@@ -16,26 +16,36 @@
 
 static const char usage_text[] =
     "usage: " PROG " [--device N] [--m M] [--n N] [--k K] [--tile-size {16,32}]\n"
-    "       [--epilogue {identity,relu}] [--cache-dir DIR] [--clear-cache]\n"
-    "       [--warmup W] [--iterations I] [--arch sm_XY] [--print-source]\n"
-    "       [--async-store] [--help]\n"
+    "       [--epilogue {identity,relu,gelu,sigmoid,tanh,silu}] [--cache-dir DIR]\n"
+    "       [--clear-cache] [--warmup W] [--iterations I] [--arch sm_XY]\n"
+    "       [--kernel {tiled,fast}] [--config BMxBNxBK:TMxTN] [--autotune]\n"
+    "       [--print-source] [--async-store] [--help]\n"
     "\n"
-    "Compile a tiled matmul with bias and epilogue, C = epilogue(A @ B + bias), with\n"
-    "NVRTC through a persistent program cache (cuda.core-compatible: the key and the\n"
+    "Compile a matmul with bias and epilogue, C = epilogue(A @ B + bias), with NVRTC\n"
+    "through a persistent program cache (cuda.core-compatible: the key and the\n"
     "directory layout are those of cuda.core's FileStreamProgramCache), run it, and\n"
     "check it against a host reference. Run it twice: the second run is a cache HIT.\n"
     "\n"
     "options:\n"
     "  --device N            CUDA device ordinal (default: 0)\n"
     "  --m M, --n N, --k K   matrix sizes, positive integers (default: 512 each)\n"
-    "  --tile-size {16,32}   tile edge, a compile-time constant (default: 16)\n"
-    "  --epilogue {identity,relu}  (default: relu)\n"
+    "  --tile-size {16,32}   tile edge of the tiled kernel, a compile-time constant\n"
+    "                        (default: 16)\n"
+    "  --epilogue E          identity, relu, gelu (exact, erf form), sigmoid, tanh or\n"
+    "                        silu (default: relu)\n"
     "  --cache-dir DIR       cache directory (default: " DEFAULT_CACHE_DIR ")\n"
     "  --clear-cache         empty the cache before compiling\n"
     "  --warmup W            untimed launches before timing (default: 5)\n"
     "  --iterations I        timed launches (default: 20)\n"
     "  --arch sm_XY          compile for this architecture instead of the device's;\n"
     "                        without a GPU, runs the cache flow and skips the launch\n"
+    "  --kernel K            tiled: one output per thread (default); fast: a\n"
+    "                        register-blocked kernel generated for one tile shape\n"
+    "  --config C            the fast kernel's tile shape BMxBNxBK:TMxTN (default:\n"
+    "                        128x256x8:8x16); implies --kernel fast\n"
+    "  --autotune            time the fast kernel's candidate tile shapes and use the\n"
+    "                        fastest, remembered in the cache per device, size and\n"
+    "                        epilogue; implies --kernel fast\n"
     "  --print-source        print the generated CUDA source and exit\n"
     "  --async-store         store a freshly compiled program in the background\n"
     "  --help                show this help and exit\n"
@@ -175,7 +185,10 @@ int sample_parse_args(sample_args *out, int argc, char **argv)
     out->epilogue = EPILOGUE_RELU;
     out->warmup = 5;
     out->iterations = 20;
+    out->kernel = KERNEL_TILED;
+    out->config = fast_default_config;
     const char *cache_dir = DEFAULT_CACHE_DIR;
+    int kernel_given = 0, tile_given = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -190,6 +203,29 @@ int sample_parse_args(sample_args *out, int argc, char **argv)
             out->print_source = 1;
         } else if (!strcmp(arg, "--async-store")) {
             out->async_store = 1;
+        } else if (!strcmp(arg, "--autotune")) {
+            out->autotune = 1;
+        } else if (is_opt(arg, "--kernel")) {
+            if ((v = value_of(argc, argv, &i, "--kernel", &bad))) {
+                kernel_given = 1;
+                if (!strcmp(v, "tiled"))
+                    out->kernel = KERNEL_TILED;
+                else if (!strcmp(v, "fast"))
+                    out->kernel = KERNEL_FAST;
+                else
+                    rc = usage_error("--kernel must be tiled or fast, got '%s'", v);
+            }
+        } else if (is_opt(arg, "--config")) {
+            if ((v = value_of(argc, argv, &i, "--config", &bad))) {
+                const char *why;
+                out->config_given = 1;
+                if (fast_config_parse(&out->config, v))
+                    rc = usage_error("--config must look like BMxBNxBK:TMxTN (for example "
+                                     "128x128x8:8x8), got '%s'",
+                                     v);
+                else if ((why = fast_config_check(&out->config)))
+                    rc = usage_error("--config %s is not supported: %s", v, why);
+            }
         } else if (is_opt(arg, "--device")) {
             if ((v = value_of(argc, argv, &i, "--device", &bad)))
                 rc = parse_int(&out->device, "--device", v, 0);
@@ -210,6 +246,7 @@ int sample_parse_args(sample_args *out, int argc, char **argv)
                 rc = parse_int(&out->iterations, "--iterations", v, 1);
         } else if (is_opt(arg, "--tile-size")) {
             if ((v = value_of(argc, argv, &i, "--tile-size", &bad))) {
+                tile_given = 1;
                 if (!strcmp(v, "16") || !strcmp(v, "32"))
                     out->tile = atoi(v);
                 else
@@ -217,12 +254,13 @@ int sample_parse_args(sample_args *out, int argc, char **argv)
             }
         } else if (is_opt(arg, "--epilogue")) {
             if ((v = value_of(argc, argv, &i, "--epilogue", &bad))) {
-                if (!strcmp(v, "relu"))
-                    out->epilogue = EPILOGUE_RELU;
-                else if (!strcmp(v, "identity"))
-                    out->epilogue = EPILOGUE_IDENTITY;
+                int e = epilogue_parse(v);
+                if (e >= 0)
+                    out->epilogue = (epilogue_kind)e;
                 else
-                    rc = usage_error("--epilogue must be identity or relu, got '%s'", v);
+                    rc = usage_error("--epilogue must be one of identity, relu, gelu, sigmoid, "
+                                     "tanh, silu, got '%s'",
+                                     v);
             }
         } else if (is_opt(arg, "--cache-dir")) {
             if ((v = value_of(argc, argv, &i, "--cache-dir", &bad))) {
@@ -248,6 +286,17 @@ int sample_parse_args(sample_args *out, int argc, char **argv)
         if (rc >= 0)
             return rc;
     }
+    /* --config and --autotune choose the fast kernel's tile shape. */
+    if ((out->config_given || out->autotune) && !kernel_given)
+        out->kernel = KERNEL_FAST;
+    if (out->kernel == KERNEL_TILED && (out->config_given || out->autotune))
+        return usage_error("%s applies to --kernel fast, not tiled",
+                           out->autotune ? "--autotune" : "--config");
+    if (out->kernel == KERNEL_FAST && tile_given)
+        return usage_error("--tile-size applies to --kernel tiled; the fast kernel's tile shape "
+                           "is --config or --autotune");
+    if (out->autotune && out->config_given)
+        return usage_error("--autotune and --config both choose the tile shape: give one");
     out->cache_dir = absolute_dir(cache_dir);
     if (!out->cache_dir)
         return EXIT_USAGE;

@@ -67,5 +67,10 @@ typedef struct sample_expect {
  * issue's layout; abort the test (after dumping the output) when one is
  * off. Writes the 24 hex digits of the printed key into key24 (25 bytes). */
 void sample_check_format(const sample_output *out, const sample_expect *expect, char *key24);
+/* The same for --kernel fast: tile_text is the exact value of the Tile size
+ * line (NULL: expect->tile as a number), and extra_lines lines (Throughput,
+ * Autotune) must follow Validation (the tiled kernel prints none). */
+void sample_check_format_ex(const sample_output *out, const sample_expect *expect, char *key24,
+                            const char *tile_text, size_t extra_lines);
 
 #endif
