@@ -3,7 +3,8 @@
 # the whole suite there, the key differential test against the cuda.core
 # installed there, and the benchmarks whose figures docs/PERFORMANCE.md
 # quotes (C and cuda.core side by side in the same run).
-#   bench/run_gpu_all.sh [OUT_DIR]
+#   bench/run_gpu_all.sh [OUT_DIR]     (SKIP_STORE=1: leave out the store and
+#                                      single-flight benches)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/gpu-out}}
@@ -11,8 +12,13 @@ mkdir -p "$OUT"
 B=/tmp/progcache-gpu-build
 step() { echo "== $* ($(date -u +%H:%M:%S))"; }
 
+# The cuda.core reference data, when carried along as .ref (it lives
+# beside the checkout, which does not travel).
+ref=()
+[ -f .ref/cuda-core-key-vectors.jsonl ] && ref=(-DPROGCACHE_REFERENCE_DIR="$PWD/.ref")
+
 step build
-cmake -S . -B "$B" -DPROGCACHE_WERROR=ON -DPROGCACHE_WITH_REDIS=OFF >"$OUT/build.log" 2>&1 &&
+cmake -S . -B "$B" -DPROGCACHE_WERROR=ON -DPROGCACHE_WITH_REDIS=OFF "${ref[@]}" >"$OUT/build.log" 2>&1 &&
   cmake --build "$B" -j "$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 
 step tests
@@ -28,6 +34,7 @@ step "first load (driver) and first hit (store) of a fresh process"
 "$B/bin/bench_first_load" --runs 15 | tee "$OUT/first_load.md"
 "$B/bin/bench_first_hit" --runs 21 | tee "$OUT/first_hit.md"
 
+if [ -z "${SKIP_STORE:-}" ]; then
 step "single-flight, 16 processes"
 "$B/bin/bench_single_flight" --procs 16 --rounds 5 | tee "$OUT/single_flight.md"
 
@@ -36,6 +43,7 @@ step "file store: progcache"
 step "file store: cuda.core"
 python3 bench/bench_cuda_core_store.py --samples 20000 --cap-sizes 1000,20000 --cap-seconds 8 |
   tee "$OUT/store_py.md"
+fi
 
 step "persistentProgramCache: C vs cuda.core"
 bash bench/run_sample_compare.sh "$B" "${SAMPLE_RUNS:-7}" >"$OUT/sample_compare.md" 2>&1

@@ -229,6 +229,12 @@ PROGCACHE_API const char *progcache_names_at(const progcache_buf *names, size_t 
  * right now. By default a miss waits for that compile instead (one compile
  * per kernel on a host; docs/RELIABILITY.md). */
 #define PROGCACHE_PROGRAM_NO_SINGLE_FLIGHT 0x10u
+/* Load with CU_LIBRARY_BINARY_IS_PRESERVED: the driver uses the result's
+ * artifact bytes in place instead of copying them, which makes the load
+ * cheaper. The artifact must then outlive the library: keep the result
+ * until progcache_program_result_release() (which unloads first), and do
+ * not take the library out of it. Library API only. */
+#define PROGCACHE_PROGRAM_PRESERVE_BINARY 0x20u
 
 /*
  * progcache_program : what progcache_compile_or_load() compiles and loads.

@@ -194,8 +194,13 @@ static int load(progcache_program_result *out, const progcache_program *program,
             goto done;
         }
     } else {
-        r = api->cuLibraryLoadData(&out->library, out->artifact.data, NULL, NULL, 0, NULL, NULL,
-                                   0);
+        /* With PRESERVE_BINARY the driver keeps pointing at out->artifact,
+         * which release frees only after unloading. */
+        CUlibraryOption opt = CU_LIBRARY_BINARY_IS_PRESERVED;
+        void *value = (void *)(uintptr_t)1;
+        unsigned int nopt = (program->flags & PROGCACHE_PROGRAM_PRESERVE_BINARY) ? 1 : 0;
+        r = api->cuLibraryLoadData(&out->library, out->artifact.data, NULL, NULL, 0,
+                                   nopt ? &opt : NULL, nopt ? &value : NULL, nopt);
         if (r) {
             rc = progcache__cuda_error(r, "cuLibraryLoadData of a %zu-byte %s",
                                        out->artifact.size, target);
