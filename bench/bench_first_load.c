@@ -46,8 +46,13 @@ static double load_once(const progcache_cuda_api *api, int mode, const progcache
     if (mode == MODULE) {
         CUmodule m;
         CUfunction f;
-        if (api->cuModuleLoadData(&m, cubin->data) || api->cuModuleGetFunction(&f, m, "scale"))
+        CUresult r = api->cuModuleLoadData(&m, cubin->data);
+        if (!r)
+            r = api->cuModuleGetFunction(&f, m, "scale");
+        if (r) {
+            fprintf(stderr, "bench_first_load: module load: CUresult %d\n", (int)r);
             return -1;
+        }
         double t = now_us() - t0;
         api->cuModuleUnload(m);
         return t;
@@ -57,10 +62,14 @@ static double load_once(const progcache_cuda_api *api, int mode, const progcache
     CUlibraryOption opt = CU_LIBRARY_BINARY_IS_PRESERVED;
     void *val = (void *)(uintptr_t)1;
     int preserved = mode == LIB_PRESERVED;
-    if (api->cuLibraryLoadData(&lib, cubin->data, NULL, NULL, 0, preserved ? &opt : NULL,
-                               preserved ? &val : NULL, preserved ? 1 : 0) ||
-        api->cuLibraryGetKernel(&k, lib, "scale"))
+    CUresult r = api->cuLibraryLoadData(&lib, cubin->data, NULL, NULL, 0, preserved ? &opt : NULL,
+                                        preserved ? &val : NULL, preserved ? 1 : 0);
+    if (!r)
+        r = api->cuLibraryGetKernel(&k, lib, "scale");
+    if (r) {
+        fprintf(stderr, "bench_first_load: library load (mode %d): CUresult %d\n", mode, (int)r);
         return -1;
+    }
     double t = now_us() - t0;
     api->cuLibraryUnload(lib);
     return t;
@@ -72,8 +81,10 @@ static int child(int mode, const progcache_buf *cubin, int fd)
     CUdevice dev;
     CUcontext ctx;
     if (progcache_cuda_load(&api) || api->cuDeviceGet(&dev, 0) ||
-        api->cuDevicePrimaryCtxRetain(&ctx, dev) || api->cuCtxSetCurrent(ctx))
+        api->cuDevicePrimaryCtxRetain(&ctx, dev) || api->cuCtxSetCurrent(ctx)) {
+        fprintf(stderr, "bench_first_load: CUDA set-up failed: %s\n", progcache_error_last());
         return 1;
+    }
     double t[2] = {load_once(api, mode, cubin), 0};
     for (int i = 0; i < 20; i++) /* warm */
         load_once(api, mode, cubin);
@@ -92,50 +103,59 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    /* The driver must not be initialised in this process before it forks
-     * the measured children (CUDA does not survive fork), so a probe child
-     * reads the compute capability. */
-    int cc[2] = {0, 0};
-    int probe[2];
-    if (pipe(probe))
+    /* Nothing CUDA may run in this process before it forks the measured
+     * children (neither the driver nor NVRTC, which touches the driver):
+     * a probe child reads the compute capability and compiles the CUBIN
+     * into a temporary file. */
+    char cubin_path[] = "/tmp/bench-first-load-XXXXXX";
+    int cubin_fd = mkstemp(cubin_path);
+    if (cubin_fd < 0)
         return 1;
+    close(cubin_fd);
     pid_t prober = fork();
     if (prober == 0) {
         const progcache_cuda_api *api;
         CUdevice dev;
-        int v[2] = {0, 0};
-        if (progcache_cuda_load(&api) == PROGCACHE_OK && api->cuDeviceGet(&dev, 0) == 0) {
-            api->cuDeviceGetAttribute(&v[0], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-            api->cuDeviceGetAttribute(&v[1], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-        } else {
-            fprintf(stderr, "%s\n", progcache_error_last());
+        int major = 0, minor = 0;
+        if (progcache_cuda_load(&api) || api->cuDeviceGet(&dev, 0) ||
+            api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
+            api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) {
+            printf("bench_first_load: no CUDA device (%s): nothing to measure\n",
+                   progcache_error_last());
+            fflush(stdout);
+            _exit(3);
         }
-        _exit(write(probe[1], v, sizeof v) == (ssize_t)sizeof v ? 0 : 1);
+        char arch[32];
+        snprintf(arch, sizeof arch, "-arch=sm_%d%d", major, minor);
+        const char *opts[] = {arch};
+        progcache_key_nvrtc_options o = PROGCACHE_KEY_NVRTC_OPTIONS_INIT;
+        o.source = source;
+        o.options = opts;
+        o.num_options = 1;
+        progcache_buf code = PROGCACHE_BUF_INIT;
+        if (progcache_nvrtc_compile(&code, NULL, NULL, &o)) {
+            fprintf(stderr, "compile: %s\n", progcache_error_last());
+            _exit(1);
+        }
+        FILE *f = fopen(cubin_path, "wb");
+        _exit(f && fwrite(code.data, 1, code.size, f) == code.size && fclose(f) == 0 ? 0 : 1);
     }
-    close(probe[1]);
-    if (read(probe[0], cc, sizeof cc) != (ssize_t)sizeof cc)
-        cc[0] = 0;
-    close(probe[0]);
-    waitpid(prober, NULL, 0);
-    int major = cc[0], minor = cc[1];
-    if (!major) {
-        printf("bench_first_load: no CUDA device: nothing to measure\n");
-        return 0;
+    int probed;
+    waitpid(prober, &probed, 0);
+    if (!WIFEXITED(probed) || WEXITSTATUS(probed) != 0) {
+        unlink(cubin_path);
+        return WIFEXITED(probed) && WEXITSTATUS(probed) == 3 ? 0 : 1;
     }
-    char arch[32];
-    snprintf(arch, sizeof arch, "-arch=sm_%d%d", major, minor);
-    const char *opts[] = {arch};
-    progcache_key_nvrtc_options o = PROGCACHE_KEY_NVRTC_OPTIONS_INIT;
-    o.source = source;
-    o.options = opts;
-    o.num_options = 1;
     progcache_buf cubin = PROGCACHE_BUF_INIT;
-    if (progcache_nvrtc_compile(&cubin, NULL, NULL, &o)) {
-        fprintf(stderr, "compile: %s\n", progcache_error_last());
+    FILE *f = fopen(cubin_path, "rb");
+    static unsigned char bytes[1 << 20];
+    size_t got = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+    if (f)
+        fclose(f);
+    unlink(cubin_path);
+    if (!got || progcache_buf_set(&cubin, bytes, got))
         return 1;
-    }
-    printf("fresh processes: %d per mode; a %zu-byte CUBIN (%s); medians (µs)\n\n", runs,
-           cubin.size, arch + 6);
+    printf("fresh processes: %d per mode; a %zu-byte CUBIN; medians (µs)\n\n", runs, cubin.size);
     printf("| load | first in a fresh process | warm |\n|---|---:|---:|\n");
     double *first = calloc((size_t)runs, sizeof *first), *warm = calloc((size_t)runs, sizeof *warm);
     for (int mode = 0; mode < MODES; mode++) {

@@ -45,14 +45,18 @@ static void writer(const char *dir, uint32_t seed)
     progcache_store *s = NULL;
     progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
     opts.max_size = 1500000; /* evictions run too */
-    if (progcache_store_file_new(&s, dir, &opts))
+    if (progcache_store_file_new(&s, dir, &opts)) {
+        fprintf(stderr, "writer: open: %s\n", progcache_error_last());
         _exit(2);
+    }
     static unsigned char value[200100];
     for (uint32_t i = 0;; i++) {
         uint32_t key = (seed + i * 5) % KEYS;
         size_t len = make_value(value, key, seed * 1000 + i);
-        if (progcache_store_put(s, &key, sizeof key, value, len))
+        if (progcache_store_put(s, &key, sizeof key, value, len)) {
+            fprintf(stderr, "writer: put: %s\n", progcache_error_last());
             _exit(3);
+        }
     }
 }
 
