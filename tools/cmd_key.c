@@ -45,85 +45,6 @@ typedef struct key_args {
     size_t num_headers;
 } key_args;
 
-/* Read a whole file (or stdin for "-") as bytes. Returns NULL with errno set. */
-static unsigned char *read_all(const char *path, size_t *size)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    unsigned char *data = NULL;
-    size_t len = 0, cap = 0;
-    if (!f)
-        return NULL;
-    for (;;) {
-        if (cap - len < 65536) {
-            size_t ncap = cap ? cap * 2 : 65536 * 2;
-            unsigned char *p = realloc(data, ncap + 1);
-            if (!p) {
-                errno = ENOMEM;
-                goto fail;
-            }
-            data = p;
-            cap = ncap;
-        }
-        errno = 0;
-        size_t got = fread(data + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                if (!errno)
-                    errno = EIO;
-                goto fail;
-            }
-            break;
-        }
-    }
-    if (f != stdin)
-        fclose(f);
-    data[len] = '\0';
-    *size = len;
-    return data;
-fail:
-    if (f != stdin) {
-        int saved = errno;
-        fclose(f);
-        errno = saved;
-    }
-    free(data);
-    return NULL;
-}
-
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Decode any even number of hex digits (an empty digest is allowed, as in
- * cuda.core). Returns a malloc'd buffer (never NULL on success) or NULL. */
-static unsigned char *decode_hex(const char *hex, size_t *len)
-{
-    size_t n = strlen(hex);
-    if (n % 2)
-        return NULL;
-    unsigned char *bytes = malloc(n / 2 + 1);
-    if (!bytes)
-        return NULL;
-    for (size_t i = 0; i < n / 2; i++) {
-        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            free(bytes);
-            return NULL;
-        }
-        bytes[i] = (unsigned char)(hi << 4 | lo);
-    }
-    *len = n / 2;
-    return bytes;
-}
-
 static int parse_version(const char *text, int *major, int *minor)
 {
     char *end;
@@ -258,7 +179,9 @@ int cmd_key(int argc, char **argv)
         goto done;
 
     if (a.extra_digest_hex) {
-        digest = decode_hex(a.extra_digest_hex, &digest_len);
+        /* An empty digest is a digest (as cuda.core's b""). */
+        digest = *a.extra_digest_hex ? tool_decode_hex(a.extra_digest_hex, &digest_len)
+                                      : calloc(1, 1);
         if (!digest) {
             code = tool_usage_error(CMD,
                                     "--extra-digest \"%s\" is not hex: give an even number "
@@ -278,7 +201,7 @@ int cmd_key(int argc, char **argv)
         a.opts.extra_digest_len = sizeof header_digest;
     }
 
-    source = read_all(a.source_path, &source_len);
+    source = tool_read_file(a.source_path, &source_len);
     if (!source) {
         fprintf(stderr, "progcache key: cannot read source file \"%s\": %s\n", a.source_path,
                 strerror(errno));

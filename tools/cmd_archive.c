@@ -1,0 +1,130 @@
+/* progcache export and progcache import: a cache directory to and from a
+ * tar archive. One file: the two are mirror images of each other. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+static const char export_usage[] =
+    "usage: progcache export [--dir DIR] ARCHIVE\n"
+    "\n"
+    "Write every entry of a cache directory to ARCHIVE, a POSIX tar (ustar) file\n"
+    "holding entries/<2 hex>/<62 hex>, the cache directory's own layout: import it\n"
+    "on another machine with 'progcache import', or unpack it with tar into an\n"
+    "empty cache directory (for example: warm a cache on a build server without a\n"
+    "GPU, then ship it to the cluster). The archive is written under a temporary\n"
+    "name and renamed into place when complete; an existing ARCHIVE is replaced.\n"
+    "\n"
+    "options:\n"
+    "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --help      this text\n"
+    "\n"
+    "Prints: exported N entries (SIZE) from DIR to ARCHIVE\n"
+    "Exit status: 0 written; 1 the cache or the archive could not be read or\n"
+    "written; 2 bad usage.\n";
+
+static const char import_usage[] =
+    "usage: progcache import [--dir DIR] ARCHIVE\n"
+    "\n"
+    "Add the entries of ARCHIVE (written by 'progcache export', or by\n"
+    "'tar -cf ARCHIVE entries' in a cache directory) to a cache directory, which is\n"
+    "created if missing. Entries of the same name are replaced; others are kept.\n"
+    "The whole archive is checked first: a member that is not a regular file named\n"
+    "entries/<2 hex>/<62 hex> (or one of its directories) - a link, a device, a path\n"
+    "with '..', an absolute path, any other file - refuses the archive, and nothing\n"
+    "is imported. Entries are written through the cache's atomic put.\n"
+    "\n"
+    "options:\n"
+    "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --help      this text\n"
+    "\n"
+    "Prints: imported N entries (SIZE) from ARCHIVE into DIR\n"
+    "Exit status: 0 imported; 1 the archive was refused or could not be read, or\n"
+    "the cache refused a put; 2 bad usage.\n";
+
+typedef struct {
+    const char *cmd;   /* "export" or "import" */
+    const char *usage;
+    int exporting;
+} archive_command;
+
+static int warn_invalid(void *ctx, const progcache_entry *e)
+{
+    const archive_command *c = ctx;
+    if (e->artifact && !e->artifact->valid)
+        fprintf(stderr, "progcache %s: warning: entry %s is not a valid artifact (%s); %s\n",
+                c->cmd, e->name, e->artifact->reason,
+                c->exporting ? "exported as it is"
+                             : "imported as it is ('progcache verify --fix' removes it)");
+    return 0;
+}
+
+static int run(const archive_command *c, int argc, char **argv)
+{
+    const char *dir_arg = NULL, *archive = NULL, *v;
+    int r;
+    for (int i = 1; i < argc; i++) {
+        if (tool_is_help(argv[i])) {
+            fputs(c->usage, stdout);
+            return EXIT_OK;
+        } else if ((r = tool_flag_value(c->cmd, argc, argv, &i, "--dir", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            dir_arg = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return tool_usage_error(c->cmd, "unknown option \"%s\" (run 'progcache %s --help')",
+                                    argv[i], c->cmd);
+        } else if (archive) {
+            return tool_usage_error(c->cmd, "more than one ARCHIVE (\"%s\" and \"%s\")", archive,
+                                    argv[i]);
+        } else {
+            archive = argv[i];
+        }
+    }
+    if (!archive)
+        return tool_usage_error(c->cmd, "give the ARCHIVE to %s (run 'progcache %s --help')",
+                                c->exporting ? "write" : "read", c->cmd);
+    char *dir = NULL;
+    progcache_store *store = NULL;
+    int code = tool_resolve_dir(c->cmd, dir_arg, &dir);
+    if (code)
+        return code;
+    /* Export reads an existing cache; import creates one if missing. */
+    if ((code = tool_open_store(c->cmd, dir, c->exporting ? TOOL_READ : TOOL_CREATE, &store)))
+        goto done;
+    progcache_archive_options opts = PROGCACHE_ARCHIVE_OPTIONS_INIT;
+    opts.on_entry = warn_invalid;
+    opts.ctx = (void *)c;
+    progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
+    int rc = c->exporting ? progcache_file_export(&res, store, archive, &opts)
+                          : progcache_file_import(&res, store, archive, &opts);
+    if (rc != PROGCACHE_OK) {
+        code = tool_lib_error(c->cmd, EXIT_PROBLEMS,
+                              c->exporting ? "export failed" : "import failed");
+        goto done;
+    }
+    char size[64];
+    tool_format_size_long(size, sizeof size, res.bytes);
+    if (c->exporting)
+        printf("exported %llu entries (%s) from %s to %s\n", (unsigned long long)res.entries,
+               size, dir, archive);
+    else
+        printf("imported %llu entries (%s) from %s into %s\n", (unsigned long long)res.entries,
+               size, archive, dir);
+done:
+    progcache_store_free(store);
+    free(dir);
+    return code;
+}
+
+int cmd_export(int argc, char **argv)
+{
+    static const archive_command c = {"export", export_usage, 1};
+    return run(&c, argc, argv);
+}
+
+int cmd_import(int argc, char **argv)
+{
+    static const archive_command c = {"import", import_usage, 0};
+    return run(&c, argc, argv);
+}
