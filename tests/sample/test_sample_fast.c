@@ -49,8 +49,9 @@ static size_t count_entries(const char *dir)
     while ((d = readdir(top))) {
         if (strlen(d->d_name) != 2 || d->d_name[0] == '.')
             continue;
-        char sub[4300];
-        snprintf(sub, sizeof sub, "%s/%s", path, d->d_name);
+        char sub[4400];
+        if (snprintf(sub, sizeof sub, "%s/%s", path, d->d_name) >= (int)sizeof sub)
+            continue;
         DIR *s = opendir(sub);
         if (!s)
             continue;
