@@ -31,7 +31,7 @@ run_suite "$BUILD_DIR"
 # exercises Python and the normal build's tool already.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
 CTEST_ARGS=(-LE "python|gpu")
 sanitized() { # dir sanitizers
   local dir=$1 san=$2
