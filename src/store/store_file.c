@@ -23,6 +23,7 @@
 #include "error.h"
 #include "fs.h"
 #include "sha256.h"
+#include "store/validate.h"
 #include "store/stats_file.h"
 
 /* A hit refreshes the entry's atime (the LRU clock) only when it is older
@@ -90,18 +91,31 @@ static int trusted(const file_store *fs, const struct stat *st)
     return (fs->flags & PROGCACHE_FILE_SHARED_GROUP) && st->st_gid == fs->root_gid;
 }
 
-/* True unless the entry carries a digest and the bytes do not match it.
- * Entries without one (written by cuda.core, or on a file system without
- * user xattrs) pass: structure checks and the driver are their guard. */
-static int digest_matches(int fd, const unsigned char *data, size_t size)
+/* The checks of an entry read, cheapest first:
+ *  - if the entry carries progcache's digest, the bytes must match it (any
+ *    change on disk: a flipped bit, an edit in place);
+ *  - bytes that announce an artifact (ELF, fatbin, LTO-IR or PTX magic or
+ *    text) must be a whole one (src/store/validate.c: headers and tables
+ *    inside the file). This is what guards entries written without a
+ *    digest: by cuda.core, or on a file system without user xattrs.
+ * Other bytes (the store holds any values) pass. */
+static int intact(int fd, const unsigned char *data, size_t size, char *why, size_t why_len)
 {
     unsigned char want[PROGCACHE_SHA256_SIZE], got[PROGCACHE_SHA256_SIZE];
     ssize_t n = fgetxattr(fd, FILE_DIGEST_XATTR, want, sizeof want);
-    if (n < 0)
-        return 1;
-    if (n != (ssize_t)sizeof want || progcache__sha256_oneshot(got, data, size) != PROGCACHE_OK)
+    if (n >= 0 && (n != (ssize_t)sizeof want ||
+                   progcache__sha256_oneshot(got, data, size) != PROGCACHE_OK ||
+                   memcmp(want, got, sizeof want) != 0)) {
+        snprintf(why, why_len, "SHA-256 mismatch");
         return 0;
-    return memcmp(want, got, sizeof want) == 0;
+    }
+    progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
+    (void)progcache__validate(&info, data, size, 0); /* no names: cannot fail */
+    if (info.kind != PROGCACHE_KIND_UNKNOWN && !info.valid) {
+        snprintf(why, why_len, "%s: %s", progcache_kind_name(info.kind), info.reason);
+        return 0;
+    }
+    return 1;
 }
 
 static int file_get(progcache_buf *out, progcache_store *store, const void *key, size_t key_len)
@@ -149,14 +163,16 @@ static int file_get(progcache_buf *out, progcache_store *store, const void *key,
         goto done;
     }
     progcache__buf_set_size(out, size);
-    if (!(fs->flags & PROGCACHE_FILE_NO_VERIFY) && !digest_matches(fd, out->data, size)) {
-        /* Bits changed on disk since the put: never hand them out. Remove
-         * the entry (if it is still this file) so the next put heals it. */
+    char why[200];
+    if (!(fs->flags & PROGCACHE_FILE_NO_VERIFY) && !intact(fd, out->data, size, why, sizeof why)) {
+        /* Never hand out bytes that changed on disk or an artifact that is
+         * not whole. Remove the entry (if it is still this file: another
+         * process may have replaced it meanwhile) so the next put heals it. */
         int shard = (int)strtol((char[]){rel[8], rel[9], 0}, NULL, 16);
         if (progcache__file_remove_if_same(fs, shard, rel + 11, &st, 0)) {
             progcache__stats_add(fs->stats, PROGCACHE__CORRUPT_REMOVED, 1);
-            progcache__file_log(fs, PROGCACHE_LOG_WARN,
-                                "removed corrupt entry %s/%s (SHA-256 mismatch)", fs->root, rel);
+            progcache__file_log(fs, PROGCACHE_LOG_WARN, "removed corrupt entry %s/%s (%s)",
+                                fs->root, rel, why);
         }
         out->size = 0;
         rc = PROGCACHE_ENOTFOUND;

@@ -380,6 +380,25 @@ static void test_symlinks_not_followed(void)
     CHECK(secret && n == 15);
     free(secret);
 
+    /* tmp/ replaced by a link to elsewhere: puts refuse to write through it. */
+    char tmp[4300], elsewhere[4300];
+    snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+    snprintf(elsewhere, sizeof elsewhere, "%s/elsewhere", dir);
+    CHECK(mkdir(elsewhere, 0700) == 0);
+    test_rmtree(tmp);
+    CHECK(symlink(elsewhere, tmp) == 0);
+    CHECK_RC(PROGCACHE_EIO, progcache_store_put(s, "via-link", 8, "x", 1));
+    CHECK(strstr(progcache_error_last(), "tmp") != NULL);
+    DIR *d = opendir(elsewhere);
+    CHECK(d != NULL);
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(d)))
+        files += e->d_name[0] != '.';
+    closedir(d);
+    CHECK(files == 0);
+    CHECK(unlink(tmp) == 0);
+
     /* A shard directory that is a link to elsewhere: a miss. */
     char outside[4200];
     snprintf(outside, sizeof outside, "%s/outside", dir);
@@ -521,6 +540,36 @@ static void test_injected_faults(void)
         CHECK(buf.size == 3 && memcmp(buf.data, "old", 3) == 0);
         CHECK(count_files(tmp) == 0);
     }
+    /* mkdir: tmp/ was removed and cannot be made again (read-only now). */
+    test_rmtree(tmp);
+    progcache__fs_fail(PROGCACHE_FS_MKDIR, 1, EROFS);
+    CHECK_RC(PROGCACHE_EIO, progcache_store_put(synced, "k", 1, "new", 3));
+    CHECK(strstr(progcache_error_last(), "read-only") != NULL);
+    progcache__fs_fail_reset();
+    CHECK_OK(progcache_store_get(&buf, synced, "k", 1));
+    CHECK(buf.size == 3 && memcmp(buf.data, "old", 3) == 0);
+    /* flock: an eviction pass that cannot lock is skipped; the put it
+     * follows has succeeded and says so, and the next pass evicts. */
+    progcache_file_options capped = PROGCACHE_FILE_OPTIONS_INIT;
+    capped.max_size = 2000;
+    capped.flags = PROGCACHE_FILE_NO_FSYNC;
+    progcache_store *small = NULL;
+    char small_dir[4300];
+    snprintf(small_dir, sizeof small_dir, "%s/small", dir);
+    CHECK_OK(progcache_store_file_new(&small, small_dir, &capped));
+    char big[1500] = {0};
+    CHECK_OK(progcache_store_put(small, "a", 1, big, sizeof big));
+    progcache__fs_fail(PROGCACHE_FS_FLOCK, 1, EIO);
+    CHECK_OK(progcache_store_put(small, "b", 1, big, sizeof big)); /* over the cap, not evicted */
+    progcache__fs_fail_reset();
+    uint64_t bytes;
+    CHECK_OK(progcache_store_total_size(&bytes, small));
+    CHECK(bytes == 3000);
+    CHECK_OK(progcache_store_put(small, "c", 1, big, sizeof big));
+    CHECK_OK(progcache_store_total_size(&bytes, small));
+    CHECK(bytes <= 2000);
+    progcache_store_free(small);
+
     uint64_t count;
     CHECK_OK(progcache_store_count(&count, s));
     CHECK(count == 1);
