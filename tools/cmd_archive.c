@@ -61,17 +61,14 @@ static int warn_invalid(void *ctx, const progcache_entry *e)
 
 static int run(const archive_command *c, int argc, char **argv)
 {
-    const char *dir_arg = NULL, *archive = NULL, *v;
-    int r;
+    const char *dir_arg = NULL, *archive = NULL;
     for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
-            fputs(c->usage, stdout);
-            return EXIT_OK;
-        } else if ((r = tool_flag_value(c->cmd, argc, argv, &i, "--dir", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            dir_arg = v;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
+        int cc = tool_common_arg(c->cmd, c->usage, argc, argv, &i, &dir_arg, NULL);
+        if (cc == TOOL_ARG_TAKEN)
+            continue;
+        if (cc != TOOL_ARG_OTHER)
+            return cc;
+        if (argv[i][0] == '-' && argv[i][1]) {
             return tool_usage_error(c->cmd, "unknown option \"%s\" (run 'progcache %s --help')",
                                     argv[i], c->cmd);
         } else if (archive) {

@@ -22,22 +22,17 @@ static const char usage_text[] =
 
 int cmd_clear(int argc, char **argv)
 {
-    const char *dir_arg = NULL, *v;
-    int r;
+    const char *dir_arg = NULL;
     for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
-            fputs(usage_text, stdout);
-            return EXIT_OK;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            dir_arg = v;
-        } else {
-            return tool_usage_error(CMD,
-                                    "unexpected argument \"%s\" (run 'progcache clear "
-                                    "--help')",
-                                    argv[i]);
-        }
+        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, NULL);
+        if (c == TOOL_ARG_TAKEN)
+            continue;
+        if (c != TOOL_ARG_OTHER)
+            return c;
+        return tool_usage_error(CMD,
+                                "unexpected argument \"%s\" (run 'progcache clear "
+                                "--help')",
+                                argv[i]);
     }
     char *dir = NULL;
     progcache_store *store = NULL;

@@ -45,15 +45,13 @@ int cmd_get(int argc, char **argv)
     const char *dir_arg = NULL, *out_path = NULL, *key_hex = NULL, *entry = NULL, *v;
     int r;
     for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
-            fputs(usage_text, stdout);
-            return EXIT_OK;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            dir_arg = v;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "-o", &v)) ||
-                   (r = tool_flag_value(CMD, argc, argv, &i, "--output", &v))) {
+        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, NULL);
+        if (c == TOOL_ARG_TAKEN)
+            continue;
+        if (c != TOOL_ARG_OTHER)
+            return c;
+        if ((r = tool_flag_value(CMD, argc, argv, &i, "-o", &v)) ||
+            (r = tool_flag_value(CMD, argc, argv, &i, "--output", &v))) {
             if (r < 0)
                 return EXIT_USAGE;
             out_path = v;

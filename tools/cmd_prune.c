@@ -33,16 +33,12 @@ int cmd_prune(int argc, char **argv)
     progcache_prune_options opts = PROGCACHE_PRUNE_OPTIONS_INIT;
     int have_size = 0, have_age = 0;
     for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
-            fputs(usage_text, stdout);
-            return EXIT_OK;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            dir_arg = v;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--max-size", &v))) {
+        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, &json);
+        if (c == TOOL_ARG_TAKEN)
+            continue;
+        if (c != TOOL_ARG_OTHER)
+            return c;
+        if ((r = tool_flag_value(CMD, argc, argv, &i, "--max-size", &v))) {
             if (r < 0)
                 return EXIT_USAGE;
             if (tool_parse_size(v, &opts.max_size) != 0)

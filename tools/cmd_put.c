@@ -24,17 +24,14 @@ static const char usage_text[] =
 
 int cmd_put(int argc, char **argv)
 {
-    const char *dir_arg = NULL, *key_hex = NULL, *file = NULL, *v;
-    int r;
+    const char *dir_arg = NULL, *key_hex = NULL, *file = NULL;
     for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
-            fputs(usage_text, stdout);
-            return EXIT_OK;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            dir_arg = v;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
+        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, NULL);
+        if (c == TOOL_ARG_TAKEN)
+            continue;
+        if (c != TOOL_ARG_OTHER)
+            return c;
+        if (argv[i][0] == '-' && argv[i][1]) {
             return tool_usage_error(CMD, "unknown option \"%s\" (run 'progcache put --help')",
                                     argv[i]);
         } else if (!key_hex) {

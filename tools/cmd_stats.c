@@ -87,20 +87,16 @@ static void print_json(const char *dir, const progcache_stats *s, const counter 
 
 int cmd_stats(int argc, char **argv)
 {
-    const char *dir_arg = NULL, *v;
-    int json = 0, zero = 0, r;
+    const char *dir_arg = NULL;
+    int json = 0, zero = 0;
     for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
-            fputs(usage_text, stdout);
-            return EXIT_OK;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--zero")) {
+        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, &json);
+        if (c == TOOL_ARG_TAKEN)
+            continue;
+        if (c != TOOL_ARG_OTHER)
+            return c;
+        if (!strcmp(argv[i], "--zero")) {
             zero = 1;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            dir_arg = v;
         } else {
             return tool_usage_error(
                 CMD, "unexpected argument \"%s\" (run 'progcache stats --help')", argv[i]);

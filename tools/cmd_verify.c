@@ -56,20 +56,16 @@ static int report(void *ctx, const progcache_entry *e)
 
 int cmd_verify(int argc, char **argv)
 {
-    const char *dir_arg = NULL, *v;
-    int json = 0, fix = 0, r;
+    const char *dir_arg = NULL;
+    int json = 0, fix = 0;
     for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
-            fputs(usage_text, stdout);
-            return EXIT_OK;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--fix")) {
+        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, &json);
+        if (c == TOOL_ARG_TAKEN)
+            continue;
+        if (c != TOOL_ARG_OTHER)
+            return c;
+        if (!strcmp(argv[i], "--fix")) {
             fix = 1;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            dir_arg = v;
         } else {
             return tool_usage_error(CMD,
                                     "unexpected argument \"%s\" (run 'progcache verify "

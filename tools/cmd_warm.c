@@ -510,16 +510,12 @@ int cmd_warm(int argc, char **argv)
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
     manifest m = {NULL, NULL, 0};
     for (int i = 1; i < argc; i++) {
-        if (tool_is_help(argv[i])) {
-            fputs(usage_text, stdout);
-            return EXIT_OK;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--dir", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            dir_arg = v;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--arch", &v))) {
+        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, &json);
+        if (c == TOOL_ARG_TAKEN)
+            continue;
+        if (c != TOOL_ARG_OTHER)
+            return c;
+        if ((r = tool_flag_value(CMD, argc, argv, &i, "--arch", &v))) {
             if (r < 0)
                 return EXIT_USAGE;
             if (!valid_arch(v))

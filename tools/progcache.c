@@ -97,6 +97,28 @@ int tool_flag_value(const char *cmd, int argc, char **argv, int *i, const char *
 
 int tool_is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
 
+int tool_common_arg(const char *cmd, const char *usage, int argc, char **argv, int *i,
+                    const char **dir, int *json)
+{
+    const char *v;
+    if (tool_is_help(argv[*i])) {
+        fputs(usage, stdout);
+        return EXIT_OK;
+    }
+    if (json && !strcmp(argv[*i], "--json")) {
+        *json = 1;
+        return TOOL_ARG_TAKEN;
+    }
+    int r = tool_flag_value(cmd, argc, argv, i, "--dir", &v);
+    if (r < 0)
+        return EXIT_USAGE;
+    if (r > 0) {
+        *dir = v;
+        return TOOL_ARG_TAKEN;
+    }
+    return TOOL_ARG_OTHER;
+}
+
 /* Leading decimal digits of text into *out; returns the rest, or NULL when
  * there are none or they overflow. */
 static const char *parse_count(const char *text, uint64_t *out)

@@ -51,6 +51,15 @@ int tool_flag_value(const char *cmd, int argc, char **argv, int *i, const char *
 /* Whether argv[i] asks for help (--help, -h). */
 int tool_is_help(const char *arg);
 
+/* The arguments every subcommand takes, for its argument loop: --help
+ * (prints usage, returns EXIT_OK), --json (when json is not NULL) and
+ * --dir DIR / --dir=DIR. Returns TOOL_ARG_TAKEN (go on with the next
+ * argument), TOOL_ARG_OTHER (not one of these), or an exit code to return
+ * (EXIT_OK after --help, EXIT_USAGE when --dir lacks its value). */
+enum { TOOL_ARG_TAKEN = -1, TOOL_ARG_OTHER = -2 };
+int tool_common_arg(const char *cmd, const char *usage, int argc, char **argv, int *i,
+                    const char **dir, int *json);
+
 /* "512M", "2G", "100K", "1T", "4096" (bytes; K/M/G/T are powers of 1024,
  * an optional trailing "B" or "iB" is accepted). 0, or -1 for anything
  * else (including overflow). */
