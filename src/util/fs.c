@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -163,15 +164,25 @@ int progcache__fs_flock(int fd, int operation)
     return rc;
 }
 
-/* Temp names need to be unique, not secret: O_EXCL catches collisions. */
+/* Temp names need to be unique, not secret: O_EXCL catches collisions.
+ * The generator is reseeded from the kernel in every new process: a child
+ * forked from a process that already drew names would otherwise draw the
+ * same ones as its parent and its siblings, and collide with every temp
+ * file a crashed sibling left behind. */
 static uint64_t next_random(void)
 {
     static _Thread_local uint64_t state;
-    if (!state) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        state = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
-                (uint64_t)(uintptr_t)&state;
+    static _Thread_local pid_t state_pid;
+    pid_t pid = getpid();
+    if (!state || state_pid != pid) {
+        uint64_t seed = 0;
+        if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20);
+        }
+        state = seed ^ ((uint64_t)pid << 32) ^ (uint64_t)(uintptr_t)&state;
+        state_pid = pid;
     }
     /* splitmix64 step */
     uint64_t z = (state += 0x9e3779b97f4a7c15ull);
