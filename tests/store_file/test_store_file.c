@@ -371,6 +371,16 @@ static void test_symlinks_not_followed(void)
     CHECK(symlink(target, entry) == 0);
     progcache_buf buf = PROGCACHE_BUF_INIT;
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "k", 1));
+    /* Keys are hashed into names: no key reaches outside the root. */
+    const char evil[] = "../../../../../../tmp/progcache-escape";
+    CHECK_OK(progcache_store_put(s, evil, sizeof evil - 1, "x", 1));
+    char evil_path[4400];
+    entry_path(evil_path, sizeof evil_path, dir, evil, sizeof evil - 1);
+    CHECK(strncmp(evil_path, dir, strlen(dir)) == 0 && strstr(evil_path, "..") == NULL);
+    struct stat escaped;
+    CHECK(stat("/tmp/progcache-escape", &escaped) != 0);
+    CHECK(stat(evil_path, &escaped) == 0);
+
     /* A put replaces the link itself, never writes through it. */
     CHECK_OK(progcache_store_put(s, "k", 1, "real", 4));
     CHECK_OK(progcache_store_get(&buf, s, "k", 1));
