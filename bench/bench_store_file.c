@@ -77,6 +77,22 @@ static void fill(const char *dir, size_t n, const unsigned char *value, size_t v
     progcache_store_free(s);
 }
 
+/* Time samples hits on random keys among the n written, into t (µs). */
+static void time_hits(double *t, progcache_store *s, size_t n, size_t samples, size_t vsize,
+                      unsigned int *rng, progcache_buf *buf, const char *what)
+{
+    unsigned char key[32];
+    for (size_t i = 0; i < samples; i++) {
+        *rng = *rng * 1103515245u + 12345u;
+        make_key(key, (*rng >> 4) % n, 0);
+        double t0 = now_us();
+        int rc = progcache_store_get(buf, s, key, 32);
+        t[i] = now_us() - t0;
+        if (rc != PROGCACHE_OK || buf->size != vsize)
+            die(what);
+    }
+}
+
 typedef struct {
     double hit_med, hit_p99, hit_noverify_med, miss_med, put_med, put_p99, put_nosync_med;
 } latency;
@@ -95,27 +111,11 @@ static latency measure(const char *dir, size_t n, const unsigned char *value, si
         make_key(key, i, 0);
         (void)progcache_store_get(&buf, s, key, 32);
     }
-    for (size_t i = 0; i < samples; i++) {
-        rng = rng * 1103515245u + 12345u;
-        make_key(key, (rng >> 4) % n, 0);
-        double t0 = now_us();
-        int rc = progcache_store_get(&buf, s, key, 32);
-        t[i] = now_us() - t0;
-        if (rc != PROGCACHE_OK || buf.size != vsize)
-            die("get (hit)");
-    }
+    time_hits(t, s, n, samples, vsize, &rng, &buf, "get (hit)");
     r.hit_med = percentile(t, samples, 0.5);
     r.hit_p99 = percentile(t, samples, 0.99);
     progcache_store *fast = open_store(dir, 0, PROGCACHE_FILE_NO_VERIFY);
-    for (size_t i = 0; i < samples; i++) {
-        rng = rng * 1103515245u + 12345u;
-        make_key(key, (rng >> 4) % n, 0);
-        double t0 = now_us();
-        int rc = progcache_store_get(&buf, fast, key, 32);
-        t[i] = now_us() - t0;
-        if (rc != PROGCACHE_OK || buf.size != vsize)
-            die("get (hit, no verify)");
-    }
+    time_hits(t, fast, n, samples, vsize, &rng, &buf, "get (hit, no verify)");
     r.hit_noverify_med = percentile(t, samples, 0.5);
     progcache_store_free(fast);
     for (size_t i = 0; i < samples; i++) {

@@ -215,3 +215,19 @@ void sample_check_format_ex(const sample_output *out, const sample_expect *e, ch
     double prep = atof(sample_value(out, "Host prep time:"));
     CHECK(prep > parts - 0.0025 && prep < parts + 0.0025);
 }
+
+void sample_expect_usage_error(const char *exe, const char *scratch, const char *const *args,
+                               const char *message)
+{
+    sample_output out;
+    sample_run r = {exe, args, NULL, NULL};
+    sample_exec(&out, &r, scratch);
+    if (out.status != 2 || !strstr(out.err, message))
+        sample_dump(&out);
+    CHECK(out.status == 2);
+    CHECK(out.num_lines == 0);
+    CHECK(strstr(out.err, message) != NULL);
+    CHECK(strchr(out.err, '\n') == out.err + strlen(out.err) - 1); /* one line */
+    CHECK(!strncmp(out.err, "persistentProgramCache: ", 24));
+    sample_output_free(&out);
+}

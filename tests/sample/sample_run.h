@@ -53,6 +53,12 @@ int sample_match(const char *text, const char *re);
 /* Print a run's output to stderr (for failing checks). */
 void sample_dump(const sample_output *out);
 
+/* Run the sample with args and check it refused them as bad usage: exit
+ * status 2, nothing on stdout, and one line on stderr, starting with
+ * "persistentProgramCache: " and containing message. */
+void sample_expect_usage_error(const char *exe, const char *scratch, const char *const *args,
+                               const char *message);
+
 /* What a successful run must have printed. */
 typedef struct sample_expect {
     const char *status;   /* "MISS", "HIT", "DISABLED" (reason follows) or "HEALED" */

@@ -158,17 +158,7 @@ static void test_print_source_key(void)
 
 static void expect_usage_error(const char *const *args, const char *message)
 {
-    sample_output out;
-    run(&out, args);
-    if (out.status != 2 || !strstr(out.err, message))
-        sample_dump(&out);
-    CHECK(out.status == 2);
-    CHECK(out.num_lines == 0);
-    CHECK(strstr(out.err, message) != NULL);
-    /* one line */
-    CHECK(strchr(out.err, '\n') == out.err + strlen(out.err) - 1);
-    CHECK(!strncmp(out.err, "persistentProgramCache: ", 24));
-    sample_output_free(&out);
+    sample_expect_usage_error(exe, scratch, args, message);
 }
 
 static void test_bad_input(void)

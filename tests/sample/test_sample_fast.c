@@ -233,15 +233,7 @@ static void test_odd_sizes(void)
 
 static void expect_usage_error(const char *const *args, const char *message)
 {
-    sample_output out;
-    run(&out, args);
-    if (out.status != 2 || !strstr(out.err, message))
-        sample_dump(&out);
-    CHECK(out.status == 2);
-    CHECK(out.num_lines == 0);
-    CHECK(strstr(out.err, message) != NULL);
-    CHECK(strchr(out.err, '\n') == out.err + strlen(out.err) - 1);
-    sample_output_free(&out);
+    sample_expect_usage_error(exe, scratch, args, message);
 }
 
 static void test_bad_usage(void)
