@@ -44,26 +44,31 @@ static void usage(FILE *out)
                  "2 bad usage.\n");
 }
 
+/* "progcache <cmd>: <message>" on stderr; returns exit_code. */
+static int report(const char *cmd, int exit_code, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "progcache %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    return exit_code;
+}
+
 int tool_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "progcache %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int code = report(cmd, EXIT_USAGE, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    return EXIT_USAGE;
+    return code;
 }
 
 int tool_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "progcache %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int code = report(cmd, EXIT_PROBLEMS, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    return EXIT_PROBLEMS;
+    return code;
 }
 
 int tool_lib_error(const char *cmd, int exit_code, const char *what)
