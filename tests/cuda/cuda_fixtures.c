@@ -121,3 +121,14 @@ progcache_store *fixture_flaky_store(fixture_store_ctl *ctl)
     f->base.free = flaky_free;
     return &f->base;
 }
+
+unsigned char *fixture_compile_copy(progcache_program_result *r, progcache *cache,
+                                    const progcache_program *p, size_t *size)
+{
+    CHECK_OK(progcache_compile_or_load(r, cache, p));
+    *size = r->artifact.size;
+    unsigned char *copy = malloc(*size);
+    CHECK(copy != NULL);
+    memcpy(copy, r->artifact.data, *size);
+    return copy;
+}

@@ -16,6 +16,11 @@ extern const char *const fixture_options[2];
  * "scale") with the given flags. */
 progcache_program fixture_program(unsigned int flags);
 
+/* Compile p through cache into r (a MISS on an empty cache) and return a
+ * malloc'd copy of the artifact's bytes, its length in *size. */
+unsigned char *fixture_compile_copy(progcache_program_result *r, progcache *cache,
+                                    const progcache_program *p, size_t *size);
+
 /* <root>/entries/<h[0:2]>/<h[2:]> for key, h = hex SHA-256 of the key:
  * cuda.core's FileStreamProgramCache layout. */
 void fixture_entry_path(char *out, size_t len, const char *root, const unsigned char *key);

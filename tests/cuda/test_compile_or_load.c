@@ -246,10 +246,8 @@ static void test_damage_in_place(void)
     CHECK_OK(progcache_open(&cache, dir, NULL));
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
-    CHECK_OK(progcache_compile_or_load(&r, cache, &p));
-    size_t size = r.artifact.size;
-    unsigned char *good = malloc(size);
-    memcpy(good, r.artifact.data, size);
+    size_t size;
+    unsigned char *good = fixture_compile_copy(&r, cache, &p, &size);
     char path[4096];
     fixture_entry_path(path, sizeof path, dir, r.key);
     unsigned char *bad = malloc(size);

@@ -15,10 +15,8 @@ int main(void)
     CHECK_OK(progcache_open(&cache, dir, NULL));
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
-    CHECK_OK(progcache_compile_or_load(&r, cache, &p));
-    size_t size = r.artifact.size;
-    unsigned char *good = malloc(size);
-    memcpy(good, r.artifact.data, size);
+    size_t size;
+    unsigned char *good = fixture_compile_copy(&r, cache, &p, &size);
     CHECK_OK(progcache_clear(cache));
 
     const struct {
