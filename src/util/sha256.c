@@ -2,12 +2,36 @@
 #include "sha256.h"
 
 #include <openssl/evp.h>
+#include <pthread.h>
 
 #include "error.h"
 #include "progcache/common.h"
 
-/* EVP_sha256() returns a static method table that OpenSSL 3 resolves
- * through the default (or FIPS) provider, so no per-call fetch is needed. */
+/* OpenSSL 3 resolves EVP_sha256() through a provider on every
+ * EVP_DigestInit (an "implicit fetch": a locked lookup in its method store).
+ * OpenSSL's own advice for code that hashes many times is to fetch the
+ * algorithm once and pass that around, which is what this does: the hit
+ * path hashes twice per lookup. The fetched method lives as long as the
+ * process. If the fetch fails (no provider offers it), the implicit path
+ * is kept, and reports the problem where it happens. */
+static const EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void fetch_sha256(void)
+{
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+    sha256_md = EVP_MD_fetch(NULL, "SHA2-256", NULL);
+#endif
+    if (!sha256_md)
+        sha256_md = EVP_sha256();
+}
+
+static const EVP_MD *sha256(void)
+{
+    pthread_once(&sha256_once, fetch_sha256);
+    return sha256_md;
+}
+
 progcache__sha256 *progcache__sha256_new(void)
 {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -15,7 +39,7 @@ progcache__sha256 *progcache__sha256_new(void)
         progcache__error(PROGCACHE_ENOMEM, "out of memory creating a SHA-256 context");
         return NULL;
     }
-    if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+    if (EVP_DigestInit_ex(md, sha256(), NULL) != 1) {
         EVP_MD_CTX_free(md);
         progcache__error(PROGCACHE_EIO, "OpenSSL refused to initialise SHA-256 "
                                         "(is a crypto provider with SHA-256 loaded?)");
@@ -48,7 +72,7 @@ int progcache__sha256_oneshot(unsigned char out[PROGCACHE_SHA256_SIZE], const vo
                               size_t len)
 {
     unsigned int n = 0;
-    if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 || n != PROGCACHE_SHA256_SIZE)
+    if (EVP_Digest(data, len, out, &n, sha256(), NULL) != 1 || n != PROGCACHE_SHA256_SIZE)
         return progcache__error(PROGCACHE_EIO, "OpenSSL SHA-256 failed");
     return PROGCACHE_OK;
 }
