@@ -24,6 +24,7 @@
 #include "cache/cache_stats.h"
 #include "progcache/remote.h"
 #include "store/stats_file.h"
+#include "store/store_file.h"
 
 void progcache_options_init(progcache_options *opts)
 {
@@ -318,21 +319,15 @@ static progcache__stats *cache_stats(const progcache *cache)
     return progcache__store_stats(cache->tiers[cache->home]);
 }
 
-int progcache_get(progcache_buf *out, progcache *cache, const void *key, size_t key_len)
+/* The lookup through the tiers. With sealed, the home tier is read through
+ * the file store's own get, which says whether the bytes matched the
+ * digest they were stored with (*sealed = 1); a hit from any other tier
+ * leaves *sealed 0. */
+static int lookup(progcache_buf *out, progcache *cache, const void *key, size_t key_len,
+                  int *sealed)
 {
-    int rc = progcache__cache_get_quiet(out, cache, key, key_len);
-    if (rc == PROGCACHE_OK)
-        progcache__stats_add(cache_stats(cache), PROGCACHE__HITS, 1);
-    else if (rc == PROGCACHE_ENOTFOUND)
-        progcache__stats_add(cache_stats(cache), PROGCACHE__MISSES, 1);
-    else if (cache && key && key_len && out)
-        progcache__stats_add(cache_stats(cache), PROGCACHE__LOOKUP_ERRORS, 1);
-    return rc;
-}
-
-int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void *key,
-                               size_t key_len)
-{
+    if (sealed)
+        *sealed = 0;
     int rc = check_key(cache, key, key_len, "progcache_get");
     if (rc)
         return rc;
@@ -345,7 +340,8 @@ int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void 
     int failed = PROGCACHE_OK;
     for (size_t i = 0; i < cache->num_tiers; i++) {
         progcache_store *t = cache->tiers[i];
-        rc = t->get(out, t, key, key_len);
+        file_store *fs = sealed && i == cache->home ? progcache__file_store_cast(t) : NULL;
+        rc = fs ? progcache__file_get(out, fs, key, key_len, sealed) : t->get(out, t, key, key_len);
         if (rc == PROGCACHE_OK) {
             for (size_t j = i; j-- > 0;)
                 put_upper(cache, j, key, key_len, out->data, out->size);
@@ -360,6 +356,30 @@ int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void 
         }
     }
     return failed ? failed : PROGCACHE_ENOTFOUND;
+}
+
+int progcache__cache_get_sealed(progcache_buf *out, progcache *cache, const void *key,
+                                size_t key_len, int *sealed)
+{
+    int rc = lookup(out, cache, key, key_len, sealed);
+    if (rc == PROGCACHE_OK)
+        progcache__stats_add(cache_stats(cache), PROGCACHE__HITS, 1);
+    else if (rc == PROGCACHE_ENOTFOUND)
+        progcache__stats_add(cache_stats(cache), PROGCACHE__MISSES, 1);
+    else if (cache && key && key_len && out)
+        progcache__stats_add(cache_stats(cache), PROGCACHE__LOOKUP_ERRORS, 1);
+    return rc;
+}
+
+int progcache_get(progcache_buf *out, progcache *cache, const void *key, size_t key_len)
+{
+    return progcache__cache_get_sealed(out, cache, key, key_len, NULL);
+}
+
+int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void *key,
+                               size_t key_len)
+{
+    return lookup(out, cache, key, key_len, NULL);
 }
 
 /* After the home tier refused a put: drop key from the tiers above it, so

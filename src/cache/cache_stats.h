@@ -16,6 +16,12 @@ progcache__stats *progcache__cache_stats(progcache *cache);
  * progcache_close. */
 void progcache__cache_fold_remote(progcache *cache);
 
+/* progcache_get, also saying whether the bytes came from the cache
+ * directory and matched the digest they were stored with (*sealed = 1):
+ * then they are exactly what a put stored (compile-or-load's hit path). */
+int progcache__cache_get_sealed(progcache_buf *out, progcache *cache, const void *key,
+                                size_t key_len, int *sealed);
+
 /* progcache_get without counting a hit or miss: for lookups that are not
  * the caller's (polling while another process compiles the key). */
 int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void *key,

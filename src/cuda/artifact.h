@@ -8,8 +8,11 @@
 
 /* 0 when data looks like a whole artifact of target; -1 otherwise, with
  * the reason in why (NUL-terminated, cut to why_len). Cheap: reads the
- * headers only. */
+ * headers only. With sealed (the store matched the bytes against the
+ * digest it stored with them, so they are exactly what was put) only the
+ * kind is checked: what progcache puts came from NVRTC, and a caller's own
+ * bytes of the right kind that the driver refuses are still healed. */
 int progcache__artifact_check(const unsigned char *data, size_t size, progcache_target target,
-                              char *why, size_t why_len);
+                              int sealed, char *why, size_t why_len);
 
 #endif

@@ -308,11 +308,12 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
     if (rc)
         goto done;
     t = now_ms();
-    int have = 0;
+    int have = 0, sealed = 0;
     if (!cache) {
         out->status = PROGCACHE_STATUS_DISABLED;
     } else {
-        rc = progcache_get(&out->artifact, cache, out->key, sizeof out->key);
+        rc = progcache__cache_get_sealed(&out->artifact, cache, out->key, sizeof out->key,
+                                         &sealed);
         if (rc == PROGCACHE_OK)
             have = 1;
         else if (rc != PROGCACHE_ENOTFOUND)
@@ -322,7 +323,7 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
     if (have) {
         out->status = PROGCACHE_STATUS_HIT;
         if (progcache__artifact_check(out->artifact.data, out->artifact.size,
-                                      program->nvrtc.target, out->heal_reason,
+                                      program->nvrtc.target, sealed, out->heal_reason,
                                       sizeof out->heal_reason)) {
             out->lookup_ms = now_ms() - t;
             rc = heal(out, cache, program);

@@ -91,23 +91,31 @@ static int trusted(const file_store *fs, const struct stat *st)
     return (fs->flags & PROGCACHE_FILE_SHARED_GROUP) && st->st_gid == fs->root_gid;
 }
 
-/* The checks of an entry read, cheapest first:
+/* The checks of an entry read:
  *  - if the entry carries progcache's digest, the bytes must match it (any
- *    change on disk: a flipped bit, an edit in place);
- *  - bytes that announce an artifact (ELF, fatbin, LTO-IR or PTX magic or
- *    text) must be a whole one (src/store/validate.c: headers and tables
- *    inside the file). This is what guards entries written without a
- *    digest: by cuda.core, or on a file system without user xattrs.
- * Other bytes (the store holds any values) pass. */
-static int intact(int fd, const unsigned char *data, size_t size, char *why, size_t why_len)
+ *    change on disk: a flipped bit, a torn or truncated file, an edit in
+ *    place). A match proves the bytes are exactly the ones that were put,
+ *    so their structure is not checked again: that would only re-check the
+ *    writer's input, and the hit path pays for every step (compile-or-load
+ *    checks what it loads in any case, src/cuda/artifact.c);
+ *  - without a digest (written by cuda.core, or on a file system without
+ *    user xattrs), bytes that announce an artifact (ELF, fatbin, LTO-IR or
+ *    PTX magic or text) must be a whole one (src/store/validate.c: headers
+ *    and tables inside the file). Other bytes (the store holds any values)
+ *    pass. */
+static int intact(int fd, const unsigned char *data, size_t size, int *sealed, char *why,
+                  size_t why_len)
 {
     unsigned char want[PROGCACHE_SHA256_SIZE], got[PROGCACHE_SHA256_SIZE];
     ssize_t n = fgetxattr(fd, FILE_DIGEST_XATTR, want, sizeof want);
-    if (n >= 0 && (n != (ssize_t)sizeof want ||
-                   progcache__sha256_oneshot(got, data, size) != PROGCACHE_OK ||
-                   memcmp(want, got, sizeof want) != 0)) {
-        snprintf(why, why_len, "SHA-256 mismatch");
-        return 0;
+    if (n >= 0) {
+        if (n != (ssize_t)sizeof want || progcache__sha256_oneshot(got, data, size) != PROGCACHE_OK ||
+            memcmp(want, got, sizeof want) != 0) {
+            snprintf(why, why_len, "SHA-256 mismatch");
+            return 0;
+        }
+        *sealed = 1;
+        return 1;
     }
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
     (void)progcache__validate(&info, data, size, 0); /* no names: cannot fail */
@@ -118,9 +126,13 @@ static int intact(int fd, const unsigned char *data, size_t size, char *why, siz
     return 1;
 }
 
-static int file_get(progcache_buf *out, progcache_store *store, const void *key, size_t key_len)
+int progcache__file_get(progcache_buf *out, file_store *fs, const void *key, size_t key_len,
+                        int *sealed)
 {
-    file_store *fs = (file_store *)store;
+    int sealed_here = 0;
+    if (!sealed)
+        sealed = &sealed_here;
+    *sealed = 0;
     char rel[FILE_REL_PATH_MAX];
     int rc = progcache__file_rel_path(rel, NULL, key, key_len);
     if (rc)
@@ -164,7 +176,7 @@ static int file_get(progcache_buf *out, progcache_store *store, const void *key,
     }
     progcache__buf_set_size(out, size);
     char why[200];
-    if (!(fs->flags & PROGCACHE_FILE_NO_VERIFY) && !intact(fd, out->data, size, why, sizeof why)) {
+    if (!(fs->flags & PROGCACHE_FILE_NO_VERIFY) && !intact(fd, out->data, size, sealed, why, sizeof why)) {
         /* Never hand out bytes that changed on disk or an artifact that is
          * not whole. Remove the entry (if it is still this file: another
          * process may have replaced it meanwhile) so the next put heals it. */
@@ -189,6 +201,11 @@ static int file_get(progcache_buf *out, progcache_store *store, const void *key,
 done:
     close(fd);
     return rc;
+}
+
+static int file_get(progcache_buf *out, progcache_store *store, const void *key, size_t key_len)
+{
+    return progcache__file_get(out, (file_store *)store, key, key_len, NULL);
 }
 
 /* ---- put --------------------------------------------------------------- */

@@ -59,6 +59,13 @@ typedef struct file_store {
 int progcache__file_rel_path(char out[FILE_REL_PATH_MAX], int *shard, const void *key,
                              size_t key_len);
 
+/* The store's get. *sealed (when not NULL) is set to 1 when the bytes
+ * matched the digest progcache stored with them: they are exactly the
+ * bytes that were put, so a caller that trusts its own puts need not check
+ * their structure again. */
+int progcache__file_get(progcache_buf *out, file_store *fs, const void *key, size_t key_len,
+                        int *sealed);
+
 /* Accounting (store_file_account.c). */
 int progcache__file_state_open(file_store *fs);
 void progcache__file_state_close(file_store *fs);

@@ -462,6 +462,31 @@ static int check_fatbin(reader *r)
 
 /* ---- entry point -------------------------------------------------------------- */
 
+/* What the bytes announce, from their first bytes (and, for text, what
+ * PTX looks like); checks nothing else. */
+progcache_kind progcache__kind_of(const unsigned char *data, size_t size)
+{
+    if (size < 4 || !data)
+        return PROGCACHE_KIND_UNKNOWN;
+    if (memcmp(data, ELFMAG, SELFMAG) == 0) {
+        Elf64_Ehdr eh;
+        if (size < sizeof eh)
+            return PROGCACHE_KIND_UNKNOWN;
+        memcpy(&eh, data, sizeof eh);
+        return eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_ident[EI_DATA] == ELFDATA2LSB &&
+                       eh.e_machine == EM_CUDA
+                   ? PROGCACHE_KIND_CUBIN
+                   : PROGCACHE_KIND_UNKNOWN;
+    }
+    if (read_u32(data) == FATBIN_MAGIC)
+        return PROGCACHE_KIND_FATBIN;
+    if (read_u32(data) == NVVM_MAGIC || memcmp(data, "BC\xc0\xde", 4) == 0 ||
+        read_u32(data) == BITCODE_WRAPPER_MAGIC)
+        return PROGCACHE_KIND_LTOIR;
+    size_t text_len = data[size - 1] == '\0' ? size - 1 : size;
+    return looks_like_ptx(data, text_len) ? PROGCACHE_KIND_PTX : PROGCACHE_KIND_UNKNOWN;
+}
+
 int progcache__validate(progcache_artifact_info *out, const unsigned char *data, size_t size,
                         int want_names)
 {

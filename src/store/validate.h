@@ -18,6 +18,11 @@
 int progcache__validate(progcache_artifact_info *out, const unsigned char *data, size_t size,
                         int want_names);
 
+/* The kind the bytes announce (magic numbers; for a CUBIN, a 64-bit CUDA
+ * ELF header; for PTX, a .version directive near the start), without
+ * checking that they are a whole artifact. */
+progcache_kind progcache__kind_of(const unsigned char *data, size_t size);
+
 /* The kind NVRTC produces for a target. */
 progcache_kind progcache__kind_of_target(progcache_target target);
 

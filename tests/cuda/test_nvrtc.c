@@ -28,8 +28,22 @@ static void test_cubin(void)
     CHECK(out.size > 1000);
     CHECK(!memcmp(out.data, "\177ELF", 4));
     char why[256];
-    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_CUBIN, why,
+    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_CUBIN, 0, why,
                                     sizeof why) == 0);
+    /* Sealed bytes (they matched their stored digest) get the kind check
+     * only: the right kind passes, another kind does not, and a CUBIN cut
+     * short fails only the full check. */
+    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_CUBIN, 1, why,
+                                    sizeof why) == 0);
+    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_PTX, 1, why,
+                                    sizeof why) != 0);
+    CHECK(strstr(why, "expected a PTX") != NULL);
+    CHECK(progcache__artifact_check(out.data, 100, PROGCACHE_TARGET_CUBIN, 0, why, sizeof why) !=
+          0);
+    CHECK(progcache__artifact_check(out.data, 100, PROGCACHE_TARGET_CUBIN, 1, why, sizeof why) ==
+          0);
+    CHECK(progcache__artifact_check(out.data, 32, PROGCACHE_TARGET_CUBIN, 1, why, sizeof why) !=
+          0);
     CHECK(memmem(out.data, out.size, "scale", 5) != NULL);
     /* The same compile cuda.core made for the reference cache: with the
      * same NVRTC the bytes are the same, so C and Python entries agree. */
@@ -65,8 +79,12 @@ static void test_ptx_and_ltoir(void)
     CHECK(out.size > 100 && out.data[out.size - 1] == '\0');
     CHECK(strstr((const char *)out.data, ".entry scale") != NULL);
     char why[256];
-    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_PTX, why,
+    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_PTX, 0, why,
                                     sizeof why) == 0);
+    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_PTX, 1, why,
+                                    sizeof why) == 0);
+    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_CUBIN, 1, why,
+                                    sizeof why) != 0);
 
     p.target = PROGCACHE_TARGET_LTOIR;
     CHECK_OK(progcache_nvrtc_compile(&out, NULL, NULL, &p));
