@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The first cache hit of a fresh process, taken apart (needs a GPU):
+# bench_hit_anatomy step by step, under the environment variants that tell
+# the causes apart, then the HIT lines of the C sample (and of any other
+# builds of it given, for A/B runs) next to the Python sample's, runs
+# interleaved.
+#   bench/run_hit_anatomy.sh BUILD_DIR [RUNS [OTHER_SAMPLE_BINARY...]]
+set -uo pipefail
+B=$(cd "${1:?usage: $0 BUILD_DIR [RUNS [OTHER_SAMPLE_BINARY...]]}" && pwd)
+RUNS=${2:-15}
+shift $(( $# < 2 ? $# : 2 ))
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [ -z "${SKIP_ANATOMY:-}" ]; then
+echo "== bench_hit_anatomy (default)"
+"$B/bin/bench_hit_anatomy" --runs "$RUNS"
+echo "== bench_hit_anatomy (LD_BIND_NOW=1: symbols bound at start-up, diagnostic only)"
+LD_BIND_NOW=1 "$B/bin/bench_hit_anatomy" --runs "$RUNS"
+echo "== bench_hit_anatomy (CUDA_MODULE_LOADING=EAGER)"
+CUDA_MODULE_LOADING=EAGER "$B/bin/bench_hit_anatomy" --runs "$RUNS"
+fi
+
+D=$(mktemp -d /tmp/hit-anatomy-sample.XXXXXX)
+trap 'rm -rf "$D"' EXIT
+"$B/bin/persistentProgramCache" --cache-dir "$D/cache" >/dev/null
+progs=("$B/bin/persistentProgramCache" "$@" "python3 $HERE/persistent_program_cache_cudacore.py")
+for i in $(seq "$RUNS"); do
+  for j in "${!progs[@]}"; do ${progs[$j]} --cache-dir "$D/cache" >>"$D/out.$j" 2>&1; done
+done
+echo "== HIT, medians of $RUNS fresh processes per program, interleaved"
+for j in "${!progs[@]}"; do
+  awk -v label="${progs[$j]}" '/^Cache lookup:/ {l[n]=$3} /^Module load:/ {m[n]=$3}
+    /^Cache status:/ && $3 != "HIT" {bad++} /^Host prep time:/ {h[n++]=$4}
+    function med(a,  i,j,t,k,s) { k=0; for (i in a) s[k++]=a[i];
+      for (i=0;i<k;i++) for (j=i+1;j<k;j++) if (s[j]<s[i]) {t=s[i];s[i]=s[j];s[j]=t}
+      return s[int(k/2)] }
+    END { printf "lookup %.3f  load %.3f  host prep %.3f ms  (n=%d, not HIT %d)  %s\n",
+          med(l), med(m), med(h), n, bad, label }' "$D/out.$j"
+done
