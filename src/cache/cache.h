@@ -35,6 +35,6 @@ struct progcache {
 
 /* Pass a formatted message to the cache's log callback, if any. */
 void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)
-    PROGCACHE_PRINTF(3, 4);
+    PROGCACHE_PRINTF(3, 4) PROGCACHE_COLD;
 
 #endif

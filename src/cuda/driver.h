@@ -7,7 +7,8 @@
 
 /* Record "<what> failed: <NAME> (<text>)" for result and return
  * PROGCACHE_ECUDA. what is a printf format. */
-int progcache__cuda_error(CUresult result, const char *fmt, ...) PROGCACHE_PRINTF(2, 3);
+int progcache__cuda_error(CUresult result, const char *fmt, ...) PROGCACHE_PRINTF(2, 3)
+    PROGCACHE_COLD;
 
 /* The table if progcache_cuda_load() has already succeeded in this process,
  * else NULL. Never loads anything (for release paths, which must not start

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "error.h" /* PROGCACHE_PRINTF, PROGCACHE_COLD */
 #include "progcache/sys/store.h"
 
 #define FILE_SHARDS 256
@@ -112,10 +113,7 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
 int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cutoff,
                           uint64_t *removed, uint64_t *removed_bytes);
 
-void progcache__file_log(file_store *fs, int level, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+void progcache__file_log(file_store *fs, int level, const char *fmt, ...) PROGCACHE_PRINTF(3, 4)
+    PROGCACHE_COLD;
 
 #endif

@@ -6,22 +6,28 @@
 
 #if defined(__GNUC__)
 #define PROGCACHE_PRINTF(a, b) __attribute__((format(printf, a, b)))
+/* Error paths: the compiler treats branches into them as unlikely and
+ * moves them out of line, so the code a cache hit runs stays dense (a
+ * fresh process pays for every cold cache line and page of it). */
+#define PROGCACHE_COLD __attribute__((cold))
 #else
 #define PROGCACHE_PRINTF(a, b)
+#define PROGCACHE_COLD
 #endif
 
 /* Record code and a formatted message for this thread; returns code so a
  * caller can write `return progcache__error(PROGCACHE_EINVAL, "...")`. */
-int progcache__error(int code, const char *fmt, ...) PROGCACHE_PRINTF(2, 3);
+int progcache__error(int code, const char *fmt, ...) PROGCACHE_PRINTF(2, 3) PROGCACHE_COLD;
 
 /* Like progcache__error, appending ": <strerror(errnum)>" to the message. */
-int progcache__error_errno(int code, int errnum, const char *fmt, ...) PROGCACHE_PRINTF(3, 4);
+int progcache__error_errno(int code, int errnum, const char *fmt, ...) PROGCACHE_PRINTF(3, 4)
+    PROGCACHE_COLD;
 
 /* Map an errno from a failed file operation to a progcache code:
  * ENOMEM -> PROGCACHE_ENOMEM, everything else -> PROGCACHE_EIO. */
 int progcache__code_from_errno(int errnum);
 
 /* Prefix the current message with text (for adding context on the way up). */
-void progcache__error_prefix(const char *fmt, ...) PROGCACHE_PRINTF(1, 2);
+void progcache__error_prefix(const char *fmt, ...) PROGCACHE_PRINTF(1, 2) PROGCACHE_COLD;
 
 #endif
