@@ -2,7 +2,8 @@
  * its time, one system call or library call at a time, with the page
  * faults each one took (the machine has no perf or strace).
  *
- *   bench_hit_anatomy [--runs N]      (needs a CUDA device; says so if none)
+ *   bench_hit_anatomy [--runs N] [--source FILE --kernel NAME]
+ *                                      (needs a CUDA device; says so if none)
  *
  * Each of N fresh processes (this program again, exec'ed with --child)
  * sets up like the sample (driver, primary context, cache, key derived
@@ -11,7 +12,9 @@
  * a second entry this process has never read (warm code, cold entry). The
  * steps are the ones file_get and compile_or_load take, in their order.
  * A last line times progcache_compile_or_load itself in a fresh process,
- * as the sample calls it. The parent prints medians per step and round. */
+ * as the sample calls it. The parent prints medians per step and round.
+ * --source times another program (the sample's: its --print-source), the
+ * second entry being the same source with a comment added. */
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -32,7 +35,9 @@
 #include "store/store_file.h"
 #include "store/validate.h"
 
-static const char *const sources[2] = {
+static const char *kernel_name = "kern";
+static const char *source_path; /* --source, passed on to the children */
+static const char *sources[2] = {
     "extern \"C\" __global__ void kern(float *a, float s, int n)\n"
     "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= s; }\n",
     "extern \"C\" __global__ void kern(float *a, float s, int n)\n"
@@ -41,7 +46,7 @@ static const char *const sources[2] = {
 enum { PATH, OPEN, FSTAT, ALLOC, READ, XATTR, SHA, VALIDATE, CLOSE, LOAD, KERNEL, STEPS };
 static const char *const step_names[STEPS] = {
     "entry path (SHA-256 of the key)", "openat2 of the entry", "fstat", "buffer allocation",
-    "read", "fgetxattr (stored digest)", "SHA-256 of the bytes", "structure check", "close",
+    "read", "fgetxattr (stored digest)", "SHA-256 of the bytes", "kind check (sealed bytes)", "close",
     "cuLibraryLoadData (preserved)", "cuLibraryGetKernel"};
 enum { ROUNDS = 3 };
 /* Per run: ROUNDS x STEPS times, ROUNDS x STEPS faults, then the API call's
@@ -112,11 +117,12 @@ static int walk(double *t, double *fl, int root, const unsigned char *key,
     STEP(READ, n = progcache__fs_read_full(fd, buf->data, (size_t)st.st_size));
     STEP(XATTR, bad |= fgetxattr(fd, FILE_DIGEST_XATTR, want, sizeof want) != sizeof want);
     STEP(SHA, bad |= progcache__sha256_oneshot(got, buf->data, (size_t)n));
-    STEP(VALIDATE, (void)progcache__validate(&info, buf->data, (size_t)n, 0));
+    STEP(VALIDATE, info.kind = progcache__kind_of(buf->data, (size_t)n));
     STEP(CLOSE, close(fd));
     STEP(LOAD, bad |= api->cuLibraryLoadData(&lib, buf->data, NULL, NULL, 0, &opt, &val, 1) != 0);
-    STEP(KERNEL, bad |= api->cuLibraryGetKernel(&kern, lib, "kern") != 0);
-    bad |= fd < 0 || n != st.st_size || memcmp(want, got, 32) != 0 || !info.valid;
+    STEP(KERNEL, bad |= api->cuLibraryGetKernel(&kern, lib, kernel_name) != 0);
+    bad |= fd < 0 || n != st.st_size || memcmp(want, got, 32) != 0 ||
+           info.kind != PROGCACHE_KIND_CUBIN;
     if (lib)
         api->cuLibraryUnload(lib);
     return bad;
@@ -157,7 +163,7 @@ static int child(const char *dir, const char *arch, const char *mode)
         progcache_program p;
         progcache_program_init(&p);
         options_for(&p.nvrtc, 0, opts);
-        p.kernel = "kern";
+        p.kernel = kernel_name;
         p.flags = PROGCACHE_PROGRAM_PRESERVE_BINARY;
         progcache_program_result res = PROGCACHE_PROGRAM_RESULT_INIT;
         long f0 = faults();
@@ -193,7 +199,11 @@ static int spawn(const char *self, const char *dir, const char *arch, const char
         if (pid == 0) {
             dup2(p[1], 1);
             close(p[0]);
-            execl(self, self, "--child", dir, arch, mode, (char *)NULL);
+            if (source_path)
+                execl(self, self, "--child", dir, arch, mode, "--source", source_path, "--kernel",
+                      kernel_name, (char *)NULL);
+            else
+                execl(self, self, "--child", dir, arch, mode, (char *)NULL);
             _exit(127);
         }
         close(p[1]);
@@ -220,19 +230,47 @@ static double median_of(const double *v, int runs, int i)
     return m;
 }
 
+/* The program to time: FILE, and FILE plus a comment (another key). */
+static int load_sources(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    static char text[2][1 << 20];
+    size_t n = f ? fread(text[0], 1, sizeof text[0] - 64, f) : 0;
+    if (f)
+        fclose(f);
+    if (!n) {
+        fprintf(stderr, "bench_hit_anatomy: cannot read %s\n", path);
+        return 1;
+    }
+    text[0][n] = '\0';
+    memcpy(text[1], text[0], n);
+    memcpy(text[1] + n, "// another entry\n", sizeof "// another entry\n");
+    sources[0] = text[0];
+    sources[1] = text[1];
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc == 5 && !strcmp(argv[1], "--child"))
-        return child(argv[2], argv[3], argv[4]);
-    int runs = 15;
-    for (int i = 1; i < argc; i++) {
+    int runs = 15, is_child = argc >= 5 && !strcmp(argv[1], "--child");
+    const char *source_file = NULL;
+    for (int i = is_child ? 5 : 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--source") && i + 1 < argc)
+            source_file = argv[++i];
+        else if (!strcmp(argv[i], "--kernel") && i + 1 < argc)
+            kernel_name = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_hit_anatomy [--runs N]\n");
+            fprintf(stderr, "usage: bench_hit_anatomy [--runs N] [--source FILE --kernel NAME]\n");
             return 2;
         }
     }
+    if (source_file && load_sources(source_file))
+        return 2;
+    source_path = source_file;
+    if (is_child)
+        return child(argv[2], argv[3], argv[4]);
     if (runs < 1)
         runs = 1;
     /* Nothing CUDA in this process before the children: a probe child reads
