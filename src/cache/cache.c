@@ -323,6 +323,7 @@ static progcache__stats *cache_stats(const progcache *cache)
  * the file store's own get, which says whether the bytes matched the
  * digest they were stored with (*sealed = 1); a hit from any other tier
  * leaves *sealed 0. */
+PROGCACHE_HOT
 static int lookup(progcache_buf *out, progcache *cache, const void *key, size_t key_len,
                   int *sealed)
 {
@@ -358,6 +359,7 @@ static int lookup(progcache_buf *out, progcache *cache, const void *key, size_t 
     return failed ? failed : PROGCACHE_ENOTFOUND;
 }
 
+PROGCACHE_HOT
 int progcache__cache_get_sealed(progcache_buf *out, progcache *cache, const void *key,
                                 size_t key_len, int *sealed)
 {

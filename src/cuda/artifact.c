@@ -6,8 +6,10 @@
 
 #include <stdio.h>
 
+#include "error.h" /* PROGCACHE_HOT */
 #include "store/validate.h"
 
+PROGCACHE_HOT
 int progcache__artifact_check(const unsigned char *data, size_t size, progcache_target target,
                               int sealed, char *why, size_t why_len)
 {

@@ -171,6 +171,7 @@ static void unload(const progcache_cuda_api *api, progcache_program_result *out)
 
 /* Load the artifact and fetch the kernel. *refused is set when the driver
  * rejected the bytes themselves (see image_refused). */
+PROGCACHE_HOT
 static int load(progcache_program_result *out, const progcache_program *program, int *refused)
 {
     *refused = 0;
@@ -294,6 +295,7 @@ static void reset(progcache_program_result *out)
     out->waited = 0;
 }
 
+PROGCACHE_HOT
 int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
                               const progcache_program *program)
 {

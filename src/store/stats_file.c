@@ -213,6 +213,7 @@ static unsigned slot_of(const progcache__stats *stats)
     return (unsigned)(x % STATS_SLOTS);
 }
 
+PROGCACHE_HOT
 void progcache__stats_add(progcache__stats *stats, progcache__counter counter, uint64_t n)
 {
     if (!stats || !stats->writable || n == 0)

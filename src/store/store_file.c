@@ -51,6 +51,7 @@ void progcache__file_log(file_store *fs, int level, const char *fmt, ...)
     fs->log(fs->log_ctx, level, msg);
 }
 
+PROGCACHE_HOT
 int progcache__file_rel_path(char out[FILE_REL_PATH_MAX], int *shard, const void *key,
                              size_t key_len)
 {
@@ -126,6 +127,7 @@ static int intact(int fd, const unsigned char *data, size_t size, int *sealed, c
     return 1;
 }
 
+PROGCACHE_HOT
 int progcache__file_get(progcache_buf *out, file_store *fs, const void *key, size_t key_len,
                         int *sealed)
 {

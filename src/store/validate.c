@@ -464,6 +464,7 @@ static int check_fatbin(reader *r)
 
 /* What the bytes announce, from their first bytes (and, for text, what
  * PTX looks like); checks nothing else. */
+PROGCACHE_HOT
 progcache_kind progcache__kind_of(const unsigned char *data, size_t size)
 {
     if (size < 4 || !data)

@@ -16,6 +16,7 @@ void progcache_buf_free(progcache_buf *buf)
     buf->capacity = 0;
 }
 
+PROGCACHE_HOT
 int progcache__buf_reserve(progcache_buf *buf, size_t size)
 {
     if (size >= SIZE_MAX / 2)
@@ -34,6 +35,7 @@ int progcache__buf_reserve(progcache_buf *buf, size_t size)
     return PROGCACHE_OK;
 }
 
+PROGCACHE_HOT
 void progcache__buf_set_size(progcache_buf *buf, size_t size)
 {
     buf->size = size;

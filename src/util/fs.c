@@ -18,6 +18,8 @@
 #include <linux/openat2.h>
 #endif
 
+#include "error.h" /* PROGCACHE_HOT */
+
 static _Thread_local struct {
     long countdown[PROGCACHE_FS_OP_COUNT];
     int errnum[PROGCACHE_FS_OP_COUNT];
@@ -40,6 +42,7 @@ static int injected(progcache__fs_op op)
     return 1;
 }
 
+PROGCACHE_HOT
 int progcache__fs_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
     if (injected(PROGCACHE_FS_OPEN))
@@ -76,6 +79,7 @@ int progcache__fs_open_dir(int dirfd, const char *path)
     return progcache__fs_open_beneath(dirfd, path, O_RDONLY | O_DIRECTORY, 0);
 }
 
+PROGCACHE_HOT
 ssize_t progcache__fs_read_full(int fd, void *buf, size_t len)
 {
     if (injected(PROGCACHE_FS_READ))

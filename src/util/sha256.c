@@ -68,6 +68,7 @@ int progcache__sha256_final(progcache__sha256 *ctx, unsigned char out[PROGCACHE_
 
 void progcache__sha256_free(progcache__sha256 *ctx) { EVP_MD_CTX_free((EVP_MD_CTX *)ctx); }
 
+PROGCACHE_HOT
 int progcache__sha256_oneshot(unsigned char out[PROGCACHE_SHA256_SIZE], const void *data,
                               size_t len)
 {
@@ -77,6 +78,7 @@ int progcache__sha256_oneshot(unsigned char out[PROGCACHE_SHA256_SIZE], const vo
     return PROGCACHE_OK;
 }
 
+PROGCACHE_HOT
 void progcache__hex(char *out, const unsigned char *bytes, size_t len)
 {
     static const char digits[] = "0123456789abcdef";
