@@ -15,14 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "progcache/progcache.h"
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static const char source[] = "extern \"C\" __global__ void k(float *a){ a[threadIdx.x] *= 2.0f; }\n";
 static const char *const options[] = {"-arch=sm_90", "--std=c++17"};
@@ -49,35 +43,29 @@ static int child(const char *dir, int fd)
     unsigned char key[PROGCACHE_KEY_SIZE];
     progcache_buf buf = PROGCACHE_BUF_INIT;
     progcache *c;
-    double t0 = now_us();
+    double t0 = bench_now_us();
     if (progcache_open(&c, dir, NULL))
         return 1;
-    t[OPEN] = now_us() - t0;
-    t0 = now_us();
+    t[OPEN] = bench_now_us() - t0;
+    t0 = bench_now_us();
     derive(key);
-    t[KEY] = now_us() - t0;
-    t0 = now_us();
+    t[KEY] = bench_now_us() - t0;
+    t0 = bench_now_us();
     if (progcache_get(&buf, c, key, sizeof key))
         return 1;
-    t[GET1] = now_us() - t0;
-    t0 = now_us();
+    t[GET1] = bench_now_us() - t0;
+    t0 = bench_now_us();
     if (progcache_get(&buf, c, key, sizeof key))
         return 1;
-    t[GET2] = now_us() - t0;
-    t0 = now_us();
+    t[GET2] = bench_now_us() - t0;
+    t0 = bench_now_us();
     derive(key);
-    t[KEY2] = now_us() - t0;
+    t[KEY2] = bench_now_us() - t0;
     if (write(fd, t, sizeof t) != (ssize_t)sizeof t)
         return 1;
     progcache_buf_free(&buf);
     progcache_close(c);
     return 0;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -97,6 +85,7 @@ int main(int argc, char **argv)
     }
     if (runs < 1)
         runs = 1;
+    int made = !dir;
     if (!dir && !(dir = mkdtemp(tmpl)))
         return 1;
     /* The entry: a 10 KiB value (a small CUBIN's size) under the key. */
@@ -133,9 +122,11 @@ int main(int argc, char **argv)
            runs);
     for (int s = 0; s < STEPS; s++) {
         double *v = t + s * runs;
-        qsort(v, (size_t)runs, sizeof *v, cmp);
+        qsort(v, (size_t)runs, sizeof *v, bench_cmp_double);
         printf("| %s | %.1f | %.1f | %.1f |\n", names[s], v[runs / 2], v[0], v[runs - 1]);
     }
     free(t);
+    if (made)
+        bench_remove_tree(dir);
     return 0;
 }

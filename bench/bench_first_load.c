@@ -14,25 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "progcache/cuda.h"
 #include "progcache/progcache.h"
 
 static const char source[] =
     "extern \"C\" __global__ void scale(float *a, float s, int n)\n"
     "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= s; }\n";
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 enum { LIB, LIB_PRESERVED, MODULE, MODES };
 static const char *mode_names[MODES] = {"cuLibraryLoadData + cuLibraryGetKernel",
@@ -42,7 +30,7 @@ static const char *mode_names[MODES] = {"cuLibraryLoadData + cuLibraryGetKernel"
 /* Time one load of the mode; returns µs or -1. */
 static double load_once(const progcache_cuda_api *api, int mode, const progcache_buf *cubin)
 {
-    double t0 = now_us();
+    double t0 = bench_now_us();
     if (mode == MODULE) {
         CUmodule m;
         CUfunction f;
@@ -53,7 +41,7 @@ static double load_once(const progcache_cuda_api *api, int mode, const progcache
             fprintf(stderr, "bench_first_load: module load: CUresult %d\n", (int)r);
             return -1;
         }
-        double t = now_us() - t0;
+        double t = bench_now_us() - t0;
         api->cuModuleUnload(m);
         return t;
     }
@@ -70,7 +58,7 @@ static double load_once(const progcache_cuda_api *api, int mode, const progcache
         fprintf(stderr, "bench_first_load: library load (mode %d): CUresult %d\n", mode, (int)r);
         return -1;
     }
-    double t = now_us() - t0;
+    double t = bench_now_us() - t0;
     api->cuLibraryUnload(lib);
     return t;
 }
@@ -114,19 +102,9 @@ int main(int argc, char **argv)
     close(cubin_fd);
     pid_t prober = fork();
     if (prober == 0) {
-        const progcache_cuda_api *api;
-        CUdevice dev;
-        int major = 0, minor = 0;
-        if (progcache_cuda_load(&api) || api->cuDeviceGet(&dev, 0) ||
-            api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
-            api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) {
-            printf("bench_first_load: no CUDA device (%s): nothing to measure\n",
-                   progcache_error_last());
-            fflush(stdout);
-            _exit(3);
-        }
         char arch[32];
-        snprintf(arch, sizeof arch, "-arch=sm_%d%d", major, minor);
+        if (bench_device_arch_option(arch, sizeof arch, "bench_first_load"))
+            _exit(3);
         const char *opts[] = {arch};
         progcache_key_nvrtc_options o = PROGCACHE_KEY_NVRTC_OPTIONS_INIT;
         o.source = source;
@@ -181,8 +159,8 @@ int main(int argc, char **argv)
             first[r] = t[0];
             warm[r] = t[1];
         }
-        qsort(first, (size_t)runs, sizeof *first, cmp);
-        qsort(warm, (size_t)runs, sizeof *warm, cmp);
+        qsort(first, (size_t)runs, sizeof *first, bench_cmp_double);
+        qsort(warm, (size_t)runs, sizeof *warm, bench_cmp_double);
         printf("| %s | %.1f | %.1f |\n", mode_names[mode], first[runs / 2], warm[runs / 2]);
     }
     free(first);

@@ -16,7 +16,6 @@
  * --source times another program (the sample's: its --print-source), the
  * second entry being the same source with a comment added. */
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "buf.h"
 #include "fs.h"
 #include "progcache/cuda.h"
@@ -53,13 +53,6 @@ enum { ROUNDS = 3 };
  * lookup and load times and its page faults. */
 enum { PER_RUN = 2 * ROUNDS * STEPS + 3 };
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
 static long faults(void)
 {
     struct rusage ru;
@@ -76,23 +69,12 @@ static void options_for(progcache_key_nvrtc_options *o, int which, const char **
     o->num_options = 1;
 }
 
-static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 #define STEP(i, expr)                                                                              \
     do {                                                                                           \
         long f0 = faults();                                                                        \
-        double t0 = now_us();                                                                      \
+        double t0 = bench_now_us();                                                                      \
         expr;                                                                                      \
-        t[i] = now_us() - t0;                                                                      \
+        t[i] = bench_now_us() - t0;                                                                      \
         fl[i] = (double)(faults() - f0);                                                           \
     } while (0)
 
@@ -224,7 +206,7 @@ static double median_of(const double *v, int runs, int i)
     double *col = malloc((size_t)runs * sizeof *col);
     for (int r = 0; r < runs; r++)
         col[r] = v[(size_t)r * PER_RUN + i];
-    qsort(col, (size_t)runs, sizeof *col, cmp);
+    qsort(col, (size_t)runs, sizeof *col, bench_cmp_double);
     double m = col[runs / 2];
     free(col);
     return m;
@@ -284,19 +266,9 @@ int main(int argc, char **argv)
         return 1;
     pid_t prober = fork();
     if (prober == 0) {
-        const progcache_cuda_api *api;
-        CUdevice dev;
-        int major = 0, minor = 0;
-        if (progcache_cuda_load(&api) || api->cuDeviceGet(&dev, 0) ||
-            api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
-            api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) {
-            printf("bench_hit_anatomy: no CUDA device (%s): nothing to measure\n",
-                   progcache_error_last());
-            fflush(stdout);
-            _exit(3);
-        }
         char a[32];
-        snprintf(a, sizeof a, "-arch=sm_%d%d", major, minor);
+        if (bench_device_arch_option(a, sizeof a, "bench_hit_anatomy"))
+            _exit(3);
         const char *opts[] = {a};
         progcache *cache;
         if (progcache_open(&cache, dir, NULL))
@@ -323,7 +295,7 @@ int main(int argc, char **argv)
     waitpid(prober, &probed, 0);
     if (!WIFEXITED(probed) || WEXITSTATUS(probed) != 0 || got != (ssize_t)sizeof arch)
     {
-        nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+        bench_remove_tree(dir);
         return WIFEXITED(probed) && WEXITSTATUS(probed) == 3 ? 0 : 1;
     }
 
@@ -352,5 +324,6 @@ int main(int argc, char **argv)
            median_of(api, runs, PER_RUN - 1));
     free(steps);
     free(api);
-    return nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    bench_remove_tree(dir);
+    return 0;
 }

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "progcache/cuda.h"
 #include "progcache/progcache.h"
 
@@ -45,12 +46,6 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* A child: wait for the start signal, get the kernel, exit 10 if it
@@ -154,6 +149,7 @@ int main(int argc, char **argv)
         return 2;
     }
     char tmpl[256];
+    int made = !dir;
     if (!dir) {
         snprintf(tmpl, sizeof tmpl, "/tmp/bench-sflight-XXXXXX");
         if (!mkdtemp(tmpl))
@@ -181,12 +177,14 @@ int main(int argc, char **argv)
             round_once(dir, arch_opt, procs, modes[m].flags, r, &walls[r], &c);
             counts[r] = c;
         }
-        qsort(walls, (size_t)rounds, sizeof *walls, cmp);
-        qsort(counts, (size_t)rounds, sizeof *counts, cmp);
+        qsort(walls, (size_t)rounds, sizeof *walls, bench_cmp_double);
+        qsort(counts, (size_t)rounds, sizeof *counts, bench_cmp_double);
         printf("| %s | %.0f (min %.0f, max %.0f) | %.1f |\n", modes[m].name, counts[rounds / 2],
                counts[0], counts[rounds - 1], walls[rounds / 2]);
         free(walls);
         free(counts);
     }
+    if (made)
+        bench_remove_tree(dir);
     return 0;
 }

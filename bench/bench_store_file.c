@@ -16,24 +16,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "progcache/progcache.h"
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double percentile(double *v, size_t n, double p)
 {
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, bench_cmp_double);
     size_t i = (size_t)(p * (double)(n - 1) + 0.5);
     return v[i];
 }
@@ -85,9 +73,9 @@ static void time_hits(double *t, progcache_store *s, size_t n, size_t samples, s
     for (size_t i = 0; i < samples; i++) {
         *rng = *rng * 1103515245u + 12345u;
         make_key(key, (*rng >> 4) % n, 0);
-        double t0 = now_us();
+        double t0 = bench_now_us();
         int rc = progcache_store_get(buf, s, key, 32);
-        t[i] = now_us() - t0;
+        t[i] = bench_now_us() - t0;
         if (rc != PROGCACHE_OK || buf->size != vsize)
             die(what);
     }
@@ -120,9 +108,9 @@ static latency measure(const char *dir, size_t n, const unsigned char *value, si
     progcache_store_free(fast);
     for (size_t i = 0; i < samples; i++) {
         make_key(key, i, 77);
-        double t0 = now_us();
+        double t0 = bench_now_us();
         int rc = progcache_store_get(&buf, s, key, 32);
-        t[i] = now_us() - t0;
+        t[i] = bench_now_us() - t0;
         if (rc != PROGCACHE_ENOTFOUND)
             die("get (miss)");
     }
@@ -130,10 +118,10 @@ static latency measure(const char *dir, size_t n, const unsigned char *value, si
     size_t puts = samples / 4 ? samples / 4 : 1;
     for (size_t i = 0; i < puts; i++) {
         make_key(key, i, 99);
-        double t0 = now_us();
+        double t0 = bench_now_us();
         if (progcache_store_put(s, key, 32, value, vsize) != PROGCACHE_OK)
             die("put");
-        t[i] = now_us() - t0;
+        t[i] = bench_now_us() - t0;
     }
     r.put_med = percentile(t, puts, 0.5);
     r.put_p99 = percentile(t, puts, 0.99);
@@ -141,10 +129,10 @@ static latency measure(const char *dir, size_t n, const unsigned char *value, si
     s = open_store(dir, 0, PROGCACHE_FILE_NO_FSYNC);
     for (size_t i = 0; i < puts; i++) {
         make_key(key, i, 98);
-        double t0 = now_us();
+        double t0 = bench_now_us();
         if (progcache_store_put(s, key, 32, value, vsize) != PROGCACHE_OK)
             die("put");
-        t[i] = now_us() - t0;
+        t[i] = bench_now_us() - t0;
     }
     r.put_nosync_med = percentile(t, puts, 0.5);
     progcache_store_free(s);
@@ -160,13 +148,13 @@ static double capped_throughput(const char *dir, size_t n, const unsigned char *
 {
     progcache_store *s = open_store(dir, (uint64_t)n * vsize, flags);
     unsigned char key[32];
-    double t0 = now_us();
+    double t0 = bench_now_us();
     for (size_t i = 0; i < count; i++) {
         make_key(key, i, 1000 + flags);
         if (progcache_store_put(s, key, 32, value, vsize) != PROGCACHE_OK)
             die("capped put");
     }
-    double secs = (now_us() - t0) / 1e6;
+    double secs = (bench_now_us() - t0) / 1e6;
     uint64_t total = 0;
     progcache_store_total_size(&total, s);
     if (total > (uint64_t)n * vsize) {
@@ -201,6 +189,7 @@ int main(int argc, char **argv)
         }
     }
     char tmpl[512];
+    int made = !base;
     if (!base) {
         const char *t = getenv("TMPDIR");
         snprintf(tmpl, sizeof tmpl, "%s/bench-store-XXXXXX", t && *t ? t : "/tmp");
@@ -244,5 +233,7 @@ int main(int argc, char **argv)
                last, sync, cap_puts / 4, nosync, cap_puts);
     }
     free(value);
+    if (made)
+        bench_remove_tree(base);
     return 0;
 }

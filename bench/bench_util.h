@@ -1,0 +1,63 @@
+/* Helpers shared by the benchmarks that spawn fresh processes (header only:
+ * each benchmark is one file and one executable). */
+#ifndef PROGCACHE_BENCH_UTIL_H
+#define PROGCACHE_BENCH_UTIL_H
+
+#include <ftw.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "progcache/cuda.h"
+#include "progcache/progcache.h"
+
+static inline double bench_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static inline int bench__remove_one(const char *path, const struct stat *st, int type,
+                                    struct FTW *ftw)
+{
+    (void)st;
+    (void)type;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Delete a temporary directory a benchmark made, with everything in it (a
+ * store bench leaves 100,000 entries behind otherwise). */
+static inline void bench_remove_tree(const char *dir)
+{
+    if (nftw(dir, bench__remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        fprintf(stderr, "warning: could not remove all of %s\n", dir);
+}
+
+/* "-arch=sm_XY" for device 0, into arch. For a probe child: nothing CUDA
+ * may run in a parent before it forks the processes it measures. Returns
+ * 0, or 3 after saying on stdout that there is no device (the benchmark
+ * then has nothing to measure and exits 0). */
+static inline int bench_device_arch_option(char *arch, size_t len, const char *prog)
+{
+    const progcache_cuda_api *api;
+    CUdevice dev;
+    int major = 0, minor = 0;
+    if (progcache_cuda_load(&api) || api->cuDeviceGet(&dev, 0) ||
+        api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
+        api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) {
+        printf("%s: no CUDA device (%s): nothing to measure\n", prog, progcache_error_last());
+        fflush(stdout);
+        return 3;
+    }
+    snprintf(arch, len, "-arch=sm_%d%d", major, minor);
+    return 0;
+}
+
+#endif
