@@ -45,6 +45,9 @@ python3 bench/bench_cuda_core_store.py --samples 20000 --cap-sizes 1000,20000 --
   tee "$OUT/store_py.md"
 fi
 
+step "the first hit of a fresh process, taken apart"
+bash bench/run_hit_anatomy.sh "$B" 15 | tee "$OUT/hit_anatomy.md"
+
 step "persistentProgramCache: C vs cuda.core"
 bash bench/run_sample_compare.sh "$B" "${SAMPLE_RUNS:-7}" >"$OUT/sample_compare.md" 2>&1
 tail -60 "$OUT/sample_compare.md"

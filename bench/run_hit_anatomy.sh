@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
 # The first cache hit of a fresh process, taken apart (needs a GPU):
-# bench_hit_anatomy step by step, under the environment variants that tell
-# the causes apart, then the HIT lines of the C sample (and of any other
-# builds of it given, for A/B runs) next to the Python sample's, runs
-# interleaved.
+# bench_hit_anatomy step by step on the sample's own kernel, once as is and
+# once with a warm heap (a diagnostic: it tells the driver's heap-growth
+# page faults from its other first-call costs), then the HIT lines of the C
+# sample (and of any other builds of it given, for A/B runs) next to the
+# Python sample's, runs interleaved.
 #   bench/run_hit_anatomy.sh BUILD_DIR [RUNS [OTHER_SAMPLE_BINARY...]]
+#   (SKIP_ANATOMY=1: only the sample runs)
 set -uo pipefail
 B=$(cd "${1:?usage: $0 BUILD_DIR [RUNS [OTHER_SAMPLE_BINARY...]]}" && pwd)
 RUNS=${2:-15}
 shift $(( $# < 2 ? $# : 2 ))
 HERE=$(cd "$(dirname "$0")" && pwd)
+D=$(mktemp -d /tmp/hit-anatomy.XXXXXX)
+trap 'rm -rf "$D"' EXIT
+"$B/bin/persistentProgramCache" --print-source >"$D/sample.cu"
 if [ -z "${SKIP_ANATOMY:-}" ]; then
-echo "== bench_hit_anatomy (default)"
-"$B/bin/bench_hit_anatomy" --runs "$RUNS"
-echo "== bench_hit_anatomy (LD_BIND_NOW=1: symbols bound at start-up, diagnostic only)"
-LD_BIND_NOW=1 "$B/bin/bench_hit_anatomy" --runs "$RUNS"
-echo "== bench_hit_anatomy (CUDA_MODULE_LOADING=EAGER)"
-CUDA_MODULE_LOADING=EAGER "$B/bin/bench_hit_anatomy" --runs "$RUNS"
+  echo "== bench_hit_anatomy, the sample's kernel"
+  "$B/bin/bench_hit_anatomy" --runs "$RUNS" --source "$D/sample.cu" --kernel matmul_epilogue
+  echo "== the same with a warm heap (BENCH_HEAP_WARM=1, diagnostic only)"
+  BENCH_HEAP_WARM=1 "$B/bin/bench_hit_anatomy" --runs "$RUNS" --source "$D/sample.cu" \
+    --kernel matmul_epilogue
 fi
 
-D=$(mktemp -d /tmp/hit-anatomy-sample.XXXXXX)
-trap 'rm -rf "$D"' EXIT
 "$B/bin/persistentProgramCache" --cache-dir "$D/cache" >/dev/null
 progs=("$B/bin/persistentProgramCache" "$@" "python3 $HERE/persistent_program_cache_cudacore.py")
 for i in $(seq "$RUNS"); do
