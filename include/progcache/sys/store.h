@@ -108,10 +108,11 @@ typedef struct progcache_file_options {
  * else placed in the directory is a miss, never loaded (docs/SECURITY.md). */
 #define PROGCACHE_FILE_SHARED_GROUP 0x4u
 /* Skip the checks of entries on read (see docs/RELIABILITY.md): the
- * SHA-256 that progcache stores with each entry, and the structure of
- * artifacts (a CUBIN must be a whole ELF file, ...). Hits get about 4 us
- * cheaper; damage is then caught only by compile-or-load's own structure
- * check and by the driver refusing to load. */
+ * SHA-256 that progcache stores with each entry, and, for entries without
+ * one (cuda.core's), the structure of artifacts (a CUBIN must be a whole
+ * ELF file, ...). Hits get a few microseconds cheaper; damage is then
+ * caught only by compile-or-load's own structure check and by the driver
+ * refusing to load. */
 #define PROGCACHE_FILE_NO_VERIFY 0x8u
 
 #define PROGCACHE_FILE_OPTIONS_VERSION 1
