@@ -17,8 +17,8 @@ progcache__stats *progcache__cache_stats(progcache *cache);
 void progcache__cache_fold_remote(progcache *cache);
 
 /* progcache_get, also saying whether the bytes came from the cache
- * directory and matched the digest they were stored with (*sealed = 1):
- * then they are exactly what a put stored (compile-or-load's hit path). */
+ * directory, matched the seal they were stored with and were a whole
+ * artifact when stored (*sealed = 1; compile-or-load's hit path). */
 int progcache__cache_get_sealed(progcache_buf *out, progcache *cache, const void *key,
                                 size_t key_len, int *sealed);
 

@@ -1,7 +1,7 @@
 /* Checks of cached artifacts before they go to the driver: "is it the kind
  * this program's target produces", and, unless the bytes are sealed (they
- * matched the digest stored with them, so they are what a put stored), the
- * store's structure validators (src/store/validate.c). */
+ * matched the seal stored with them, whose writer found a whole artifact),
+ * the store's structure validators (src/store/validate.c). */
 #include "artifact.h"
 
 #include <stdio.h>

@@ -8,10 +8,9 @@
 
 /* 0 when data looks like a whole artifact of target; -1 otherwise, with
  * the reason in why (NUL-terminated, cut to why_len). Cheap: reads the
- * headers only. With sealed (the store matched the bytes against the
- * digest it stored with them, so they are exactly what was put) only the
- * kind is checked: what progcache puts came from NVRTC, and a caller's own
- * bytes of the right kind that the driver refuses are still healed. */
+ * headers only. With sealed (the store matched the bytes against the seal
+ * it stored with them, and the writer found them to be a whole artifact)
+ * only the kind is checked. */
 int progcache__artifact_check(const unsigned char *data, size_t size, progcache_target target,
                               int sealed, char *why, size_t why_len);
 

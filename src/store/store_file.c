@@ -92,14 +92,42 @@ static int trusted(const file_store *fs, const struct stat *st)
     return (fs->flags & PROGCACHE_FILE_SHARED_GROUP) && st->st_gid == fs->root_gid;
 }
 
+void progcache__file_seal(int fd, const unsigned char *data, size_t size)
+{
+    unsigned char seal[PROGCACHE_SHA256_SIZE + 1];
+    if (progcache__sha256_oneshot(seal, data, size) != PROGCACHE_OK)
+        return;
+    progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
+    (void)progcache__validate(&info, data, size, 0); /* no names: cannot fail */
+    seal[PROGCACHE_SHA256_SIZE] = info.valid ? FILE_SEAL_WHOLE : 0;
+    (void)fsetxattr(fd, FILE_DIGEST_XATTR, seal, sizeof seal, 0);
+}
+
+PROGCACHE_HOT
+int progcache__file_seal_check(int fd, const unsigned char *data, size_t size, int *whole)
+{
+    unsigned char seal[PROGCACHE_SHA256_SIZE + 1], got[PROGCACHE_SHA256_SIZE];
+    *whole = 0;
+    ssize_t n = fgetxattr(fd, FILE_DIGEST_XATTR, seal, sizeof seal);
+    if (n < 0)
+        return 1;
+    if ((n != PROGCACHE_SHA256_SIZE && n != PROGCACHE_SHA256_SIZE + 1) ||
+        progcache__sha256_oneshot(got, data, size) != PROGCACHE_OK ||
+        memcmp(seal, got, sizeof got) != 0)
+        return -1;
+    *whole = n == PROGCACHE_SHA256_SIZE + 1 && (seal[PROGCACHE_SHA256_SIZE] & FILE_SEAL_WHOLE);
+    return 0;
+}
+
 /* The checks of an entry read:
- *  - if the entry carries progcache's digest, the bytes must match it (any
- *    change on disk: a flipped bit, a torn or truncated file, an edit in
- *    place). A match proves the bytes are exactly the ones that were put,
- *    so their structure is not checked again: that would only re-check the
- *    writer's input, and the hit path pays for every step (compile-or-load
- *    checks what it loads in any case, src/cuda/artifact.c);
- *  - without a digest (written by cuda.core, or on a file system without
+ *  - if the entry carries progcache's seal, the bytes must match its digest
+ *    (any change on disk: a flipped bit, a torn or truncated file, an edit
+ *    in place). A match proves the bytes are exactly the ones that were
+ *    put, so their structure is not checked again here; when the writer
+ *    also found them to be a whole artifact, *sealed tells the caller, which
+ *    then need not check their structure either (compile-or-load checks
+ *    their kind, src/cuda/artifact.c). The hit path pays for every step;
+ *  - without a seal (written by cuda.core, or on a file system without
  *    user xattrs), bytes that announce an artifact (ELF, fatbin, LTO-IR or
  *    PTX magic or text) must be a whole one (src/store/validate.c: headers
  *    and tables inside the file). Other bytes (the store holds any values)
@@ -107,17 +135,13 @@ static int trusted(const file_store *fs, const struct stat *st)
 static int intact(int fd, const unsigned char *data, size_t size, int *sealed, char *why,
                   size_t why_len)
 {
-    unsigned char want[PROGCACHE_SHA256_SIZE], got[PROGCACHE_SHA256_SIZE];
-    ssize_t n = fgetxattr(fd, FILE_DIGEST_XATTR, want, sizeof want);
-    if (n >= 0) {
-        if (n != (ssize_t)sizeof want || progcache__sha256_oneshot(got, data, size) != PROGCACHE_OK ||
-            memcmp(want, got, sizeof want) != 0) {
-            snprintf(why, why_len, "SHA-256 mismatch");
-            return 0;
-        }
-        *sealed = 1;
-        return 1;
+    int seal = progcache__file_seal_check(fd, data, size, sealed);
+    if (seal < 0) {
+        snprintf(why, why_len, "SHA-256 mismatch");
+        return 0;
     }
+    if (seal == 0)
+        return 1;
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
     (void)progcache__validate(&info, data, size, 0); /* no names: cannot fail */
     if (info.kind != PROGCACHE_KIND_UNKNOWN && !info.valid) {
@@ -320,11 +344,9 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
         rc = put_error(fs, errno, "write temp file", "tmp");
         goto done;
     }
-    /* The digest travels with the inode, so the rename publishes bytes and
-     * digest at once. A file system without user xattrs just gets none. */
-    unsigned char digest[PROGCACHE_SHA256_SIZE];
-    if (progcache__sha256_oneshot(digest, data, size) == PROGCACHE_OK)
-        (void)fsetxattr(fd, FILE_DIGEST_XATTR, digest, sizeof digest, 0);
+    /* The seal travels with the inode, so the rename publishes bytes and
+     * seal at once. */
+    progcache__file_seal(fd, data, size);
     if (sync && progcache__fs_fsync(fd) != 0) {
         rc = put_error(fs, errno, "fsync temp file", "tmp");
         goto done;

@@ -51,19 +51,31 @@ typedef struct file_store {
     gid_t root_gid; /* ... unless SHARED_GROUP and of the directory's group */
 } file_store;
 
-/* The extended attribute holding the SHA-256 of an entry's bytes, written
- * on the temp file before the rename so content and digest are published
- * together. cuda.core neither writes nor needs it. */
+/* The seal of an entry: the extended attribute FILE_DIGEST_XATTR, written
+ * on the temp file before the rename so content and seal are published
+ * together. It holds the SHA-256 of the bytes, then one byte of flags:
+ * FILE_SEAL_WHOLE when the writer found the bytes to be a whole artifact
+ * (src/store/validate.c). Entries written before the flags byte existed
+ * carry the digest alone. cuda.core neither writes nor needs it. */
 #define FILE_DIGEST_XATTR "user.progcache.sha256"
+#define FILE_SEAL_WHOLE 0x01u
+
+/* Seal the bytes just written to fd (best effort: a file system without
+ * user xattrs gets no seal). */
+void progcache__file_seal(int fd, const unsigned char *data, size_t size);
+
+/* Check data, read from fd, against fd's seal: 1 when there is no seal, 0
+ * when the digest matches (*whole set to 1 if the writer found a whole
+ * artifact), -1 when it does not match (the bytes changed on disk). */
+int progcache__file_seal_check(int fd, const unsigned char *data, size_t size, int *whole);
 
 /* "entries/ab/cdef..." for key, plus the shard index (0..255). */
 int progcache__file_rel_path(char out[FILE_REL_PATH_MAX], int *shard, const void *key,
                              size_t key_len);
 
 /* The store's get. *sealed (when not NULL) is set to 1 when the bytes
- * matched the digest progcache stored with them: they are exactly the
- * bytes that were put, so a caller that trusts its own puts need not check
- * their structure again. */
+ * matched the seal progcache stored with them and the writer found them to
+ * be a whole artifact: a caller need not check their structure again. */
 int progcache__file_get(progcache_buf *out, file_store *fs, const void *key, size_t key_len,
                         int *sealed);
 

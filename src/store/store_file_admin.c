@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,7 +20,6 @@
 #include "buf.h"
 #include "error.h"
 #include "fs.h"
-#include "sha256.h"
 #include "store/stats_file.h"
 #include "store/validate.h"
 
@@ -286,16 +284,11 @@ void progcache_verify_options_init(progcache_verify_options *opts)
     opts->version = PROGCACHE_VERIFY_OPTIONS_VERSION;
 }
 
-/* 0 when the entry has no recorded digest or it matches; -1 otherwise. */
+/* 0 when the entry has no seal or its digest matches; -1 otherwise. */
 static int digest_mismatch(int fd, const unsigned char *data, size_t size)
 {
-    unsigned char want[PROGCACHE_SHA256_SIZE], got[PROGCACHE_SHA256_SIZE];
-    ssize_t n = fgetxattr(fd, FILE_DIGEST_XATTR, want, sizeof want);
-    if (n < 0)
-        return 0;
-    if (n != (ssize_t)sizeof want || progcache__sha256_oneshot(got, data, size) != PROGCACHE_OK)
-        return -1;
-    return memcmp(want, got, sizeof want) ? -1 : 0;
+    int whole;
+    return progcache__file_seal_check(fd, data, size, &whole) < 0 ? -1 : 0;
 }
 
 typedef struct verify_ctx {

@@ -235,7 +235,9 @@ def test_verify(tmp):
     flip_bit(entry_path(cache, stored), len(good_cubin) // 2, 0)
     bad = {cubins[0], cubins[1], hashlib.sha256(bytes.fromhex("11" * 32)).hexdigest(), stored}
     try:
-        digests = len(os.getxattr(entry_path(cache, stored), "user.progcache.sha256")) == 32
+        # The seal: the SHA-256, then a flags byte (docs/FORMAT.md).
+        seal = os.getxattr(entry_path(cache, stored), "user.progcache.sha256")
+        digests = len(seal) == 33 and seal[32] == 1  # a whole CUBIN when put
     except OSError:
         digests = False
     if not digests:

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 
 #include "check.h"
 #include "cuda_fixtures.h"
@@ -339,6 +340,59 @@ static void test_load_without_driver(void)
     free(dir);
 }
 
+/* The seal (docs/FORMAT.md): what compile-or-load stores is sealed as a
+ * whole artifact, so its hits are checked for kind only. Bytes put under
+ * the key through the cache API are sealed too, but a damaged CUBIN is not
+ * marked whole, so a hit on it gets the full structure check and heals;
+ * an entry with an older seal (the digest alone) is still verified and
+ * served. */
+static void test_seal(void)
+{
+    char *dir = test_mkdtemp("colseal");
+    progcache *cache;
+    CHECK_OK(progcache_open(&cache, dir, NULL));
+    progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
+    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
+    CHECK_OK(progcache_compile_or_load(&r, cache, &p));
+    CHECK(r.status == PROGCACHE_STATUS_MISS);
+    char path[4096];
+    fixture_entry_path(path, sizeof path, dir, r.key);
+    unsigned char seal[40];
+    ssize_t n = getxattr(path, "user.progcache.sha256", seal, sizeof seal);
+    if (n < 0) {
+        puts("test_compile_or_load: no user xattrs here; seal not checked");
+        goto done;
+    }
+    CHECK(n == 33 && seal[32] == 1);
+    size_t size = r.artifact.size;
+    unsigned char *good = malloc(size);
+    memcpy(good, r.artifact.data, size);
+
+    CHECK_OK(progcache_put(cache, r.key, sizeof r.key, good, size / 2));
+    CHECK(getxattr(path, "user.progcache.sha256", seal, sizeof seal) == 33 && seal[32] == 0);
+    CHECK_OK(progcache_compile_or_load(&r, cache, &p));
+    CHECK(r.status == PROGCACHE_STATUS_MISS && r.healed == 1);
+    CHECK(strstr(r.heal_reason, "past the end") != NULL);
+    CHECK(r.artifact.size == size && !memcmp(r.artifact.data, good, size));
+
+    /* The seal of an older progcache: the digest alone. */
+    CHECK(getxattr(path, "user.progcache.sha256", seal, sizeof seal) == 33 && seal[32] == 1);
+    CHECK(setxattr(path, "user.progcache.sha256", seal, 32, 0) == 0);
+    CHECK_OK(progcache_compile_or_load(&r, cache, &p));
+    CHECK(r.status == PROGCACHE_STATUS_HIT && !r.healed);
+    FILE *f = fopen(path, "r+b");
+    CHECK(f && fseek(f, (long)size - 1, SEEK_SET) == 0);
+    CHECK(fputc(good[size - 1] ^ 1, f) != EOF && fclose(f) == 0);
+    CHECK_OK(progcache_compile_or_load(&r, cache, &p));
+    CHECK(r.status == PROGCACHE_STATUS_MISS && !r.healed); /* the store caught it */
+    free(good);
+done:
+    progcache_program_result_release(&r);
+    progcache_close(cache);
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     test_miss_then_hit();
@@ -350,6 +404,7 @@ int main(void)
     test_heal(NULL, 1024, "past the end");
     test_heal(NULL, 64, "past the end");
     test_damage_in_place();
+    test_seal();
     test_errors();
     test_load_without_driver();
     puts("test_compile_or_load: ok");
