@@ -366,10 +366,10 @@ typedef struct progcache_program_result {
  * by compiling it, then load it and fetch its kernel.
  *
  * In order: derive the key (progcache_key_nvrtc); look it up; on a hit check
- * the artifact (its kind when the bytes matched the digest the cache stored
- * with them, else its whole structure: a CUBIN must be a whole CUDA ELF
- * file); on a miss
- * compile (progcache_nvrtc_compile) and store; then, unless
+ * the artifact (its kind when the bytes match the seal the cache stored
+ * with them and that seal says they were a whole artifact, else its whole
+ * structure: a CUBIN must be a whole CUDA ELF file); on a miss compile
+ * (progcache_nvrtc_compile) and store; then, unless
  * PROGCACHE_PROGRAM_NO_LOAD, load the artifact (cuLibraryLoadData, or
  * cuModuleLoadData with PROGCACHE_PROGRAM_MODULE_API) and fetch
  * program->kernel. A cached artifact that fails the structure check or that

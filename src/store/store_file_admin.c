@@ -284,13 +284,6 @@ void progcache_verify_options_init(progcache_verify_options *opts)
     opts->version = PROGCACHE_VERIFY_OPTIONS_VERSION;
 }
 
-/* 0 when the entry has no seal or its digest matches; -1 otherwise. */
-static int digest_mismatch(int fd, const unsigned char *data, size_t size)
-{
-    int whole;
-    return progcache__file_seal_check(fd, data, size, &whole) < 0 ? -1 : 0;
-}
-
 typedef struct verify_ctx {
     file_store *fs;
     const progcache_verify_options *opts;
@@ -303,12 +296,13 @@ static int verify_visit(void *ctx, file_walk_item *item)
     verify_ctx *v = ctx;
     progcache_entry *e = item->entry;
     const progcache_artifact_info *a = e->artifact;
+    int whole;
     v->out->checked++;
     if (e->error) {
         snprintf(v->why, sizeof v->why, "%s", e->error);
     } else if (!a->valid) {
         snprintf(v->why, sizeof v->why, "%s", a->reason);
-    } else if (digest_mismatch(item->fd, e->data, (size_t)e->size)) {
+    } else if (progcache__file_seal_check(item->fd, e->data, (size_t)e->size, &whole) < 0) {
         snprintf(v->why, sizeof v->why,
                  "the bytes differ from the SHA-256 recorded when it was stored (changed on "
                  "disk)");

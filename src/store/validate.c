@@ -263,6 +263,13 @@ static void cubin_arch(reader *r, const elf_view *v)
     snprintf(r->out->arch, sizeof r->out->arch, "sm_%u%s", sm, suffix);
 }
 
+/* A CUBIN is a 64-bit little-endian ELF file for machine EM_CUDA. */
+static int cuda_elf_header(const Elf64_Ehdr *eh)
+{
+    return eh->e_ident[EI_CLASS] == ELFCLASS64 && eh->e_ident[EI_DATA] == ELFDATA2LSB &&
+           eh->e_machine == EM_CUDA;
+}
+
 static int check_cubin(reader *r)
 {
     if (r->size < sizeof(Elf64_Ehdr))
@@ -270,8 +277,7 @@ static int check_cubin(reader *r)
     elf_view v;
     memset(&v, 0, sizeof v);
     memcpy(&v.eh, r->data, sizeof v.eh);
-    if (v.eh.e_ident[EI_CLASS] != ELFCLASS64 || v.eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-        v.eh.e_machine != EM_CUDA) {
+    if (!cuda_elf_header(&v.eh)) {
         r->out->kind = PROGCACHE_KIND_UNKNOWN;
         return invalid(r,
                        "an ELF file, but not a CUDA one (class %u, machine %u; CUBINs are "
@@ -462,30 +468,56 @@ static int check_fatbin(reader *r)
 
 /* ---- entry point -------------------------------------------------------------- */
 
-/* What the bytes announce, from their first bytes (and, for text, what
- * PTX looks like); checks nothing else. */
+/* The format the bytes announce, from their first bytes (and, for text,
+ * what PTX looks like); the one place that reads magic numbers. */
+typedef enum {
+    FORMAT_NONE,
+    FORMAT_ELF,
+    FORMAT_FATBIN,
+    FORMAT_NVVM,
+    FORMAT_BITCODE,
+    FORMAT_PTX
+} format;
+
+static format format_of(const unsigned char *data, size_t size, size_t text_len)
+{
+    if (size >= 4 && memcmp(data, ELFMAG, SELFMAG) == 0)
+        return FORMAT_ELF;
+    if (size >= 4 && read_u32(data) == FATBIN_MAGIC)
+        return FORMAT_FATBIN;
+    if (size >= 4 && read_u32(data) == NVVM_MAGIC)
+        return FORMAT_NVVM;
+    if (size >= 4 &&
+        (memcmp(data, "BC\xc0\xde", 4) == 0 || read_u32(data) == BITCODE_WRAPPER_MAGIC))
+        return FORMAT_BITCODE;
+    return looks_like_ptx(data, text_len) ? FORMAT_PTX : FORMAT_NONE;
+}
+
+/* PTX from NVRTC ends in a NUL that is not part of the text. */
+static size_t text_length(const unsigned char *data, size_t size)
+{
+    return data[size - 1] == '\0' ? size - 1 : size;
+}
+
 PROGCACHE_HOT
 progcache_kind progcache__kind_of(const unsigned char *data, size_t size)
 {
-    if (size < 4 || !data)
+    if (size == 0 || !data)
         return PROGCACHE_KIND_UNKNOWN;
-    if (memcmp(data, ELFMAG, SELFMAG) == 0) {
+    switch (format_of(data, size, text_length(data, size))) {
+    case FORMAT_ELF: {
         Elf64_Ehdr eh;
         if (size < sizeof eh)
             return PROGCACHE_KIND_UNKNOWN;
         memcpy(&eh, data, sizeof eh);
-        return eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_ident[EI_DATA] == ELFDATA2LSB &&
-                       eh.e_machine == EM_CUDA
-                   ? PROGCACHE_KIND_CUBIN
-                   : PROGCACHE_KIND_UNKNOWN;
+        return cuda_elf_header(&eh) ? PROGCACHE_KIND_CUBIN : PROGCACHE_KIND_UNKNOWN;
     }
-    if (read_u32(data) == FATBIN_MAGIC)
-        return PROGCACHE_KIND_FATBIN;
-    if (read_u32(data) == NVVM_MAGIC || memcmp(data, "BC\xc0\xde", 4) == 0 ||
-        read_u32(data) == BITCODE_WRAPPER_MAGIC)
-        return PROGCACHE_KIND_LTOIR;
-    size_t text_len = data[size - 1] == '\0' ? size - 1 : size;
-    return looks_like_ptx(data, text_len) ? PROGCACHE_KIND_PTX : PROGCACHE_KIND_UNKNOWN;
+    case FORMAT_FATBIN: return PROGCACHE_KIND_FATBIN;
+    case FORMAT_NVVM:
+    case FORMAT_BITCODE: return PROGCACHE_KIND_LTOIR;
+    case FORMAT_PTX: return PROGCACHE_KIND_PTX;
+    default: return PROGCACHE_KIND_UNKNOWN;
+    }
 }
 
 int progcache__validate(progcache_artifact_info *out, const unsigned char *data, size_t size,
@@ -504,25 +536,30 @@ int progcache__validate(progcache_artifact_info *out, const unsigned char *data,
         invalid(&r, "empty");
         return PROGCACHE_OK;
     }
-    size_t text_len = data[size - 1] == '\0' ? size - 1 : size;
+    size_t text_len = text_length(data, size);
     int ok;
-    if (size >= 4 && memcmp(data, ELFMAG, SELFMAG) == 0) {
+    switch (format_of(data, size, text_len)) {
+    case FORMAT_ELF:
         out->kind = PROGCACHE_KIND_CUBIN;
         ok = check_cubin(&r);
-    } else if (size >= 4 && read_u32(data) == FATBIN_MAGIC) {
+        break;
+    case FORMAT_FATBIN:
         out->kind = PROGCACHE_KIND_FATBIN;
         ok = check_fatbin(&r);
-    } else if (size >= 4 && read_u32(data) == NVVM_MAGIC) {
+        break;
+    case FORMAT_NVVM:
         out->kind = PROGCACHE_KIND_LTOIR;
         ok = check_nvvm(&r);
-    } else if (size >= 4 &&
-               (memcmp(data, "BC\xc0\xde", 4) == 0 || read_u32(data) == BITCODE_WRAPPER_MAGIC)) {
+        break;
+    case FORMAT_BITCODE:
         out->kind = PROGCACHE_KIND_LTOIR;
         ok = check_bitcode(&r);
-    } else if (looks_like_ptx(data, text_len)) {
+        break;
+    case FORMAT_PTX:
         out->kind = PROGCACHE_KIND_PTX;
         ok = check_ptx(&r, text_len);
-    } else {
+        break;
+    default:
         ok = invalid(&r,
                      "not a CUBIN, PTX, LTO-IR or fatbin (%zu bytes, starting %02x %02x %02x "
                      "%02x)",
