@@ -83,11 +83,10 @@ static int run(const archive_command *c, int argc, char **argv)
                                 c->exporting ? "write" : "read", c->cmd);
     char *dir = NULL;
     progcache_store *store = NULL;
-    int code = tool_resolve_dir(c->cmd, dir_arg, &dir);
-    if (code)
-        return code;
     /* Export reads an existing cache; import creates one if missing. */
-    if ((code = tool_open_store(c->cmd, dir, c->exporting ? TOOL_READ : TOOL_CREATE, &store)))
+    int code = tool_open_dir_store(c->cmd, dir_arg, c->exporting ? TOOL_READ : TOOL_CREATE, &dir,
+                                   &store);
+    if (code)
         goto done;
     progcache_archive_options opts = PROGCACHE_ARCHIVE_OPTIONS_INIT;
     opts.on_entry = warn_invalid;

@@ -29,17 +29,11 @@ int cmd_clear(int argc, char **argv)
             continue;
         if (c != TOOL_ARG_OTHER)
             return c;
-        return tool_usage_error(CMD,
-                                "unexpected argument \"%s\" (run 'progcache clear "
-                                "--help')",
-                                argv[i]);
+        return tool_unexpected_arg(CMD, argv[i]);
     }
     char *dir = NULL;
     progcache_store *store = NULL;
-    int code = tool_resolve_dir(CMD, dir_arg, &dir);
-    if (code)
-        return code;
-    code = tool_open_store(CMD, dir, TOOL_WRITE, &store);
+    int code = tool_open_dir_store(CMD, dir_arg, TOOL_WRITE, &dir, &store);
     if (code)
         goto done;
     uint64_t entries = 0, bytes = 0;

@@ -193,17 +193,13 @@ int cmd_ls(int argc, char **argv)
             else
                 return tool_usage_error(CMD, "--sort \"%s\": use name, size, age or lru", v);
         } else {
-            return tool_usage_error(CMD, "unexpected argument \"%s\" (run 'progcache ls --help')",
-                                    argv[i]);
+            return tool_unexpected_arg(CMD, argv[i]);
         }
     }
     char *dir = NULL;
     progcache_store *store = NULL;
     rows list = {NULL, 0, 0};
-    int code = tool_resolve_dir(CMD, dir_arg, &dir);
-    if (code)
-        return code;
-    code = tool_open_store(CMD, dir, TOOL_READ, &store);
+    int code = tool_open_dir_store(CMD, dir_arg, TOOL_READ, &dir, &store);
     if (code)
         goto done;
     int rc = progcache_file_foreach(store, PROGCACHE_ENTRIES_INSPECT, collect, &list);

@@ -57,10 +57,7 @@ int cmd_prune(int argc, char **argv)
                                         v);
             have_age = 1;
         } else {
-            return tool_usage_error(CMD,
-                                    "unexpected argument \"%s\" (run 'progcache prune "
-                                    "--help')",
-                                    argv[i]);
+            return tool_unexpected_arg(CMD, argv[i]);
         }
     }
     if (!have_size && !have_age)
@@ -71,10 +68,7 @@ int cmd_prune(int argc, char **argv)
 
     char *dir = NULL;
     progcache_store *store = NULL;
-    int code = tool_resolve_dir(CMD, dir_arg, &dir);
-    if (code)
-        return code;
-    code = tool_open_store(CMD, dir, TOOL_WRITE, &store);
+    int code = tool_open_dir_store(CMD, dir_arg, TOOL_WRITE, &dir, &store);
     if (code)
         goto done;
     progcache_prune_result res = PROGCACHE_PRUNE_RESULT_INIT;

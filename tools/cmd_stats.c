@@ -98,16 +98,12 @@ int cmd_stats(int argc, char **argv)
         if (!strcmp(argv[i], "--zero")) {
             zero = 1;
         } else {
-            return tool_usage_error(
-                CMD, "unexpected argument \"%s\" (run 'progcache stats --help')", argv[i]);
+            return tool_unexpected_arg(CMD, argv[i]);
         }
     }
     char *dir = NULL;
     progcache_store *store = NULL;
-    int code = tool_resolve_dir(CMD, dir_arg, &dir);
-    if (code)
-        return code;
-    code = tool_open_store(CMD, dir, zero ? TOOL_WRITE : TOOL_READ, &store);
+    int code = tool_open_dir_store(CMD, dir_arg, zero ? TOOL_WRITE : TOOL_READ, &dir, &store);
     if (code)
         goto done;
     if (zero) {

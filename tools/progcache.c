@@ -62,6 +62,12 @@ int tool_usage_error(const char *cmd, const char *fmt, ...)
     return code;
 }
 
+int tool_unexpected_arg(const char *cmd, const char *arg)
+{
+    return tool_usage_error(cmd, "unexpected argument \"%s\" (run 'progcache %s --help')", arg,
+                            cmd);
+}
+
 int tool_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
@@ -313,6 +319,14 @@ int tool_open_cache(const char *cmd, const char *path, tool_access access, progc
     if (progcache_open(out, path, &opts) != PROGCACHE_OK)
         return tool_lib_error(cmd, EXIT_PROBLEMS, "cannot open the cache");
     return EXIT_OK;
+}
+
+int tool_open_dir_store(const char *cmd, const char *dir_arg, tool_access access, char **dir,
+                        progcache_store **out)
+{
+    *dir = NULL;
+    int code = tool_resolve_dir(cmd, dir_arg, dir);
+    return code ? code : tool_open_store(cmd, *dir, access, out);
 }
 
 /* ---- output ------------------------------------------------------------------ */

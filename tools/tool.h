@@ -34,6 +34,10 @@ int cmd_warm(int argc, char **argv);
 /* Print "progcache <cmd>: <message>\n" to stderr and return EXIT_USAGE. */
 int tool_usage_error(const char *cmd, const char *fmt, ...) TOOL_PRINTF(2, 3);
 
+/* The usage error for an argument a subcommand does not take:
+ * "unexpected argument "ARG" (run 'progcache <cmd> --help')"; EXIT_USAGE. */
+int tool_unexpected_arg(const char *cmd, const char *arg);
+
 /* Print "progcache <cmd>: <what>: <progcache_error_last()>" and return code. */
 int tool_lib_error(const char *cmd, int exit_code, const char *what);
 
@@ -95,6 +99,12 @@ int tool_resolve_dir(const char *cmd, const char *dir, char **out);
 int tool_open_store(const char *cmd, const char *path, tool_access access,
                     progcache_store **out);
 int tool_open_cache(const char *cmd, const char *path, tool_access access, progcache **out);
+
+/* Both steps for a subcommand that works on the file store: resolve the
+ * directory into *dir (malloc'd, NULL when that failed; the caller frees
+ * it), then open its store. EXIT_OK or an exit code (message printed). */
+int tool_open_dir_store(const char *cmd, const char *dir_arg, tool_access access, char **dir,
+                        progcache_store **out);
 
 /* ---- output ------------------------------------------------------------------ */
 
