@@ -16,6 +16,7 @@
 #include "alloc.h"
 #include "cache/cache.h"
 #include "error.h"
+#include "sha256.h"
 
 struct job {
     struct job *next;
@@ -43,13 +44,7 @@ struct progcache__async {
 static void report(progcache *cache, const struct job *job, int rc)
 {
     char hex[65];
-    size_t n = job->key_len < 32 ? job->key_len : 32;
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        hex[2 * i] = digits[job->key[i] >> 4];
-        hex[2 * i + 1] = digits[job->key[i] & 15];
-    }
-    hex[2 * n] = '\0';
+    progcache__hex(hex, job->key, job->key_len < 32 ? job->key_len : 32);
     struct progcache__async *a = cache->async;
     char message[sizeof a->message];
     snprintf(message, sizeof message, "background store of key %.16s... failed: %s", hex,

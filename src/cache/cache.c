@@ -36,14 +36,10 @@ void progcache_options_init(progcache_options *opts)
 
 void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)
 {
-    if (!cache->log)
-        return;
-    char message[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    progcache__logv(cache->log, cache->log_ctx, level, fmt, ap);
     va_end(ap);
-    cache->log(cache->log_ctx, level, message);
 }
 
 static const char *tier_name(const progcache_store *store)
@@ -203,11 +199,9 @@ static int open_remote(progcache_store **out, const progcache_options *opts)
         }
         rc = progcache_store_redis_new(out, &ro);
     }
-    if (rc && rc != PROGCACHE_ENOTFOUND && opts && opts->log) {
-        char message[1200];
-        snprintf(message, sizeof message, "PROGCACHE_REMOTE ignored: %s", progcache_error_last());
-        opts->log(opts->log_ctx, PROGCACHE_LOG_WARN, message);
-    }
+    if (rc && rc != PROGCACHE_ENOTFOUND && opts)
+        progcache__log(opts->log, opts->log_ctx, PROGCACHE_LOG_WARN, "PROGCACHE_REMOTE ignored: %s",
+                       progcache_error_last());
     if (secret.data)
         memset(secret.data, 0, secret.capacity);
     progcache_buf_free(&secret);

@@ -54,14 +54,10 @@ static void say(const progcache_program *program, int level, const char *fmt, ..
 
 static void say(const progcache_program *program, int level, const char *fmt, ...)
 {
-    if (!program->log)
-        return;
-    char message[1536];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    progcache__logv(program->log, program->log_ctx, level, fmt, ap);
     va_end(ap);
-    program->log(program->log_ctx, level, message);
 }
 
 /* Keep the first cache failure of this call in the result (rule 1). */

@@ -41,14 +41,10 @@ void progcache_file_options_init(progcache_file_options *opts)
 
 void progcache__file_log(file_store *fs, int level, const char *fmt, ...)
 {
-    if (!fs->log)
-        return;
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    progcache__logv(fs->log, fs->log_ctx, level, fmt, ap);
     va_end(ap);
-    fs->log(fs->log_ctx, level, msg);
 }
 
 PROGCACHE_HOT

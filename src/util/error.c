@@ -101,3 +101,20 @@ void progcache__error_prefix(const char *fmt, ...)
     memcpy(last_error.message, prefix, plen);
     last_error.message[plen + old] = '\0';
 }
+
+void progcache__logv(progcache_log_fn log, void *ctx, int level, const char *fmt, va_list ap)
+{
+    if (!log)
+        return;
+    char message[1536];
+    vsnprintf(message, sizeof message, fmt, ap);
+    log(ctx, level, message);
+}
+
+void progcache__log(progcache_log_fn log, void *ctx, int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    progcache__logv(log, ctx, level, fmt, ap);
+    va_end(ap);
+}

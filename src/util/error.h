@@ -2,6 +2,8 @@
 #ifndef PROGCACHE_UTIL_ERROR_H
 #define PROGCACHE_UTIL_ERROR_H
 
+#include <stdarg.h>
+
 #include "progcache/common.h"
 
 #if defined(__GNUC__)
@@ -33,5 +35,13 @@ int progcache__code_from_errno(int errnum);
 
 /* Prefix the current message with text (for adding context on the way up). */
 void progcache__error_prefix(const char *fmt, ...) PROGCACHE_PRINTF(1, 2) PROGCACHE_COLD;
+
+/* Format a message and pass it to a log callback (nothing when log is
+ * NULL): the one body behind the stores', the cache's and compile-or-load's
+ * log helpers. */
+void progcache__logv(progcache_log_fn log, void *ctx, int level, const char *fmt, va_list ap)
+    PROGCACHE_COLD;
+void progcache__log(progcache_log_fn log, void *ctx, int level, const char *fmt, ...)
+    PROGCACHE_PRINTF(4, 5) PROGCACHE_COLD;
 
 #endif
