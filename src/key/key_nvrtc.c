@@ -286,17 +286,6 @@ void progcache_key_hex(char *out, const unsigned char *key, size_t len)
     progcache__hex(out, key, len);
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int progcache_key_from_hex(unsigned char out[PROGCACHE_KEY_SIZE], const char *hex)
 {
     if (!out || !hex)
@@ -308,12 +297,12 @@ int progcache_key_from_hex(unsigned char out[PROGCACHE_KEY_SIZE], const char *he
                                 "digits",
                                 hex, len, 2 * PROGCACHE_KEY_SIZE);
     for (size_t i = 0; i < len; i++)
-        if (hex_value(hex[i]) < 0)
+        if (progcache__hex_digit(hex[i]) < 0)
             return progcache__error(PROGCACHE_EINVAL,
                                     "key \"%s\" has a non-hex character at position %zu", hex,
                                     i + 1);
     for (size_t i = 0; i < PROGCACHE_KEY_SIZE; i++)
-        out[i] = (unsigned char)(hex_value(hex[2 * i]) << 4 | hex_value(hex[2 * i + 1]));
+        out[i] = (unsigned char)(progcache__hex_digit(hex[2 * i]) << 4 | progcache__hex_digit(hex[2 * i + 1]));
     return PROGCACHE_OK;
 }
 

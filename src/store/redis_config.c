@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "sha256.h" /* progcache__hex_digit */
 
 #define DEFAULT_TIMEOUT_MS 100u
 #define DEFAULT_FAILURES 3u
@@ -64,17 +65,6 @@ static int url_error(const char *url, const char *why)
     return progcache__error(PROGCACHE_EINVAL, "Redis URL \"%s\": %s; %s", shown, why, URL_FORMS);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decode s[0..len) into a new string; -1 on a malformed escape
  * or an encoded NUL, -2 when out of memory. */
 static int decode(char **out, const char *s, size_t len)
@@ -88,8 +78,8 @@ static int decode(char **out, const char *s, size_t len)
             d[n++] = s[i];
             continue;
         }
-        int hi = i + 1 < len ? hexval(s[i + 1]) : -1;
-        int lo = i + 2 < len ? hexval(s[i + 2]) : -1;
+        int hi = i + 1 < len ? progcache__hex_digit(s[i + 1]) : -1;
+        int lo = i + 2 < len ? progcache__hex_digit(s[i + 2]) : -1;
         if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
             progcache__free(d);
             return -1;

@@ -88,3 +88,14 @@ void progcache__hex(char *out, const unsigned char *bytes, size_t len)
     }
     out[2 * len] = '\0';
 }
+
+int progcache__hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}

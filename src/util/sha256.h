@@ -24,4 +24,7 @@ int progcache__sha256_oneshot(unsigned char out[PROGCACHE_SHA256_SIZE], const vo
 /* Lowercase hex of len bytes into out (2*len+1 bytes, NUL-terminated). */
 void progcache__hex(char *out, const unsigned char *bytes, size_t len);
 
+/* The value of one hex digit (either case), or -1. */
+int progcache__hex_digit(char c);
+
 #endif
