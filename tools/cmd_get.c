@@ -72,11 +72,8 @@ int cmd_get(int argc, char **argv)
         return tool_usage_error(CMD, "give a KEYHEX or --entry NAME (run 'progcache get --help')");
     size_t key_len = 0;
     unsigned char *key = NULL;
-    if (key_hex && !(key = tool_decode_hex(key_hex, &key_len)))
-        return tool_usage_error(CMD,
-                                "KEYHEX \"%s\" is not hex: give an even number of hex "
-                                "digits, such as the 64 'progcache key' prints",
-                                key_hex);
+    if (key_hex && tool_key_arg(CMD, key_hex, &key, &key_len))
+        return EXIT_USAGE;
 
     char *dir = NULL;
     progcache *cache = NULL;

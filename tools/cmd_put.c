@@ -46,12 +46,9 @@ int cmd_put(int argc, char **argv)
     if (!key_hex || !file)
         return tool_usage_error(CMD, "give KEYHEX and FILE (run 'progcache put --help')");
     size_t key_len = 0, size = 0;
-    unsigned char *key = tool_decode_hex(key_hex, &key_len), *data = NULL;
-    if (!key)
-        return tool_usage_error(CMD,
-                                "KEYHEX \"%s\" is not hex: give an even number of hex "
-                                "digits, such as the 64 'progcache key' prints",
-                                key_hex);
+    unsigned char *key = NULL, *data = NULL;
+    if (tool_key_arg(CMD, key_hex, &key, &key_len))
+        return EXIT_USAGE;
     char *dir = NULL;
     progcache *cache = NULL;
     int code = EXIT_OK;

@@ -220,6 +220,16 @@ unsigned char *tool_decode_hex(const char *text, size_t *len)
     return bytes;
 }
 
+int tool_key_arg(const char *cmd, const char *key_hex, unsigned char **key, size_t *len)
+{
+    if ((*key = tool_decode_hex(key_hex, len)))
+        return EXIT_OK;
+    return tool_usage_error(cmd,
+                            "KEYHEX \"%s\" is not hex: give an even number of hex digits, such "
+                            "as the 64 'progcache key' prints",
+                            key_hex);
+}
+
 unsigned char *tool_read_file(const char *path, size_t *size)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;

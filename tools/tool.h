@@ -76,6 +76,10 @@ int tool_parse_age(const char *text, uint64_t *out);
  * NULL when text is not that. */
 unsigned char *tool_decode_hex(const char *text, size_t *len);
 
+/* A KEYHEX argument decoded into a malloc'd *key: EXIT_OK, or EXIT_USAGE
+ * after saying what a key looks like. */
+int tool_key_arg(const char *cmd, const char *key_hex, unsigned char **key, size_t *len);
+
 /* Read a whole file ("-": stdin) into a malloc'd, NUL-terminated buffer;
  * NULL with errno set. */
 unsigned char *tool_read_file(const char *path, size_t *size);
