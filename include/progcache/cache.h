@@ -49,12 +49,16 @@ typedef struct progcache_options {
      * open when given here, and is left out with a logged warning when it
      * comes from the environment. */
     const struct progcache_redis_options *remote;
+
+    /* Version 2. The largest artifact the cache stores or reads, in bytes,
+     * in every tier; 0: PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT (1 GiB). */
+    uint64_t max_artifact_size;
 } progcache_options;
 
 /* Ignore $PROGCACHE_REMOTE: no remote tier unless options->remote. */
 #define PROGCACHE_NO_REMOTE 0x100u
 
-#define PROGCACHE_OPTIONS_VERSION 1
+#define PROGCACHE_OPTIONS_VERSION 2
 #define PROGCACHE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_OPTIONS_VERSION)
 
 /* progcache_options_init() : set opts to its defaults. NULL-safe. */

@@ -118,8 +118,27 @@ PROGCACHE_API void progcache_buf_free(progcache_buf *buf);
 PROGCACHE_API int progcache_buf_set(progcache_buf *buf, const void *data, size_t size);
 
 /*
- * Options structs start with `unsigned int version`; their _INIT macros set
- * it and zero the rest. C gets a designated initializer so that -Wextra
+ * The largest artifact progcache reads or stores unless told otherwise
+ * (max_artifact_size in the options of the cache, the file store and the
+ * Redis store): 1 GiB. Every input (a cache entry, an archive member, a
+ * remote value, a file given to the progcache command) is read with this
+ * bound, so a mistaken or hostile input (/dev/zero, a huge file) fails
+ * with a message instead of exhausting memory.
+ */
+#define PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT ((uint64_t)1 << 30)
+
+/*
+ * Versioned structs. Options and result structs start with
+ * `unsigned int version`, set by their _INIT macro or _init() function;
+ * new fields are only ever appended, and each addition bumps the version.
+ * The library accepts every version from 1 up to the one it was built
+ * with: it reads only the fields that version had, and fields an older
+ * caller did not know keep their defaults. So a program built against an
+ * older header keeps working with a newer library. A version of 0 (the
+ * struct was never initialised) or one newer than the library knows is
+ * refused with PROGCACHE_EINVAL.
+ *
+ * The _INIT macros set the version and zero the rest. C gets a designated initializer so that -Wextra
  * stays quiet in callers' code; C++ (before C++20) has no such syntax.
  */
 #if defined(__cplusplus)

@@ -94,6 +94,10 @@ typedef struct progcache_redis_options {
      * any thread, including the background put thread. */
     progcache_log_fn log;
     void *log_ctx;
+
+    /* Version 2. The largest value written or read, in bytes (the payload,
+     * without the envelope); 0: PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT. */
+    uint64_t max_artifact_size;
 } progcache_redis_options;
 
 /* Never write to Redis: put is a no-op returning PROGCACHE_OK, remove
@@ -103,7 +107,7 @@ typedef struct progcache_redis_options {
  * write failed). Default: put queues the value and returns at once. */
 #define PROGCACHE_REDIS_SYNC_PUT 0x2u
 
-#define PROGCACHE_REDIS_OPTIONS_VERSION 1
+#define PROGCACHE_REDIS_OPTIONS_VERSION 2
 #define PROGCACHE_REDIS_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_OPTIONS_VERSION)
 
 /*

@@ -14,12 +14,14 @@
 #include "cache/cache.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "buf.h"
 #include "error.h"
+#include "options.h"
 #include "cache/async_put.h"
 #include "cache/cache_stats.h"
 #include "progcache/remote.h"
@@ -49,24 +51,22 @@ static const char *tier_name(const progcache_store *store)
 
 /* ---- arguments --------------------------------------------------------- */
 
-static int check_options(const progcache_options *opts, const char *fn)
+/* The struct's size in each version, for progcache__options_load. */
+static const size_t options_size[] = {0, offsetof(progcache_options, max_artifact_size),
+                                      sizeof(progcache_options)};
+
+/* Load the caller's options (NULL: defaults) into o and check them. */
+static int load_options(progcache_options *o, const progcache_options *opts, const char *fn)
 {
-    if (!opts)
-        return PROGCACHE_OK;
-    if (opts->version == 0)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: opts->version is 0; initialize the options with "
-                                "PROGCACHE_OPTIONS_INIT or progcache_options_init()",
-                                fn);
-    if (opts->version > PROGCACHE_OPTIONS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: opts->version %u is newer than this library supports (%d); "
-                                "rebuild against the installed headers",
-                                fn, opts->version, PROGCACHE_OPTIONS_VERSION);
-    if (opts->low_water_percent > 100)
+    progcache_options_init(o);
+    int rc = progcache__options_load(o, opts, options_size, PROGCACHE_OPTIONS_VERSION, fn,
+                                     "progcache_options");
+    if (rc)
+        return rc;
+    if (o->low_water_percent > 100)
         return progcache__error(PROGCACHE_EINVAL,
                                 "%s: opts->low_water_percent is %u; use 1-100 (0: the default, 90)",
-                                fn, opts->low_water_percent);
+                                fn, o->low_water_percent);
     return PROGCACHE_OK;
 }
 
@@ -158,7 +158,8 @@ int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t 
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_open_tiers: out is NULL");
     *out = NULL;
-    int rc = check_options(opts, "progcache_open_tiers");
+    progcache_options o;
+    int rc = load_options(&o, opts, "progcache_open_tiers");
     if (rc)
         return rc;
     if (!tiers || num_tiers == 0)
@@ -168,7 +169,7 @@ int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t 
     for (size_t i = 0; i < num_tiers; i++)
         if ((rc = check_tier(tiers, i)))
             return rc;
-    return new_handle(out, tiers, num_tiers, NULL, opts);
+    return new_handle(out, tiers, num_tiers, NULL, &o);
 }
 
 /* The remote tier: the caller's, or the environment's. An explicit one
@@ -177,13 +178,13 @@ int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t 
 static int open_remote(progcache_store **out, const progcache_options *opts)
 {
     *out = NULL;
-    if (opts && opts->remote) {
+    if (opts->remote) {
         int rc = progcache_store_redis_new(out, opts->remote);
         if (rc)
             progcache__error_prefix("progcache_open: the remote tier");
         return rc;
     }
-    if (opts && (opts->flags & PROGCACHE_NO_REMOTE))
+    if (opts->flags & PROGCACHE_NO_REMOTE)
         return PROGCACHE_OK;
     progcache_buf url = PROGCACHE_BUF_INIT, secret = PROGCACHE_BUF_INIT;
     int rc = progcache_default_remote(&url, &secret);
@@ -193,13 +194,12 @@ static int open_remote(progcache_store **out, const progcache_options *opts)
         ro.url = (const char *)url.data;
         ro.secret = secret.size ? secret.data : NULL;
         ro.secret_len = secret.size;
-        if (opts) {
-            ro.log = opts->log;
-            ro.log_ctx = opts->log_ctx;
-        }
+        ro.log = opts->log;
+        ro.log_ctx = opts->log_ctx;
+        ro.max_artifact_size = opts->max_artifact_size;
         rc = progcache_store_redis_new(out, &ro);
     }
-    if (rc && rc != PROGCACHE_ENOTFOUND && opts)
+    if (rc && rc != PROGCACHE_ENOTFOUND)
         progcache__log(opts->log, opts->log_ctx, PROGCACHE_LOG_WARN, "PROGCACHE_REMOTE ignored: %s",
                        progcache_error_last());
     if (secret.data)
@@ -220,8 +220,10 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_open: out is NULL");
     *out = NULL;
-    if ((rc = check_options(opts, "progcache_open")))
+    progcache_options o;
+    if ((rc = load_options(&o, opts, "progcache_open")))
         return rc;
+    opts = &o;
     if (path && !*path)
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_open: path is empty; pass a directory, or NULL for "
@@ -234,17 +236,16 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
 
     progcache_file_options file_opts;
     progcache_file_options_init(&file_opts);
-    if (opts) {
-        file_opts.max_size = opts->max_size;
-        file_opts.low_water_percent = opts->low_water_percent;
-        file_opts.flags = opts->flags & ~PROGCACHE_NO_REMOTE;
-        file_opts.log = opts->log;
-        file_opts.log_ctx = opts->log_ctx;
-    }
+    file_opts.max_size = opts->max_size;
+    file_opts.low_water_percent = opts->low_water_percent;
+    file_opts.flags = opts->flags & ~PROGCACHE_NO_REMOTE;
+    file_opts.log = opts->log;
+    file_opts.log_ctx = opts->log_ctx;
+    file_opts.max_artifact_size = opts->max_artifact_size;
     if ((rc = progcache_store_file_new(&file, path, &file_opts)))
         goto done;
 
-    if (opts && opts->memory_size) {
+    if (opts->memory_size) {
         progcache_memory_options mem_opts;
         progcache_memory_options_init(&mem_opts);
         mem_opts.max_size = opts->memory_size;

@@ -2,11 +2,13 @@
  * here, so this builds (and its tests run) everywhere. */
 #include "store/redis_config.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "error.h"
+#include "options.h"
 #include "sha256.h" /* progcache__hex_digit */
 
 #define DEFAULT_TIMEOUT_MS 100u
@@ -313,24 +315,21 @@ void progcache__redis_url_describe(char *out, size_t size, const progcache__redi
 
 /* ---- the options ------------------------------------------------------- */
 
-static int check_version(const progcache_redis_options *opts)
+/* The struct's size in each version, for progcache__options_load. */
+static const size_t options_size[] = {0, offsetof(progcache_redis_options, max_artifact_size),
+                                      sizeof(progcache_redis_options)};
+
+/* Load the caller's options into o (defaults for what an older caller's
+ * struct lacks). */
+static int load_options(progcache_redis_options *o, const progcache_redis_options *opts)
 {
     if (!opts)
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_store_redis_new: opts is NULL; the Redis store needs "
                                 "options with at least a url");
-    if (opts->version == 0)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_store_redis_new: opts->version is 0; initialize the "
-                                "options with PROGCACHE_REDIS_OPTIONS_INIT or "
-                                "progcache_redis_options_init()");
-    if (opts->version > PROGCACHE_REDIS_OPTIONS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_store_redis_new: opts->version %u is newer than this "
-                                "library (version %d of the options); rebuild against the "
-                                "installed headers",
-                                opts->version, PROGCACHE_REDIS_OPTIONS_VERSION);
-    return PROGCACHE_OK;
+    progcache_redis_options_init(o);
+    return progcache__options_load(o, opts, options_size, PROGCACHE_REDIS_OPTIONS_VERSION,
+                                  "progcache_store_redis_new", "progcache_redis_options");
 }
 
 static int check_fields(const progcache_redis_options *opts)
@@ -360,9 +359,12 @@ int progcache__redis_config_init(progcache__redis_config *out,
                                  const progcache_redis_options *opts)
 {
     memset(out, 0, sizeof *out);
-    int rc = check_version(opts);
-    if (!rc)
-        rc = check_fields(opts);
+    progcache_redis_options o;
+    int rc = load_options(&o, opts);
+    if (rc)
+        return rc;
+    opts = &o;
+    rc = check_fields(opts);
     if (!rc)
         rc = progcache__redis_url_parse(&out->url, opts->url);
     if (!rc && opts->secret) {
@@ -389,6 +391,8 @@ int progcache__redis_config_init(progcache__redis_config *out,
                                                                  : DEFAULT_FAILURES;
     out->backoff_ms = opts->backoff_ms ? opts->backoff_ms : DEFAULT_BACKOFF_MS;
     out->max_queue_bytes = opts->max_queue_bytes ? opts->max_queue_bytes : DEFAULT_QUEUE_BYTES;
+    out->max_artifact_size =
+        opts->max_artifact_size ? opts->max_artifact_size : PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
     out->log = opts->log;
     out->log_ctx = opts->log_ctx;
     return PROGCACHE_OK;

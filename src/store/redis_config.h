@@ -48,6 +48,7 @@ typedef struct progcache__redis_config {
     unsigned int failures_before_backoff;
     unsigned int backoff_ms;
     uint64_t max_queue_bytes;
+    uint64_t max_artifact_size; /* the largest payload written or read */
     progcache__envelope_key *hmac; /* NULL: no secret */
     progcache_log_fn log;
     void *log_ctx;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "buf.h"
 #include "error.h"
 #include "fs.h"
+#include "options.h"
 #include "sha256.h"
 #include "store/validate.h"
 #include "store/stats_file.h"
@@ -477,13 +479,12 @@ static int open_error(const char *path, const char *what, int errnum)
                             strerror(errnum), errno_hint(errnum));
 }
 
+/* The struct's size in each version, for progcache__options_load. */
+static const size_t file_options_size[] = {
+    0, offsetof(progcache_file_options, max_artifact_size), sizeof(progcache_file_options)};
+
 static int check_options(const progcache_file_options *opts)
 {
-    if (opts->version == 0 || opts->version > PROGCACHE_FILE_OPTIONS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_file_options.version is %u; set it with "
-                                "PROGCACHE_FILE_OPTIONS_INIT or progcache_file_options_init()",
-                                opts->version);
     if (opts->low_water_percent > 100)
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_file_options.low_water_percent is %u; it must be "
@@ -531,20 +532,21 @@ static int open_layout(file_store *fs, const char *path)
 int progcache_store_file_new(progcache_store **out, const char *path,
                              const progcache_file_options *opts)
 {
-    progcache_file_options defaults;
+    progcache_file_options o;
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_file_new: out is NULL");
     *out = NULL;
     if (!path || !*path)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_file_new: the cache directory "
                                                   "path is empty");
-    if (!opts) {
-        progcache_file_options_init(&defaults);
-        opts = &defaults;
-    }
-    int rc = check_options(opts);
+    progcache_file_options_init(&o);
+    int rc = progcache__options_load(&o, opts, file_options_size, PROGCACHE_FILE_OPTIONS_VERSION,
+                                     "progcache_store_file_new", "progcache_file_options");
+    if (!rc)
+        rc = check_options(&o);
     if (rc)
         return rc;
+    opts = &o;
 
     file_store *fs = progcache__calloc(1, sizeof *fs);
     if (!fs)
@@ -567,6 +569,8 @@ int progcache_store_file_new(progcache_store **out, const char *path,
     fs->low_water = opts->max_size / 100 * pct + opts->max_size % 100 * pct / 100;
     fs->log = opts->log;
     fs->log_ctx = opts->log_ctx;
+    fs->max_artifact_size =
+        opts->max_artifact_size ? opts->max_artifact_size : PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
     fs->root = progcache__strdup(path);
     if (!fs->root) {
         rc = progcache__error(PROGCACHE_ENOMEM, "out of memory opening cache %s", path);

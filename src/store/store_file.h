@@ -39,6 +39,7 @@ typedef struct file_store {
     int lock_fd; /* progcache/lock: flock for seeding and eviction, or -1 */
     uint64_t max_size;
     uint64_t low_water;
+    uint64_t max_artifact_size; /* the largest entry put accepts and get reads */
     unsigned int flags;
     progcache_log_fn log;
     void *log_ctx;

@@ -93,6 +93,10 @@ typedef struct progcache_file_options {
 
     progcache_log_fn log; /* optional */
     void *log_ctx;
+
+    /* Version 2. The largest entry put accepts and get reads, in bytes;
+     * 0: PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT (1 GiB). */
+    uint64_t max_artifact_size;
 } progcache_file_options;
 
 /* Skip fsync of entries and directories: faster puts, but a completed put
@@ -115,7 +119,7 @@ typedef struct progcache_file_options {
  * refusing to load. */
 #define PROGCACHE_FILE_NO_VERIFY 0x8u
 
-#define PROGCACHE_FILE_OPTIONS_VERSION 1
+#define PROGCACHE_FILE_OPTIONS_VERSION 2
 #define PROGCACHE_FILE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_FILE_OPTIONS_VERSION)
 PROGCACHE_API void progcache_file_options_init(progcache_file_options *opts);
 

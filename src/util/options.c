@@ -1,0 +1,34 @@
+/* Versioned structs: one check and one copy for all of them. */
+#include "options.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include "error.h"
+
+int progcache__options_load(void *dst, const void *src, const size_t *sizes,
+                            unsigned int current, const char *fn, const char *name)
+{
+    if (!src)
+        return PROGCACHE_OK;
+    unsigned int version = PROGCACHE__VERSION_OF(src);
+    if (version == 0) {
+        char macro[64];
+        size_t i = 0;
+        for (; name[i] && i + 1 < sizeof macro; i++)
+            macro[i] = (char)toupper((unsigned char)name[i]);
+        macro[i] = '\0';
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: opts->version is 0; initialise the %s struct with %s_INIT "
+                                "or %s_init()",
+                                fn, name, macro, name);
+    }
+    if (version > current)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: opts->version is %u, newer than this library knows (%u, "
+                                "progcache %s): the program was built against newer progcache "
+                                "headers; rebuild it against the installed ones",
+                                fn, version, current, PROGCACHE_VERSION_STRING);
+    memcpy(dst, src, sizes[version]);
+    return PROGCACHE_OK;
+}
