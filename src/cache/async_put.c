@@ -38,7 +38,7 @@ struct progcache__async {
     pthread_cond_t wake; /* a job was queued, or stop was set */
     pthread_cond_t idle; /* the queue ran empty */
     int error;           /* first failure since the last flush */
-    char message[1024];
+    char *message;       /* its message, whole (NULL: no memory for it) */
 };
 
 static void report(progcache *cache, const struct job *job, int rc)
@@ -46,17 +46,21 @@ static void report(progcache *cache, const struct job *job, int rc)
     char hex[65];
     progcache__hex(hex, job->key, job->key_len < 32 ? job->key_len : 32);
     struct progcache__async *a = cache->async;
-    char message[sizeof a->message];
-    snprintf(message, sizeof message, "background store of key %.16s... failed: %s", hex,
-             progcache_error_last());
-    if (job->log)
-        job->log(job->log_ctx, PROGCACHE_LOG_WARN, message);
+    const char *why = progcache_error_last();
+    size_t size = strlen(why) + 64;
+    char *message = progcache__malloc(size);
+    if (message)
+        snprintf(message, size, "background store of key %.16s... failed: %s", hex, why);
+    progcache__log(job->log, job->log_ctx, PROGCACHE_LOG_WARN,
+                   "background store of key %.16s... failed: %s", hex, why);
     pthread_mutex_lock(&cache->async_lock);
     if (!a->error) {
         a->error = rc;
-        memcpy(a->message, message, sizeof message);
+        a->message = message;
+        message = NULL;
     }
     pthread_mutex_unlock(&cache->async_lock);
+    progcache__free(message);
 }
 
 static void *worker_main(void *arg)
@@ -165,7 +169,7 @@ int progcache_flush(progcache *cache)
 {
     if (!cache)
         return PROGCACHE_OK;
-    char message[sizeof cache->async->message];
+    char *message = NULL;
     int rc = PROGCACHE_OK;
     pthread_mutex_lock(&cache->async_lock);
     struct progcache__async *a = cache->async;
@@ -173,14 +177,18 @@ int progcache_flush(progcache *cache)
         while (a->head || a->busy)
             pthread_cond_wait(&a->idle, &cache->async_lock);
         rc = a->error;
-        if (rc)
-            memcpy(message, a->message, sizeof message);
+        message = a->message;
         a->error = 0;
+        a->message = NULL;
     }
     pthread_mutex_unlock(&cache->async_lock);
     if (rc)
-        return progcache__error(rc, "%s", message);
-    return PROGCACHE_OK;
+        progcache__error(rc, "%s",
+                         message ? message
+                                 : "a background store failed (no memory was left for its "
+                                   "message)");
+    progcache__free(message);
+    return rc;
 }
 
 void progcache__cache_async_close(progcache *cache)
@@ -198,6 +206,7 @@ void progcache__cache_async_close(progcache *cache)
     pthread_join(a->thread, NULL);
     pthread_cond_destroy(&a->wake);
     pthread_cond_destroy(&a->idle);
+    progcache__free(a->message);
     progcache__free(a);
     cache->async = NULL;
 }

@@ -330,28 +330,39 @@ static int lookup(progcache_buf *out, progcache *cache, const void *key, size_t 
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_get: out is NULL");
 
-    /* A tier that fails does not hide the tiers below it. The code returned
-     * when none of them hits is the last failure's, so that it matches the
-     * thread's last error message. */
+    /* A tier that fails does not hide the tiers below it. When none of them
+     * hits, the last failure's code is returned with that failure's own
+     * message, kept whole: a tier below that misses may have set the
+     * thread's message meanwhile, and it must not be reported under the
+     * failing tier's code. */
     int failed = PROGCACHE_OK;
+    progcache__error_saved why;
     for (size_t i = 0; i < cache->num_tiers; i++) {
         progcache_store *t = cache->tiers[i];
         file_store *fs = sealed && i == cache->home ? progcache__file_store_cast(t) : NULL;
         rc = fs ? progcache__file_get(out, fs, key, key_len, sealed) : t->get(out, t, key, key_len);
         if (rc == PROGCACHE_OK) {
+            if (failed)
+                progcache__error_discard(&why);
             for (size_t j = i; j-- > 0;)
                 put_upper(cache, j, key, key_len, out->data, out->size);
             return PROGCACHE_OK;
         }
         if (rc != PROGCACHE_ENOTFOUND) {
+            if (failed)
+                progcache__error_discard(&why);
             failed = rc;
+            progcache__error_save(&why);
             if (i + 1 < cache->num_tiers)
                 progcache__cache_log(cache, PROGCACHE_LOG_WARN,
                                      "get from the %s tier failed, trying the tier below: %s",
                                      tier_name(t), progcache_error_last());
         }
     }
-    return failed ? failed : PROGCACHE_ENOTFOUND;
+    if (!failed)
+        return PROGCACHE_ENOTFOUND;
+    progcache__error_restore(&why);
+    return failed;
 }
 
 PROGCACHE_HOT
@@ -379,26 +390,36 @@ int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void 
     return lookup(out, cache, key, key_len, NULL);
 }
 
+int progcache__cache_holds(progcache *cache, const void *key, size_t key_len)
+{
+    progcache_store *t = cache->tiers[cache->home];
+    progcache__error_saved saved;
+    progcache__error_save(&saved);
+    progcache_buf bytes = PROGCACHE_BUF_INIT;
+    int rc = t->get(&bytes, t, key, key_len);
+    progcache_buf_free(&bytes);
+    progcache__error_restore(&saved);
+    return rc == PROGCACHE_OK;
+}
+
 /* After the home tier refused a put: drop key from the tiers above it, so
  * none of them keeps serving the value the put meant to replace. The home
  * tier's message is what the caller needs, so it survives a failed drop. */
-static void drop_from_upper(progcache *cache, int code, const void *key, size_t key_len)
+static void drop_from_upper(progcache *cache, const void *key, size_t key_len)
 {
-    char saved[1024];
-    int clobbered = 0;
-    snprintf(saved, sizeof saved, "%s", progcache_error_last());
+    if (cache->home == 0)
+        return;
+    progcache__error_saved saved;
+    progcache__error_save(&saved);
     for (size_t i = 0; i < cache->home; i++) {
         progcache_store *t = cache->tiers[i];
         int rc = t->remove(t, key, key_len);
-        if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND) {
-            clobbered = 1;
+        if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND)
             progcache__cache_log(cache, PROGCACHE_LOG_WARN,
                                  "could not drop a stale entry from the %s tier: %s",
                                  tier_name(t), progcache_error_last());
-        }
     }
-    if (clobbered)
-        progcache__error(code, "%s", saved);
+    progcache__error_restore(&saved);
 }
 
 int progcache_put(progcache *cache, const void *key, size_t key_len, const void *data,
@@ -415,7 +436,7 @@ int progcache_put(progcache *cache, const void *key, size_t key_len, const void 
     rc = t->put(t, key, key_len, data, size);
     if (rc) {
         progcache__stats_add(cache_stats(cache), PROGCACHE__STORE_ERRORS, 1);
-        drop_from_upper(cache, rc, key, key_len);
+        drop_from_upper(cache, key, key_len);
         return rc;
     }
     progcache__stats_add(cache_stats(cache), PROGCACHE__STORES, 1);

@@ -27,4 +27,11 @@ int progcache__cache_get_sealed(progcache_buf *out, progcache *cache, const void
 int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void *key,
                                size_t key_len);
 
+/* After a progcache_put that failed: whether key's entry is in the
+ * persistent tier all the same (a put can fail after its entry is in
+ * place, when making it durable failed; or another process stored the key
+ * meanwhile). Reads the entry once, uncounted; the thread's error is left
+ * as it was. */
+int progcache__cache_holds(progcache *cache, const void *key, size_t key_len);
+
 #endif

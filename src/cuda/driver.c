@@ -29,7 +29,7 @@
 static struct {
     pthread_once_t once;
     int rc;
-    char message[1024];
+    char message[8192]; /* dlerror's text names the library's path, whole */
     progcache_cuda_api api;
     const char *path;
 } driver = {PTHREAD_ONCE_INIT, 0, "", {0}, "libcuda.so.1"};
@@ -257,14 +257,16 @@ int progcache_cuda_check(CUresult result, const char *what)
 
 int progcache__cuda_error(CUresult result, const char *fmt, ...)
 {
-    char what[512];
+    /* Formatted straight into the message: what can hold a kernel's
+     * mangled name, of any length. */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    progcache__error_v(PROGCACHE_ECUDA, fmt, ap);
     va_end(ap);
     const char *name, *text;
     describe(progcache__cuda_loaded(), result, &name, &text);
     if (!strcmp(name, "unknown CUresult"))
         name = progcache_cuda_result_name(result);
-    return progcache__error(PROGCACHE_ECUDA, "%s failed: %s (%s)", what, name, text);
+    progcache__error_append(" failed: %s (%s)", name, text);
+    return PROGCACHE_ECUDA;
 }

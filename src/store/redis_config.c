@@ -60,11 +60,21 @@ static void mask_url(char *out, size_t size, const char *url)
         snprintf(out, size, "%.*s***%s", (int)(skip - url), url, skip_end);
 }
 
+/* The whole URL is quoted (a unix: socket path can be long); only when
+ * there is no memory for the copy is it cut. */
 static int url_error(const char *url, const char *why)
 {
-    char shown[512];
-    mask_url(shown, sizeof shown, url);
-    return progcache__error(PROGCACHE_EINVAL, "Redis URL \"%s\": %s; %s", shown, why, URL_FORMS);
+    char cut[512];
+    size_t size = strlen(url) + 4; /* "***" may replace an empty password */
+    char *shown = progcache__malloc(size);
+    if (shown)
+        mask_url(shown, size, url);
+    else
+        mask_url(cut, sizeof cut, url);
+    int rc = progcache__error(PROGCACHE_EINVAL, "Redis URL \"%s\": %s; %s", shown ? shown : cut,
+                              why, URL_FORMS);
+    progcache__free(shown);
+    return rc;
 }
 
 /* Percent-decode s[0..len) into a new string; -1 on a malformed escape

@@ -13,6 +13,9 @@
 #define PROGCACHE__REDIS_DEFAULT_PREFIX "progcache:"
 #define PROGCACHE__REDIS_MAX_PREFIX 200
 #define PROGCACHE__REDIS_DEFAULT_PORT 6379
+/* Room for the description of any address: a socket path as long as a
+ * path can be (PATH_MAX), a host name and a user name. */
+#define PROGCACHE__REDIS_WHERE_SIZE (4096 + 512)
 
 /* A parsed server address. Strings are owned (progcache__malloc). */
 typedef struct progcache__redis_url {
@@ -38,7 +41,7 @@ void progcache__redis_url_describe(char *out, size_t size, const progcache__redi
 
 typedef struct progcache__redis_config {
     progcache__redis_url url;
-    char where[300];    /* progcache__redis_url_describe(url) */
+    char where[PROGCACHE__REDIS_WHERE_SIZE]; /* progcache__redis_url_describe(url) */
     char prefix[PROGCACHE__REDIS_MAX_PREFIX + 1];
     size_t prefix_len;
     unsigned int connect_timeout_ms;

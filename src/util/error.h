@@ -25,6 +25,9 @@
  * caller can write `return progcache__error(PROGCACHE_EINVAL, "...")`. */
 int progcache__error(int code, const char *fmt, ...) PROGCACHE_PRINTF(2, 3) PROGCACHE_COLD;
 
+/* progcache__error with a va_list. */
+int progcache__error_v(int code, const char *fmt, va_list ap) PROGCACHE_COLD;
+
 /* Like progcache__error, appending ": <strerror(errnum)>" to the message. */
 int progcache__error_errno(int code, int errnum, const char *fmt, ...) PROGCACHE_PRINTF(3, 4)
     PROGCACHE_COLD;
@@ -33,8 +36,26 @@ int progcache__error_errno(int code, int errnum, const char *fmt, ...) PROGCACHE
  * ENOMEM -> PROGCACHE_ENOMEM, everything else -> PROGCACHE_EIO. */
 int progcache__code_from_errno(int errnum);
 
-/* Prefix the current message with text (for adding context on the way up). */
+/* Append formatted text to the current message (code unchanged). */
+void progcache__error_append(const char *fmt, ...) PROGCACHE_PRINTF(1, 2) PROGCACHE_COLD;
+
+/* Prefix the current message with the formatted text and ": " (for adding
+ * context on the way up; the text must not end in ": " itself). */
 void progcache__error_prefix(const char *fmt, ...) PROGCACHE_PRINTF(1, 2) PROGCACHE_COLD;
+
+/* The thread's error, kept whole across calls that may replace it (a
+ * message can name two long paths: copying it into a small local array
+ * would cut it). Every save is followed by exactly one restore (which
+ * sets the error back and frees the copy) or discard. */
+typedef struct progcache__error_saved {
+    int code;
+    char *message; /* NULL when out of memory: then cut holds its start */
+    char cut[256];
+} progcache__error_saved;
+void progcache__error_save(progcache__error_saved *out) PROGCACHE_COLD;
+void progcache__error_restore(progcache__error_saved *saved) PROGCACHE_COLD;
+/* Free a saved error without restoring it. */
+void progcache__error_discard(progcache__error_saved *saved) PROGCACHE_COLD;
 
 /* Format a message and pass it to a log callback (nothing when log is
  * NULL): the one body behind the stores', the cache's and compile-or-load's
