@@ -71,8 +71,10 @@ typedef struct progcache_redis_options {
     /* A shared secret for authenticated entries; NULL/0: none. With a
      * secret, every value written carries an HMAC-SHA256 tag over the cache
      * key and the payload, and a value read without a valid tag is rejected
-     * (a miss, counted). At least 16 bytes; 32 random bytes are best. Not
-     * referenced after progcache_store_redis_new returns. */
+     * (a miss, counted). At least PROGCACHE_REDIS_MIN_SECRET (16) bytes: a
+     * shorter one is refused (PROGCACHE_EINVAL), never used or dropped;
+     * 32 random bytes are best. Not referenced after
+     * progcache_store_redis_new returns. */
     const void *secret;
     size_t secret_len;
 
@@ -107,6 +109,10 @@ typedef struct progcache_redis_options {
  * write failed). Default: put queues the value and returns at once. */
 #define PROGCACHE_REDIS_SYNC_PUT 0x2u
 
+/* The shortest shared secret accepted, in bytes: HMAC is only as strong
+ * as its key. */
+#define PROGCACHE_REDIS_MIN_SECRET 16
+
 #define PROGCACHE_REDIS_OPTIONS_VERSION 2
 #define PROGCACHE_REDIS_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_OPTIONS_VERSION)
 
@@ -115,11 +121,24 @@ typedef struct progcache_redis_options {
  * for progcache_open() and the progcache command (docs/CONFIG.md):
  * $PROGCACHE_REMOTE is the URL, and $PROGCACHE_REMOTE_SECRET_FILE, if set,
  * a file whose bytes (one trailing newline dropped) are the shared secret.
+ *
+ * A secret file that is named but cannot be used is an error, never "no
+ * secret" (docs/SECURITY.md): missing or unreadable, not a regular file (a
+ * FIFO or device is neither waited on nor read), readable or writable by
+ * every user (mode o+r or o+w; group access is allowed, for a secret
+ * shared by a group), empty or under PROGCACHE_REDIS_MIN_SECRET bytes, or
+ * over 4096 bytes. PROGCACHE_REMOTE_SECRET_FILE without PROGCACHE_REMOTE is
+ * not read (there is no remote tier to authenticate).
+ *
  * @param url    [out] the URL as a NUL-terminated string.
- * @param secret [out] the secret's bytes (size 0: none).
+ * @param secret [out] the secret's bytes; size 0 only when
+ *               PROGCACHE_REMOTE_SECRET_FILE is unset or empty. Wipe it
+ *               (memset data, capacity bytes) before freeing.
  * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND when PROGCACHE_REMOTE is unset
- *         or empty (no message); PROGCACHE_EIO when the secret file cannot
- *         be read (the message names it); PROGCACHE_ENOMEM.
+ *         or empty (no message); PROGCACHE_EINVAL when the secret file is
+ *         unusable as above, PROGCACHE_EIO when it cannot be opened or read
+ *         (either way the message is "PROGCACHE_REMOTE_SECRET_FILE <path>
+ *         <why>"); PROGCACHE_ENOMEM.
  */
 PROGCACHE_API int progcache_default_remote(progcache_buf *url, progcache_buf *secret);
 

@@ -172,9 +172,12 @@ int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t 
     return new_handle(out, tiers, num_tiers, NULL, &o);
 }
 
-/* The remote tier: the caller's, or the environment's. An explicit one
- * that fails fails the open; one from the environment is left out with a
- * warning, so a stale $PROGCACHE_REMOTE never stops a program. */
+/* The remote tier: the caller's, or the environment's. Either way, one
+ * that cannot be set up fails the open with a message saying why: a remote
+ * tier that was asked for and is silently left out (or, worse, kept without
+ * the secret that was asked for) is a downgrade nobody would notice
+ * (docs/CONFIG.md). A server that is down is not such a failure: nothing
+ * is contacted here, and its gets are misses. */
 static int open_remote(progcache_store **out, const progcache_options *opts)
 {
     *out = NULL;
@@ -188,25 +191,30 @@ static int open_remote(progcache_store **out, const progcache_options *opts)
         return PROGCACHE_OK;
     progcache_buf url = PROGCACHE_BUF_INIT, secret = PROGCACHE_BUF_INIT;
     int rc = progcache_default_remote(&url, &secret);
-    if (rc == PROGCACHE_OK) {
+    if (rc == PROGCACHE_ENOTFOUND) {
+        rc = PROGCACHE_OK; /* no remote tier configured */
+    } else if (rc == PROGCACHE_OK) {
         progcache_redis_options ro;
         progcache_redis_options_init(&ro);
         ro.url = (const char *)url.data;
+        /* Size 0 only when no secret file is configured: one that is
+         * configured and unusable failed above. */
         ro.secret = secret.size ? secret.data : NULL;
         ro.secret_len = secret.size;
         ro.log = opts->log;
         ro.log_ctx = opts->log_ctx;
         ro.max_artifact_size = opts->max_artifact_size;
         rc = progcache_store_redis_new(out, &ro);
+        if (rc)
+            progcache__error_prefix("progcache_open: PROGCACHE_REMOTE");
+    } else {
+        progcache__error_prefix("progcache_open");
     }
-    if (rc && rc != PROGCACHE_ENOTFOUND)
-        progcache__log(opts->log, opts->log_ctx, PROGCACHE_LOG_WARN, "PROGCACHE_REMOTE ignored: %s",
-                       progcache_error_last());
     if (secret.data)
         memset(secret.data, 0, secret.capacity);
     progcache_buf_free(&secret);
     progcache_buf_free(&url);
-    return PROGCACHE_OK;
+    return rc;
 }
 
 int progcache_open(progcache **out, const char *path, const progcache_options *opts)

@@ -40,6 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "progcache/remote.h" /* PROGCACHE_REDIS_MIN_SECRET */
+
 #define PROGCACHE__ENVELOPE_VERSION 1
 #define PROGCACHE__ENVELOPE_MAGIC "pcEV"
 #define PROGCACHE__ENVELOPE_FLAG_HMAC 0x01u
@@ -48,7 +50,7 @@
 #define PROGCACHE__ENVELOPE_MAX_HEADER                                           \
     (PROGCACHE__ENVELOPE_BASE_SIZE + PROGCACHE__ENVELOPE_TAG_SIZE)
 /* A secret shorter than this is refused: HMAC is only as strong as its key. */
-#define PROGCACHE__ENVELOPE_MIN_SECRET 16
+#define PROGCACHE__ENVELOPE_MIN_SECRET PROGCACHE_REDIS_MIN_SECRET
 
 /* A shared secret, prepared once (the MAC fetched from OpenSSL and keyed),
  * then used by any number of threads at once: each seal/open works on a

@@ -380,7 +380,7 @@ int progcache__redis_config_init(progcache__redis_config *out,
     if (!rc && opts->secret) {
         rc = progcache__envelope_key_new(&out->hmac, opts->secret, opts->secret_len);
         if (rc)
-            progcache__error_prefix("progcache_store_redis_new: opts->secret: ");
+            progcache__error_prefix("progcache_store_redis_new: opts->secret");
     }
     if (rc) {
         progcache__redis_config_release(out);

@@ -1,10 +1,12 @@
 /* The Redis tier inside a cache handle: progcache_open with a remote tier
  * (from options and from $PROGCACHE_REMOTE), read-through from another
  * node's directory, remote counters in the directory's statistics, a
- * stale environment never failing an open, and cross-node single-flight
+ * server that is down never failing an open (an unusable PROGCACHE_REMOTE
+ * does), and cross-node single-flight
  * through progcache_compile_or_load: several "nodes" (processes with their
  * own cache directories, one Redis) missing one kernel compile it once. */
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +70,7 @@ static void test_environment(void)
     snprintf(secret_path, sizeof secret_path, "%s/secret", scratch);
     FILE *f = fopen(secret_path, "w");
     CHECK(f && fputs("0123456789abcdef0123456789abcdef\n", f) >= 0 && fclose(f) == 0);
+    CHECK(chmod(secret_path, 0600) == 0); /* readable by all users: refused */
     setenv("PROGCACHE_REMOTE", server.url, 1);
     setenv("PROGCACHE_REMOTE_SECRET_FILE", secret_path, 1);
     progcache *c = open_node("env1", NULL);
@@ -86,16 +89,27 @@ static void test_environment(void)
     CHECK_OK(progcache_stats_get(&st, c));
     CHECK(st.remote_rejected == 1);
     progcache_close(c);
-    /* A stale or wrong PROGCACHE_REMOTE never stops a program. */
-    setenv("PROGCACHE_REMOTE", "redis://", 1);
+    /* A server that is down never stops a program: its gets are misses. */
+    char down[64];
+    snprintf(down, sizeof down, "redis://127.0.0.1:%d", test_free_port());
+    setenv("PROGCACHE_REMOTE", down, 1);
     c = open_node("env4", NULL);
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, c, "env-key", 7));
     progcache_close(c);
-    /* But an explicit bad remote fails the open, naming it. */
-    progcache_redis_options bad = PROGCACHE_REDIS_OPTIONS_INIT;
-    bad.url = "http://nope";
+    /* A PROGCACHE_REMOTE that cannot be used fails the open, naming the
+     * variable: left out silently, the program would run without the
+     * shared tier it was told to use. */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/env5", scratch);
+    setenv("PROGCACHE_REMOTE", "redis://", 1);
+    CHECK_RC(PROGCACHE_EINVAL, progcache_open(&c, dir, NULL));
+    CHECK(c == NULL);
+    CHECK(strstr(progcache_error_last(), "progcache_open: PROGCACHE_REMOTE: Redis URL "
+                                         "\"redis://\": the host is empty") ==
+          progcache_error_last());
+    /* So does an explicit bad remote, naming it. */
+    progcache_redis_options bad = PROGCACHE_REDIS_OPTIONS_INIT;
+    bad.url = "http://nope";
     progcache_options opts = PROGCACHE_OPTIONS_INIT;
     opts.remote = &bad;
     CHECK(progcache_open(&c, dir, &opts) != PROGCACHE_OK);
