@@ -330,15 +330,17 @@ typedef struct progcache_program_result {
     CUfunction function;
 
     /* 1 when the cached artifact was unusable (failed a structure check or
-     * the driver refused it): it was removed, compiled again, stored and
-     * loaded. heal_reason says what was wrong with it. */
+     * the driver refused it): it was removed (remove_error says when that
+     * failed), compiled again, stored over and loaded. heal_reason says
+     * what was wrong with it (never a path: it fits). */
     int healed;
     char heal_reason[256];
 
-    /* A cache failure that did not stop the call (0 if none): the lookup
-     * failed (the program was compiled instead), a bad entry could not be
-     * removed, or the store failed (full disk, read-only cache). The
-     * artifact is returned all the same; cache_message says what failed. */
+    /* A cache failure that did not stop the call (0 if none): the first
+     * of lookup_error, remove_error and store_error below. The artifact is
+     * returned all the same; cache_message says what failed, cut to fit
+     * (cache_detail, version 2, holds every failure whole). Only
+     * store_error means the artifact is not in the cache. */
     int cache_error;
     char cache_message[1024];
 
@@ -352,9 +354,36 @@ typedef struct progcache_program_result {
      * wait ended with that compile's result, status is HIT and waited is 1. */
     double wait_ms;
     int waited;
+
+    /* Version 2 (written only into a result of version 2 or later): each
+     * cache step's failure on its own, and the messages without a length
+     * limit. A code is 0 when that step did not fail (or did not run). */
+    /* A lookup failed: the first one, or the second look under the
+     * single-flight lock. The program was compiled instead, unless the
+     * second look found it (status HIT). */
+    int lookup_error;
+    /* A cached entry found unusable (healed) could not be removed; the
+     * store replaced it, unless store_error is set too. */
+    int remove_error;
+    /* The synchronous store failed (full disk, read-only cache, ...). 0
+     * when it succeeded, did not run, or was handed to the background
+     * (store_pending: progcache_flush reports that one). */
+    int store_error;
+    /* 1 when this call's synchronous store left the artifact in the cache:
+     * it succeeded, or it failed only after the entry was in place (the
+     * file store fails a put whose entry it could not make durable: fsync
+     * of its directory), or another process stored the key meanwhile. So
+     * store_error with stored 0 means: the artifact is not in the cache. */
+    int stored;
+    /* Every cache failure of the call, whole (cache_message cuts a long
+     * path), in the order they happened, each on a line of its own:
+     * "cache lookup failed: <why>\n", "cache store failed: <why>\n", ...
+     * Empty (size 0) when there was none. Owned by the result (freed by
+     * progcache_program_result_release; reused by the next call). */
+    progcache_buf cache_detail;
 } progcache_program_result;
 
-#define PROGCACHE_PROGRAM_RESULT_VERSION 1
+#define PROGCACHE_PROGRAM_RESULT_VERSION 2
 #ifdef __cplusplus
 #define PROGCACHE_PROGRAM_RESULT_INIT {PROGCACHE_PROGRAM_RESULT_VERSION}
 #else
@@ -384,7 +413,9 @@ typedef struct progcache_program_result {
  *
  * A failing cache never costs the artifact: if the lookup, the removal of a
  * bad entry or the store fails, the call still compiles, loads and returns
- * PROGCACHE_OK, with the failure in out->cache_error/cache_message.
+ * PROGCACHE_OK, with the failure in out->cache_error/cache_message, and
+ * (version 2) which step failed in out->lookup_error, remove_error or
+ * store_error, every message whole in out->cache_detail.
  *
  * Loading needs the driver (progcache_cuda_load() is called for you).
  * The library API needs no current context to load; fetching a CUfunction
@@ -394,6 +425,8 @@ typedef struct progcache_program_result {
  * @param out     [out] a result set to PROGCACHE_PROGRAM_RESULT_INIT or
  *                released; on failure it still holds what was done (key,
  *                times, status, and the artifact if one was compiled).
+ *                Any version from 1 to PROGCACHE_PROGRAM_RESULT_VERSION:
+ *                only the fields of out's version are written.
  * @param cache   the cache; NULL: compile every time (status DISABLED).
  * @param program what to compile and load.
  * @return PROGCACHE_OK;

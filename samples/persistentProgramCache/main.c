@@ -206,15 +206,18 @@ done:
         api->cuEventDestroy(stop);
     return status;
 }
-/* Open the cache; NULL with the reason in reason when it cannot be used. */
-static progcache *open_cache(const sample_args *args, char *reason, size_t len)
+/* Open the cache; NULL when it cannot be used, with the reason in *reason
+ * (malloc'd: the library's message, whole, which may name a long path).
+ * The run goes on without a cache, and says so: on stderr now, and in
+ * the Cache status line. */
+static progcache *open_cache(const sample_args *args, char **reason)
 {
     progcache *cache = NULL;
+    *reason = NULL;
     if (progcache_open(&cache, args->cache_dir, NULL)) {
-        snprintf(reason, len, "%s", progcache_error_last());
-        fprintf(stderr, PROG ": warning: cannot use the cache directory, continuing without a "
-                        "cache: %s\n",
-                reason);
+        *reason = strdup(progcache_error_last());
+        fprintf(stderr, PROG ": warning: running without a cache: %s\n",
+                progcache_error_last());
         return NULL;
     }
     if (args->clear_cache && progcache_clear(cache))
@@ -222,37 +225,61 @@ static progcache *open_cache(const sample_args *args, char *reason, size_t len)
     return cache;
 }
 
+/* Each cache failure of the call, whole, one warning per line of
+ * res->cache_detail. */
+static void warn_cache_failures(const progcache_program_result *res)
+{
+    const char *p = (const char *)res->cache_detail.data;
+    if (!p || !*p) {
+        if (res->cache_error) /* no memory was left for the whole text */
+            fprintf(stderr, PROG ": warning: %s\n", res->cache_message);
+        return;
+    }
+    while (*p) {
+        size_t n = strcspn(p, "\n");
+        fprintf(stderr, PROG ": warning: %.*s\n", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
+/* The step lines say which step failed: a failed lookup was compiled
+ * instead, and only a failed store means the artifact is not in the cache
+ * (a failed lookup or removal says nothing about the store). */
 static void print_cache_lines(const progcache_program_result *res, const char *disabled,
                               int have_device)
 {
     char hex[2 * PROGCACHE_KEY_SIZE + 1];
     progcache_key_hex(hex, res->key, sizeof res->key);
     if (res->status == PROGCACHE_STATUS_DISABLED)
-        line("Cache status:", "DISABLED (%s)", disabled);
+        line("Cache status:", "DISABLED (%s)", disabled ? disabled : "no cache");
     else if (res->healed)
-        line("Cache status:", "MISS (healed: %s)", res->heal_reason);
+        line("Cache status:", "MISS (healed: %s%s)", res->heal_reason,
+             res->remove_error ? "; the unusable entry could not be removed" : "");
     else
         line("Cache status:", "%s", progcache_status_name(res->status));
     line("Cache key:", "%.24s...", hex);
     line("Artifact size:", "%.1f KiB", (double)res->artifact.size / 1024.0);
-    line("Cache lookup:", "%.3f ms", res->lookup_ms);
+    line("Cache lookup:", "%.3f ms%s", res->lookup_ms,
+         !res->lookup_error                   ? ""
+         : res->status == PROGCACHE_STATUS_HIT ? " (FAILED, then found on a second look)"
+                                               : " (FAILED: compiled instead)");
     if (res->status == PROGCACHE_STATUS_HIT)
         line("Compile time:", "skipped");
     else
         line("Compile time:", "%.3f ms", res->compile_ms);
     if (res->status == PROGCACHE_STATUS_MISS)
         line("Cache store:", "%.3f ms%s", res->store_ms,
-             res->store_pending ? " (in the background)"
-             : res->cache_error ? " (FAILED: not stored)"
-                                : "");
+             res->store_pending  ? " (in the background)"
+             : !res->store_error ? ""
+             : res->stored       ? " (FAILED after the entry was in place: see the warning)"
+                                 : " (FAILED: not stored)");
     if (have_device)
         line("Module load:", "%.3f ms", res->load_ms);
     else
         line("Module load:", "skipped (no CUDA device)");
     line("Host prep time:", "%.3f ms",
          res->lookup_ms + res->compile_ms + res->store_ms + res->load_ms);
-    if (res->cache_error)
-        fprintf(stderr, PROG ": warning: %s\n", res->cache_message);
+    warn_cache_failures(res);
 }
 
 /* The lines after the standard ones: the fast kernel's throughput and what
@@ -305,6 +332,7 @@ int main(int argc, char **argv)
     sample_gpu g;
     workload w;
     progcache *cache = NULL;
+    char *disabled = NULL; /* why there is no cache */
     progcache_program_result res = PROGCACHE_PROGRAM_RESULT_INIT;
     autotune_result tune;
     int tuned = 0;
@@ -330,8 +358,7 @@ int main(int argc, char **argv)
     else
         snprintf(arch, sizeof arch, "sm_%d%d", g.major, g.minor);
 
-    char disabled[1024] = "";
-    cache = open_cache(&args, disabled, sizeof disabled);
+    cache = open_cache(&args, &disabled);
     /* The inputs are made after the cache flow, as in the Python sample,
      * except that --autotune needs them to time its candidates. */
     if (args.autotune && g.api && (status = workload_setup(&w, &g, &args)) >= 0)
@@ -409,6 +436,7 @@ done:
     close_device(&g);
     /* Waits for a background store (--async-store). */
     progcache_close(cache);
+    free(disabled);
     free(source);
     sample_args_free(&args);
     return status;

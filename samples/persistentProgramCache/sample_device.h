@@ -52,6 +52,7 @@ typedef enum {
 } autotune_mode;
 
 #define AUTOTUNE_MAX_CANDIDATES 16
+#define AUTOTUNE_MESSAGE_MAX 16384
 
 typedef struct autotune_result {
     autotune_mode mode;
@@ -65,9 +66,11 @@ typedef struct autotune_result {
     int threads;         /* compile threads */
     /* COLD: each candidate's median time, in fast_candidates() order */
     double candidate_ms[AUTOTUNE_MAX_CANDIDATES];
-    char retuned[160];   /* why a cached record was not used (empty: none) */
-    char store_error[256]; /* the record could not be stored (empty: stored) */
-    char error[1024];      /* why autotune_run failed */
+    /* Messages, whole: progcache's can name a path of 4096 bytes (its
+     * messages are shorter than AUTOTUNE_MESSAGE_MAX). */
+    char retuned[AUTOTUNE_MESSAGE_MAX];     /* why a cached record was not used (empty: none) */
+    char store_error[AUTOTUNE_MESSAGE_MAX]; /* the record could not be stored (empty: stored) */
+    char error[AUTOTUNE_MESSAGE_MAX];       /* why autotune_run failed */
 } autotune_result;
 
 /* Pick the fast kernel's tile shape for (device, arch, M, N, K, epilogue).

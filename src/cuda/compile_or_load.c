@@ -11,6 +11,7 @@
  *  3. Keep the hit path short: one key derivation, one read into a buffer
  *     the caller may reuse, one structure check, one library load. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -60,17 +61,45 @@ static void say(const progcache_program *program, int level, const char *fmt, ..
     va_end(ap);
 }
 
-/* Keep the first cache failure of this call in the result (rule 1). */
+/* The steps of a call that can fail without failing it (rule 1). */
+typedef enum cache_step { STEP_LOOKUP, STEP_REMOVE, STEP_STORE } cache_step;
+
+/* Whether out has the fields of version 2 (a caller built against an older
+ * header has a shorter struct: they must not be written). */
+static int has_v2(const progcache_program_result *out) { return out->version >= 2; }
+
+/* Record a cache failure of this call in the result (rule 1): the first one
+ * in cache_error/cache_message; with version 2, each step's code, and every
+ * message whole in cache_detail. what names the step in the message. */
 static void cache_failed(progcache_program_result *out, const progcache_program *program,
-                         int rc, const char *step)
+                         int rc, cache_step step, const char *what)
 {
-    say(program, PROGCACHE_LOG_WARN, "progcache: cache %s failed: %s", step,
-        progcache_error_last());
-    if (out->cache_error)
-        return;
-    out->cache_error = rc;
-    snprintf(out->cache_message, sizeof out->cache_message, "cache %s failed: %s", step,
-             progcache_error_last());
+    /* Kept before anything else runs: the log callback is the caller's
+     * code, and may call into the library. */
+    progcache__error_saved why;
+    progcache__error_save(&why);
+    const char *text = why.message ? why.message : why.cut;
+    say(program, PROGCACHE_LOG_WARN, "progcache: cache %s failed: %s", what, text);
+    if (!out->cache_error) {
+        out->cache_error = rc;
+        snprintf(out->cache_message, sizeof out->cache_message, "cache %s failed: %s", what,
+                 text);
+    }
+    if (has_v2(out)) {
+        int *code = step == STEP_LOOKUP   ? &out->lookup_error
+                    : step == STEP_REMOVE ? &out->remove_error
+                                          : &out->store_error;
+        if (!*code)
+            *code = rc;
+        /* Best effort: without memory the line is missing, the code is not. */
+        progcache_buf *d = &out->cache_detail;
+        size_t at = d->size;
+        if (progcache__buf_append(d, "cache ", 6) || progcache__buf_append(d, what, strlen(what)) ||
+            progcache__buf_append(d, " failed: ", 9) ||
+            progcache__buf_append(d, text, strlen(text)) || progcache__buf_append(d, "\n", 1))
+            progcache__buf_set_size(d, at);
+    }
+    progcache__error_restore(&why);
 }
 
 /* Before compiling a missed key: take its compile lock, or wait for the
@@ -91,7 +120,9 @@ static int join_flight(progcache__flight *flight, progcache_program_result *out,
     if (waited > 0)
         progcache__stats_add(progcache__cache_stats(cache), PROGCACHE__SINGLEFLIGHT_WAITS, 1);
     if (rc) {
-        cache_failed(out, program, rc, "lookup while waiting for another compile");
+        cache_failed(out, program, rc, STEP_LOOKUP,
+                     waited > 0 ? "lookup after waiting for another compile"
+                                : "lookup under the compile lock");
         return 0;
     }
     if (owner)
@@ -105,8 +136,20 @@ static int compile_and_store(progcache_program_result *out, progcache *cache,
                              const progcache_program *program)
 {
     progcache__flight flight = PROGCACHE__FLIGHT_INIT;
-    if (join_flight(&flight, out, cache, program))
-        return PROGCACHE_OK;
+    if (join_flight(&flight, out, cache, program)) {
+        /* Bytes found by looking again are checked like any hit (rule 2):
+         * they may be the very entry a heal could not remove, or another
+         * bad one. Unusable, they are compiled over: the store below
+         * replaces the entry. */
+        if (!progcache__artifact_check(out->artifact.data, out->artifact.size,
+                                       program->nvrtc.target, 0, out->heal_reason,
+                                       sizeof out->heal_reason))
+            return PROGCACHE_OK;
+        say(program, PROGCACHE_LOG_WARN, "progcache: the cached entry found on a second look is "
+            "unusable (%s); compiling again", out->heal_reason);
+        out->status = PROGCACHE_STATUS_MISS;
+        out->healed = 1;
+    }
     double t = now_ms();
     int rc = progcache_nvrtc_compile(&out->artifact, &out->log, NULL, &program->nvrtc);
     out->compile_ms += now_ms() - t;
@@ -126,7 +169,9 @@ static int compile_and_store(progcache_program_result *out, progcache *cache,
         int put = progcache_put(cache, out->key, sizeof out->key, out->artifact.data,
                                 out->artifact.size);
         if (put)
-            cache_failed(out, program, put, "store");
+            cache_failed(out, program, put, STEP_STORE, "store");
+        if (has_v2(out))
+            out->stored = !put || progcache__cache_holds(cache, out->key, sizeof out->key);
     }
     out->store_ms += now_ms() - t;
 done:
@@ -232,10 +277,10 @@ static int check_args(progcache_program_result *out, const progcache_program *pr
 {
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_compile_or_load: out is NULL");
-    if (out->version != PROGCACHE_PROGRAM_RESULT_VERSION)
+    if (out->version == 0 || out->version > PROGCACHE_PROGRAM_RESULT_VERSION)
         return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_compile_or_load: out->version is %u, expected %u "
-                                "(start from PROGCACHE_PROGRAM_RESULT_INIT)",
+                                "progcache_compile_or_load: out->version is %u; this library "
+                                "takes 1 to %u (start from PROGCACHE_PROGRAM_RESULT_INIT)",
                                 out->version, PROGCACHE_PROGRAM_RESULT_VERSION);
     if (out->library || out->module)
         return progcache__error(PROGCACHE_EINVAL,
@@ -267,7 +312,7 @@ static int heal(progcache_program_result *out, progcache *cache, const progcache
     if (rc == PROGCACHE_OK)
         progcache__stats_add(progcache__cache_stats(cache), PROGCACHE__CORRUPT_REMOVED, 1);
     else if (rc != PROGCACHE_ENOTFOUND)
-        cache_failed(out, program, rc, "removal of the unusable entry");
+        cache_failed(out, program, rc, STEP_REMOVE, "removal of the unusable entry");
     out->healed = 1;
     out->status = PROGCACHE_STATUS_MISS;
     return compile_and_store(out, cache, program);
@@ -289,6 +334,12 @@ static void reset(progcache_program_result *out)
     out->store_pending = 0;
     out->wait_ms = 0;
     out->waited = 0;
+    if (has_v2(out)) {
+        out->lookup_error = out->remove_error = out->store_error = out->stored = 0;
+        out->cache_detail.size = 0;
+        if (out->cache_detail.data)
+            out->cache_detail.data[0] = '\0';
+    }
 }
 
 PROGCACHE_HOT
@@ -315,7 +366,7 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
         if (rc == PROGCACHE_OK)
             have = 1;
         else if (rc != PROGCACHE_ENOTFOUND)
-            cache_failed(out, program, rc, "lookup");
+            cache_failed(out, program, rc, STEP_LOOKUP, "lookup");
         rc = PROGCACHE_OK;
     }
     if (have) {
@@ -356,6 +407,12 @@ void progcache_program_result_release(progcache_program_result *result)
     progcache_buf_free(&result->artifact);
     progcache_buf_free(&result->log);
     unsigned int version = result->version;
-    memset(result, 0, sizeof *result);
+    /* Only as much as the caller's version of the struct has. */
+    size_t size = sizeof *result;
+    if (version >= 2)
+        progcache_buf_free(&result->cache_detail);
+    else
+        size = offsetof(progcache_program_result, lookup_error);
+    memset(result, 0, size);
     result->version = version;
 }

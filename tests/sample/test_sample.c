@@ -214,7 +214,7 @@ static void test_disabled_cache(void)
     sample_expect e = expect_default("DISABLED", dir);
     char key[25];
     sample_check_format(&out, &e, key);
-    CHECK(strstr(out.err, "warning: cannot use the cache directory"));
+    CHECK(strstr(out.err, "warning: running without a cache"));
     CHECK(strstr(sample_value(&out, "Cache status:"), "not-a-directory"));
     sample_output_free(&out);
 }
