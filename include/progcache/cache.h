@@ -46,8 +46,9 @@ typedef struct progcache_options {
      * the tiers are then memory -> files -> Redis. NULL: the one named by
      * $PROGCACHE_REMOTE (progcache_default_remote), if any, unless
      * PROGCACHE_NO_REMOTE. A remote tier that cannot be set up fails the
-     * open when given here, and is left out with a logged warning when it
-     * comes from the environment. */
+     * open, whether given here or by the environment (a malformed URL, an
+     * unusable $PROGCACHE_REMOTE_SECRET_FILE: the message names it); it is
+     * never left out silently. A server that is down does not fail it. */
     const struct progcache_redis_options *remote;
 
     /* Version 2. The largest artifact the cache stores or reads, in bytes,
@@ -83,7 +84,9 @@ PROGCACHE_API int progcache_default_dir(progcache_buf *out);
  * @param path the cache directory; NULL: progcache_default_dir().
  * @param opts NULL for defaults.
  * @return PROGCACHE_OK, PROGCACHE_EINVAL, PROGCACHE_EIO (the message names
- *         the path and why it cannot be used) or PROGCACHE_ENOMEM.
+ *         the path and why it cannot be used; or the remote tier's
+ *         variable and why), PROGCACHE_EREMOTE (a remote tier asked for in
+ *         a build without hiredis) or PROGCACHE_ENOMEM.
  */
 PROGCACHE_API int progcache_open(progcache **out, const char *path,
                                  const progcache_options *opts);
