@@ -371,10 +371,13 @@ static void compile_one(program *p, progcache *cache)
     if (rc) {
         p->result = FAILED;
         p->error = strdup(progcache_error_last());
-    } else if (r.cache_error) {
-        /* Compiled, but not in the cache: warming did not happen. */
+    } else if (r.store_error && !r.stored) {
+        /* Compiled, but not in the cache: warming did not happen. (A failed
+         * lookup or removal alone does not mean that.) Every failure, whole. */
         p->result = FAILED;
-        p->error = strdup(r.cache_message);
+        p->error = r.cache_detail.size ? strndup((const char *)r.cache_detail.data,
+                                                 r.cache_detail.size - 1)
+                                       : strdup(r.cache_message);
     } else {
         p->result = r.status == PROGCACHE_STATUS_HIT ? CACHED : COMPILED;
     }
