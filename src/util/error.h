@@ -40,7 +40,8 @@ int progcache__code_from_errno(int errnum);
 void progcache__error_append(const char *fmt, ...) PROGCACHE_PRINTF(1, 2) PROGCACHE_COLD;
 
 /* Prefix the current message with the formatted text and ": " (for adding
- * context on the way up; the text must not end in ": " itself). */
+ * context on the way up; the text must not end in ": " itself, and no
+ * argument may point into the current message, which moves). */
 void progcache__error_prefix(const char *fmt, ...) PROGCACHE_PRINTF(1, 2) PROGCACHE_COLD;
 
 /* The thread's error, kept whole across calls that may replace it (a
