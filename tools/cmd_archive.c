@@ -7,7 +7,7 @@
 #include "tool.h"
 
 static const char export_usage[] =
-    "usage: progcache export [--dir DIR] ARCHIVE\n"
+    "usage: progcache export [--dir DIR] [--max-artifact-size SIZE] ARCHIVE\n"
     "\n"
     "Write every entry of a cache directory to ARCHIVE, a POSIX tar (ustar) file\n"
     "holding entries/<2 hex>/<62 hex>, the cache directory's own layout: import it\n"
@@ -23,6 +23,7 @@ static const char export_usage[] =
     "\n"
     "options:\n"
     "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --max-artifact-size SIZE  the largest entry read (default 1G; K, M, G)\n"
     "  --help      this text\n"
     "\n"
     "Prints: exported N entries (SIZE) from DIR to ARCHIVE (on standard error\n"
@@ -81,7 +82,7 @@ static int run(const archive_command *c, int argc, char **argv)
             continue;
         if (cc != TOOL_ARG_OTHER)
             return cc;
-        if (!c->exporting && (r = tool_max_size_arg(c->cmd, argc, argv, &i, &max))) {
+        if ((r = tool_max_size_arg(c->cmd, argc, argv, &i, &max))) {
             if (r < 0)
                 return EXIT_USAGE;
         } else if (argv[i][0] == '-' && argv[i][1]) {

@@ -218,7 +218,7 @@ int tool_output_open(const char *cmd, const char *path, tool_output *o)
             code = tool_error(cmd, "cannot write %s: %s", path, strerror(errno));
             goto done;
         }
-        if (open_temp(o, resolved ? resolved : path, st.st_mode & 07777) != 0)
+        if (open_temp(o, resolved ? resolved : path, st.st_mode & 0777) != 0)
             code = tool_error(cmd, "cannot write %s: %s", path, strerror(errno));
         goto done;
     }
