@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,14 +34,19 @@ static int too_large(const char *cmd, const char *what, const char *name, int kn
                       what, name, (unsigned long long)max, bound);
 }
 
-/* read() that retries after EINTR. */
+/* read() that retries after EINTR, and waits on a descriptor someone left
+ * non-blocking (our standard input) as a blocking read would. */
 static ssize_t read_some(int fd, void *buf, size_t len)
 {
-    ssize_t n;
-    do
-        n = read(fd, buf, len);
-    while (n < 0 && errno == EINTR);
-    return n;
+    for (;;) {
+        ssize_t n = read(fd, buf, len);
+        if (n >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+            return n;
+        if (errno != EINTR) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            (void)poll(&p, 1, -1);
+        }
+    }
 }
 
 int tool_read_input(const char *cmd, const char *what, const char *path, unsigned int flags,
