@@ -33,7 +33,7 @@ int cmd_clear(int argc, char **argv)
     }
     char *dir = NULL;
     progcache_store *store = NULL;
-    int code = tool_open_dir_store(CMD, dir_arg, TOOL_WRITE, &dir, &store);
+    int code = tool_open_dir_store(CMD, dir_arg, TOOL_WRITE, 0, &dir, &store);
     if (code)
         goto done;
     uint64_t entries = 0, bytes = 0;

@@ -1,5 +1,4 @@
 /* progcache get: write the artifact stored under a key. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,7 +8,7 @@
 #define CMD "get"
 
 static const char usage_text[] =
-    "usage: progcache get KEYHEX [--dir DIR] [-o FILE]\n"
+    "usage: progcache get KEYHEX [--dir DIR] [-o FILE] [--max-artifact-size SIZE]\n"
     "       progcache get --entry NAME [--dir DIR] [-o FILE]\n"
     "\n"
     "Write the artifact stored under a key to FILE, or to standard output. KEYHEX\n"
@@ -19,30 +18,40 @@ static const char usage_text[] =
     "\n"
     "options:\n"
     "  --dir DIR      the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
-    "  -o, --output FILE  write to FILE (replaced) instead of standard output\n"
+    "  -o, --output FILE  write to FILE instead of standard output ('-': standard\n"
+    "                 output). A regular FILE is replaced once the artifact is\n"
+    "                 complete (written to a temporary file beside it, then\n"
+    "                 renamed); a device or a FIFO is written in place (a FIFO\n"
+    "                 must have a reader); a directory, block device or socket\n"
+    "                 is refused; a symbolic link is followed\n"
     "  --entry NAME   look up by entry file name (64 hex digits), not by key\n"
+    "  --max-artifact-size SIZE  the largest artifact read from the cache or its\n"
+    "                 remote tier (default 1G; K, M, G)\n"
     "  --help         this text\n"
     "\n"
-    "Exit status: 0 written; 1 no such entry (a miss) or an I/O error; 2 bad usage.\n";
+    "Exit status: 0 written; 1 no such entry (a miss), an I/O error, or standard\n"
+    "output could not be written; 2 bad usage.\n";
 
 static int write_out(const char *path, const progcache_buf *data)
 {
-    FILE *f = path ? fopen(path, "wb") : stdout;
-    if (!f)
-        return tool_error(CMD, "cannot write %s: %s", path, strerror(errno));
-    int ok = fwrite(data->data, 1, data->size, f) == data->size;
-    ok = (fflush(f) == 0) && ok;
-    if (path)
-        ok = (fclose(f) == 0) && ok;
-    if (!ok)
-        return tool_error(CMD, "cannot write %s: %s", path ? path : "standard output",
-                          strerror(errno));
-    return EXIT_OK;
+    if (!path || !strcmp(path, "-")) {
+        /* Errors show at the final flush, which main() checks. */
+        fwrite(data->data, 1, data->size, stdout);
+        return EXIT_OK;
+    }
+    tool_output out;
+    int code = tool_output_open(CMD, path, &out);
+    if (code)
+        return code;
+    code = tool_output_write(CMD, &out, data->data, data->size);
+    int closed = tool_output_close(CMD, &out, code == EXIT_OK);
+    return code ? code : closed;
 }
 
 int cmd_get(int argc, char **argv)
 {
     const char *dir_arg = NULL, *out_path = NULL, *key_hex = NULL, *entry = NULL, *v;
+    uint64_t max = PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
     int r;
     for (int i = 1; i < argc; i++) {
         int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, NULL);
@@ -55,6 +64,9 @@ int cmd_get(int argc, char **argv)
             if (r < 0)
                 return EXIT_USAGE;
             out_path = v;
+        } else if ((r = tool_max_size_arg(CMD, argc, argv, &i, &max))) {
+            if (r < 0)
+                return EXIT_USAGE;
         } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--entry", &v))) {
             if (r < 0)
                 return EXIT_USAGE;
@@ -84,14 +96,14 @@ int cmd_get(int argc, char **argv)
         goto done;
     int rc;
     if (entry) {
-        if ((code = tool_open_store(CMD, dir, TOOL_READ, &store)))
+        if ((code = tool_open_store(CMD, dir, TOOL_READ, max, &store)))
             goto done;
         rc = progcache_file_read_entry(&data, store, entry);
     } else {
         /* Writable when we may, so that the lookup is counted; a cache
          * we cannot write to is still readable. */
         tool_access mode = access(dir, W_OK) == 0 ? TOOL_WRITE : TOOL_READ;
-        if ((code = tool_open_cache(CMD, dir, mode, &cache)))
+        if ((code = tool_open_cache(CMD, dir, mode, max, &cache)))
             goto done;
         rc = progcache_get(&data, cache, key, key_len);
     }

@@ -27,16 +27,18 @@ static const char usage_text[] =
     "                             --extra-digest\n"
     "  --nvrtc-version MAJOR.MINOR  derive the key for that NVRTC instead of the\n"
     "                             loaded one (offline use)\n"
+    "  --max-artifact-size SIZE   the largest SOURCE_FILE read (default 1G; K, M, G)\n"
     "  --help                     this text\n"
     "\n"
-    "Exit status: 0 key printed; 1 a file could not be read or NVRTC could not be\n"
-    "asked its version; 2 bad usage, or inputs the key cannot describe safely\n"
-    "(options that read or write outside files).\n";
+    "Exit status: 0 key printed; 1 a file could not be read (or is larger than the\n"
+    "bound) or NVRTC could not be asked its version; 2 bad usage, or inputs the\n"
+    "key cannot describe safely (options that read or write outside files).\n";
 
 #define CMD "key"
 
 typedef struct key_args {
     progcache_key_nvrtc_options opts;
+    uint64_t max_size;
     const char *source_path;
     const char *extra_digest_hex;
     const char **names;
@@ -134,6 +136,9 @@ static int parse_args(key_args *a, int argc, char **argv)
                 return EXIT_USAGE;
             if (push(&a->headers, &a->num_headers, v))
                 return tool_usage_error(CMD, "out of memory");
+        } else if ((r = tool_max_size_arg(CMD, argc, argv, &i, &a->max_size))) {
+            if (r < 0)
+                return EXIT_USAGE;
         } else if ((r = flag_value(argc, argv, &i, "--nvrtc-version", &v))) {
             if (r < 0)
                 return EXIT_USAGE;
@@ -174,6 +179,7 @@ int cmd_key(int argc, char **argv)
 
     memset(&a, 0, sizeof a);
     progcache_key_nvrtc_options_init(&a.opts);
+    a.max_size = PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
     code = parse_args(&a, argc, argv);
     if (code >= 0)
         goto done;
@@ -201,13 +207,9 @@ int cmd_key(int argc, char **argv)
         a.opts.extra_digest_len = sizeof header_digest;
     }
 
-    source = tool_read_file(a.source_path, &source_len);
-    if (!source) {
-        fprintf(stderr, "progcache key: cannot read source file \"%s\": %s\n", a.source_path,
-                strerror(errno));
-        code = EXIT_PROBLEMS;
+    if ((code = tool_read_input(CMD, "source file", a.source_path, TOOL_INPUT_STDIN, a.max_size,
+                                &source, &source_len)))
         goto done;
-    }
     a.opts.source = (const char *)source;
     a.opts.source_len = source_len; /* 0 only for an empty file, where strlen agrees */
     a.opts.name_expressions = a.names;
@@ -220,8 +222,8 @@ int cmd_key(int argc, char **argv)
         goto done;
     }
     progcache_key_hex(hex, key, sizeof key);
-    printf("%s\n", hex);
-    code = fflush(stdout) ? EXIT_PROBLEMS : EXIT_OK;
+    printf("%s\n", hex); /* a failed write is reported by main() */
+    code = EXIT_OK;
 done:
     free(source);
     free(digest);

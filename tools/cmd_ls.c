@@ -22,7 +22,8 @@ static const char usage_text[] =
     "  --dir DIR    the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
     "  --sort KEY   name (default), size (largest first), age (oldest written\n"
     "               first) or lru (least recently used first: eviction order)\n"
-    "  --json       print a JSON array of objects instead\n"
+    "  --json       print one JSON object instead: {\"schema\": 1, \"dir\": ...,\n"
+    "               \"entries\": [one object per entry]}\n"
     "  --help       this text\n"
     "\n"
     "Exit status: 0 listed; 1 the directory cannot be read; 2 bad usage.\n";
@@ -143,15 +144,18 @@ static void print_text(const rows *list, int header)
     }
 }
 
-static void print_json(const rows *list)
+static void print_json(const char *dir, const rows *list)
 {
-    printf("[");
+    tool_json_begin(stdout);
+    printf(", \"dir\": ");
+    tool_json_string(stdout, dir);
+    printf(", \"entries\": [");
     for (size_t i = 0; i < list->len; i++) {
         const row *r = &list->items[i];
-        printf("%s\n  {\"name\": \"%s\", \"size\": %llu, \"atime_ns\": %lld, \"mtime_ns\": %lld, "
-               "\"kind\": ",
-               i ? "," : "", r->name, (unsigned long long)r->size, (long long)r->atime_ns,
-               (long long)r->mtime_ns);
+        printf("%s\n  {\"name\": ", i ? "," : "");
+        tool_json_string(stdout, r->name);
+        printf(", \"size\": %llu, \"atime_ns\": %lld, \"mtime_ns\": %lld, \"kind\": ",
+               (unsigned long long)r->size, (long long)r->atime_ns, (long long)r->mtime_ns);
         tool_json_string(stdout, progcache_kind_name(r->kind));
         printf(", \"valid\": %s, \"reason\": ", r->valid ? "true" : "false");
         tool_json_string(stdout, r->reason);
@@ -165,7 +169,7 @@ static void print_json(const rows *list)
         }
         printf("]}");
     }
-    printf("%s]\n", list->len ? "\n" : "");
+    printf("%s]}\n", list->len ? "\n" : "");
 }
 
 int cmd_ls(int argc, char **argv)
@@ -199,7 +203,7 @@ int cmd_ls(int argc, char **argv)
     char *dir = NULL;
     progcache_store *store = NULL;
     rows list = {NULL, 0, 0};
-    int code = tool_open_dir_store(CMD, dir_arg, TOOL_READ, &dir, &store);
+    int code = tool_open_dir_store(CMD, dir_arg, TOOL_READ, 0, &dir, &store);
     if (code)
         goto done;
     int rc = progcache_file_foreach(store, PROGCACHE_ENTRIES_INSPECT, collect, &list);
@@ -218,11 +222,9 @@ int cmd_ls(int argc, char **argv)
     if (order && list.len > 1)
         qsort(list.items, list.len, sizeof *list.items, order);
     if (json)
-        print_json(&list);
+        print_json(dir, &list);
     else
         print_text(&list, isatty(STDOUT_FILENO));
-    if (fflush(stdout) != 0)
-        code = EXIT_PROBLEMS;
 done:
     free_rows(&list);
     progcache_store_free(store);

@@ -68,7 +68,7 @@ int cmd_prune(int argc, char **argv)
 
     char *dir = NULL;
     progcache_store *store = NULL;
-    int code = tool_open_dir_store(CMD, dir_arg, TOOL_WRITE, &dir, &store);
+    int code = tool_open_dir_store(CMD, dir_arg, TOOL_WRITE, 0, &dir, &store);
     if (code)
         goto done;
     progcache_prune_result res = PROGCACHE_PRUNE_RESULT_INIT;
@@ -77,7 +77,8 @@ int cmd_prune(int argc, char **argv)
         goto done;
     }
     if (json) {
-        printf("{\"dir\": ");
+        tool_json_begin(stdout);
+        printf(", \"dir\": ");
         tool_json_string(stdout, dir);
         printf(", \"removed\": %llu, \"removed_bytes\": %llu, \"entries\": %llu, "
                "\"total_size\": %llu}\n",

@@ -1,5 +1,4 @@
 /* progcache put: store a file under a key. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,30 +7,39 @@
 #define CMD "put"
 
 static const char usage_text[] =
-    "usage: progcache put KEYHEX FILE [--dir DIR]\n"
+    "usage: progcache put KEYHEX FILE [--dir DIR] [--max-artifact-size SIZE]\n"
     "\n"
     "Store the bytes of FILE ('-': standard input) under a key, through the same\n"
     "atomic write as a program's put (temp file, fsync, rename). KEYHEX is the key\n"
     "in hex (the 64 digits 'progcache key' prints, or any other key's bytes). An\n"
     "existing entry for the key is replaced. The directory is created if missing.\n"
+    "FILE may be a pipe, a FIFO or a device; it is read up to the maximum artifact\n"
+    "size and refused beyond it.\n"
     "\n"
     "options:\n"
     "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --max-artifact-size SIZE  the largest FILE accepted (default 1G; K, M, G)\n"
     "  --help      this text\n"
     "\n"
-    "Exit status: 0 stored; 1 FILE cannot be read or the cache refused the put;\n"
+    "Exit status: 0 stored; 1 FILE cannot be read, is larger than the maximum\n"
+    "artifact size, or the cache refused the put;\n"
     "2 bad usage.\n";
 
 int cmd_put(int argc, char **argv)
 {
     const char *dir_arg = NULL, *key_hex = NULL, *file = NULL;
+    uint64_t max = PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
+    int r;
     for (int i = 1; i < argc; i++) {
         int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, NULL);
         if (c == TOOL_ARG_TAKEN)
             continue;
         if (c != TOOL_ARG_OTHER)
             return c;
-        if (argv[i][0] == '-' && argv[i][1]) {
+        if ((r = tool_max_size_arg(CMD, argc, argv, &i, &max))) {
+            if (r < 0)
+                return EXIT_USAGE;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
             return tool_usage_error(CMD, "unknown option \"%s\" (run 'progcache put --help')",
                                     argv[i]);
         } else if (!key_hex) {
@@ -52,14 +60,11 @@ int cmd_put(int argc, char **argv)
     char *dir = NULL;
     progcache *cache = NULL;
     int code = EXIT_OK;
-    data = tool_read_file(file, &size);
-    if (!data) {
-        code = tool_error(CMD, "cannot read \"%s\": %s", file, strerror(errno));
+    if ((code = tool_read_input(CMD, "FILE", file, TOOL_INPUT_STDIN, max, &data, &size)))
         goto done;
-    }
     if ((code = tool_resolve_dir(CMD, dir_arg, &dir)))
         goto done;
-    if ((code = tool_open_cache(CMD, dir, TOOL_CREATE, &cache)))
+    if ((code = tool_open_cache(CMD, dir, TOOL_CREATE, max, &cache)))
         goto done;
     if (progcache_put(cache, key, key_len, data, size) != PROGCACHE_OK) {
         code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot store the entry");

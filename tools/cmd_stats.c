@@ -62,7 +62,8 @@ static void print_text(const char *dir, const progcache_stats *s, const counter 
 
 static void print_json(const char *dir, const progcache_stats *s, const counter *c, size_t n)
 {
-    printf("{\"dir\": ");
+    tool_json_begin(stdout);
+    printf(", \"dir\": ");
     tool_json_string(stdout, dir);
     printf(", \"available\": %s, \"entries\": %llu, \"total_size\": %llu",
            s->available ? "true" : "false", (unsigned long long)s->entries,
@@ -103,7 +104,7 @@ int cmd_stats(int argc, char **argv)
     }
     char *dir = NULL;
     progcache_store *store = NULL;
-    int code = tool_open_dir_store(CMD, dir_arg, zero ? TOOL_WRITE : TOOL_READ, &dir, &store);
+    int code = tool_open_dir_store(CMD, dir_arg, zero ? TOOL_WRITE : TOOL_READ, 0, &dir, &store);
     if (code)
         goto done;
     if (zero) {
@@ -112,7 +113,8 @@ int cmd_stats(int argc, char **argv)
             goto done;
         }
         if (json) {
-            printf("{\"dir\": ");
+            tool_json_begin(stdout);
+            printf(", \"dir\": ");
             tool_json_string(stdout, dir);
             printf(", \"zeroed\": true}\n");
         } else {

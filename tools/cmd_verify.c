@@ -42,7 +42,9 @@ static int report(void *ctx, const progcache_entry *e)
     const char *kind =
         progcache_kind_name(e->artifact ? e->artifact->kind : PROGCACHE_KIND_UNKNOWN);
     if (o->json) {
-        printf("%s\n    {\"name\": \"%s\", \"kind\": ", o->problems ? "," : "", e->name);
+        printf("%s\n    {\"name\": ", o->problems ? "," : "");
+        tool_json_string(stdout, e->name);
+        printf(", \"kind\": ");
         tool_json_string(stdout, kind);
         printf(", \"reason\": ");
         tool_json_string(stdout, e->error);
@@ -72,7 +74,7 @@ int cmd_verify(int argc, char **argv)
     }
     char *dir = NULL;
     progcache_store *store = NULL;
-    int code = tool_open_dir_store(CMD, dir_arg, fix ? TOOL_WRITE : TOOL_READ, &dir, &store);
+    int code = tool_open_dir_store(CMD, dir_arg, fix ? TOOL_WRITE : TOOL_READ, 0, &dir, &store);
     if (code)
         goto done;
     verify_out o = {json, 0};
@@ -82,7 +84,8 @@ int cmd_verify(int argc, char **argv)
     opts.ctx = &o;
     progcache_verify_result res = PROGCACHE_VERIFY_RESULT_INIT;
     if (json) {
-        printf("{\"dir\": ");
+        tool_json_begin(stdout);
+        printf(", \"dir\": ");
         tool_json_string(stdout, dir);
         printf(", \"problems\": [");
     }

@@ -3,6 +3,7 @@
  * ones progcache_compile_or_load (and cuda.core) derive, so a program that
  * later asks for the same compile gets a hit. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,8 @@
 #define MAX_JOBS 256
 
 static const char usage_text[] =
-    "usage: progcache warm [--arch sm_XY] [--dir DIR] [--jobs N] [--json] MANIFEST\n"
+    "usage: progcache warm [--arch sm_XY] [--dir DIR] [--jobs N] [--json]\n"
+    "                      [--max-artifact-size SIZE] MANIFEST\n"
     "\n"
     "Compile every program listed in MANIFEST with NVRTC and store it in the cache,\n"
     "in N parallel threads; programs already cached are not compiled again. No GPU\n"
@@ -28,7 +30,8 @@ static const char usage_text[] =
     "              [--name-expressions-bytes] [--extra-digest HEX] [-- NVRTC_OPTION...]\n"
     "with the same meaning as for 'progcache key'. '#' starts a comment; blank\n"
     "lines are skipped; words may be quoted with '...' or \"...\". A relative\n"
-    "SOURCE_FILE is relative to the manifest's directory.\n"
+    "SOURCE_FILE is relative to the manifest's directory. MANIFEST '-' reads\n"
+    "standard input (relative sources are then relative to the current directory).\n"
     "\n"
     "options:\n"
     "  --arch sm_XY   put -arch=sm_XY first among each program's NVRTC options,\n"
@@ -37,6 +40,8 @@ static const char usage_text[] =
     "                 created if missing\n"
     "  --jobs N       compile N programs at once (default: the number of CPUs)\n"
     "  --json         print one JSON object with every program's key and outcome\n"
+    "  --max-artifact-size SIZE  the largest manifest, source file or compiled\n"
+    "                 program accepted (default 1G; K, M, G)\n"
     "  --help         this text\n"
     "\n"
     "On a terminal a progress bar is drawn on standard error. At the end each\n"
@@ -73,6 +78,7 @@ typedef struct program {
 
 typedef struct manifest {
     const char *path;
+    uint64_t max_size; /* bound on the manifest and each source */
     program *items;
     size_t len;
 } manifest;
@@ -266,14 +272,17 @@ static void free_program(program *p)
 static int read_manifest(manifest *m, const char *arch)
 {
     size_t size;
-    char *text = (char *)tool_read_file(m->path, &size);
-    if (!text)
-        return tool_error(CMD, "cannot read manifest \"%s\": %s", m->path, strerror(errno));
+    unsigned char *bytes = NULL;
+    int code = tool_read_input(CMD, "manifest", m->path, TOOL_INPUT_STDIN, m->max_size, &bytes,
+                               &size);
+    if (code)
+        return code;
+    char *text = (char *)bytes;
     if (memchr(text, '\0', size)) {
         free(text);
         return tool_usage_error(CMD, "manifest \"%s\" is not a text file", m->path);
     }
-    int code = EXIT_OK, line = 0;
+    int line = 0;
     words w = {NULL, 0};
     for (char *p = text, *next; p && *p && !code; p = next) {
         line++;
@@ -307,10 +316,11 @@ static int read_manifest(manifest *m, const char *arch)
      * manifest should not surface after an hour of compiling. */
     for (size_t i = 0; !code && i < m->len; i++) {
         program *p = &m->items[i];
-        p->source = (char *)tool_read_file(p->source_path, &p->source_len);
-        if (!p->source)
-            code = tool_error(CMD, "%s:%d: cannot read source file \"%s\": %s", m->path, p->line,
-                              p->source_path, strerror(errno));
+        char what[PATH_MAX + 64];
+        snprintf(what, sizeof what, "%s:%d: source file", m->path, p->line);
+        unsigned char *src = NULL;
+        code = tool_read_input(CMD, what, p->source_path, 0, m->max_size, &src, &p->source_len);
+        p->source = (char *)src;
     }
     return code;
 }
@@ -439,7 +449,8 @@ static const char *outcome_name(outcome o)
 
 static void print_json(const warm_state *s, const char *dir, const char *arch, double ms)
 {
-    printf("{\"dir\": ");
+    tool_json_begin(stdout);
+    printf(", \"dir\": ");
     tool_json_string(stdout, dir);
     printf(", \"arch\": ");
     if (arch)
@@ -511,7 +522,7 @@ int cmd_warm(int argc, char **argv)
     const char *dir_arg = NULL, *arch = NULL, *v;
     int json = 0, r;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
-    manifest m = {NULL, NULL, 0};
+    manifest m = {NULL, PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT, NULL, 0};
     for (int i = 1; i < argc; i++) {
         int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, &json);
         if (c == TOOL_ARG_TAKEN)
@@ -527,6 +538,9 @@ int cmd_warm(int argc, char **argv)
                                         "sm_90a or compute_80",
                                         v);
             arch = v;
+        } else if ((r = tool_max_size_arg(CMD, argc, argv, &i, &m.max_size))) {
+            if (r < 0)
+                return EXIT_USAGE;
         } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--jobs", &v))) {
             if (r < 0)
                 return EXIT_USAGE;
@@ -562,7 +576,7 @@ int cmd_warm(int argc, char **argv)
         goto done;
     if ((code = tool_resolve_dir(CMD, dir_arg, &dir)))
         goto done;
-    if ((code = tool_open_cache(CMD, dir, TOOL_CREATE, &s.cache)))
+    if ((code = tool_open_cache(CMD, dir, TOOL_CREATE, m.max_size, &s.cache)))
         goto done;
     s.m = &m;
     s.progress = !json && isatty(STDERR_FILENO);

@@ -230,47 +230,20 @@ int tool_key_arg(const char *cmd, const char *key_hex, unsigned char **key, size
                             key_hex);
 }
 
-unsigned char *tool_read_file(const char *path, size_t *size)
+int tool_max_size_arg(const char *cmd, int argc, char **argv, int *i, uint64_t *max)
 {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    unsigned char *data = NULL;
-    size_t len = 0, cap = 0;
-    if (!f)
-        return NULL;
-    for (;;) {
-        if (cap - len < 65536) {
-            size_t ncap = cap ? cap * 2 : 131072;
-            unsigned char *p = realloc(data, ncap + 1);
-            if (!p) {
-                errno = ENOMEM;
-                goto fail;
-            }
-            data = p;
-            cap = ncap;
-        }
-        size_t got = fread(data + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                errno = EIO;
-                goto fail;
-            }
-            break;
-        }
+    const char *v;
+    int r = tool_flag_value(cmd, argc, argv, i, "--max-artifact-size", &v);
+    if (r <= 0)
+        return r;
+    if (tool_parse_size(v, max) != 0 || *max == 0) {
+        tool_usage_error(cmd,
+                         "--max-artifact-size \"%s\": give a size in bytes, or with a suffix "
+                         "K, M, G (powers of 1024), such as 2G",
+                         v);
+        return -1;
     }
-    if (f != stdin)
-        fclose(f);
-    data[len] = '\0';
-    *size = len;
-    return data;
-fail:
-    if (f != stdin) {
-        int saved = errno;
-        fclose(f);
-        errno = saved;
-    }
-    free(data);
-    return NULL;
+    return 1;
 }
 
 /* ---- the cache directory --------------------------------------------------- */
@@ -306,7 +279,7 @@ static unsigned int flags_for(tool_access access)
     return access == TOOL_READ ? PROGCACHE_FILE_READONLY : 0;
 }
 
-int tool_open_store(const char *cmd, const char *path, tool_access access,
+int tool_open_store(const char *cmd, const char *path, tool_access access, uint64_t max,
                     progcache_store **out)
 {
     int code = access == TOOL_CREATE ? EXIT_OK : check_exists(cmd, path);
@@ -314,29 +287,32 @@ int tool_open_store(const char *cmd, const char *path, tool_access access,
         return code;
     progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
     opts.flags = flags_for(access);
+    opts.max_artifact_size = max;
     if (progcache_store_file_new(out, path, &opts) != PROGCACHE_OK)
         return tool_lib_error(cmd, EXIT_PROBLEMS, "cannot open the cache");
     return EXIT_OK;
 }
 
-int tool_open_cache(const char *cmd, const char *path, tool_access access, progcache **out)
+int tool_open_cache(const char *cmd, const char *path, tool_access access, uint64_t max,
+                    progcache **out)
 {
     int code = access == TOOL_CREATE ? EXIT_OK : check_exists(cmd, path);
     if (code)
         return code;
     progcache_options opts = PROGCACHE_OPTIONS_INIT;
     opts.flags = flags_for(access);
+    opts.max_artifact_size = max;
     if (progcache_open(out, path, &opts) != PROGCACHE_OK)
         return tool_lib_error(cmd, EXIT_PROBLEMS, "cannot open the cache");
     return EXIT_OK;
 }
 
-int tool_open_dir_store(const char *cmd, const char *dir_arg, tool_access access, char **dir,
-                        progcache_store **out)
+int tool_open_dir_store(const char *cmd, const char *dir_arg, tool_access access, uint64_t max,
+                        char **dir, progcache_store **out)
 {
     *dir = NULL;
     int code = tool_resolve_dir(cmd, dir_arg, dir);
-    return code ? code : tool_open_store(cmd, *dir, access, out);
+    return code ? code : tool_open_store(cmd, *dir, access, max, out);
 }
 
 /* ---- output ------------------------------------------------------------------ */
@@ -381,44 +357,24 @@ void tool_format_time(char *out, size_t len, int64_t seconds)
         snprintf(out, len, "@%lld", (long long)seconds);
 }
 
-/* Length of the valid UTF-8 sequence at p, or 0. */
-static size_t utf8_length(const unsigned char *p)
+/* Every subcommand's output goes through stdout's buffer; a write error
+ * (a full disk, a closed pipe's reader gone, > /dev/full) is only sure to
+ * show at the final flush and close, so they are checked here, once, for
+ * every subcommand: a command whose output was lost must not exit 0. */
+static int finish_stdout(const char *cmd, int code)
 {
-    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
-    if (p[0] >= 0xf5)
-        return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    return n;
-}
-
-void tool_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p >= 0x80) {
-            /* Names read from damaged files may be any bytes: keep the
-             * output valid JSON, escaping bytes that are not UTF-8. */
-            size_t n = utf8_length(p);
-            if (n) {
-                fwrite(p, 1, n, f);
-                p += n - 1;
-            } else {
-                fprintf(f, "\\u%04x", *p);
-            }
-        } else if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", f);
-        else if (*p == '\t')
-            fputs("\\t", f);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
+    int err = 0;
+    if (fflush(stdout) != 0)
+        err = errno;
+    if (ferror(stdout) && !err)
+        err = EIO;
+    if (fclose(stdout) != 0 && !err)
+        err = errno;
+    if (!err)
+        return code;
+    fprintf(stderr, "progcache%s%s: cannot write standard output: %s\n", cmd ? " " : "",
+            cmd ? cmd : "", strerror(err));
+    return code > EXIT_PROBLEMS ? code : EXIT_PROBLEMS;
 }
 
 int main(int argc, char **argv)
@@ -429,15 +385,15 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return EXIT_OK;
+        return finish_stdout(NULL, EXIT_OK);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("progcache %s\n", progcache_version_string());
-        return EXIT_OK;
+        return finish_stdout(NULL, EXIT_OK);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].fn(argc - 1, argv + 1);
+            return finish_stdout(commands[i].name, commands[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "progcache: unknown command '%s' (run 'progcache --help')\n", argv[1]);
     return EXIT_USAGE;
 }

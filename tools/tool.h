@@ -80,9 +80,51 @@ unsigned char *tool_decode_hex(const char *text, size_t *len);
  * after saying what a key looks like. */
 int tool_key_arg(const char *cmd, const char *key_hex, unsigned char **key, size_t *len);
 
-/* Read a whole file ("-": stdin) into a malloc'd, NUL-terminated buffer;
- * NULL with errno set. */
-unsigned char *tool_read_file(const char *path, size_t *size);
+/* --max-artifact-size SIZE at argv[*i] (tool_flag_value's 1, 0, -1; -1
+ * also for a size that is not one, after a usage error). */
+int tool_max_size_arg(const char *cmd, int argc, char **argv, int *i, uint64_t *max);
+
+/* ---- inputs and outputs the user names (tool_io.c) ------------------------- */
+
+/* tool_read_input flags */
+#define TOOL_INPUT_STDIN 0x1u /* "-" means standard input */
+
+/* Read a whole input into a malloc'd, NUL-terminated *data, never more than
+ * max bytes: a larger regular file is refused before it is read, a stream
+ * (standard input, a pipe, a FIFO, a device such as /dev/zero) once it has
+ * given max + 1 bytes, so memory stays bounded by max. A FIFO is read as a
+ * pipe is: the open waits for its writer, as cat's does. A directory is
+ * refused. what names the input in messages ("FILE", "manifest").
+ * EXIT_OK, or EXIT_PROBLEMS after printing "progcache <cmd>: ..." naming
+ * the input, its size (or "more than N bytes"), the bound and the option
+ * that raises it. */
+int tool_read_input(const char *cmd, const char *what, const char *path, unsigned int flags,
+                    uint64_t max, unsigned char **data, size_t *size);
+
+/* A file the user names for output (get -o). An existing path that is not
+ * a regular file is never replaced: a character device or a FIFO (with a
+ * reader: one without is refused, not waited for) is written in place; a
+ * directory, a block device or a socket is refused. A regular file, or no
+ * file, gets a temporary file in the same directory, renamed over the path
+ * once complete, so a failed write leaves the old file as it was. A
+ * symbolic link is followed (the link stays; its target gets the bytes); a
+ * dangling one is refused. */
+typedef struct tool_output {
+    const char *path; /* as given */
+    int fd;
+    int dirfd;        /* the directory of the temp file, or -1 (in place) */
+    char *tmp;        /* its name in dirfd, malloc'd, or NULL */
+    char *final;      /* the name to rename it to in dirfd, malloc'd */
+} tool_output;
+
+/* Open path. EXIT_OK, or an exit code after a message. */
+int tool_output_open(const char *cmd, const char *path, tool_output *out);
+/* Write len bytes; EXIT_OK or EXIT_PROBLEMS after a message. */
+int tool_output_write(const char *cmd, tool_output *out, const void *data, size_t len);
+/* ok: complete it (fsync, rename the temp file into place); else discard
+ * the temp file. Returns EXIT_OK or EXIT_PROBLEMS (message printed); the
+ * struct is released either way. */
+int tool_output_close(const char *cmd, tool_output *out, int ok);
 
 /* ---- the cache directory --------------------------------------------------- */
 
@@ -98,17 +140,19 @@ typedef enum tool_access {
  * *out; returns EXIT_OK or an exit code (message printed). */
 int tool_resolve_dir(const char *cmd, const char *dir, char **out);
 
-/* Open the cache directory's file store / a cache handle on it. Return
- * EXIT_OK, or an exit code after printing what went wrong. */
-int tool_open_store(const char *cmd, const char *path, tool_access access,
+/* Open the cache directory's file store / a cache handle on it, with
+ * max_artifact_size max (0: the library's default). Return EXIT_OK, or an
+ * exit code after printing what went wrong. */
+int tool_open_store(const char *cmd, const char *path, tool_access access, uint64_t max,
                     progcache_store **out);
-int tool_open_cache(const char *cmd, const char *path, tool_access access, progcache **out);
+int tool_open_cache(const char *cmd, const char *path, tool_access access, uint64_t max,
+                    progcache **out);
 
 /* Both steps for a subcommand that works on the file store: resolve the
  * directory into *dir (malloc'd, NULL when that failed; the caller frees
  * it), then open its store. EXIT_OK or an exit code (message printed). */
-int tool_open_dir_store(const char *cmd, const char *dir_arg, tool_access access, char **dir,
-                        progcache_store **out);
+int tool_open_dir_store(const char *cmd, const char *dir_arg, tool_access access, uint64_t max,
+                        char **dir, progcache_store **out);
 
 /* ---- output ------------------------------------------------------------------ */
 
@@ -119,7 +163,16 @@ void tool_format_size_long(char *out, size_t len, uint64_t bytes);
 /* Local time "2026-11-30 14:03:59" of ns (or s) since 1970. */
 void tool_format_time(char *out, size_t len, int64_t seconds);
 
-/* Write s as a JSON string literal (quoted, escaped). */
+/* Write s as a JSON string literal (quoted, escaped). Valid UTF-8 is
+ * written as it is; each byte that is not part of a valid UTF-8 sequence
+ * (0x80-0xff) as the escape \udcXX, as Python's "surrogateescape" error
+ * handler decodes it, so that os.fsencode(json.loads(text)) gives back the
+ * exact bytes of a path (docs/CLI.md, "JSON output"). */
 void tool_json_string(FILE *f, const char *s);
+
+/* The version of every --json output's layout, its "schema" field. */
+#define TOOL_JSON_SCHEMA 1
+/* Start a --json output: '{"schema": 1' (the caller goes on with ", ..."). */
+void tool_json_begin(FILE *f);
 
 #endif

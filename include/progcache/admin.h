@@ -288,16 +288,43 @@ typedef struct progcache_archive_result {
 /*
  * progcache_file_export() : write every entry of the cache directory to a
  * POSIX ustar archive at path (docs/FORMAT.md), as regular files named
- * entries/<2 hex>/<62 hex>, sorted by name. The archive is written under a
- * temporary name next to path and renamed into place when complete, so a
- * failed export leaves no partial archive; an existing file at path is
- * replaced.
+ * entries/<2 hex>/<62 hex>, sorted by name.
+ *
+ * What is at path decides how it is written; nothing that is not a regular
+ * file is ever replaced:
+ *  - nothing, or a regular file: the archive is written under a temporary
+ *    name next to path and renamed into place when complete, so a failed
+ *    export leaves no partial archive (and an existing file as it was);
+ *  - a character device (/dev/null, a tape) or a FIFO: written in place,
+ *    never created or truncated. A FIFO must already have a reader: the
+ *    open does not wait for one (it fails at once, PROGCACHE_EIO);
+ *  - a directory, a block device or a socket: refused (PROGCACHE_EINVAL);
+ *  - a symbolic link: followed, and the rules above apply to its target
+ *    (the link stays a link); a link to nothing is refused
+ *    (PROGCACHE_EINVAL).
+ * A write that fails (a full disk, /dev/full) is PROGCACHE_EIO. SIGPIPE is
+ * never raised: writing to a pipe or FIFO whose reader has gone fails
+ * with EPIPE.
  * @param out [out, optional] what was exported.
  * @return PROGCACHE_OK; PROGCACHE_EIO (the message names the file);
  *         PROGCACHE_EINVAL; PROGCACHE_ENOMEM.
  */
 PROGCACHE_API int progcache_file_export(progcache_archive_result *out, progcache_store *store,
                                         const char *path, const progcache_archive_options *opts);
+
+/*
+ * progcache_file_export_fd() : progcache_file_export() to an open file
+ * descriptor (standard output, a pipe, a socket, a file the caller
+ * opened), from its current position. The caller keeps fd open and
+ * closes it; a regular file is fsync'ed. A failed export leaves what was
+ * written so far. A non-blocking fd is waited on as a blocking one would.
+ * @param name  names the archive in messages ("standard output"); NULL
+ *              for "(file descriptor)".
+ * @return as progcache_file_export().
+ */
+PROGCACHE_API int progcache_file_export_fd(progcache_archive_result *out, progcache_store *store,
+                                           int fd, const char *name,
+                                           const progcache_archive_options *opts);
 
 /*
  * progcache_file_import() : add the entries of a ustar archive to the
@@ -313,15 +340,39 @@ PROGCACHE_API int progcache_file_export(progcache_archive_result *out, progcache
  * name. Archives written by progcache_file_export and by
  * `tar -cf x.tar entries` in a cache directory (GNU, pax or ustar format)
  * are accepted.
+ *
+ * Reading is bounded: a member larger than the store's max_artifact_size
+ * (progcache_file_options) is refused from its header, before its bytes
+ * are read, and only one member is held in memory at a time. path may be
+ * a regular file or a stream (a FIFO, a character device); a FIFO is read
+ * as a pipe is, so the open waits for its writer. A stream is copied to
+ * an unlinked temporary file as it is checked (in the cache directory, or
+ * the temporary directory where the kernel lacks O_TMPFILE), since it is
+ * read twice.
  * @param out [out, optional] what was imported.
  * @return PROGCACHE_OK; PROGCACHE_ECORRUPT (not a tar archive, damaged,
- *         or a member that is not a cache entry: nothing was imported);
- *         PROGCACHE_EIO (the archive cannot be read, or a put failed: the
- *         entries before it are in); PROGCACHE_EINVAL (read-only store);
- *         PROGCACHE_ENOMEM.
+ *         a member that is not a cache entry or is too large: nothing was
+ *         imported); PROGCACHE_EIO (the archive cannot be read, or a put
+ *         failed: the entries before it are in); PROGCACHE_EINVAL
+ *         (read-only store, path is a directory); PROGCACHE_ENOMEM.
  */
 PROGCACHE_API int progcache_file_import(progcache_archive_result *out, progcache_store *store,
                                         const char *path, const progcache_archive_options *opts);
+
+/*
+ * progcache_file_import_fd() : progcache_file_import() from an open file
+ * descriptor (standard input, a pipe, a socket, a file the caller
+ * opened). A regular file is read by position from its current offset,
+ * anything else as a stream; the caller keeps fd open and closes it. At
+ * the end of a stream up to 1 MiB of padding after the archive is read
+ * and dropped, so a writer such as tar does not see a broken pipe.
+ * @param name  names the archive in messages ("standard input"); NULL for
+ *              "(file descriptor)".
+ * @return as progcache_file_import().
+ */
+PROGCACHE_API int progcache_file_import_fd(progcache_archive_result *out, progcache_store *store,
+                                           int fd, const char *name,
+                                           const progcache_archive_options *opts);
 
 #ifdef __cplusplus
 }

@@ -316,7 +316,9 @@ static int hash_file(progcache__sha256 *h, const char *path, unsigned char *chun
 {
     struct stat st;
     int rc = PROGCACHE_OK;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Non-blocking, so that a FIFO (refused below) cannot hold the open
+     * for ever waiting for a writer; a regular file reads as usual. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return progcache__error_errno(progcache__code_from_errno(errno), errno,
                                       "cannot open \"%s\" for the digest over files", path);

@@ -1,28 +1,27 @@
-/* Export and import of a cache directory as a POSIX ustar archive
- * (docs/FORMAT.md, "Archives").
+/* Export of a cache directory as a POSIX ustar archive, and the archive
+ * format both directions share (docs/FORMAT.md, "Archives"); import is in
+ * archive_import.c.
  *
  * An archive holds the entries as regular files entries/<2 hex>/<62 hex>,
  * exactly the cache directory's own layout, so `tar -xf` into an empty
  * directory gives a working cache and `tar -cf x.tar entries` in a cache
  * directory gives an archive progcache imports.
  *
- * Import trusts nothing in the archive. It reads the whole archive once to
- * check it before writing anything: every member must be a regular file
- * with an entry's name, or one of the directories above such a file; a
- * link, a device, an absolute or ".." path, a name with upper-case or
- * extra characters, a header with a bad checksum, a member running past
- * the end refuse the whole archive. The path written is then built from
- * the validated hex digits, never taken from the archive, and the bytes go
- * in through the store's put path (temp file, fsync, rename), so an import
- * can neither write outside the cache nor leave a torn entry. */
+ * Export never replaces what is not a regular file: a regular file (or
+ * none) at the path gets a temp file renamed over it, a character device
+ * or a FIFO is written in place, anything else is refused. */
 #include "store/archive.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -33,7 +32,6 @@
 #include "store/validate.h"
 
 #define TAR_RECORD (20 * TAR_BLOCK) /* archives are padded to whole records */
-#define PAX_MAX (1u << 20)
 
 /* ---- names ------------------------------------------------------------------- */
 
@@ -232,19 +230,81 @@ int progcache__tar_make(unsigned char block[TAR_BLOCK], const char *name, uint64
 
 /* ---- export ------------------------------------------------------------------- */
 
+#define WRITE_BUFFER 65536
+
 typedef struct export_ctx {
-    FILE *f;
-    const char *path;
+    int fd;
+    const char *name; /* the archive, for messages */
     const progcache_archive_options *opts;
     progcache_archive_result *out;
     uint64_t written;
+    unsigned char *buf; /* WRITE_BUFFER bytes not yet written */
+    size_t buffered;
 } export_ctx;
+
+/* Write all of buf to fd. SIGPIPE is blocked meanwhile (and one it raised
+ * consumed): the archive may go to a pipe whose reader has gone, and a
+ * library must not kill its caller for that; the write fails with EPIPE.
+ * A descriptor the caller left non-blocking is waited on. 0 or -1/errno. */
+static int write_fd(int fd, const unsigned char *buf, size_t len)
+{
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    int rc = 0, err = 0;
+    while (len) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            (void)poll(&p, 1, -1);
+            continue;
+        }
+        if (n <= 0) {
+            err = n < 0 ? errno : EIO;
+            rc = -1;
+            break;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    if (err == EPIPE && !sigismember(&old, SIGPIPE)) {
+        sigset_t pending;
+        struct timespec zero = {0, 0};
+        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE))
+            sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = err;
+    return rc;
+}
+
+static int flush_bytes(export_ctx *x)
+{
+    if (x->buffered && write_fd(x->fd, x->buf, x->buffered) != 0)
+        return progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", x->name);
+    x->buffered = 0;
+    return PROGCACHE_OK;
+}
 
 static int write_bytes(export_ctx *x, const void *data, size_t len)
 {
-    if (len && fwrite(data, 1, len, x->f) != len)
-        return progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", x->path);
-    x->written += len;
+    const unsigned char *p = data;
+    while (len) {
+        size_t n = WRITE_BUFFER - x->buffered < len ? WRITE_BUFFER - x->buffered : len;
+        memcpy(x->buf + x->buffered, p, n);
+        x->buffered += n;
+        x->written += n;
+        p += n;
+        len -= n;
+        if (x->buffered == WRITE_BUFFER) {
+            int rc = flush_bytes(x);
+            if (rc)
+                return rc;
+        }
+    }
     return PROGCACHE_OK;
 }
 
@@ -284,15 +344,13 @@ static int write_trailer(export_ctx *x)
     return write_bytes(x, zeros, (size_t)(2 * TAR_BLOCK + pad));
 }
 
-static int check_archive_args(file_store **fs, progcache_archive_result *out,
-                              progcache_store *store, const char *path,
-                              const progcache_archive_options *opts, const char *fn)
+int progcache__archive_args(file_store **fs, progcache_archive_result *out,
+                            progcache_store *store, const progcache_archive_options *opts,
+                            const char *fn)
 {
     int rc = progcache__admin_store(fs, store, fn);
     if (rc)
         return rc;
-    if (!path || !*path)
-        return progcache__error(PROGCACHE_EINVAL, "%s: the archive path is empty", fn);
     if (out && (out->version == 0 || out->version > PROGCACHE_ARCHIVE_RESULT_VERSION))
         return progcache__error(PROGCACHE_EINVAL,
                                 "%s: out->version is not set "
@@ -319,6 +377,39 @@ void progcache_archive_options_init(progcache_archive_options *opts)
     opts->version = PROGCACHE_ARCHIVE_OPTIONS_VERSION;
 }
 
+/* The whole archive to fd, from its current position. fsync'ed when fd is
+ * a regular file (a pipe or a device has nothing to sync). */
+static int export_to(file_store *fs, int fd, const char *name,
+                     const progcache_archive_options *opts, progcache_archive_result *out)
+{
+    progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
+    export_ctx x = {fd, name, opts, out ? out : &local, 0, NULL, 0};
+    struct stat st;
+    if (!(x.buf = progcache__malloc(WRITE_BUFFER)))
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory writing archive %s", name);
+    int rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT, export_visit, &x);
+    if (!rc)
+        rc = write_trailer(&x);
+    if (!rc)
+        rc = flush_bytes(&x);
+    if (!rc && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fsync(fd) != 0)
+        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", name);
+    progcache__free(x.buf);
+    return rc;
+}
+
+int progcache_file_export_fd(progcache_archive_result *out, progcache_store *store, int fd,
+                             const char *name, const progcache_archive_options *opts)
+{
+    file_store *fs;
+    int rc = progcache__archive_args(&fs, out, store, opts, "progcache_file_export_fd");
+    if (rc)
+        return rc;
+    if (fd < 0)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_export_fd: fd is %d", fd);
+    return export_to(fs, fd, name && *name ? name : "(file descriptor)", opts, out);
+}
+
 /* Split path into its directory (opened) and its last component. */
 static int open_parent(const char *path, const char **base)
 {
@@ -337,263 +428,118 @@ static int open_parent(const char *path, const char **base)
     return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
-int progcache_file_export(progcache_archive_result *out, progcache_store *store, const char *path,
-                          const progcache_archive_options *opts)
+/* A regular file (or none) at target: written under a temp name next to
+ * it and renamed into place when complete, so a failed export leaves no
+ * partial archive. name is the path the caller gave, for messages. */
+static int export_replace(file_store *fs, const char *target, const char *name,
+                          const progcache_archive_options *opts, progcache_archive_result *out)
 {
-    file_store *fs;
-    progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
-    int rc = check_archive_args(&fs, out, store, path, opts, "progcache_file_export");
-    if (rc)
-        return rc;
     const char *base;
     char tmp_name[64];
-    int dirfd = open_parent(path, &base), fd = -1;
-    export_ctx x = {NULL, path, opts, out ? out : &local, 0};
-    if (dirfd < 0 || !*base)
-        return progcache__error_errno(PROGCACHE_EIO, *base ? errno : EISDIR,
-                                      "cannot write archive %s", path);
-    /* Written under a temp name and renamed when complete: an export that
-     * fails leaves no partial archive behind. */
-    fd = progcache__fs_create_temp(dirfd, ".progcache-export-", 0666, tmp_name, sizeof tmp_name);
+    int dirfd = open_parent(target, &base), rc;
+    if (dirfd < 0 || !*base) {
+        rc = progcache__error_errno(PROGCACHE_EIO, *base ? errno : EISDIR,
+                                    "cannot write archive %s", name);
+        if (dirfd >= 0)
+            close(dirfd);
+        return rc;
+    }
+    int fd =
+        progcache__fs_create_temp(dirfd, ".progcache-export-", 0666, tmp_name, sizeof tmp_name);
     if (fd < 0) {
-        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot create archive %s", path);
-        goto done;
+        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot create archive %s", name);
+        close(dirfd);
+        return rc;
     }
-    x.f = fdopen(fd, "wb");
-    if (!x.f) {
-        rc = progcache__error_errno(PROGCACHE_ENOMEM, errno, "cannot write archive %s", path);
-        goto done;
-    }
-    fd = -1;
-    rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT, export_visit, &x);
-    if (!rc)
-        rc = write_trailer(&x);
-    if (!rc && (fflush(x.f) != 0 || fsync(fileno(x.f)) != 0))
-        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", path);
-    if (fclose(x.f) != 0 && !rc)
-        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", path);
-    x.f = NULL;
+    rc = export_to(fs, fd, name, opts, out);
+    if (close(fd) != 0 && !rc)
+        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", name);
     if (!rc && renameat(dirfd, tmp_name, dirfd, base) != 0)
         rc =
-            progcache__error_errno(PROGCACHE_EIO, errno, "cannot rename the archive into %s", path);
+            progcache__error_errno(PROGCACHE_EIO, errno, "cannot rename the archive into %s", name);
     if (rc)
         (void)unlinkat(dirfd, tmp_name, 0);
-done:
-    if (x.f)
-        fclose(x.f);
-    if (fd >= 0)
-        close(fd);
     close(dirfd);
     return rc;
 }
 
-/* ---- import --------------------------------------------------------------------- */
-
-typedef struct member {
-    char rel[80];
-    int shard;
-    uint64_t offset, size;
-    int64_t mtime;
-} member;
-
-typedef struct member_list {
-    member *items;
-    size_t len, cap;
-} member_list;
-
-static int read_at(int fd, void *buf, size_t len, uint64_t offset)
+/* A character device or a FIFO at path: written in place, never created,
+ * truncated or replaced. The open does not block: a FIFO that nothing
+ * reads fails at once (ENXIO) rather than waiting for ever. */
+static int export_in_place(file_store *fs, const char *path, mode_t type,
+                           const progcache_archive_options *opts, progcache_archive_result *out)
 {
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(offset + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -1 : 0;
-        done += (size_t)n;
-    }
-    return 1;
+    struct stat st;
+    int rc, fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENXIO ? progcache__error(PROGCACHE_EIO,
+                                                 "cannot write archive %s: it is a FIFO and "
+                                                 "nothing is reading it; start the reader first",
+                                                 path)
+                              : progcache__error_errno(PROGCACHE_EIO, errno,
+                                                       "cannot write archive %s", path);
+    int fl = fcntl(fd, F_GETFL);
+    if (fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != type)
+        rc = progcache__error(PROGCACHE_EIO,
+                              "cannot write archive %s: it changed while it was being opened",
+                              path);
+    else if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", path);
+    else
+        rc = export_to(fs, fd, path, opts, out);
+    if (close(fd) != 0 && !rc)
+        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", path);
+    return rc;
 }
 
-static int refuse(const char *path, uint64_t offset, const char *fmt, const char *detail)
+static const char *refused_kind(mode_t mode)
 {
-    char what[512];
-    snprintf(what, sizeof what, fmt, detail);
-    return progcache__error(PROGCACHE_ECORRUPT,
-                            "archive %s refused (nothing imported): %s (at byte %llu)", path, what,
-                            (unsigned long long)offset);
+    return S_ISDIR(mode)   ? "a directory"
+           : S_ISBLK(mode) ? "a block device"
+                           : "a socket";
 }
 
-static const char *type_words(char type)
-{
-    switch (type) {
-    case '1': return "a hard link";
-    case '2': return "a symbolic link";
-    case '3':
-    case '4': return "a device";
-    case '6': return "a FIFO";
-    case 'L':
-    case 'K': return "a GNU long-name record (cache entry names are short)";
-    default: return "of a type other than regular file or directory";
-    }
-}
-
-static int add_member(member_list *list, const member *m)
-{
-    if (list->len == list->cap) {
-        size_t cap = list->cap ? list->cap * 2 : 256;
-        member *items = progcache__realloc(list->items, cap * sizeof *items);
-        if (!items)
-            return progcache__error(PROGCACHE_ENOMEM, "out of memory reading an archive");
-        list->items = items;
-        list->cap = cap;
-    }
-    list->items[list->len++] = *m;
-    return PROGCACHE_OK;
-}
-
-/* Pass one: check every header and collect the entries. */
-static int scan_archive(member_list *list, int fd, uint64_t file_size, const char *path)
-{
-    unsigned char block[TAR_BLOCK];
-    char why[300];
-    tar_header h, pending;
-    int has_path = 0, has_size = 0;
-    uint64_t pos = 0;
-    memset(&pending, 0, sizeof pending);
-    for (;;) {
-        if (pos + TAR_BLOCK > file_size)
-            return pos == 0 ? refuse(path, pos, "%s", "empty, or not a tar archive")
-                            : refuse(path, pos, "%s", "cut short: no end-of-archive blocks");
-        if (read_at(fd, block, TAR_BLOCK, pos) != 1)
-            return progcache__error_errno(PROGCACHE_EIO, errno, "cannot read archive %s", path);
-        int got = progcache__tar_parse(&h, block, why, sizeof why);
-        if (got == 0)
-            return PROGCACHE_OK; /* end of archive; what follows is padding */
-        if (got < 0)
-            return refuse(path, pos, "%s", why);
-        if (has_path)
-            memcpy(h.name, pending.name, sizeof h.name);
-        if (has_size)
-            h.size = pending.size;
-        uint64_t data = pos + TAR_BLOCK;
-        if (h.size > file_size - data)
-            return refuse(path, pos, "member \"%s\" runs past the end of the archive", h.name);
-        uint64_t next = data + (h.size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
-        if (h.type == 'x' || h.type == 'g') {
-            /* pax headers: 'x' applies to the next member, 'g' holds
-             * archive-wide defaults (nothing we use). */
-            if (h.type == 'x') {
-                if (h.size > PAX_MAX)
-                    return refuse(path, pos, "%s", "oversized pax header");
-                char *text = progcache__malloc((size_t)h.size + 1);
-                if (!text)
-                    return progcache__error(PROGCACHE_ENOMEM, "out of memory reading %s", path);
-                int ok = read_at(fd, text, (size_t)h.size, data) == 1;
-                memset(&pending, 0, sizeof pending);
-                has_path = has_size = 0;
-                int bad = ok ? progcache__tar_pax(&pending, &has_path, &has_size, text,
-                                                  (size_t)h.size, why, sizeof why)
-                             : 0;
-                progcache__free(text);
-                if (!ok)
-                    return progcache__error_errno(PROGCACHE_EIO, errno, "cannot read archive %s",
-                                                  path);
-                if (bad)
-                    return refuse(path, pos, "%s", why);
-            }
-            pos = next;
-            continue;
-        }
-        has_path = has_size = 0;
-        member m;
-        memset(&m, 0, sizeof m);
-        if (h.type != '0' && h.type != '5') {
-            char what[400];
-            snprintf(what, sizeof what, "member \"%.255s\" is %s", h.name, type_words(h.type));
-            return refuse(path, pos, "%s; only regular files are imported", what);
-        }
-        tar_name_kind kind = progcache__tar_name(h.name, m.rel, &m.shard);
-        if (kind == TAR_NAME_BAD)
-            return refuse(path, pos,
-                          "member \"%s\" is not a cache entry (expected entries/<2 hex "
-                          "digits>/<62 hex digits>)",
-                          h.name);
-        if ((h.type == '5') != (kind == TAR_NAME_DIR))
-            return refuse(path, pos,
-                          "member \"%s\" has an entry's name but is not a regular file"
-                          " (or a directory's name but is a file)",
-                          h.name);
-        if (kind == TAR_NAME_ENTRY) {
-            if (h.size > TAR_MAX_ENTRY)
-                return refuse(path, pos, "member \"%s\" is larger than 1 GiB", h.name);
-            m.offset = data;
-            m.size = h.size;
-            m.mtime = h.mtime;
-            int rc = add_member(list, &m);
-            if (rc)
-                return rc;
-        }
-        pos = next;
-    }
-}
-
-int progcache_file_import(progcache_archive_result *out, progcache_store *store, const char *path,
+int progcache_file_export(progcache_archive_result *out, progcache_store *store, const char *path,
                           const progcache_archive_options *opts)
 {
     file_store *fs;
-    progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
-    int rc = check_archive_args(&fs, out, store, path, opts, "progcache_file_import");
+    if (!path || !*path)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_export: the archive path is "
+                                                  "empty");
+    int rc = progcache__archive_args(&fs, out, store, opts, "progcache_file_export");
     if (rc)
         return rc;
-    if (!out)
-        out = &local;
-    if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot import",
-                                fs->root);
-    member_list list = {NULL, 0, 0};
-    progcache_buf data = PROGCACHE_BUF_INIT;
-    progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return progcache__error_errno(PROGCACHE_EIO, errno, "cannot open archive %s", path);
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = progcache__error(PROGCACHE_EIO, "archive %s is not a regular file", path);
-        goto done;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", path);
+        return export_replace(fs, path, path, opts, out);
     }
-    rc = scan_archive(&list, fd, (uint64_t)st.st_size, path);
-    for (size_t i = 0; !rc && i < list.len; i++) {
-        const member *m = &list.items[i];
-        if ((rc = progcache__buf_reserve(&data, (size_t)m->size)))
-            break;
-        if (read_at(fd, data.data, (size_t)m->size, m->offset) != 1) {
-            rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot read archive %s", path);
-            break;
-        }
-        progcache__buf_set_size(&data, (size_t)m->size);
-        if ((rc = progcache__validate(&info, data.data, data.size, 1)))
-            break;
-        if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size)))
-            break;
-        out->entries++;
-        out->bytes += m->size;
-        out->invalid += !info.valid;
-        if (opts && opts->on_entry) {
-            progcache_entry e;
-            memset(&e, 0, sizeof e);
-            snprintf(e.name, sizeof e.name, "%.2s%s", m->rel + 8, m->rel + 11);
-            e.size = m->size;
-            e.mtime_ns = m->mtime * 1000000000;
-            e.data = data.data;
-            e.artifact = &info;
-            rc = opts->on_entry(opts->ctx, &e);
+    if (S_ISLNK(st.st_mode)) {
+        /* Followed, as the caller asked; one that leads nowhere is refused
+         * (creating its target would write wherever the link points). */
+        if (stat(path, &st) != 0)
+            return progcache__error_errno(PROGCACHE_EINVAL, errno,
+                                          "cannot write archive %s: it is a symbolic link to "
+                                          "a path that does not exist or cannot be used; give "
+                                          "the target's path",
+                                          path);
+        if (S_ISREG(st.st_mode)) {
+            char *target = realpath(path, NULL);
+            if (!target)
+                return progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s",
+                                              path);
+            rc = export_replace(fs, target, path, opts, out);
+            free(target);
+            return rc;
         }
     }
-done:
-    close(fd);
-    progcache__free(list.items);
-    progcache_buf_free(&data);
-    progcache_artifact_info_release(&info);
-    return rc;
+    if (S_ISREG(st.st_mode))
+        return export_replace(fs, path, path, opts, out);
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+        return export_in_place(fs, path, st.st_mode & S_IFMT, opts, out);
+    return progcache__error(PROGCACHE_EINVAL,
+                            "cannot write archive %s: it is %s, which export neither replaces "
+                            "nor writes into; give a file name",
+                            path, refused_kind(st.st_mode));
 }

@@ -1,15 +1,19 @@
-/* Internal: the ustar archives of progcache export/import (archive.c;
- * docs/FORMAT.md, "Archives"). Exposed for the unit tests. */
+/* Internal: the ustar archives of progcache export/import (the format and
+ * export in archive.c, import in archive_import.c; docs/FORMAT.md,
+ * "Archives"). Exposed for the unit tests. */
 #ifndef PROGCACHE_STORE_ARCHIVE_H
 #define PROGCACHE_STORE_ARCHIVE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "progcache/admin.h"
+#include "store/store_file.h"
+
 #define TAR_BLOCK 512
-/* Entries larger than this are refused on import: a cache entry is a
- * compiled program, and the whole member is held in memory for the put. */
-#define TAR_MAX_ENTRY ((uint64_t)1 << 30)
+/* The largest pax extended header (or other member that is not an entry)
+ * import reads. */
+#define PAX_MAX (1u << 20)
 
 /* What a member name is to import. */
 typedef enum tar_name_kind {
@@ -45,5 +49,12 @@ int progcache__tar_pax(tar_header *next, int *has_path, int *has_size, const cha
  * not fit in the header's 11 octal digits (8 GiB). */
 int progcache__tar_make(unsigned char block[TAR_BLOCK], const char *name, uint64_t size,
                         int64_t mtime);
+
+/* The checks every export/import function makes: store is a file store
+ * (*fs), out and opts carry a known version; out is zeroed. fn names the
+ * caller in messages. PROGCACHE_OK or PROGCACHE_EINVAL. */
+int progcache__archive_args(file_store **fs, progcache_archive_result *out,
+                            progcache_store *store, const progcache_archive_options *opts,
+                            const char *fn);
 
 #endif

@@ -69,6 +69,7 @@ typedef struct redis_store {
 /* Why a call failed, for counting and for the message. */
 typedef struct failure {
     int timeout;
+    int too_large; /* the reply was longer than the caller's limit */
     char what[256];
 } failure;
 
@@ -194,16 +195,48 @@ static int is_timeout(const redisContext *c, int err, uint64_t elapsed_ms, unsig
     return elapsed_ms + 1 >= limit;
 }
 
+/* redisCommandArgv for a command whose reply is one value of at most limit
+ * bytes (GET): the reply is read chunk by chunk, and once more than limit
+ * bytes (plus the "$<len>\r\n...\r\n" framing) wait unparsed, reading
+ * stops with f->too_large set. So a huge value costs limit bytes of memory
+ * at most, not its size. The connection is then out of step with the
+ * server and must be dropped. */
+static redisReply *bounded_command(redisContext *c, int argc, const char **argv,
+                                   const size_t *lens, size_t limit, failure *f)
+{
+    void *reply = NULL;
+    int done = 0;
+    if (redisAppendCommandArgv(c, argc, argv, lens) != REDIS_OK)
+        return NULL;
+    do
+        if (redisBufferWrite(c, &done) != REDIS_OK)
+            return NULL;
+    while (!done);
+    for (;;) {
+        if (redisGetReplyFromReader(c, &reply) != REDIS_OK)
+            return NULL;
+        if (reply)
+            return reply;
+        if (c->reader->len - c->reader->pos > limit + 64) {
+            f->too_large = 1;
+            return NULL;
+        }
+        if (redisBufferRead(c) != REDIS_OK)
+            return NULL;
+    }
+}
+
 /* One command with SIGPIPE blocked (see the top of the file). *err gets
- * the errno of a failure. */
+ * the errno of a failure. limit: 0, or the bound of bounded_command. */
 static redisReply *command(redisContext *c, int argc, const char **argv, const size_t *lens,
-                           int *err)
+                           size_t limit, failure *f, int *err)
 {
     sigset_t pipe_set, old;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    redisReply *r = limit ? bounded_command(c, argc, argv, lens, limit, f)
+                          : redisCommandArgv(c, argc, argv, lens);
     *err = errno;
     if (!r && !sigismember(&old, SIGPIPE)) {
         sigset_t pending;
@@ -221,7 +254,7 @@ static int handshake(redisContext *c, int argc, const char **argv, failure *f,
 {
     int err = 0;
     uint64_t t0 = now_ms();
-    redisReply *r = command(c, argc, argv, NULL, &err);
+    redisReply *r = command(c, argc, argv, NULL, 0, f, &err);
     if (!r) {
         f->timeout = is_timeout(c, err, now_ms() - t0, s->cfg.command_timeout_ms);
         snprintf(f->what, sizeof f->what, "%s failed: %s", what, c->errstr);
@@ -313,10 +346,14 @@ static void drop_idle(redis_store *s)
 
 /* Run a command on a pooled connection. Returns the reply (an error reply
  * is counted and turned into NULL), or NULL with the failure counted and
- * described in f. idempotent: may be sent twice (see the top of file). */
-static redisReply *call(redis_store *s, int argc, const char **argv, const size_t *lens,
-                        int idempotent, failure *f)
+ * described in f. idempotent: may be sent twice (see the top of file).
+ * limit: 0, or the largest reply read (bounded_command); a longer one is
+ * NULL with f->too_large set, not counted as a failure: the server is
+ * well, the value is not one to read. */
+static redisReply *call_bounded(redis_store *s, int argc, const char **argv, const size_t *lens,
+                                int idempotent, size_t limit, failure *f)
 {
+    f->too_large = 0;
     for (int attempt = 0;; attempt++) {
         int reused = 0, err = 0;
         redisContext *c = take(s, &reused, f);
@@ -325,7 +362,11 @@ static redisReply *call(redis_store *s, int argc, const char **argv, const size_
             return NULL;
         }
         uint64_t t0 = now_ms();
-        redisReply *r = command(c, argc, argv, lens, &err);
+        redisReply *r = command(c, argc, argv, lens, limit, f, &err);
+        if (f->too_large) {
+            redisFree(c); /* the rest of the reply is still on its way */
+            return NULL;
+        }
         if (r) {
             give(s, c);
             if (r->type != REDIS_REPLY_ERROR) {
@@ -352,7 +393,29 @@ static redisReply *call(redis_store *s, int argc, const char **argv, const size_
     }
 }
 
+static redisReply *call(redis_store *s, int argc, const char **argv, const size_t *lens,
+                        int idempotent, failure *f)
+{
+    return call_bounded(s, argc, argv, lens, idempotent, 0, f);
+}
+
 /* ---- get and put -------------------------------------------------------- */
+
+/* A value over the bound: a miss, counted as rejected and logged. size:
+ * the payload's bytes, or 0 when reading stopped past limit. */
+static void too_large(redis_store *s, const char *name, size_t size, size_t limit)
+{
+    count(s, PROGCACHE__RC_REJECTED);
+    char have[64];
+    if (size)
+        snprintf(have, sizeof have, "holds %zu bytes", size);
+    else
+        snprintf(have, sizeof have, "is more than %zu bytes", limit);
+    slog(s, PROGCACHE_LOG_WARN,
+         "rejected the value of %s: it %s, more than max_artifact_size (%llu bytes) allows; "
+         "treated as a miss (raise max_artifact_size to read it)",
+         name, have, (unsigned long long)s->cfg.max_artifact_size);
+}
 
 static int redis_get(progcache_buf *out, progcache_store *store, const void *key,
                      size_t key_len)
@@ -367,7 +430,15 @@ static int redis_get(progcache_buf *out, progcache_store *store, const void *key
         return rc;
     const char *argv[] = {"GET", name};
     size_t lens[] = {3, make_name(name, s, "", hex)};
-    redisReply *r = call(s, 2, argv, lens, 1, &f);
+    /* No value larger than the largest artifact plus its envelope is read
+     * into memory (docs/REMOTE.md, "Limits"). */
+    uint64_t max = s->cfg.max_artifact_size;
+    size_t limit = max > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)max + PROGCACHE__ENVELOPE_MAX_HEADER;
+    redisReply *r = call_bounded(s, 2, argv, lens, 1, limit, &f);
+    if (!r && f.too_large) {
+        too_large(s, name, 0, limit);
+        return PROGCACHE_ENOTFOUND;
+    }
     if (!r)
         return PROGCACHE_ENOTFOUND;
     rc = PROGCACHE_ENOTFOUND;
@@ -387,6 +458,8 @@ static int redis_get(progcache_buf *out, progcache_store *store, const void *key
             slog(s, PROGCACHE_LOG_WARN, "rejected the value of %s: %s", name,
                  progcache_error_last());
             error_restore(&saved);
+        } else if (size > max) {
+            too_large(s, name, size, limit);
         } else if ((rc = progcache__buf_reserve(out, size)) == PROGCACHE_OK) {
             if (size)
                 memcpy(out->data, payload, size);
@@ -452,6 +525,15 @@ static int redis_put(progcache_store *store, const void *key, size_t key_len,
     redis_store *s = (redis_store *)store;
     if (s->cfg.flags & PROGCACHE_REDIS_READONLY)
         return PROGCACHE_OK;
+    if (size > s->cfg.max_artifact_size) {
+        /* Refused before it is copied into the queue; readers would
+         * refuse it anyway. */
+        count(s, PROGCACHE__RC_STORE_ERRORS);
+        slog(s, PROGCACHE_LOG_WARN,
+             "a value of %zu bytes is more than max_artifact_size (%llu bytes); not stored",
+             size, (unsigned long long)s->cfg.max_artifact_size);
+        return PROGCACHE_OK;
+    }
     if (s->queue) {
         if (switched_off(s))
             return PROGCACHE_OK;
@@ -885,7 +967,7 @@ static redisContext *subscribe(redis_store *s, const char *channel)
         return NULL;
     }
     const char *argv[] = {"SUBSCRIBE", channel};
-    redisReply *r = command(c, 2, argv, NULL, &err);
+    redisReply *r = command(c, 2, argv, NULL, 0, &f, &err);
     int ok = r && r->type == REDIS_REPLY_ARRAY;
     freeReplyObject(r);
     if (!ok) {

@@ -72,7 +72,9 @@ def copy_reference(tmp, name):
 def ls_json(cache):
     rc, out, err = run(["ls", "--dir", cache, "--json"])
     check(rc == 0, "ls --json exit 0", err)
-    return json.loads(out)
+    listing = json.loads(out)
+    check(listing["schema"] == 1 and listing["dir"] == cache, "ls --json: schema and dir", listing)
+    return listing["entries"]
 
 
 # ---------------------------------------------------------------------------
@@ -106,13 +108,13 @@ def test_ls(tmp):
         check(e["kind"] == ("CUBIN" if data[:4] == b"\x7fELF" else "PTX"), "ls --json: kind", e)
 
     # --sort size: largest first; --sort lru: least recently used first.
-    sizes = [e["size"] for e in json.loads(run(["ls", "--dir", cache, "--json", "--sort", "size"])[1])]
+    sizes = [e["size"] for e in json.loads(run(["ls", "--dir", cache, "--json", "--sort", "size"])[1])["entries"]]
     check(sizes == sorted(sizes, reverse=True), "ls --sort size", sizes)
     names = sorted(files)
     now = time.time()
     for i, name in enumerate(names):
         os.utime(entry_path(cache, name), (now - 1000 * (i + 1), now - 10))
-    lru = [e["name"] for e in json.loads(run(["ls", "--dir", cache, "--json", "--sort", "lru"])[1])]
+    lru = [e["name"] for e in json.loads(run(["ls", "--dir", cache, "--json", "--sort", "lru"])[1])["entries"]]
     check(lru == list(reversed(names)), "ls --sort lru: oldest use first", lru)
     rc, out, _ = run(["ls", "--dir", cache, "--sort", "lru"])
     check(out.split()[0] == names[-1], "ls --sort lru (text)")
@@ -450,7 +452,7 @@ def test_empty(tmp):
     os.makedirs(cache)
     rc, out, err = run(["ls", "--dir", cache])
     check(rc == 0 and out == "", "ls of an empty cache: nothing", out + err)
-    check(json.loads(run(["ls", "--dir", cache, "--json"])[1]) == [], "ls --json of an empty cache")
+    check(json.loads(run(["ls", "--dir", cache, "--json"])[1])["entries"] == [], "ls --json of an empty cache")
     rc, out, err = run(["verify", "--dir", cache])
     check(rc == 0 and "checked 0 entries" in out, "verify of an empty cache", out + err)
     for args in (["--older-than", "1d"], ["--max-size", "1K"]):

@@ -414,6 +414,13 @@ static void test_digest_files(void)
     bad[1] = dir; /* a directory is not a header */
     CHECK_RC(PROGCACHE_EIO, progcache_digest_files(d, bad, 2));
     CHECK(strstr(progcache_error_last(), dir) != NULL);
+    /* A FIFO nobody writes to is refused, not waited on. */
+    char fifo[4200];
+    snprintf(fifo, sizeof fifo, "%s/fifo.h", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    bad[1] = fifo;
+    CHECK_RC(PROGCACHE_EIO, progcache_digest_files(d, bad, 2));
+    CHECK(strstr(progcache_error_last(), "not a regular file") != NULL);
     bad[1] = NULL;
     CHECK_RC(PROGCACHE_EINVAL, progcache_digest_files(d, bad, 2));
     bad[1] = "";

@@ -1,6 +1,7 @@
 /* The Redis store against a real redis-server: round trips, key names,
  * TTL, prefixes, read-only mode, the background put queue, count/size/
- * clear, read-through fill of a file tier, damaged values and HMAC. */
+ * clear, read-through fill of a file tier, damaged values, HMAC and the
+ * bound on value sizes (max_artifact_size). */
 #include <pthread.h>
 #include <unistd.h>
 
@@ -337,6 +338,95 @@ static void test_corruption(void)
     progcache_store_free(s);
 }
 
+/* The last warning a store logged, and how many. */
+typedef struct log_capture {
+    pthread_mutex_t lock;
+    int count;
+    char last[1024];
+} log_capture;
+
+static void capture(void *ctx, int level, const char *message)
+{
+    log_capture *c = ctx;
+    (void)level;
+    pthread_mutex_lock(&c->lock);
+    c->count++;
+    snprintf(c->last, sizeof c->last, "%s", message);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void expect_logged(log_capture *c, int count, const char *fragment)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->count != count || !strstr(c->last, fragment)) {
+        fprintf(stderr, "logged %d: %s\n(expected %d, mentioning \"%s\")\n", c->count,
+                c->last, count, fragment);
+        CHECK(!"the log callback was told");
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Values over max_artifact_size are neither written nor read: a put is
+ * refused (store_errors), a get is a miss (rejected), both logged, and a
+ * huge value is not read whole to find that out. */
+static void test_max_artifact_size(void)
+{
+    log_capture log = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+    progcache_redis_options opts = PROGCACHE_REDIS_OPTIONS_INIT;
+    opts.url = server.url;
+    opts.flags = PROGCACHE_REDIS_SYNC_PUT;
+    opts.key_prefix = "max:";
+    opts.connect_timeout_ms = opts.command_timeout_ms = 2000;
+    opts.max_artifact_size = 1000;
+    opts.log = capture;
+    opts.log_ctx = &log;
+    progcache_store *s = NULL;
+    CHECK_OK(progcache_store_redis_new(&s, &opts));
+    unsigned char *v = pattern((size_t)4 << 20, 5);
+    char name[300];
+    size_t len;
+
+    CHECK_OK(progcache_store_put(s, "big", 3, v, 1001));
+    CHECK(counters(s).store_errors == 1 && counters(s).stores == 0);
+    expect_logged(&log, 1, "1001 bytes is more than max_artifact_size (1000 bytes)");
+    test_redis_name(name, sizeof name, "max:", "big", 3);
+    CHECK(test_redis_get(&server, name, &len) == NULL);
+    CHECK_OK(progcache_store_put(s, "ok", 2, v, 1000)); /* at the bound */
+    check_get(s, "ok", 2, v, 1000);
+
+    /* Written by a store with the default bound, read by this one. */
+    progcache_store *wide = open_store(server.url, PROGCACHE_REDIS_SYNC_PUT, "max:", NULL);
+    CHECK_OK(progcache_store_put(wide, "big", 3, v, 1001));
+    check_get(wide, "big", 3, v, 1001);
+    progcache__error(PROGCACHE_EIO, "marker");
+    check_miss(s, "big", 3);
+    CHECK(strcmp(progcache_error_last(), "marker") == 0); /* a miss says nothing */
+    CHECK(counters(s).rejected == 1);
+    expect_logged(&log, 2, "it holds 1001 bytes, more than max_artifact_size (1000 bytes)");
+    /* 4 MiB: reading stops past the bound (so the size is not known). */
+    CHECK_OK(progcache_store_put(wide, "huge", 4, v, (size_t)4 << 20));
+    check_miss(s, "huge", 4);
+    CHECK(counters(s).rejected == 2);
+    expect_logged(&log, 3, "it is more than 1080 bytes");
+    /* The dropped connection is not a failure, and the next call works. */
+    check_get(s, "ok", 2, v, 1000);
+    progcache_redis_counters c = counters(s);
+    CHECK(c.errors == 0 && c.backoffs == 0 && c.hits == 2 && c.misses == 0);
+    progcache_store_free(wide);
+    progcache_store_free(s);
+
+    /* Background puts: refused before they are queued. */
+    opts.flags = 0;
+    CHECK_OK(progcache_store_redis_new(&s, &opts));
+    CHECK_OK(progcache_store_put(s, "async-big", 9, v, 5000));
+    CHECK_OK(progcache_redis_flush(s));
+    CHECK(counters(s).store_errors == 1 && counters(s).stores == 0);
+    test_redis_name(name, sizeof name, "max:", "async-big", 9);
+    CHECK(test_redis_get(&server, name, &len) == NULL);
+    progcache_store_free(s);
+    free(v);
+}
+
 static void test_hmac(void)
 {
     progcache_store *w = open_store(server.url, PROGCACHE_REDIS_SYNC_PUT, "mac:", SECRET);
@@ -510,6 +600,7 @@ int main(void)
     test_unix_socket_and_db();
     test_read_through_fill();
     test_corruption();
+    test_max_artifact_size();
     test_hmac();
     test_password();
     test_threads();

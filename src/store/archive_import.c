@@ -1,0 +1,429 @@
+/* Import of a ustar archive into a cache directory (docs/FORMAT.md,
+ * "Archives"; the format and export are in archive.c).
+ *
+ * Import trusts nothing in the archive. It reads the whole archive once to
+ * check it before writing anything: every member must be a regular file
+ * with an entry's name, or one of the directories above such a file; a
+ * link, a device, an absolute or ".." path, a name with upper-case or
+ * extra characters, a header with a bad checksum, a member running past
+ * the end refuse the whole archive. The path written is then built from
+ * the validated hex digits, never taken from the archive, and the bytes go
+ * in through the store's put path (temp file, fsync, rename), so an import
+ * can neither write outside the cache nor leave a torn entry.
+ *
+ * Nothing is read without a bound: a member larger than the store's
+ * max_artifact_size is refused from its header, before its bytes are read,
+ * and pax headers are capped at PAX_MAX; only one member's bytes are held
+ * in memory at a time.
+ *
+ * The archive is read by position (pread) when it is a regular file. A
+ * stream (a pipe, standard input, a FIFO, a device) can be read only once,
+ * but has to be read twice (checked whole, then imported), so as it is
+ * checked it is copied into an unlinked temporary file, in the cache
+ * directory where the kernel allows (O_TMPFILE), else in the temporary
+ * directory (tmpfile): nothing is left behind, whatever happens. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "error.h"
+#include "fs.h"
+#include "store/archive.h"
+#include "store/store_file_admin.h"
+#include "store/validate.h"
+
+#define SPOOL_CHUNK 65536
+/* After the end of a streamed archive, padding (tar pads to 10 KiB
+ * records) is read and dropped, so the writer does not see a broken pipe;
+ * beyond this the rest is left unread. */
+#define DRAIN_MAX ((uint64_t)1 << 20)
+
+/* ---- where the archive's bytes come from ---------------------------------------- */
+
+typedef struct source {
+    int fd;           /* the archive */
+    const char *name; /* for messages */
+    uint64_t base;    /* where the archive starts in fd (a regular file) */
+    uint64_t size;    /* bytes available: a regular file's, or spooled so far */
+    int stream;       /* fd is read once, front to back, into spool */
+    int spool;        /* the stream's copy, or -1 */
+    FILE *spool_file; /* tmpfile() that owns spool, or NULL */
+    int eof;          /* the stream has ended */
+    unsigned char *chunk;
+} source;
+
+static ssize_t read_stream(int fd, void *buf, size_t len)
+{
+    for (;;) {
+        ssize_t n = read(fd, buf, len);
+        if (n >= 0)
+            return n;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        /* The caller's descriptor is non-blocking: wait for data, as a
+         * blocking read would. */
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        (void)poll(&p, 1, -1);
+    }
+}
+
+/* An unlinked file for the stream's copy. */
+static int open_spool(source *src, file_store *fs)
+{
+#ifdef O_TMPFILE
+    src->spool = openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (src->spool >= 0)
+        return PROGCACHE_OK;
+#endif
+    src->spool_file = tmpfile();
+    if (!src->spool_file)
+        return progcache__error_errno(PROGCACHE_EIO, errno,
+                                      "cannot create a temporary file to hold archive %s "
+                                      "(a stream is checked whole before it is imported)",
+                                      src->name);
+    src->spool = fileno(src->spool_file);
+    return PROGCACHE_OK;
+}
+
+/* Make bytes [0, end) of the archive available: 1 yes, 0 the archive ends
+ * before, or an error code (message set). */
+static int source_have(source *src, uint64_t end)
+{
+    if (!src->stream)
+        return end <= src->size;
+    while (src->size < end && !src->eof) {
+        ssize_t n = read_stream(src->fd, src->chunk, SPOOL_CHUNK);
+        if (n < 0)
+            return progcache__error_errno(PROGCACHE_EIO, errno, "cannot read archive %s",
+                                          src->name);
+        if (n == 0) {
+            src->eof = 1;
+            break;
+        }
+        if (progcache__fs_write_full(src->spool, src->chunk, (size_t)n) != 0)
+            return progcache__error_errno(PROGCACHE_EIO, errno,
+                                          "cannot copy archive %s to a temporary file",
+                                          src->name);
+        src->size += (uint64_t)n;
+    }
+    return src->size >= end;
+}
+
+/* Read len bytes at offset, which source_have has made available. */
+static int source_read(source *src, void *buf, size_t len, uint64_t offset)
+{
+    int fd = src->stream ? src->spool : src->fd;
+    uint64_t at = src->base + offset;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(at + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return progcache__error_errno(PROGCACHE_EIO, n < 0 ? errno : EIO,
+                                          "cannot read archive %s", src->name);
+        done += (size_t)n;
+    }
+    return PROGCACHE_OK;
+}
+
+/* The padding after a streamed archive's end: what has already arrived
+ * (tar writes whole records), up to DRAIN_MAX; never waited for, since a
+ * writer may keep the stream open. */
+static void source_drain(source *src)
+{
+    uint64_t drained = 0;
+    while (src->stream && !src->eof && drained < DRAIN_MAX) {
+        struct pollfd p = {.fd = src->fd, .events = POLLIN};
+        if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+            break;
+        ssize_t n = read(src->fd, src->chunk, SPOOL_CHUNK);
+        if (n <= 0)
+            break;
+        drained += (uint64_t)n;
+    }
+}
+
+static int source_open(source *src, file_store *fs, int fd, const char *name)
+{
+    struct stat st;
+    memset(src, 0, sizeof *src);
+    src->fd = fd;
+    src->name = name;
+    src->spool = -1;
+    if (fstat(fd, &st) != 0)
+        return progcache__error_errno(PROGCACHE_EIO, errno, "cannot read archive %s", name);
+    if (S_ISDIR(st.st_mode))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "archive %s is a directory; give the archive file", name);
+    if (S_ISREG(st.st_mode)) {
+        off_t at = lseek(fd, 0, SEEK_CUR);
+        src->base = at > 0 && at <= st.st_size ? (uint64_t)at : 0;
+        src->size = (uint64_t)st.st_size - src->base;
+        return PROGCACHE_OK;
+    }
+    src->stream = 1;
+    if (!(src->chunk = progcache__malloc(SPOOL_CHUNK)))
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory reading archive %s", name);
+    return open_spool(src, fs);
+}
+
+static void source_close(source *src)
+{
+    if (src->spool_file)
+        fclose(src->spool_file);
+    else if (src->spool >= 0)
+        close(src->spool);
+    progcache__free(src->chunk);
+}
+
+/* ---- pass one: check the archive --------------------------------------------------- */
+
+typedef struct member {
+    char rel[80];
+    int shard;
+    uint64_t offset, size;
+    int64_t mtime;
+} member;
+
+typedef struct member_list {
+    member *items;
+    size_t len, cap;
+} member_list;
+
+static int refuse(const char *path, uint64_t offset, const char *fmt, const char *detail)
+{
+    char what[512];
+    snprintf(what, sizeof what, fmt, detail);
+    return progcache__error(PROGCACHE_ECORRUPT,
+                            "archive %s refused (nothing imported): %s (at byte %llu)", path, what,
+                            (unsigned long long)offset);
+}
+
+static const char *type_words(char type)
+{
+    switch (type) {
+    case '1': return "a hard link";
+    case '2': return "a symbolic link";
+    case '3':
+    case '4': return "a device";
+    case '6': return "a FIFO";
+    case 'L':
+    case 'K': return "a GNU long-name record (cache entry names are short)";
+    default: return "of a type other than regular file or directory";
+    }
+}
+
+static int add_member(member_list *list, const member *m)
+{
+    if (list->len == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 256;
+        member *items = progcache__realloc(list->items, cap * sizeof *items);
+        if (!items)
+            return progcache__error(PROGCACHE_ENOMEM, "out of memory reading an archive");
+        list->items = items;
+        list->cap = cap;
+    }
+    list->items[list->len++] = *m;
+    return PROGCACHE_OK;
+}
+
+/* A pax extended header's records (h.size <= PAX_MAX bytes at data). */
+static int read_pax(source *src, const tar_header *h, uint64_t pos, uint64_t data,
+                    tar_header *pending, int *has_path, int *has_size)
+{
+    char why[300];
+    char *text = progcache__malloc((size_t)h->size + 1);
+    if (!text)
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory reading %s", src->name);
+    int rc = source_read(src, text, (size_t)h->size, data);
+    memset(pending, 0, sizeof *pending);
+    *has_path = *has_size = 0;
+    if (!rc && progcache__tar_pax(pending, has_path, has_size, text, (size_t)h->size, why,
+                                  sizeof why) != 0)
+        rc = refuse(src->name, pos, "%s", why);
+    progcache__free(text);
+    return rc;
+}
+
+/* Check every header and collect the entries. */
+static int scan_archive(member_list *list, source *src, uint64_t max_entry)
+{
+    const char *path = src->name;
+    unsigned char block[TAR_BLOCK];
+    char why[300];
+    tar_header h, pending;
+    int has_path = 0, has_size = 0, rc;
+    uint64_t pos = 0;
+    memset(&pending, 0, sizeof pending);
+    for (;;) {
+        if ((rc = source_have(src, pos + TAR_BLOCK)) != 1)
+            return rc < 0 ? rc
+                   : pos == 0
+                       ? refuse(path, pos, "%s", "empty, or not a tar archive")
+                       : refuse(path, pos, "%s", "cut short: no end-of-archive blocks");
+        if ((rc = source_read(src, block, TAR_BLOCK, pos)))
+            return rc;
+        int got = progcache__tar_parse(&h, block, why, sizeof why);
+        if (got == 0)
+            return PROGCACHE_OK; /* end of archive; what follows is padding */
+        if (got < 0)
+            return refuse(path, pos, "%s", why);
+        if (has_path)
+            memcpy(h.name, pending.name, sizeof h.name);
+        if (has_size)
+            h.size = pending.size;
+        uint64_t data = pos + TAR_BLOCK;
+        if (!src->stream && h.size > src->size - data)
+            return refuse(path, pos, "member \"%s\" runs past the end of the archive", h.name);
+        /* Sizes are checked before any data is read: a header may claim
+         * anything. An entry may be as large as the store accepts; every
+         * other member (pax records, directories) is small. */
+        int is_entry = h.type == '0';
+        if (h.size > (is_entry ? max_entry : PAX_MAX)) {
+            char what[400];
+            snprintf(what, sizeof what, "member \"%.255s\" claims %llu bytes, more than %s",
+                     h.name, (unsigned long long)h.size,
+                     is_entry ? "the maximum artifact size" : "such a member holds");
+            return refuse(path, pos, "%s (max_artifact_size; the progcache command's "
+                                     "--max-artifact-size)",
+                          what);
+        }
+        uint64_t next = data + (h.size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
+        if ((rc = source_have(src, data + h.size)) != 1)
+            return rc < 0 ? rc
+                          : refuse(path, pos, "member \"%s\" runs past the end of the archive",
+                                   h.name);
+        if (h.type == 'x' || h.type == 'g') {
+            /* pax headers: 'x' applies to the next member, 'g' holds
+             * archive-wide defaults (nothing we use). */
+            if (h.type == 'x' &&
+                (rc = read_pax(src, &h, pos, data, &pending, &has_path, &has_size)))
+                return rc;
+            pos = next;
+            continue;
+        }
+        has_path = has_size = 0;
+        member m;
+        memset(&m, 0, sizeof m);
+        if (h.type != '0' && h.type != '5') {
+            char what[400];
+            snprintf(what, sizeof what, "member \"%.255s\" is %s", h.name, type_words(h.type));
+            return refuse(path, pos, "%s; only regular files are imported", what);
+        }
+        tar_name_kind kind = progcache__tar_name(h.name, m.rel, &m.shard);
+        if (kind == TAR_NAME_BAD)
+            return refuse(path, pos,
+                          "member \"%s\" is not a cache entry (expected entries/<2 hex "
+                          "digits>/<62 hex digits>)",
+                          h.name);
+        if ((h.type == '5') != (kind == TAR_NAME_DIR))
+            return refuse(path, pos,
+                          "member \"%s\" has an entry's name but is not a regular file"
+                          " (or a directory's name but is a file)",
+                          h.name);
+        if (kind == TAR_NAME_ENTRY) {
+            m.offset = data;
+            m.size = h.size;
+            m.mtime = h.mtime;
+            if ((rc = add_member(list, &m)))
+                return rc;
+        }
+        pos = next;
+    }
+}
+
+/* ---- pass two: the puts ------------------------------------------------------------- */
+
+static int import_from(file_store *fs, int fd, const char *name,
+                       const progcache_archive_options *opts, progcache_archive_result *out)
+{
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot import",
+                                fs->root);
+    member_list list = {NULL, 0, 0};
+    progcache_buf data = PROGCACHE_BUF_INIT;
+    progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
+    source src;
+    int rc = source_open(&src, fs, fd, name);
+    if (!rc)
+        rc = scan_archive(&list, &src, fs->max_artifact_size);
+    if (!rc)
+        source_drain(&src);
+    for (size_t i = 0; !rc && i < list.len; i++) {
+        const member *m = &list.items[i];
+        if ((rc = progcache__buf_reserve(&data, (size_t)m->size)))
+            break;
+        if ((rc = source_read(&src, data.data, (size_t)m->size, m->offset)))
+            break;
+        progcache__buf_set_size(&data, (size_t)m->size);
+        if ((rc = progcache__validate(&info, data.data, data.size, 1)))
+            break;
+        if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size)))
+            break;
+        out->entries++;
+        out->bytes += m->size;
+        out->invalid += !info.valid;
+        if (opts && opts->on_entry) {
+            progcache_entry e;
+            memset(&e, 0, sizeof e);
+            snprintf(e.name, sizeof e.name, "%.2s%s", m->rel + 8, m->rel + 11);
+            e.size = m->size;
+            e.mtime_ns = m->mtime * 1000000000;
+            e.data = data.data;
+            e.artifact = &info;
+            rc = opts->on_entry(opts->ctx, &e);
+        }
+    }
+    source_close(&src);
+    progcache__free(list.items);
+    progcache_buf_free(&data);
+    progcache_artifact_info_release(&info);
+    return rc;
+}
+
+int progcache_file_import_fd(progcache_archive_result *out, progcache_store *store, int fd,
+                             const char *name, const progcache_archive_options *opts)
+{
+    file_store *fs;
+    progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
+    int rc = progcache__archive_args(&fs, out, store, opts, "progcache_file_import_fd");
+    if (rc)
+        return rc;
+    if (fd < 0)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_import_fd: fd is %d", fd);
+    return import_from(fs, fd, name && *name ? name : "(file descriptor)", opts,
+                       out ? out : &local);
+}
+
+int progcache_file_import(progcache_archive_result *out, progcache_store *store, const char *path,
+                          const progcache_archive_options *opts)
+{
+    file_store *fs;
+    progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
+    if (!path || !*path)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_import: the archive path is "
+                                                  "empty");
+    int rc = progcache__archive_args(&fs, out, store, opts, "progcache_file_import");
+    if (rc)
+        return rc;
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot import",
+                                fs->root);
+    /* A FIFO is read as a pipe is: the open waits for its writer. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return progcache__error_errno(PROGCACHE_EIO, errno, "cannot open archive %s", path);
+    rc = import_from(fs, fd, path, opts, out ? out : &local);
+    close(fd);
+    return rc;
+}
