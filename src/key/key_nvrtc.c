@@ -316,7 +316,10 @@ static int hash_file(progcache__sha256 *h, const char *path, unsigned char *chun
 {
     struct stat st;
     int rc = PROGCACHE_OK;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Non-blocking: a FIFO among the files would hang the open until a
+     * writer came; it is refused below like any other non-regular file
+     * (O_NONBLOCK does nothing to reads of a regular file). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return progcache__error_errno(progcache__code_from_errno(errno), errno,
                                       "cannot open \"%s\" for the digest over files", path);
