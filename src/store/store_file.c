@@ -514,7 +514,7 @@ static int file_clear(progcache_store *store)
         if (r && !rc)
             rc = r;
     }
-    progcache__file_sweep_tmp(fs);
+    progcache__file_sweep_tmp(fs, 1);
     return rc;
 }
 
@@ -580,49 +580,50 @@ static int check_options(const progcache_file_options *opts)
  * top level holds nothing but entries/, tmp/ and progcache/ (cuda.core's
  * layout is entries/ and tmp/; progcache/ is ours). Anything else means
  * the path names somebody's directory (a home, a project), and a cache
- * there would sweep and clear what it finds under those names: refuse. One
- * readdir of the top level, at open only. */
+ * there would sweep and clear what it finds under those names: refuse.
+ *
+ * Cheap, as it runs at every open: getdents64 on root_fd itself into a
+ * stack buffer (a cache's top level fits in one call; the second returns
+ * 0), no DIR and no second descriptor. The read moves root_fd's directory
+ * offset, which nothing uses: root_fd serves only *at() calls. */
 static int check_cache_dir(file_store *fs, const char *path)
 {
-    int fd = openat(fs->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!dir) {
-        int saved = errno;
-        if (fd >= 0)
-            close(fd);
-        return open_error(path, "cannot list it", saved);
-    }
-    int rc = PROGCACHE_OK;
-    struct dirent *e;
-    errno = 0;
-    while (!rc && (e = readdir(dir)) != NULL) {
-        const char *name = e->d_name;
-        if (!strcmp(name, ".") || !strcmp(name, ".."))
+    union {
+        struct dirent64 align;
+        char bytes[4096];
+    } buf;
+    for (;;) {
+        ssize_t n = getdents64(fs->root_fd, buf.bytes, sizeof buf.bytes);
+        if (n < 0 && errno == EINTR)
             continue;
-        if (!progcache__file_is_layout_name(name)) {
-            rc = progcache__error(PROGCACHE_EINVAL,
-                                  "%s is not a cache directory: it holds \"%s\", and a cache "
-                                  "directory holds only entries/, tmp/ and " FILE_STATE_DIR
-                                  "/; choose an empty or new directory for the cache",
-                                  path, name);
-            break;
+        if (n < 0)
+            return open_error(path, "cannot list it", errno);
+        if (n == 0)
+            return PROGCACHE_OK;
+        for (ssize_t off = 0; off < n;) {
+            const struct dirent64 *e = (const struct dirent64 *)(void *)(buf.bytes + off);
+            off += e->d_reclen;
+            const char *name = e->d_name;
+            if (!strcmp(name, ".") || !strcmp(name, ".."))
+                continue;
+            if (!progcache__file_is_layout_name(name))
+                return progcache__error(PROGCACHE_EINVAL,
+                                        "%s is not a cache directory: it holds \"%s\", and a "
+                                        "cache directory holds only entries/, tmp/ and " FILE_STATE_DIR
+                                        "/; choose an empty or new directory for the cache",
+                                        path, name);
+            struct stat st;
+            int is_dir = e->d_type == DT_DIR;
+            if (e->d_type == DT_UNKNOWN)
+                is_dir = fstatat(fs->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                         S_ISDIR(st.st_mode);
+            if (!is_dir)
+                return progcache__error(PROGCACHE_EINVAL,
+                                        "%s is not a cache directory: %s/%s is not a directory; "
+                                        "choose an empty or new directory for the cache",
+                                        path, path, name);
         }
-        struct stat st;
-        int is_dir = e->d_type == DT_DIR;
-        if (e->d_type == DT_UNKNOWN)
-            is_dir = fstatat(fs->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                     S_ISDIR(st.st_mode);
-        if (!is_dir)
-            rc = progcache__error(PROGCACHE_EINVAL,
-                                  "%s is not a cache directory: %s/%s is not a directory; "
-                                  "choose an empty or new directory for the cache",
-                                  path, path, name);
-        errno = 0;
     }
-    if (!rc && errno != 0)
-        rc = open_error(path, "cannot list it", errno);
-    closedir(dir);
-    return rc;
 }
 
 /* Create the layout (unless read-only) and hold the root open. */
@@ -719,7 +720,7 @@ int progcache_store_file_new(progcache_store **out, const char *path,
                             progcache_error_last());
     progcache__stats_set_max_size(fs->stats, fs->max_size);
     if (!(fs->flags & PROGCACHE_FILE_READONLY))
-        progcache__file_sweep_tmp(fs);
+        progcache__file_sweep_tmp(fs, 0);
     *out = &fs->base;
     return PROGCACHE_OK;
 fail:

@@ -134,8 +134,12 @@ int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count);
 int progcache__file_evict_if_needed(file_store *fs);
 /* Delete what crashed writers left: regular files owned by this user,
  * older than an hour, named as progcache or cuda.core name temp files, in
- * tmp/ and progcache/ (never anything else, never a directory). */
-void progcache__file_sweep_tmp(file_store *fs);
+ * tmp/ and, with state_dir_too, progcache/ (never anything else, never a
+ * directory). Open sweeps tmp/ only: the temp files of progcache/ appear
+ * only when a process dies while creating state or stats, rare enough for
+ * eviction, prune and clear to collect, and open stays one readdir
+ * cheaper. */
+void progcache__file_sweep_tmp(file_store *fs, int state_dir_too);
 /* Delete every entry (a regular file with an entry's name) of one shard;
  * PROGCACHE_OK or the first error. */
 int progcache__file_clear_shard(file_store *fs, int shard);

@@ -467,7 +467,7 @@ int progcache__file_evict_if_needed(file_store *fs)
     /* Another process may have evicted while we waited for the lock. */
     progcache__file_totals(fs, &bytes, &count);
     if (bytes > fs->max_size) {
-        progcache__file_sweep_tmp(fs);
+        progcache__file_sweep_tmp(fs, 1);
         (void)evict_pass(fs, fs->max_size, fs->low_water, 0, NULL, NULL);
     }
     unlock_exclusive(fs);
@@ -482,7 +482,7 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
         return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot prune",
                                 fs->root);
     lock_exclusive(fs);
-    progcache__file_sweep_tmp(fs);
+    progcache__file_sweep_tmp(fs, 1);
     int rc = evict_pass(fs, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes);
     unlock_exclusive(fs);
     return rc;
@@ -517,10 +517,11 @@ static void sweep_dir(file_store *fs, const char *rel, int (*is_temp)(const char
     closedir(dir);
 }
 
-void progcache__file_sweep_tmp(file_store *fs)
+void progcache__file_sweep_tmp(file_store *fs, int state_dir_too)
 {
     sweep_dir(fs, "tmp", progcache__file_is_tmp_name);
-    sweep_dir(fs, FILE_STATE_DIR, progcache__file_is_state_tmp_name);
+    if (state_dir_too)
+        sweep_dir(fs, FILE_STATE_DIR, progcache__file_is_state_tmp_name);
 }
 
 typedef struct {
