@@ -265,7 +265,8 @@ int progcache__file_get(progcache_buf *out, file_store *fs, const void *key, siz
     }
     progcache__buf_set_size(out, size);
     char why[200];
-    if (!(fs->flags & PROGCACHE_FILE_NO_VERIFY) && !intact(fd, rel, out->data, size, sealed, why, sizeof why)) {
+    if (!(fs->flags & PROGCACHE_FILE_NO_VERIFY) &&
+        !intact(fd, rel, out->data, size, sealed, why, sizeof why)) {
         /* Never hand out bytes that changed on disk or an artifact that is
          * not whole. Remove the entry (if it is still this file: another
          * process may have replaced it meanwhile) so the next put heals it. */
@@ -609,8 +610,9 @@ static int check_cache_dir(file_store *fs, const char *path)
             if (!progcache__file_is_layout_name(name))
                 return progcache__error(PROGCACHE_EINVAL,
                                         "%s is not a cache directory: it holds \"%s\", and a "
-                                        "cache directory holds only entries/, tmp/ and " FILE_STATE_DIR
-                                        "/; choose an empty or new directory for the cache",
+                                        "cache directory holds only entries/, tmp/ and "
+                                        FILE_STATE_DIR "/; choose an empty or new directory "
+                                        "for the cache",
                                         path, name);
             struct stat st;
             int is_dir = e->d_type == DT_DIR;

@@ -152,8 +152,9 @@ int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
                                    const struct stat *seen, int check_atime);
 
 /* Walk the entries of one shard directory: regular files with an entry's
- * name (symbolic links, other types and other names are skipped). fn returns 0 to go on, non-zero to stop (which is
- * returned). A missing shard is empty. */
+ * name (symbolic links, other types and other names are skipped). fn
+ * returns 0 to go on, non-zero to stop (which is returned). A missing
+ * shard is empty. */
 typedef int (*file_entry_fn)(void *ctx, int shard, const char *name, const struct stat *st);
 int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void *ctx);
 

@@ -19,7 +19,8 @@ int progcache__is_hex(const char *s, size_t n)
 static int is_ours(const char *name, const char *prefix)
 {
     size_t n = strlen(prefix);
-    return strncmp(name, prefix, n) == 0 && strlen(name + n) == 16 && progcache__is_hex(name + n, 16);
+    return strncmp(name, prefix, n) == 0 && strlen(name + n) == 16 &&
+           progcache__is_hex(name + n, 16);
 }
 
 int progcache__file_is_entry_name(const char *name)
