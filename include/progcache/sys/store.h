@@ -50,8 +50,11 @@ struct progcache_store {
  * progcache_store_put() : store (replace) the value of key. When put
  *   returns PROGCACHE_OK the value is readable by every process using the
  *   store (and, for the file store, on disk).
- * progcache_store_remove() : delete key. PROGCACHE_ENOTFOUND if absent.
- * progcache_store_clear() : delete every entry.
+ * progcache_store_remove() : delete key. PROGCACHE_ENOTFOUND if absent
+ *   (for the file store also when something other than a regular file is
+ *   at the key's path: that is left alone).
+ * progcache_store_clear() : delete every entry (for the file store: the
+ *   regular files named as entries, and stale temp files; nothing else).
  * progcache_store_count() / progcache_store_total_size() : entries and
  *   bytes stored now (the file store reads these from its accounting, not
  *   a scan; they may lag other processes' writes by a moment).
