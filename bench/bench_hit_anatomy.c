@@ -86,7 +86,7 @@ static int walk(double *t, double *fl, int root, const unsigned char *key,
     int fd = -1, bad = 0;
     struct stat st;
     ssize_t n = 0;
-    unsigned char want[32], got[32];
+    unsigned char want[FILE_SEAL_SIZE], got[32], prefix[FILE_SEAL_TAG_SIZE + FILE_NAME_LEN];
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
     CUlibrary lib = NULL;
     CUkernel kern = NULL;
@@ -97,13 +97,17 @@ static int walk(double *t, double *fl, int root, const unsigned char *key,
     STEP(FSTAT, bad |= fstat(fd, &st));
     STEP(ALLOC, bad |= progcache__buf_reserve(buf, (size_t)st.st_size));
     STEP(READ, n = progcache__fs_read_full(fd, buf->data, (size_t)st.st_size));
-    STEP(XATTR, bad |= fgetxattr(fd, FILE_DIGEST_XATTR, want, sizeof want) != sizeof want);
-    STEP(SHA, bad |= progcache__sha256_oneshot(got, buf->data, (size_t)n));
+    STEP(XATTR, bad |= fgetxattr(fd, FILE_SEAL_XATTR, want, sizeof want) != sizeof want);
+    /* The seal's digest: tag, the entry's 64-digit name, the bytes. */
+    STEP(SHA, memcpy(prefix, FILE_SEAL_TAG, FILE_SEAL_TAG_SIZE);
+         memcpy(prefix + FILE_SEAL_TAG_SIZE, rel + 8, 2);
+         memcpy(prefix + FILE_SEAL_TAG_SIZE + 2, rel + 11, FILE_NAME_LEN - 2);
+         bad |= progcache__sha256_two(got, prefix, sizeof prefix, buf->data, (size_t)n));
     STEP(VALIDATE, info.kind = progcache__kind_of(buf->data, (size_t)n));
     STEP(CLOSE, close(fd));
     STEP(LOAD, bad |= api->cuLibraryLoadData(&lib, buf->data, NULL, NULL, 0, &opt, &val, 1) != 0);
     STEP(KERNEL, bad |= api->cuLibraryGetKernel(&kern, lib, kernel_name) != 0);
-    bad |= fd < 0 || n != st.st_size || memcmp(want, got, 32) != 0 ||
+    bad |= fd < 0 || n != st.st_size || memcmp(want + 10, got, 32) != 0 ||
            info.kind != PROGCACHE_KIND_CUBIN;
     if (lib)
         api->cuLibraryUnload(lib);

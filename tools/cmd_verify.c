@@ -13,26 +13,65 @@ static const char usage_text[] =
     "Check every entry of a cache directory: a CUBIN must be a whole CUDA ELF file\n"
     "(headers, tables and sections inside the file), PTX whole text with a .version\n"
     "directive and balanced braces, LTO-IR and fatbin consistent headers; an entry\n"
-    "progcache stored must still match the SHA-256 recorded with it. Anything else\n"
-    "(a truncated or damaged file, a file of no known kind) is a problem. Each\n"
-    "problem is printed as\n"
+    "progcache stored must still match the seal recorded with it, for its own name\n"
+    "(not one copied or moved from another entry). Anything else (a truncated or\n"
+    "damaged file, a file of no known kind, something other than a regular file at\n"
+    "an entry's path, an entry larger than the artifact size bound) is a problem.\n"
+    "Each problem is printed as\n"
     "  bad NAME KIND: REASON [removed]\n"
-    "followed by a summary line.\n"
+    "Files and directories that are not part of a cache (other names in entries/,\n"
+    "a shard or tmp/) are printed as\n"
+    "  not an entry, left alone: PATH\n"
+    "and never removed. Then a summary line.\n"
     "\n"
     "options:\n"
     "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
     "  --fix       remove bad entries (only if still the file that was checked; other\n"
-    "              processes may use the cache meanwhile)\n"
+    "              processes may use the cache meanwhile); a directory at an entry's\n"
+    "              path, an entry too large to read and files that are not entries\n"
+    "              are left alone\n"
     "  --json      print one JSON object instead of text\n"
     "  --help      this text\n"
     "\n"
-    "Exit status: 0 every entry is good; 1 problems were found (even if --fix\n"
-    "removed them) or the directory cannot be read; 2 bad usage.\n";
+    "Exit status: 0 every entry is good (files that are not entries do not count);\n"
+    "1 problems were found (even if --fix removed them) or the directory cannot be\n"
+    "read; 2 bad usage.\n";
 
 typedef struct verify_out {
     int json;
+    const char *dir;
     size_t problems;
+    /* --json: the files that are not entries, printed after the problems
+     * (each "path\0what\0", malloc'd). */
+    char **foreign;
+    size_t num_foreign;
+    int out_of_memory;
 } verify_out;
+
+static int report_foreign(void *ctx, const char *path, const char *what)
+{
+    verify_out *o = ctx;
+    const int plain = !strcmp(what, "not an entry");
+    if (!o->json) {
+        printf("not an entry, left alone: %s/%s%s%s%s\n", o->dir, path, plain ? "" : " (",
+               plain ? "" : what, plain ? "" : ")");
+        return 0;
+    }
+    char **grown = realloc(o->foreign, (o->num_foreign + 1) * sizeof *grown);
+    size_t len = strlen(path) + strlen(what) + 3;
+    char *item = grown ? malloc(len) : NULL;
+    if (grown)
+        o->foreign = grown;
+    if (!item) {
+        o->out_of_memory = 1;
+        return 1;
+    }
+    /* path, NUL, what */
+    memcpy(item, path, strlen(path) + 1);
+    memcpy(item + strlen(path) + 1, what, strlen(what) + 1);
+    o->foreign[o->num_foreign++] = item;
+    return 0;
+}
 
 static int report(void *ctx, const progcache_entry *e)
 {
@@ -74,13 +113,15 @@ int cmd_verify(int argc, char **argv)
     }
     char *dir = NULL;
     progcache_store *store = NULL;
+    verify_out o = {json, NULL, 0, NULL, 0, 0};
     int code = tool_open_dir_store(CMD, dir_arg, fix ? TOOL_WRITE : TOOL_READ, 0, &dir, &store);
     if (code)
         goto done;
-    verify_out o = {json, 0};
+    o.dir = dir;
     progcache_verify_options opts = PROGCACHE_VERIFY_OPTIONS_INIT;
     opts.flags = fix ? PROGCACHE_VERIFY_FIX : 0;
     opts.on_entry = report;
+    opts.on_foreign = report_foreign;
     opts.ctx = &o;
     progcache_verify_result res = PROGCACHE_VERIFY_RESULT_INIT;
     if (json) {
@@ -90,10 +131,23 @@ int cmd_verify(int argc, char **argv)
         printf(", \"problems\": [");
     }
     int rc = progcache_file_verify(&res, store, &opts);
-    if (json)
-        printf("%s], \"checked\": %llu, \"bad\": %llu, \"removed\": %llu}\n",
+    if (json) {
+        printf("%s], \"checked\": %llu, \"bad\": %llu, \"removed\": %llu, \"not_entries\": [",
                o.problems ? "\n  " : "", (unsigned long long)res.checked,
                (unsigned long long)res.bad, (unsigned long long)res.removed);
+        for (size_t i = 0; i < o.num_foreign; i++) {
+            printf("%s\n    {\"path\": ", i ? "," : "");
+            tool_json_string(stdout, o.foreign[i]);
+            printf(", \"what\": ");
+            tool_json_string(stdout, o.foreign[i] + strlen(o.foreign[i]) + 1);
+            printf("}");
+        }
+        printf("%s]}\n", o.num_foreign ? "\n  " : "");
+    }
+    if (o.out_of_memory) {
+        code = tool_error(CMD, "out of memory listing the files that are not entries");
+        goto done;
+    }
     if (rc) {
         code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot check the cache");
         goto done;
@@ -105,10 +159,15 @@ int cmd_verify(int argc, char **argv)
             printf(", %llu removed", (unsigned long long)res.removed);
         else if (res.bad)
             printf(" (run with --fix to remove them)");
+        if (res.foreign)
+            printf("; %llu files that are not entries left alone", (unsigned long long)res.foreign);
         putchar('\n');
     }
     code = res.bad ? EXIT_PROBLEMS : EXIT_OK;
 done:
+    for (size_t i = 0; i < o.num_foreign; i++)
+        free(o.foreign[i]);
+    free(o.foreign);
     progcache_store_free(store);
     free(dir);
     return code;

@@ -118,8 +118,9 @@ typedef struct progcache_entry {
     const unsigned char *data;
     /* With PROGCACHE_ENTRIES_INSPECT: what the bytes are, else NULL. */
     const progcache_artifact_info *artifact;
-    /* Why the entry could not be read (or, for progcache_file_verify, why
-     * it is bad), else NULL. */
+    /* Why the entry could not be read (larger than the store's
+     * max_artifact_size, a read error), or, for progcache_file_verify, why
+     * it is bad; else NULL. */
     const char *error;
     /* progcache_file_verify with PROGCACHE_VERIFY_FIX: 1 when the entry
      * was removed. */
@@ -152,9 +153,10 @@ PROGCACHE_API int progcache_file_foreach(progcache_store *store, unsigned int fl
 /*
  * progcache_file_read_entry() : read one entry by its file name (64 hex
  * digits, as progcache_entry.name) into out.
- * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND (no such entry);
- *         PROGCACHE_EINVAL (name is not 64 hex digits); PROGCACHE_EIO;
- *         PROGCACHE_ENOMEM.
+ * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND (no such entry, or not a
+ *         regular file); PROGCACHE_EINVAL (name is not 64 hex digits);
+ *         PROGCACHE_ECORRUPT (larger than the store's max_artifact_size:
+ *         not read); PROGCACHE_EIO; PROGCACHE_ENOMEM.
  */
 PROGCACHE_API int progcache_file_read_entry(progcache_buf *out, progcache_store *store,
                                             const char *name);
@@ -166,18 +168,28 @@ PROGCACHE_API int progcache_file_read_entry(progcache_buf *out, progcache_store 
 /* Remove each bad entry (if it is still the file that was checked). */
 #define PROGCACHE_VERIFY_FIX 0x1u
 
+/* Called by progcache_file_verify for each file or directory in the cache
+ * directory that is not part of a cache, with its path relative to the
+ * cache directory ("entries/ab/notes.txt") and what is wrong with it
+ * ("not an entry"). Return 0 to go on, anything else to stop. */
+typedef int (*progcache_foreign_fn)(void *ctx, const char *path, const char *what);
+
 typedef struct progcache_verify_options {
     unsigned int version; /* PROGCACHE_VERIFY_OPTIONS_VERSION */
     unsigned int flags;   /* PROGCACHE_VERIFY_* */
     /* Optional: called for every entry checked, after the verdict (and the
      * removal, with PROGCACHE_VERIFY_FIX). entry->artifact holds the
-     * verdict; entry->error is NULL for a good entry and the reason for a
+     * verdict (NULL when the entry could not be read, or is not a regular
+     * file); entry->error is NULL for a good entry and the reason for a
      * bad one. */
     progcache_entry_fn on_entry;
-    void *ctx;
+    void *ctx; /* passed to on_entry and on_foreign */
+    /* Optional (version 2): called for each thing that is not part of a
+     * cache (see progcache_file_verify), after the entries. */
+    progcache_foreign_fn on_foreign;
 } progcache_verify_options;
 
-#define PROGCACHE_VERIFY_OPTIONS_VERSION 1
+#define PROGCACHE_VERIFY_OPTIONS_VERSION 2
 #define PROGCACHE_VERIFY_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_VERIFY_OPTIONS_VERSION)
 PROGCACHE_API void progcache_verify_options_init(progcache_verify_options *opts);
 
@@ -186,28 +198,53 @@ typedef struct progcache_verify_result {
     uint64_t checked;
     uint64_t bad;     /* entries that failed a check */
     uint64_t removed; /* of those, removed (PROGCACHE_VERIFY_FIX) */
+    /* Version 2: files and directories that are not part of a cache, left
+     * alone (see progcache_file_verify). */
+    uint64_t foreign;
 } progcache_verify_result;
 
-#define PROGCACHE_VERIFY_RESULT_VERSION 1
+#define PROGCACHE_VERIFY_RESULT_VERSION 2
 #define PROGCACHE_VERIFY_RESULT_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_VERIFY_RESULT_VERSION)
 
 /*
- * progcache_file_verify() : check every entry of the cache directory.
+ * progcache_file_verify() : check every entry of the cache directory, and
+ * report what in it is not part of a cache.
  *
- * An entry is bad when it is not a valid artifact
- * (progcache_artifact_inspect: truncated, damaged, or of no known kind;
- * a cache of compiled programs holds nothing else), or when its bytes do
- * not match the SHA-256 progcache recorded when it stored them (an
- * extended attribute; entries cuda.core wrote have none). With
- * PROGCACHE_VERIFY_FIX a bad entry is removed, but only if it is still the
- * file that was checked (same inode, size and mtime: an entry another
- * process replaced meanwhile stays), and counted as corrupt_removed in the
- * statistics.
- * @param out   [out] counts; set out->version first.
+ * An entry is bad when
+ *  - it is not a valid artifact (progcache_artifact_inspect: truncated,
+ *    damaged, or of no known kind; a cache of compiled programs holds
+ *    nothing else);
+ *  - its bytes do not match the seal progcache recorded when it stored
+ *    them (an extended attribute; entries cuda.core wrote have none, and
+ *    older seals, which did not bind the entry's name, are not checked:
+ *    docs/FORMAT.md), or
+ *    the seal is another entry's: the file was copied, linked or moved
+ *    here from another key's path;
+ *  - it is larger than the store's max_artifact_size (not read, and never
+ *    removed: a process allowing more may use it);
+ *  - something other than a regular file is at its path (a FIFO, socket,
+ *    device node, symbolic link or directory; a get treats it as a miss).
+ * With PROGCACHE_VERIFY_FIX a bad entry is removed, but only if it is
+ * still the file that was checked (same inode, size and mtime: an entry
+ * another process replaced meanwhile stays), and counted as
+ * corrupt_removed in the statistics; a directory at an entry's path is
+ * never removed (its contents are not the cache's to judge) and neither is
+ * an entry too large to read.
+ *
+ * Not part of a cache, reported through on_foreign and counted in
+ * out->foreign, and never removed, even with PROGCACHE_VERIFY_FIX: at the
+ * top level anything but the directories entries/, tmp/ and progcache/;
+ * in entries/ anything but shard directories (2 lowercase hex digits); in
+ * a shard anything not named as an entry (62 lowercase hex digits); in
+ * tmp/ anything but regular files named as progcache's and cuda.core's
+ * temp files. progcache/ holds progcache's own files and is not looked
+ * into.
+ * @param out   [out] counts; set out->version first (a version 1 struct
+ *              gets no foreign count).
  * @param store a file store; writable for PROGCACHE_VERIFY_FIX.
  * @param opts  NULL for defaults (check only).
- * @return PROGCACHE_OK (whatever was found: see out); the on_entry
- *         callback's non-zero value if it stopped the walk;
+ * @return PROGCACHE_OK (whatever was found: see out); the on_entry or
+ *         on_foreign callback's non-zero value if it stopped the walk;
  *         PROGCACHE_EINVAL (bad arguments, FIX on a read-only store);
  *         PROGCACHE_ENOMEM.
  */

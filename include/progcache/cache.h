@@ -79,14 +79,16 @@ PROGCACHE_API int progcache_default_dir(progcache_buf *out);
 
 /*
  * progcache_open() : open (creating if needed) the cache in directory path.
- * CONSTRUCTOR.
+ * CONSTRUCTOR. A directory that holds anything but a cache's entries/,
+ * tmp/ and progcache/ is refused (progcache_store_file_new).
  * @param out  [out] the handle; release with progcache_close().
  * @param path the cache directory; NULL: progcache_default_dir().
  * @param opts NULL for defaults.
- * @return PROGCACHE_OK, PROGCACHE_EINVAL, PROGCACHE_EIO (the message names
- *         the path and why it cannot be used; or the remote tier's
- *         variable and why), PROGCACHE_EREMOTE (a remote tier asked for in
- *         a build without hiredis) or PROGCACHE_ENOMEM.
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL (bad options, a directory that is
+ *         not a cache), PROGCACHE_EIO (the message names the path and why
+ *         it cannot be used; or the remote tier's variable and why),
+ *         PROGCACHE_EREMOTE (a remote tier asked for in a build without
+ *         hiredis) or PROGCACHE_ENOMEM.
  */
 PROGCACHE_API int progcache_open(progcache **out, const char *path,
                                  const progcache_options *opts);

@@ -31,6 +31,10 @@ struct progcache {
     /* The remote tier's counters as last added to the directory's
      * statistics (cache_stats.c folds in the difference). */
     uint64_t remote_seen[5];
+    /* Set (atomically, once) when the single-flight lock file was found
+     * unusable and the log was told: the one field written outside the
+     * stores and the background-put state, and only ever from 0 to 1. */
+    int flight_warned;
 };
 
 /* Pass a formatted message to the cache's log callback, if any. */

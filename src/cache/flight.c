@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,15 +42,25 @@ static int try_lock(int fd, uint64_t slot)
     return errno == EAGAIN || errno == EACCES ? 0 : -1;
 }
 
-static int open_lock_file(const progcache *cache)
+static int open_lock_file(progcache *cache)
 {
     if (!cache->path)
         return -1;
     int root = open(cache->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root < 0)
         return -1;
-    int fd = progcache__fs_open_beneath(root, "progcache/flight", O_RDWR | O_CREAT, 0666);
+    /* A regular file only, opened without blocking: a FIFO there would
+     * hang or, locked, coordinate nothing. Without the lock every process
+     * compiles for itself; say so, once per handle. */
+    struct stat st;
+    int fd = progcache__fs_open_regular(root, "progcache/flight", O_RDWR | O_CREAT, 0666, &st);
     close(root);
+    if (fd < 0 && errno == PROGCACHE__FS_ENOTREG &&
+        !__atomic_exchange_n(&cache->flight_warned, 1, __ATOMIC_RELAXED))
+        progcache__cache_log(cache, PROGCACHE_LOG_WARN,
+                             "cannot use %s/progcache/flight: it is %s, not a regular file "
+                             "(remove it); processes missing the same key each compile it",
+                             cache->path, progcache__fs_type_name(st.st_mode));
     return fd;
 }
 

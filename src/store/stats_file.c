@@ -117,16 +117,19 @@ done:
 }
 
 /* Map the file if it has our layout: the mapping, NULL with *bad set when
- * it exists but has another layout, NULL with errno otherwise. */
-static stats_file *map_existing(int root_fd, int writable, int *bad)
+ * it is a regular file with another layout, NULL with errno otherwise
+ * (PROGCACHE__FS_ENOTREG, *mode set, for something other than a regular
+ * file: a FIFO there must neither hang the open nor be replaced). */
+static stats_file *map_existing(int root_fd, int writable, int *bad, mode_t *mode)
 {
     *bad = 0;
-    int fd = progcache__fs_open_beneath(root_fd, STATS_REL, writable ? O_RDWR : O_RDONLY, 0);
+    struct stat st;
+    int fd = progcache__fs_open_regular(root_fd, STATS_REL, writable ? O_RDWR : O_RDONLY, 0, &st);
+    *mode = st.st_mode;
     if (fd < 0)
         return NULL;
-    struct stat st;
     void *map = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == (off_t)STATS_FILE_SIZE)
+    if (st.st_size == (off_t)STATS_FILE_SIZE)
         map = mmap(NULL, STATS_FILE_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ,
                    MAP_SHARED | MAP_POPULATE,
                    fd, 0);
@@ -144,11 +147,11 @@ static stats_file *map_existing(int root_fd, int writable, int *bad)
     return NULL;
 }
 
-static stats_file *map_writable(int root_fd)
+static stats_file *map_writable(int root_fd, mode_t *mode)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
         int bad;
-        stats_file *map = map_existing(root_fd, 1, &bad);
+        stats_file *map = map_existing(root_fd, 1, &bad, mode);
         if (map)
             return map;
         if (!bad && errno != ENOENT)
@@ -164,16 +167,26 @@ int progcache__stats_open(progcache__stats **out, int root_fd, const char *root,
 {
     *out = NULL;
     stats_file *map;
+    mode_t mode = 0;
     if (writable) {
-        map = map_writable(root_fd);
-        if (!map)
-            return progcache__error_errno(progcache__code_from_errno(errno), errno,
-                                          "cannot open statistics file %s/" STATS_REL, root);
+        map = map_writable(root_fd, &mode);
     } else {
         int bad;
-        map = map_existing(root_fd, 0, &bad);
-        if (!map)
+        map = map_existing(root_fd, 0, &bad, &mode);
+        if (!map && errno != PROGCACHE__FS_ENOTREG)
             return PROGCACHE_OK; /* none, or not ours: no statistics */
+    }
+    if (!map && errno == PROGCACHE__FS_ENOTREG)
+        return progcache__error(PROGCACHE_EIO,
+                                "cannot use statistics file %s/" STATS_REL
+                                ": it is %s, not a regular file (remove it)",
+                                root, progcache__fs_type_name(mode));
+    if (!map) {
+        char why[160];
+        int saved = errno;
+        return progcache__error(progcache__code_from_errno(saved),
+                                "cannot open statistics file %s/" STATS_REL ": %s", root,
+                                progcache__fs_strerror(why, sizeof why, saved));
     }
     progcache__stats *stats = progcache__calloc(1, sizeof *stats);
     if (!stats) {

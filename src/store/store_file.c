@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -90,55 +91,108 @@ static int trusted(const file_store *fs, const struct stat *st)
     return (fs->flags & PROGCACHE_FILE_SHARED_GROUP) && st->st_gid == fs->root_gid;
 }
 
-void progcache__file_seal(int fd, const unsigned char *data, size_t size)
+/* The digest of a seal: SHA-256 over the tag, the entry's name, then the
+ * bytes; one pass over the bytes. */
+PROGCACHE_HOT
+static int seal_digest(unsigned char out[PROGCACHE_SHA256_SIZE], const char name[FILE_NAME_LEN],
+                       const unsigned char *data, size_t size)
 {
-    unsigned char seal[PROGCACHE_SHA256_SIZE + 1];
-    if (progcache__sha256_oneshot(seal, data, size) != PROGCACHE_OK)
+    unsigned char prefix[FILE_SEAL_TAG_SIZE + FILE_NAME_LEN];
+    memcpy(prefix, FILE_SEAL_TAG, FILE_SEAL_TAG_SIZE); /* with its NUL */
+    memcpy(prefix + FILE_SEAL_TAG_SIZE, name, FILE_NAME_LEN);
+    return progcache__sha256_two(out, prefix, sizeof prefix, data, size);
+}
+
+/* The first 8 bytes of the name's digest, from its first 16 hex digits. */
+PROGCACHE_HOT
+static void name_prefix(unsigned char out[8], const char name[FILE_NAME_LEN])
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (unsigned char)(progcache__hex_digit(name[2 * i]) << 4 |
+                                 progcache__hex_digit(name[2 * i + 1]));
+}
+
+void progcache__file_seal(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
+                          size_t size)
+{
+    unsigned char seal[FILE_SEAL_SIZE];
+    if (seal_digest(seal + 10, name, data, size) != PROGCACHE_OK)
         return;
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
     (void)progcache__validate(&info, data, size, 0); /* no names: cannot fail */
-    seal[PROGCACHE_SHA256_SIZE] = info.valid ? FILE_SEAL_WHOLE : 0;
-    (void)fsetxattr(fd, FILE_DIGEST_XATTR, seal, sizeof seal, 0);
+    seal[0] = FILE_SEAL_FORMAT;
+    seal[1] = info.valid ? FILE_SEAL_WHOLE : 0;
+    name_prefix(seal + 2, name);
+    (void)fsetxattr(fd, FILE_SEAL_XATTR, seal, sizeof seal, 0);
 }
 
 PROGCACHE_HOT
-int progcache__file_seal_check(int fd, const unsigned char *data, size_t size, int *whole)
+int progcache__file_seal_check(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
+                               size_t size, int *whole, char *other)
 {
-    unsigned char seal[PROGCACHE_SHA256_SIZE + 1], got[PROGCACHE_SHA256_SIZE];
+    /* One byte more than a seal of ours, so that a longer value (a future
+     * format) is read, and told apart, rather than failing with ERANGE. */
+    unsigned char seal[FILE_SEAL_SIZE + 1], got[PROGCACHE_SHA256_SIZE], prefix[8];
     *whole = 0;
-    ssize_t n = fgetxattr(fd, FILE_DIGEST_XATTR, seal, sizeof seal);
-    if (n < 0)
-        return 1;
-    if ((n != PROGCACHE_SHA256_SIZE && n != PROGCACHE_SHA256_SIZE + 1) ||
-        progcache__sha256_oneshot(got, data, size) != PROGCACHE_OK ||
-        memcmp(seal, got, sizeof got) != 0)
-        return -1;
-    *whole = n == PROGCACHE_SHA256_SIZE + 1 && (seal[PROGCACHE_SHA256_SIZE] & FILE_SEAL_WHOLE);
-    return 0;
+    ssize_t n = fgetxattr(fd, FILE_SEAL_XATTR, seal, sizeof seal);
+    /* None, an older format that bound no name (32 or 33 bytes), or one
+     * this version does not know: nothing to check the bytes against. */
+    if (n != FILE_SEAL_SIZE || seal[0] != FILE_SEAL_FORMAT)
+        return FILE_SEAL_NONE;
+    name_prefix(prefix, name);
+    if (memcmp(seal + 2, prefix, sizeof prefix) != 0) {
+        if (other)
+            progcache__hex(other, seal + 2, 8);
+        return FILE_SEAL_OTHER;
+    }
+    if (seal_digest(got, name, data, size) != PROGCACHE_OK ||
+        memcmp(seal + 10, got, sizeof got) != 0)
+        return FILE_SEAL_CHANGED;
+    *whole = (seal[1] & FILE_SEAL_WHOLE) != 0;
+    return FILE_SEAL_MATCH;
+}
+
+/* "ab" + "cdef..." of "entries/ab/cdef...": the entry's 64-digit name. */
+PROGCACHE_HOT
+static void name_of_rel(char name[FILE_NAME_LEN], const char *rel)
+{
+    memcpy(name, rel + 8, 2);
+    memcpy(name + 2, rel + 11, FILE_NAME_LEN - 2);
 }
 
 /* The checks of an entry read:
- *  - if the entry carries progcache's seal, the bytes must match its digest
- *    (any change on disk: a flipped bit, a torn or truncated file, an edit
- *    in place). A match proves the bytes are exactly the ones that were
- *    put, so their structure is not checked again here; when the writer
- *    also found them to be a whole artifact, *sealed tells the caller, which
- *    then need not check their structure either (compile-or-load checks
- *    their kind, src/cuda/artifact.c). The hit path pays for every step;
- *  - without a seal (written by cuda.core, or on a file system without
- *    user xattrs), bytes that announce an artifact (ELF, fatbin, LTO-IR or
- *    PTX magic or text) must be a whole one (src/store/validate.c: headers
- *    and tables inside the file). Other bytes (the store holds any values)
- *    pass. */
-static int intact(int fd, const unsigned char *data, size_t size, int *sealed, char *why,
-                  size_t why_len)
+ *  - if the entry carries progcache's seal, it must be the seal of this
+ *    entry (not one copied, linked or moved here from another key's path)
+ *    and the bytes must match its digest (any change on disk: a flipped
+ *    bit, a torn or truncated file, an edit in place). A match proves the
+ *    bytes are exactly the ones that were put under this key, so their
+ *    structure is not checked again here; when the writer also found them
+ *    to be a whole artifact, *sealed tells the caller, which then need not
+ *    check their structure either (compile-or-load checks their kind,
+ *    src/cuda/artifact.c). The hit path pays for every step;
+ *  - without a seal this version can check (written by cuda.core, by an
+ *    older progcache, or on a file system without user xattrs), bytes that
+ *    announce an artifact (ELF, fatbin, LTO-IR or PTX magic or text) must
+ *    be a whole one (src/store/validate.c: headers and tables inside the
+ *    file). Other bytes (the store holds any values) pass. */
+static int intact(int fd, const char *rel, const unsigned char *data, size_t size, int *sealed,
+                  char *why, size_t why_len)
 {
-    int seal = progcache__file_seal_check(fd, data, size, sealed);
-    if (seal < 0) {
+    char name[FILE_NAME_LEN], other[17];
+    name_of_rel(name, rel);
+    int seal = progcache__file_seal_check(fd, name, data, size, sealed, other);
+    if (seal == FILE_SEAL_OTHER) {
+        snprintf(why, why_len,
+                 "sealed for another entry (%s...): copied, linked or moved here from another "
+                 "key's path",
+                 other);
+        return 0;
+    }
+    if (seal == FILE_SEAL_CHANGED) {
         snprintf(why, why_len, "SHA-256 mismatch");
         return 0;
     }
-    if (seal == 0)
+    if (seal == FILE_SEAL_MATCH)
         return 1;
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
     (void)progcache__validate(&info, data, size, 0); /* no names: cannot fail */
@@ -162,23 +216,34 @@ int progcache__file_get(progcache_buf *out, file_store *fs, const void *key, siz
     if (rc)
         return rc;
 
-    int fd = progcache__fs_open_beneath(fs->root_fd, rel, O_RDONLY, 0);
+    /* Non-blocking (progcache__fs_open_regular): a FIFO planted at an
+     * entry's path would otherwise hang the open until someone writes. */
+    struct stat st;
+    int fd = progcache__fs_open_regular(fs->root_fd, rel, O_RDONLY, 0, &st);
     if (fd < 0) {
         /* ELOOP: a symbolic link where an entry or shard should be; a
-         * hostile or broken directory is a miss, never followed. */
-        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV)
+         * hostile or broken directory is a miss, never followed. So is
+         * anything but a regular file (PROGCACHE__FS_ENOTREG). */
+        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ||
+            errno == PROGCACHE__FS_ENOTREG)
             return PROGCACHE_ENOTFOUND;
         return progcache__error_errno(progcache__code_from_errno(errno), errno,
                                       "cannot open cache entry %s/%s", fs->root, rel);
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot stat cache entry %s/%s",
-                                    fs->root, rel);
+    if (!trusted(fs, &st)) {
+        rc = PROGCACHE_ENOTFOUND;
         goto done;
     }
-    if (!S_ISREG(st.st_mode) || !trusted(fs, &st)) {
-        rc = PROGCACHE_ENOTFOUND;
+    if ((uint64_t)st.st_size > fs->max_artifact_size) {
+        /* Not read: memory stays bounded whatever is planted here. Not
+         * removed either: it may be a real artifact of a process that
+         * allows more (compile-or-load reports this and recompiles). */
+        rc = progcache__error(PROGCACHE_ECORRUPT,
+                              "cache entry %s/%s is %lld bytes, more than max_artifact_size "
+                              "(%llu bytes); it was not read (raise max_artifact_size to use "
+                              "it, or remove the entry)",
+                              fs->root, rel, (long long)st.st_size,
+                              (unsigned long long)fs->max_artifact_size);
         goto done;
     }
     size_t size = (size_t)st.st_size;
@@ -200,7 +265,8 @@ int progcache__file_get(progcache_buf *out, file_store *fs, const void *key, siz
     }
     progcache__buf_set_size(out, size);
     char why[200];
-    if (!(fs->flags & PROGCACHE_FILE_NO_VERIFY) && !intact(fd, out->data, size, sealed, why, sizeof why)) {
+    if (!(fs->flags & PROGCACHE_FILE_NO_VERIFY) &&
+        !intact(fd, rel, out->data, size, sealed, why, sizeof why)) {
         /* Never hand out bytes that changed on disk or an artifact that is
          * not whole. Remove the entry (if it is still this file: another
          * process may have replaced it meanwhile) so the next put heals it. */
@@ -250,8 +316,12 @@ static const char *errno_hint(int errnum)
 static int put_error(file_store *fs, int errnum, const char *what, const char *where)
 {
     int code = progcache__code_from_errno(errnum);
+    char why[160];
+    /* EFBIG: refused before the write (progcache__fs_write_full), as
+     * crossing the file size limit would kill the process; the message
+     * gives the limit. */
     return progcache__error(code, "cannot %s %s/%s: %s%s", what, fs->root, where,
-                            strerror(errnum), errno_hint(errnum));
+                            progcache__fs_strerror(why, sizeof why, errnum), errno_hint(errnum));
 }
 
 static mode_t tmp_mode(const file_store *fs)
@@ -318,6 +388,12 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
     if (fs->flags & PROGCACHE_FILE_READONLY)
         return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot put",
                                 fs->root);
+    if ((uint64_t)size > fs->max_artifact_size)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "cannot store %zu bytes in cache %s: more than max_artifact_size "
+                                "(%llu bytes); raise max_artifact_size (progcache_file_options or "
+                                "progcache_options) to store larger artifacts",
+                                size, fs->root, (unsigned long long)fs->max_artifact_size);
     int rc;
     const int sync = !(fs->flags & PROGCACHE_FILE_NO_FSYNC);
     char tmp_name[64];
@@ -344,7 +420,9 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
     }
     /* The seal travels with the inode, so the rename publishes bytes and
      * seal at once. */
-    progcache__file_seal(fd, data, size);
+    char name[FILE_NAME_LEN];
+    name_of_rel(name, rel);
+    progcache__file_seal(fd, name, data, size);
     if (sync && progcache__fs_fsync(fd) != 0) {
         rc = put_error(fs, errno, "fsync temp file", "tmp");
         goto done;
@@ -410,16 +488,18 @@ static int file_remove(progcache_store *store, const void *key, size_t key_len)
     int rc = progcache__file_rel_path(rel, &shard, key, key_len);
     if (rc)
         return rc;
+    /* Only an entry is removed: what is not a regular file at an entry's
+     * path was not made by a put, and is a miss to get as well (`progcache
+     * verify --fix` removes such things, and says so). */
     struct stat st;
-    if (fstatat(fs->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    if (fstatat(fs->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
         return PROGCACHE_ENOTFOUND;
     if (progcache__fs_unlinkat(fs->root_fd, rel, 0) != 0) {
         if (errno == ENOENT)
             return PROGCACHE_ENOTFOUND;
         return put_error(fs, errno, "remove", rel);
     }
-    if (S_ISREG(st.st_mode))
-        progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
+    progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
     return PROGCACHE_OK;
 }
 
@@ -435,7 +515,7 @@ static int file_clear(progcache_store *store)
         if (r && !rc)
             rc = r;
     }
-    progcache__file_sweep_tmp(fs);
+    progcache__file_sweep_tmp(fs, 1);
     return rc;
 }
 
@@ -497,6 +577,57 @@ static int check_options(const progcache_file_options *opts)
     return PROGCACHE_OK;
 }
 
+/* Whether the directory held open as fs->root_fd is a cache, or empty: its
+ * top level holds nothing but entries/, tmp/ and progcache/ (cuda.core's
+ * layout is entries/ and tmp/; progcache/ is ours). Anything else means
+ * the path names somebody's directory (a home, a project), and a cache
+ * there would sweep and clear what it finds under those names: refuse.
+ *
+ * Cheap, as it runs at every open: getdents64 on root_fd itself into a
+ * stack buffer (a cache's top level fits in one call; the second returns
+ * 0), no DIR and no second descriptor. The read moves root_fd's directory
+ * offset, which nothing uses: root_fd serves only *at() calls. */
+static int check_cache_dir(file_store *fs, const char *path)
+{
+    union {
+        struct dirent64 align;
+        char bytes[4096];
+    } buf;
+    for (;;) {
+        ssize_t n = getdents64(fs->root_fd, buf.bytes, sizeof buf.bytes);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return open_error(path, "cannot list it", errno);
+        if (n == 0)
+            return PROGCACHE_OK;
+        for (ssize_t off = 0; off < n;) {
+            const struct dirent64 *e = (const struct dirent64 *)(void *)(buf.bytes + off);
+            off += e->d_reclen;
+            const char *name = e->d_name;
+            if (!strcmp(name, ".") || !strcmp(name, ".."))
+                continue;
+            if (!progcache__file_is_layout_name(name))
+                return progcache__error(PROGCACHE_EINVAL,
+                                        "%s is not a cache directory: it holds \"%s\", and a "
+                                        "cache directory holds only entries/, tmp/ and "
+                                        FILE_STATE_DIR "/; choose an empty or new directory "
+                                        "for the cache",
+                                        path, name);
+            struct stat st;
+            int is_dir = e->d_type == DT_DIR;
+            if (e->d_type == DT_UNKNOWN)
+                is_dir = fstatat(fs->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                         S_ISDIR(st.st_mode);
+            if (!is_dir)
+                return progcache__error(PROGCACHE_EINVAL,
+                                        "%s is not a cache directory: %s/%s is not a directory; "
+                                        "choose an empty or new directory for the cache",
+                                        path, path, name);
+        }
+    }
+}
+
 /* Create the layout (unless read-only) and hold the root open. */
 static int open_layout(file_store *fs, const char *path)
 {
@@ -511,8 +642,9 @@ static int open_layout(file_store *fs, const char *path)
         return open_error(path, "cannot stat it", errno);
     fs->root_gid = root_st.st_gid;
     fs->euid = geteuid();
-    if (readonly)
-        return PROGCACHE_OK;
+    int rc = check_cache_dir(fs, path);
+    if (rc || readonly)
+        return rc;
     if (progcache__fs_mkdirat(fs->root_fd, "entries", 0777) != 0)
         return open_error(path, "cannot create entries/", errno);
     /* tmp/ is owner-only: nobody else can read or replace a file while it
@@ -590,7 +722,7 @@ int progcache_store_file_new(progcache_store **out, const char *path,
                             progcache_error_last());
     progcache__stats_set_max_size(fs->stats, fs->max_size);
     if (!(fs->flags & PROGCACHE_FILE_READONLY))
-        progcache__file_sweep_tmp(fs);
+        progcache__file_sweep_tmp(fs, 0);
     *out = &fs->base;
     return PROGCACHE_OK;
 fail:

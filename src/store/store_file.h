@@ -52,23 +52,65 @@ typedef struct file_store {
     gid_t root_gid; /* ... unless SHARED_GROUP and of the directory's group */
 } file_store;
 
-/* The seal of an entry: the extended attribute FILE_DIGEST_XATTR, written
- * on the temp file before the rename so content and seal are published
- * together. It holds the SHA-256 of the bytes, then one byte of flags:
- * FILE_SEAL_WHOLE when the writer found the bytes to be a whole artifact
- * (src/store/validate.c). Entries written before the flags byte existed
- * carry the digest alone. cuda.core neither writes nor needs it. */
-#define FILE_DIGEST_XATTR "user.progcache.sha256"
+/* The seal of an entry: the extended attribute FILE_SEAL_XATTR, written on
+ * the temp file before the rename so content and seal are published
+ * together (docs/FORMAT.md, "The seal"). Format 2, FILE_SEAL_SIZE bytes:
+ *   [0]      FILE_SEAL_FORMAT (2)
+ *   [1]      flags: FILE_SEAL_WHOLE when the writer found the bytes to be a
+ *            whole artifact (src/store/validate.c)
+ *   [2..9]   the first 8 bytes of the entry's name (its SHA-256 of the
+ *            key), so a mismatch can be told apart from damage
+ *   [10..41] SHA-256(FILE_SEAL_TAG, the entry's 64-digit name, the bytes)
+ * The name inside the digest binds the bytes to the entry they were stored
+ * as: a copy, hard link or rename to another entry's path no longer
+ * matches. Seals of earlier progcache versions (32 bytes: the SHA-256 of
+ * the bytes; 33: plus the flags) bound no name and are read as no seal, as
+ * is any format this version does not know. cuda.core neither writes nor
+ * needs a seal. */
+#define FILE_SEAL_XATTR "user.progcache.sha256"
+#define FILE_SEAL_FORMAT 2
+#define FILE_SEAL_SIZE 42
 #define FILE_SEAL_WHOLE 0x01u
+/* The digest's domain-separation tag: 16 ASCII characters and a NUL. */
+#define FILE_SEAL_TAG "progcache.seal.2"
+#define FILE_SEAL_TAG_SIZE 17
 
-/* Seal the bytes just written to fd (best effort: a file system without
- * user xattrs gets no seal). */
-void progcache__file_seal(int fd, const unsigned char *data, size_t size);
+/* An entry's name: the 64 lowercase hex digits of SHA-256(key). */
+#define FILE_NAME_LEN 64
 
-/* Check data, read from fd, against fd's seal: 1 when there is no seal, 0
- * when the digest matches (*whole set to 1 if the writer found a whole
- * artifact), -1 when it does not match (the bytes changed on disk). */
-int progcache__file_seal_check(int fd, const unsigned char *data, size_t size, int *whole);
+/* Seal the bytes just written to fd as the entry named name (best effort:
+ * a file system without user xattrs gets no seal). */
+void progcache__file_seal(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
+                          size_t size);
+
+/* What progcache__file_seal_check found. */
+enum {
+    FILE_SEAL_MATCH = 0,    /* the bytes are the ones sealed as this entry */
+    FILE_SEAL_NONE = 1,     /* no seal this version can check: structure-check */
+    FILE_SEAL_CHANGED = -1, /* sealed as this entry, but the bytes differ */
+    FILE_SEAL_OTHER = -2    /* sealed as another entry: copied, linked or moved here */
+};
+
+/* Check data, read from fd, against fd's seal for the entry named name.
+ * *whole is set to 1 on a match when the writer found a whole artifact.
+ * When other is not NULL and the result is FILE_SEAL_OTHER, it receives
+ * the 16 hex digits the other entry's name starts with (17 bytes). */
+int progcache__file_seal_check(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
+                               size_t size, int *whole, char *other);
+
+/* Names the file store creates (store_file_names.c); it removes nothing
+ * else. An entry file: 62 lowercase hex digits. A shard directory: 2. A
+ * temp file in tmp/: entry-<16 hex>, evict-<16 hex> (progcache) or entry-
+ * and 8 of [a-z0-9_] (cuda.core's tempfile.mkstemp). A temp file in
+ * progcache/: state-<16 hex> or stats-<16 hex>. The top level of a cache
+ * directory: entries, tmp and progcache. */
+int progcache__file_is_entry_name(const char *name);
+int progcache__file_is_shard_name(const char *name);
+int progcache__file_is_tmp_name(const char *name);
+int progcache__file_is_state_tmp_name(const char *name);
+int progcache__file_is_layout_name(const char *name);
+/* Whether s is n lowercase hex digits. */
+int progcache__is_hex(const char *s, size_t n);
 
 /* "entries/ab/cdef..." for key, plus the shard index (0..255). */
 int progcache__file_rel_path(char out[FILE_REL_PATH_MAX], int *shard, const void *key,
@@ -90,9 +132,16 @@ int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count);
  * total is over the cap. A no-op when another thread or process is already
  * evicting. */
 int progcache__file_evict_if_needed(file_store *fs);
-/* Delete temp files older than an hour (writers that crashed). */
-void progcache__file_sweep_tmp(file_store *fs);
-/* Delete every entry of one shard; PROGCACHE_OK or the first error. */
+/* Delete what crashed writers left: regular files owned by this user,
+ * older than an hour, named as progcache or cuda.core name temp files, in
+ * tmp/ and, with state_dir_too, progcache/ (never anything else, never a
+ * directory). Open sweeps tmp/ only: the temp files of progcache/ appear
+ * only when a process dies while creating state or stats, rare enough for
+ * eviction, prune and clear to collect, and open stays one readdir
+ * cheaper. */
+void progcache__file_sweep_tmp(file_store *fs, int state_dir_too);
+/* Delete every entry (a regular file with an entry's name) of one shard;
+ * PROGCACHE_OK or the first error. */
 int progcache__file_clear_shard(file_store *fs, int shard);
 
 /* Remove entries/<shard>/<name> only if it is still the file described by
@@ -102,9 +151,10 @@ int progcache__file_clear_shard(file_store *fs, int shard);
 int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
                                    const struct stat *seen, int check_atime);
 
-/* Walk the regular files of one shard directory (symbolic links and other
- * types are skipped). fn returns 0 to go on, non-zero to stop (which is
- * returned). A missing shard is empty. */
+/* Walk the entries of one shard directory: regular files with an entry's
+ * name (symbolic links, other types and other names are skipped). fn
+ * returns 0 to go on, non-zero to stop (which is returned). A missing
+ * shard is empty. */
 typedef int (*file_entry_fn)(void *ctx, int shard, const char *name, const struct stat *st);
 int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void *ctx);
 

@@ -81,18 +81,22 @@ done:
     return rc;
 }
 
-static file_state *map_state(file_store *fs)
+/* Map progcache/state, creating it if missing. NULL with errno on failure;
+ * PROGCACHE__FS_ENOTREG (and *mode set) when something other than a
+ * regular file is there: that is left alone, never replaced. */
+static file_state *map_state(file_store *fs, mode_t *mode)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
-        int fd = progcache__fs_open_beneath(fs->root_fd, FILE_STATE_DIR "/state", O_RDWR, 0);
+        struct stat st;
+        int fd = progcache__fs_open_regular(fs->root_fd, FILE_STATE_DIR "/state", O_RDWR, 0, &st);
         if (fd < 0) {
+            *mode = st.st_mode;
             if (errno != ENOENT || create_state(fs, 0) != 0)
                 return NULL;
             continue;
         }
-        struct stat st;
         void *map = MAP_FAILED;
-        if (fstat(fd, &st) == 0 && st.st_size == (off_t)sizeof(file_state))
+        if (st.st_size == (off_t)sizeof(file_state))
             map = mmap(NULL, sizeof(file_state), PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_POPULATE, fd, 0);
         int saved = errno;
@@ -111,23 +115,51 @@ static file_state *map_state(file_store *fs)
     return NULL;
 }
 
+/* Why the file rel of progcache/ cannot be used, for the log: its type
+ * when it is not a regular file, else errno's text. */
+static void describe(char *out, size_t len, int errnum, mode_t mode)
+{
+    if (errnum == PROGCACHE__FS_ENOTREG)
+        snprintf(out, len, "it is %s, not a regular file (remove it)",
+                 progcache__fs_type_name(mode));
+    else
+        progcache__fs_strerror(out, len, errnum);
+}
+
 int progcache__file_state_open(file_store *fs)
 {
+    char why[160];
     if (!(fs->flags & PROGCACHE_FILE_READONLY)) {
-        fs->lock_fd = progcache__fs_open_beneath(fs->root_fd, FILE_STATE_DIR "/lock",
-                                                 O_RDWR | O_CREAT, 0666);
-        if (fs->lock_fd < 0)
-            return progcache__error_errno(progcache__code_from_errno(errno), errno,
-                                          "cannot open %s/" FILE_STATE_DIR "/lock", fs->root);
-        fs->state = map_state(fs);
-        if (!fs->state)
-            return progcache__error_errno(progcache__code_from_errno(errno), errno,
-                                          "cannot open %s/" FILE_STATE_DIR "/state", fs->root);
-        fs->state_shared = 1;
-        return PROGCACHE_OK;
+        /* The lock and the shared counters make a cache better, not
+         * usable: without them it works (the counters private to this
+         * process, seeded by a scan; evictions not coordinated across
+         * processes, which progcache__file_remove_if_same keeps safe) and
+         * says so. */
+        struct stat st;
+        fs->lock_fd = progcache__fs_open_regular(fs->root_fd, FILE_STATE_DIR "/lock",
+                                                 O_RDWR | O_CREAT, 0666, &st);
+        if (fs->lock_fd < 0) {
+            describe(why, sizeof why, errno, st.st_mode);
+            progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                                "cannot use %s/" FILE_STATE_DIR "/lock: %s; evictions by "
+                                "several processes are not coordinated",
+                                fs->root, why);
+        }
+        mode_t mode = 0;
+        fs->state = map_state(fs, &mode);
+        if (fs->state) {
+            fs->state_shared = 1;
+            return PROGCACHE_OK;
+        }
+        describe(why, sizeof why, errno, mode);
+        progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                            "cannot use %s/" FILE_STATE_DIR "/state: %s; sizes are counted by "
+                            "this process alone (one scan when first needed)",
+                            fs->root, why);
     }
-    /* Read-only: nothing can change through us, so private counters seeded
-     * by one scan when first asked are exact enough. */
+    /* Read-only, or no shared state: nothing can change through us, or
+     * only our own changes are seen, so private counters seeded by one scan
+     * when first asked are exact enough. */
     fs->state = progcache__calloc(1, sizeof(file_state));
     if (!fs->state)
         return progcache__error(PROGCACHE_ENOMEM, "out of memory opening %s", fs->root);
@@ -169,7 +201,8 @@ int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void
     int rc = 0;
     struct dirent *e;
     while (!rc && (e = readdir(dir)) != NULL) {
-        if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN)
+        if ((e->d_type != DT_REG && e->d_type != DT_UNKNOWN) ||
+            !progcache__file_is_entry_name(e->d_name))
             continue;
         struct stat st;
         if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
@@ -268,8 +301,6 @@ static int collect(void *ctx, int shard, const char *name, const struct stat *st
     candidate_list *list = ctx;
     list->sum.bytes += st->st_size;
     list->sum.count++;
-    if (strlen(name) >= sizeof list->items[0].name)
-        return 0; /* not a name we write; counted, never evicted */
     if (list->len == list->cap) {
         size_t cap = list->cap ? list->cap * 2 : 1024;
         candidate *items = progcache__realloc(list->items, cap * sizeof *items);
@@ -436,7 +467,7 @@ int progcache__file_evict_if_needed(file_store *fs)
     /* Another process may have evicted while we waited for the lock. */
     progcache__file_totals(fs, &bytes, &count);
     if (bytes > fs->max_size) {
-        progcache__file_sweep_tmp(fs);
+        progcache__file_sweep_tmp(fs, 1);
         (void)evict_pass(fs, fs->max_size, fs->low_water, 0, NULL, NULL);
     }
     unlock_exclusive(fs);
@@ -451,7 +482,7 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
         return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot prune",
                                 fs->root);
     lock_exclusive(fs);
-    progcache__file_sweep_tmp(fs);
+    progcache__file_sweep_tmp(fs, 1);
     int rc = evict_pass(fs, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes);
     unlock_exclusive(fs);
     return rc;
@@ -459,9 +490,12 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
 
 /* ---- temp sweeping and clearing ---------------------------------------- */
 
-void progcache__file_sweep_tmp(file_store *fs)
+/* Remove from the directory rel the files named as is_temp says that a
+ * crashed writer of ours (or cuda.core's) left: regular files of this
+ * user, untouched for an hour. Anything else there is not ours to judge. */
+static void sweep_dir(file_store *fs, const char *rel, int (*is_temp)(const char *))
 {
-    int dirfd = progcache__fs_open_dir(fs->root_fd, "tmp");
+    int dirfd = progcache__fs_open_dir(fs->root_fd, rel);
     if (dirfd < 0)
         return;
     DIR *dir = fdopendir(dirfd);
@@ -475,12 +509,19 @@ void progcache__file_sweep_tmp(file_store *fs)
     struct dirent *e;
     while ((e = readdir(dir)) != NULL) {
         struct stat st;
-        if (e->d_name[0] == '.' || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        if (!is_temp(e->d_name) || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
-        if (!S_ISDIR(st.st_mode) && st.st_mtime < cutoff)
+        if (S_ISREG(st.st_mode) && st.st_uid == fs->euid && st.st_mtime < cutoff)
             (void)unlinkat(dirfd, e->d_name, 0);
     }
     closedir(dir);
+}
+
+void progcache__file_sweep_tmp(file_store *fs, int state_dir_too)
+{
+    sweep_dir(fs, "tmp", progcache__file_is_tmp_name);
+    if (state_dir_too)
+        sweep_dir(fs, FILE_STATE_DIR, progcache__file_is_state_tmp_name);
 }
 
 typedef struct {

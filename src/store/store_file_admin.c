@@ -8,8 +8,10 @@
  * link back: progcache__file_remove_if_same). */
 #include "store/store_file_admin.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #include "buf.h"
 #include "error.h"
 #include "fs.h"
+#include "options.h"
 #include "store/stats_file.h"
 #include "store/validate.h"
 
@@ -34,14 +37,6 @@ int progcache__admin_store(file_store **out, progcache_store *store, const char 
                             "%s: the \"%s\" store is not a cache directory; open one with "
                             "progcache_store_file_new",
                             fn, store->name ? store->name : "unnamed");
-}
-
-int progcache__is_hex(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return 0;
-    return 1;
 }
 
 /* ---- walking ------------------------------------------------------------ */
@@ -60,9 +55,6 @@ typedef struct shard_list {
 static int list_entry(void *ctx, int shard, const char *name, const struct stat *st)
 {
     shard_list *list = ctx;
-    /* Only names a put can produce: anything else is not an entry. */
-    if (strlen(name) != 62 || !progcache__is_hex(name, 62))
-        return 0;
     if (list->len == list->cap) {
         size_t cap = list->cap ? list->cap * 2 : 64;
         shard_item *items = progcache__realloc(list->items, cap * sizeof *items);
@@ -107,10 +99,12 @@ static int open_entry(file_store *fs, int shard, const char *name)
     return fd;
 }
 
-/* Read the whole entry behind fd into buf. 1: read (st filled); 0: gone
- * or not a regular file any more (skip it); -1: failed, why in errtext. */
-static int read_open_entry(int fd, progcache_buf *buf, struct stat *st, char *errtext,
-                           size_t errlen)
+/* Read the whole entry behind fd into buf, unless it is larger than the
+ * store's max_artifact_size (then it is not read at all). 1: read (st
+ * filled); 0: gone or not a regular file any more (skip it); -1: failed or
+ * too large, why in errtext. */
+static int read_open_entry(const file_store *fs, int fd, progcache_buf *buf, struct stat *st,
+                           char *errtext, size_t errlen)
 {
     if (fstat(fd, st) != 0) {
         snprintf(errtext, errlen, "cannot stat it: %s", strerror(errno));
@@ -118,6 +112,12 @@ static int read_open_entry(int fd, progcache_buf *buf, struct stat *st, char *er
     }
     if (!S_ISREG(st->st_mode))
         return 0;
+    if ((uint64_t)st->st_size > fs->max_artifact_size) {
+        snprintf(errtext, errlen,
+                 "it is %lld bytes, more than max_artifact_size (%llu bytes); not read",
+                 (long long)st->st_size, (unsigned long long)fs->max_artifact_size);
+        return -1;
+    }
     if (progcache__buf_reserve(buf, (size_t)st->st_size) != PROGCACHE_OK) {
         snprintf(errtext, errlen, "out of memory reading %lld bytes", (long long)st->st_size);
         return -1;
@@ -164,7 +164,7 @@ static int visit(walk_state *w, int shard, const shard_item *it)
             snprintf(errtext, sizeof errtext, "cannot open it: %s", strerror(errno));
             e.error = errtext;
         } else {
-            int got = read_open_entry(item.fd, &w->data, &st, errtext, sizeof errtext);
+            int got = read_open_entry(w->fs, item.fd, &w->data, &st, errtext, sizeof errtext);
             if (got == 0)
                 goto done;
             if (got < 0) {
@@ -264,13 +264,16 @@ int progcache_file_read_entry(progcache_buf *out, progcache_store *store, const 
                                       "cannot open entry %s in %s", name, fs->root);
     }
     struct stat st;
+    memset(&st, 0, sizeof st);
     char errtext[160];
-    int got = read_open_entry(fd, out, &st, errtext, sizeof errtext);
+    int got = read_open_entry(fs, fd, out, &st, errtext, sizeof errtext);
     close(fd);
     if (got == 0)
         return PROGCACHE_ENOTFOUND;
     if (got < 0)
-        return progcache__error(PROGCACHE_EIO, "entry %s in %s: %s", name, fs->root, errtext);
+        return progcache__error((uint64_t)st.st_size > fs->max_artifact_size ? PROGCACHE_ECORRUPT
+                                                                             : PROGCACHE_EIO,
+                                "entry %s in %s: %s", name, fs->root, errtext);
     return PROGCACHE_OK;
 }
 
@@ -284,6 +287,13 @@ void progcache_verify_options_init(progcache_verify_options *opts)
     opts->version = PROGCACHE_VERIFY_OPTIONS_VERSION;
 }
 
+/* The struct's size in each version, for progcache__options_load and for
+ * writing back no more of a result than the caller's version has. */
+static const size_t verify_options_size[] = {
+    0, offsetof(progcache_verify_options, on_foreign), sizeof(progcache_verify_options)};
+static const size_t verify_result_size[] = {0, offsetof(progcache_verify_result, foreign),
+                                            sizeof(progcache_verify_result)};
+
 typedef struct verify_ctx {
     file_store *fs;
     const progcache_verify_options *opts;
@@ -296,13 +306,25 @@ static int verify_visit(void *ctx, file_walk_item *item)
     verify_ctx *v = ctx;
     progcache_entry *e = item->entry;
     const progcache_artifact_info *a = e->artifact;
-    int whole;
+    int whole, seal = FILE_SEAL_NONE, keep = 0;
+    char other[17];
     v->out->checked++;
+    if (e->data)
+        seal = progcache__file_seal_check(item->fd, e->name, e->data, (size_t)e->size, &whole,
+                                          other);
     if (e->error) {
         snprintf(v->why, sizeof v->why, "%s", e->error);
+        /* Too large to read here is not damage: another process may allow
+         * it (max_artifact_size). Reported, never removed. */
+        keep = e->size > v->fs->max_artifact_size;
+    } else if (seal == FILE_SEAL_OTHER) {
+        snprintf(v->why, sizeof v->why,
+                 "sealed for another entry (%s...): copied, linked or moved here from another "
+                 "key's path",
+                 other);
     } else if (!a->valid) {
         snprintf(v->why, sizeof v->why, "%s", a->reason);
-    } else if (progcache__file_seal_check(item->fd, e->data, (size_t)e->size, &whole) < 0) {
+    } else if (seal == FILE_SEAL_CHANGED) {
         snprintf(v->why, sizeof v->why,
                  "the bytes differ from the SHA-256 recorded when it was stored (changed on "
                  "disk)");
@@ -312,7 +334,7 @@ static int verify_visit(void *ctx, file_walk_item *item)
     if (v->why[0]) {
         e->error = v->why;
         v->out->bad++;
-        if (v->opts->flags & PROGCACHE_VERIFY_FIX &&
+        if (v->opts->flags & PROGCACHE_VERIFY_FIX && !keep &&
             progcache__file_remove_if_same(v->fs, item->shard, item->file_name, item->st, 0)) {
             e->removed = 1;
             v->out->removed++;
@@ -322,10 +344,136 @@ static int verify_visit(void *ctx, file_walk_item *item)
     return v->opts->on_entry ? v->opts->on_entry(v->opts->ctx, e) : 0;
 }
 
+/* A file or directory that is not part of the cache: counted and reported,
+ * never removed. */
+static int foreign(verify_ctx *v, const char *rel, const char *name, const char *what)
+{
+    char path[FILE_REL_PATH_MAX + 256 + 2];
+    snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", name);
+    v->out->foreign++;
+    return v->opts->on_foreign ? v->opts->on_foreign(v->opts->ctx, path, what) : 0;
+}
+
+/* Something other than a regular file at an entry's path: a bad entry
+ * (a get treats it as a miss). --fix removes it unless it is a directory,
+ * whose contents are not ours to judge; unlink never follows a symbolic
+ * link, and the removal is of the very thing examined
+ * (progcache__file_remove_if_same). */
+static int not_regular_entry(verify_ctx *v, int shard, const char *name, const struct stat *st)
+{
+    progcache_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.name, sizeof e.name, "%02x%s", shard, name);
+    e.size = (uint64_t)st->st_size;
+    e.atime_ns = (int64_t)st->st_atim.tv_sec * 1000000000 + st->st_atim.tv_nsec;
+    e.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    e.inode = (uint64_t)st->st_ino;
+    if (S_ISDIR(st->st_mode))
+        snprintf(v->why, sizeof v->why, "a directory where an entry belongs; remove it by hand");
+    else
+        snprintf(v->why, sizeof v->why, "%s where an entry belongs, not a regular file",
+                 progcache__fs_type_name(st->st_mode));
+    e.error = v->why;
+    v->out->checked++;
+    v->out->bad++;
+    if ((v->opts->flags & PROGCACHE_VERIFY_FIX) && !S_ISDIR(st->st_mode) &&
+        progcache__file_remove_if_same(v->fs, shard, name, st, 0)) {
+        e.removed = 1;
+        v->out->removed++;
+        progcache__stats_add(v->fs->stats, PROGCACHE__CORRUPT_REMOVED, 1);
+    }
+    return v->opts->on_entry ? v->opts->on_entry(v->opts->ctx, &e) : 0;
+}
+
+/* One readdir of rel (relative to the cache directory); fn sees each name
+ * but "." and "..", with its lstat. A missing directory is empty. */
+typedef int (*name_fn)(verify_ctx *v, int dirfd, const char *rel, const char *name,
+                       const struct stat *st);
+
+static int each_name(verify_ctx *v, const char *rel, name_fn fn)
+{
+    int dirfd = *rel ? progcache__fs_open_dir(v->fs->root_fd, rel)
+                     : openat(v->fs->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return 0;
+    DIR *dir = fdopendir(dirfd);
+    if (!dir) {
+        close(dirfd);
+        return 0;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(dir)) != NULL) {
+        struct stat st;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        rc = fn(v, dirfd, rel, e->d_name, &st);
+    }
+    closedir(dir);
+    return rc;
+}
+
+static int check_top(verify_ctx *v, int dirfd, const char *rel, const char *name,
+                     const struct stat *st)
+{
+    (void)dirfd;
+    if (!progcache__file_is_layout_name(name))
+        return foreign(v, rel, name, "not part of a cache");
+    return S_ISDIR(st->st_mode) ? 0 : foreign(v, rel, name, "not a directory");
+}
+
+static int check_entries_dir(verify_ctx *v, int dirfd, const char *rel, const char *name,
+                             const struct stat *st)
+{
+    (void)dirfd;
+    if (!progcache__file_is_shard_name(name))
+        return foreign(v, rel, name, "not an entry");
+    return S_ISDIR(st->st_mode) ? 0 : foreign(v, rel, name, "not a shard directory");
+}
+
+static int check_shard(verify_ctx *v, int dirfd, const char *rel, const char *name,
+                       const struct stat *st)
+{
+    (void)dirfd;
+    if (!progcache__file_is_entry_name(name))
+        return foreign(v, rel, name, "not an entry");
+    if (S_ISREG(st->st_mode))
+        return 0; /* an entry: checked by the walk */
+    return not_regular_entry(v, (int)strtol(rel + 8, NULL, 16), name, st);
+}
+
+static int check_tmp(verify_ctx *v, int dirfd, const char *rel, const char *name,
+                     const struct stat *st)
+{
+    (void)dirfd;
+    if (!progcache__file_is_tmp_name(name))
+        return foreign(v, rel, name, "not a temp file of progcache or cuda.core");
+    return S_ISREG(st->st_mode) ? 0 : foreign(v, rel, name, "not a regular file");
+}
+
+/* After the entries: everything else in the directory that a cache would
+ * not have made. progcache/ holds progcache's own files and is not
+ * looked into. */
+static int verify_others(verify_ctx *v)
+{
+    int rc = each_name(v, "", check_top);
+    if (!rc)
+        rc = each_name(v, "entries", check_entries_dir);
+    for (int shard = 0; shard < FILE_SHARDS && !rc; shard++) {
+        char rel[16];
+        snprintf(rel, sizeof rel, "entries/%02x", shard);
+        rc = each_name(v, rel, check_shard);
+    }
+    if (!rc)
+        rc = each_name(v, "tmp", check_tmp);
+    return rc;
+}
+
 int progcache_file_verify(progcache_verify_result *out, progcache_store *store,
                           const progcache_verify_options *opts)
 {
-    progcache_verify_options defaults;
+    progcache_verify_options o;
     file_store *fs;
     int rc = progcache__admin_store(&fs, store, "progcache_file_verify");
     if (rc)
@@ -334,30 +482,31 @@ int progcache_file_verify(progcache_verify_result *out, progcache_store *store,
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_file_verify: out is NULL or its "
                                 "version is not set (PROGCACHE_VERIFY_RESULT_INIT)");
-    if (!opts) {
-        progcache_verify_options_init(&defaults);
-        opts = &defaults;
-    }
-    if (opts->version == 0 || opts->version > PROGCACHE_VERIFY_OPTIONS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_verify_options.version is %u; start from "
-                                "PROGCACHE_VERIFY_OPTIONS_INIT",
-                                opts->version);
-    if (opts->flags & ~PROGCACHE_VERIFY_FIX)
+    progcache_verify_options_init(&o);
+    rc = progcache__options_load(&o, opts, verify_options_size, PROGCACHE_VERIFY_OPTIONS_VERSION,
+                                 "progcache_file_verify", "progcache_verify_options");
+    if (rc)
+        return rc;
+    if (o.flags & ~PROGCACHE_VERIFY_FIX)
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_verify_options.flags has unknown "
                                 "bits 0x%x",
-                                opts->flags);
-    if ((opts->flags & PROGCACHE_VERIFY_FIX) && (fs->flags & PROGCACHE_FILE_READONLY))
+                                o.flags);
+    if ((o.flags & PROGCACHE_VERIFY_FIX) && (fs->flags & PROGCACHE_FILE_READONLY))
         return progcache__error(PROGCACHE_EINVAL,
                                 "cache %s was opened read-only; cannot remove "
                                 "bad entries",
                                 fs->root);
-    unsigned int version = out->version;
-    memset(out, 0, sizeof *out);
-    out->version = version;
-    verify_ctx v = {fs, opts, out, ""};
-    return progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT, verify_visit, &v);
+    /* Counted in a whole struct, copied back in the caller's version's size. */
+    progcache_verify_result r;
+    memset(&r, 0, sizeof r);
+    r.version = out->version;
+    verify_ctx v = {fs, &o, &r, ""};
+    rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT, verify_visit, &v);
+    if (!rc)
+        rc = verify_others(&v);
+    memcpy(out, &r, verify_result_size[r.version]);
+    return rc;
 }
 
 /* ---- prune ------------------------------------------------------------------ */

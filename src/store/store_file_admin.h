@@ -28,7 +28,4 @@ int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, vo
 /* The file store behind store, or PROGCACHE_EINVAL naming the function. */
 int progcache__admin_store(file_store **out, progcache_store *store, const char *fn);
 
-/* Whether s is n lowercase hex digits. */
-int progcache__is_hex(const char *s, size_t n);
-
 #endif

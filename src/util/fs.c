@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +49,7 @@ int progcache__fs_open_beneath(int dirfd, const char *path, int flags, mode_t mo
 {
     if (injected(PROGCACHE_FS_OPEN))
         return -1;
+    flags |= O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
     int fd;
 #if defined(__linux__) && defined(SYS_openat2)
     /* openat2 refuses a symbolic link in any component, so a hostile link
@@ -56,7 +59,7 @@ int progcache__fs_open_beneath(int dirfd, const char *path, int flags, mode_t mo
     if (!__atomic_load_n(&no_openat2, __ATOMIC_RELAXED)) {
         struct open_how how;
         memset(&how, 0, sizeof how);
-        how.flags = (uint64_t)(flags | O_CLOEXEC);
+        how.flags = (uint64_t)flags;
         how.mode = (flags & O_CREAT) ? mode : 0;
         how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH;
         do
@@ -69,9 +72,95 @@ int progcache__fs_open_beneath(int dirfd, const char *path, int flags, mode_t mo
     }
 #endif
     do
-        fd = openat(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW, mode);
+        fd = openat(dirfd, path, flags | O_NOFOLLOW, mode);
     while (fd < 0 && errno == EINTR);
     return fd;
+}
+
+PROGCACHE_HOT
+int progcache__fs_open_regular(int dirfd, const char *path, int flags, mode_t mode,
+                               struct stat *st)
+{
+    st->st_mode = 0;
+    int fd = progcache__fs_open_beneath(dirfd, path, flags, mode);
+    if (fd < 0) {
+        /* What open refuses outright: a socket (ENXIO), a FIFO opened for
+         * writing with no reader (ENXIO), a directory opened for writing
+         * (EISDIR), a device node without a driver (ENODEV). Say what it
+         * is rather than pass on an errno that names another cause. */
+        int saved = errno;
+        if (saved != ENXIO && saved != EISDIR && saved != ENODEV)
+            return -1;
+        if (fstatat(dirfd, path, st, AT_SYMLINK_NOFOLLOW) != 0)
+            st->st_mode = 0;
+        else if (S_ISREG(st->st_mode)) {
+            errno = saved;
+            return -1;
+        }
+        errno = PROGCACHE__FS_ENOTREG;
+        return -1;
+    }
+    if (fstat(fd, st) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        errno = PROGCACHE__FS_ENOTREG;
+        return -1;
+    }
+    return fd;
+}
+
+const char *progcache__fs_type_name(mode_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFDIR: return "a directory";
+    case S_IFLNK: return "a symbolic link";
+    case S_IFREG: return "a regular file";
+    default: return "not a regular file";
+    }
+}
+
+unsigned long long progcache__fs_size_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return UINT64_MAX;
+    return (unsigned long long)rl.rlim_cur;
+}
+
+const char *progcache__fs_strerror(char *buf, size_t len, int errnum)
+{
+    unsigned long long limit = progcache__fs_size_limit();
+    if (errnum == EFBIG && limit != UINT64_MAX)
+        snprintf(buf, len, "%s: the file size limit (ulimit -f) of %llu bytes is too small "
+                 "(raise it)",
+                 strerror(errnum), limit);
+    else
+        snprintf(buf, len, "%s", strerror(errnum));
+    return buf;
+}
+
+/* Whether writing len more bytes at fd's offset would cross the file size
+ * limit. One getrlimit when there is no limit (the usual case); the offset
+ * is asked for only under a limit. Not a regular file (lseek fails): the
+ * limit does not apply. */
+static int over_size_limit(int fd, size_t len)
+{
+    unsigned long long limit = progcache__fs_size_limit();
+    if (limit == UINT64_MAX)
+        return 0;
+    off_t pos = lseek(fd, 0, SEEK_CUR);
+    if (pos < 0)
+        return 0;
+    return (unsigned long long)pos > limit || len > limit - (unsigned long long)pos;
 }
 
 int progcache__fs_open_dir(int dirfd, const char *path)
@@ -103,6 +192,10 @@ int progcache__fs_write_full(int fd, const void *buf, size_t len)
 {
     if (injected(PROGCACHE_FS_WRITE))
         return -1;
+    if (over_size_limit(fd, len)) {
+        errno = EFBIG;
+        return -1;
+    }
     size_t done = 0;
     while (done < len) {
         ssize_t n = write(fd, (const char *)buf + done, len - done);

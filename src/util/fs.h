@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <sys/stat.h>
+#include <errno.h>
 #include <sys/types.h>
 
 typedef enum progcache__fs_op {
@@ -30,8 +31,43 @@ void progcache__fs_fail_reset(void);
 /* openat that never follows a symbolic link in any component of path and
  * never leaves the tree under dirfd (openat2 RESOLVE_NO_SYMLINKS |
  * RESOLVE_BENEATH where the kernel has it, else O_NOFOLLOW on the last
- * component). Returns an fd or -1 with errno. */
+ * component), and never blocks: O_NONBLOCK, so a FIFO planted where a file
+ * belongs opens at once (and reads find nothing) instead of waiting for a
+ * writer forever, and O_NOCTTY, so a terminal never becomes the process's
+ * controlling one. O_NONBLOCK changes nothing for the regular files and
+ * directories progcache reads and writes (open(2): "no effect for regular
+ * files"), so it is left on. Returns an fd or -1 with errno. */
 int progcache__fs_open_beneath(int dirfd, const char *path, int flags, mode_t mode);
+
+/* The errno progcache__fs_open_regular sets for a path that names something
+ * other than a regular file. Callers test for it and say what the thing is
+ * (progcache__fs_type_name); strerror() of it means nothing here. */
+#ifdef EFTYPE
+#define PROGCACHE__FS_ENOTREG EFTYPE
+#else
+#define PROGCACHE__FS_ENOTREG EMEDIUMTYPE
+#endif
+
+/* progcache__fs_open_beneath for a file that must be a regular file: the
+ * open never blocks, and *st is filled from fstat. A FIFO, socket, device
+ * node or directory at path gives -1 with errno PROGCACHE__FS_ENOTREG (and
+ * st->st_mode says which; 0 when it could not be told), never an fd. */
+int progcache__fs_open_regular(int dirfd, const char *path, int flags, mode_t mode,
+                               struct stat *st);
+
+/* "a FIFO", "a socket", "a character device", "a block device", "a
+ * directory", "a symbolic link", "a regular file", or "not a regular file"
+ * for anything else: for messages. */
+const char *progcache__fs_type_name(mode_t mode);
+
+/* strerror(errnum), except for EFBIG under a file size limit: "file size
+ * limit (ulimit -f) of N bytes reached", the cause a user can act on.
+ * Written into buf (len bytes); returns buf. */
+const char *progcache__fs_strerror(char *buf, size_t len, int errnum);
+
+/* The process's file size limit (RLIMIT_FSIZE, `ulimit -f`) in bytes, or
+ * UINT64_MAX when there is none. */
+unsigned long long progcache__fs_size_limit(void);
 
 /* The same for a directory: O_RDONLY | O_DIRECTORY | O_CLOEXEC. */
 int progcache__fs_open_dir(int dirfd, const char *path);
@@ -39,7 +75,11 @@ int progcache__fs_open_dir(int dirfd, const char *path);
 /* Read exactly len bytes (short only at end of file); returns bytes read
  * or -1 with errno. */
 ssize_t progcache__fs_read_full(int fd, void *buf, size_t len);
-/* Write all len bytes; 0 or -1 with errno. */
+/* Write all len bytes; 0 or -1 with errno. A write that would take a
+ * regular file past the file size limit (RLIMIT_FSIZE, `ulimit -f`) is not
+ * attempted and fails with EFBIG: the kernel would kill the process with
+ * SIGXFSZ, a signal a library's caller never asked for, and a library
+ * must not change signal dispositions to avoid it. */
 int progcache__fs_write_full(int fd, const void *buf, size_t len);
 int progcache__fs_fsync(int fd);
 int progcache__fs_renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);

@@ -21,6 +21,11 @@ void progcache__sha256_free(progcache__sha256 *ctx);
 int progcache__sha256_oneshot(unsigned char out[PROGCACHE_SHA256_SIZE], const void *data,
                               size_t len);
 
+/* One shot over two pieces, a then b, as if they were one buffer (a
+ * short prefix and a long body: one pass over the body). */
+int progcache__sha256_two(unsigned char out[PROGCACHE_SHA256_SIZE], const void *a, size_t a_len,
+                          const void *b, size_t b_len);
+
 /* Lowercase hex of len bytes into out (2*len+1 bytes, NUL-terminated). */
 void progcache__hex(char *out, const unsigned char *bytes, size_t len);
 

@@ -205,7 +205,7 @@ static void test_verify(void)
     }
     /* Without user xattrs (some file systems) there is no digest to catch
      * the flipped letter. */
-    const int digests = getxattr(path, "user.progcache.sha256", NULL, 0) == 33; /* the seal */
+    const int digests = getxattr(path, "user.progcache.sha256", NULL, 0) == 42; /* the seal */
     const uint64_t bad = digests ? 3 : 2;
     if (!digests)
         printf("verify by SHA-256: skipped (no user xattrs on this file system)\n");

@@ -237,9 +237,10 @@ def test_verify(tmp):
     flip_bit(entry_path(cache, stored), len(good_cubin) // 2, 0)
     bad = {cubins[0], cubins[1], hashlib.sha256(bytes.fromhex("11" * 32)).hexdigest(), stored}
     try:
-        # The seal: the SHA-256, then a flags byte (docs/FORMAT.md).
+        # The seal: format 2, flags, the name's first 8 bytes, the SHA-256
+        # (docs/FORMAT.md).
         seal = os.getxattr(entry_path(cache, stored), "user.progcache.sha256")
-        digests = len(seal) == 33 and seal[32] == 1  # a whole CUBIN when put
+        digests = len(seal) == 42 and seal[0] == 2 and seal[1] == 1  # a whole CUBIN when put
     except OSError:
         digests = False
     if not digests:

@@ -336,7 +336,7 @@ static void test_recovery(void)
     progcache_store_free(s);
 
     char old[4400], young[4400];
-    snprintf(old, sizeof old, "%s/tmp/entry-crashed", dir);
+    snprintf(old, sizeof old, "%s/tmp/entry-crashed_", dir);
     snprintf(young, sizeof young, "%s/tmp/entry-inflight", dir);
     FILE *f = fopen(old, "w");
     CHECK(f && fclose(f) == 0);

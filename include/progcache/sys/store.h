@@ -50,8 +50,11 @@ struct progcache_store {
  * progcache_store_put() : store (replace) the value of key. When put
  *   returns PROGCACHE_OK the value is readable by every process using the
  *   store (and, for the file store, on disk).
- * progcache_store_remove() : delete key. PROGCACHE_ENOTFOUND if absent.
- * progcache_store_clear() : delete every entry.
+ * progcache_store_remove() : delete key. PROGCACHE_ENOTFOUND if absent
+ *   (for the file store also when something other than a regular file is
+ *   at the key's path: that is left alone).
+ * progcache_store_clear() : delete every entry (for the file store: the
+ *   regular files named as entries, and stale temp files; nothing else).
  * progcache_store_count() / progcache_store_total_size() : entries and
  *   bytes stored now (the file store reads these from its accounting, not
  *   a scan; they may lag other processes' writes by a moment).
@@ -125,15 +128,38 @@ PROGCACHE_API void progcache_file_options_init(progcache_file_options *opts);
 
 /*
  * progcache_store_file_new() : open (creating if needed) a cache directory.
- * O(1) in the number of entries: nothing is scanned at open.
+ * O(1) in the number of entries: nothing is scanned at open but the top
+ * level of the directory (one readdir).
+ *
+ * The directory must be missing, empty, or a cache: its top level may hold
+ * only the directories entries/, tmp/ (cuda.core's layout) and progcache/
+ * (progcache's own files). Any other name means the path is somebody's
+ * directory (a home, a project), which a cache would sweep and clear, so
+ * it is refused, read-only opens included. A cache removes only files it
+ * names itself (docs/RELIABILITY.md, "What the cache may delete").
+ *
+ * When progcache/lock, progcache/state or progcache/stats cannot be used (not
+ * a regular file, no permission, the file size limit), the store still
+ * opens and works without it (no inter-process eviction lock, counters of
+ * this process alone, no statistics), and says so through opts->log.
+ *
+ * Gets, puts and the admin functions read an entry only up to
+ * max_artifact_size bytes: a put of more is refused with PROGCACHE_EINVAL
+ * (the message gives both sizes and the option), a get of a larger entry
+ * file returns PROGCACHE_ECORRUPT without reading it (the entry is left in
+ * place). A write that would cross the process's file size limit (ulimit
+ * -f) is not attempted: the put fails with PROGCACHE_EIO naming the limit,
+ * and the process never gets SIGXFSZ.
  *
  * @param out  [out] the store; release with progcache_store_free().
  * @param path the cache directory.
  * @param opts NULL for defaults.
- * @return PROGCACHE_OK; PROGCACHE_EINVAL (path NULL or empty, bad options);
- *         PROGCACHE_EIO when the directory cannot be created or used (path
- *         is a file, no permission, read-only file system, full disk): the
- *         message names the path and the reason; PROGCACHE_ENOMEM.
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL (path NULL or empty, bad options,
+ *         a directory that is not a cache: the message names it and the
+ *         first name that does not belong); PROGCACHE_EIO when the
+ *         directory cannot be created or used (path is a file, no
+ *         permission, read-only file system, full disk): the message names
+ *         the path and the reason; PROGCACHE_ENOMEM.
  * Safe for many threads and many processes on one host at once.
  */
 PROGCACHE_API int progcache_store_file_new(progcache_store **out, const char *path,

@@ -1,0 +1,58 @@
+/* The names the file store may create, and so the only names it may ever
+ * remove (docs/RELIABILITY.md, "What the cache may delete"). A cache can
+ * be pointed at any directory, by mistake or by design; whatever else is
+ * there is somebody else's and is left alone. */
+#include <string.h>
+
+#include "store/store_file.h"
+
+int progcache__is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* prefix followed by exactly 16 lowercase hex digits: what
+ * progcache__fs_create_temp and progcache__fs_rename_aside make. */
+static int is_ours(const char *name, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(name, prefix, n) == 0 && strlen(name + n) == 16 &&
+           progcache__is_hex(name + n, 16);
+}
+
+int progcache__file_is_entry_name(const char *name)
+{
+    return strlen(name) == 62 && progcache__is_hex(name, 62);
+}
+
+int progcache__file_is_shard_name(const char *name)
+{
+    return strlen(name) == 2 && progcache__is_hex(name, 2);
+}
+
+int progcache__file_is_tmp_name(const char *name)
+{
+    if (is_ours(name, "entry-") || is_ours(name, "evict-"))
+        return 1;
+    /* cuda.core: tempfile.mkstemp(prefix="entry-", dir=tmp/), whose random
+     * part is 8 characters of Python's "abcdefghijklmnopqrstuvwxyz0123456789_". */
+    if (strncmp(name, "entry-", 6) != 0 || strlen(name + 6) != 8)
+        return 0;
+    for (const char *p = name + 6; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+            return 0;
+    return 1;
+}
+
+int progcache__file_is_state_tmp_name(const char *name)
+{
+    return is_ours(name, "state-") || is_ours(name, "stats-");
+}
+
+int progcache__file_is_layout_name(const char *name)
+{
+    return !strcmp(name, "entries") || !strcmp(name, "tmp") || !strcmp(name, FILE_STATE_DIR);
+}
