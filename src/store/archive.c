@@ -253,6 +253,11 @@ static int write_fd(int fd, const unsigned char *buf, size_t len)
     sigaddset(&pipe_set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
     int rc = 0, err = 0;
+    if (progcache__fs_over_size_limit(fd, len)) {
+        err = EFBIG;
+        rc = -1;
+        len = 0;
+    }
     while (len) {
         ssize_t n = write(fd, buf, len);
         if (n < 0 && errno == EINTR)

@@ -159,7 +159,9 @@ static stats_file *map_writable(int root_fd, mode_t *mode)
         if (create_file(root_fd, bad) != 0)
             return NULL;
     }
-    errno = EIO;
+    /* Replaced three times and still not a statistics file: another
+     * process keeps writing something else there. */
+    errno = EAGAIN;
     return NULL;
 }
 

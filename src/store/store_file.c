@@ -414,8 +414,10 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
         goto done;
     }
     have_tmp = 1;
+    char tmp_rel[80];
+    snprintf(tmp_rel, sizeof tmp_rel, "tmp/%s", tmp_name);
     if (progcache__fs_write_full(fd, data, size) != 0) {
-        rc = put_error(fs, errno, "write temp file", "tmp");
+        rc = put_error(fs, errno, "write temp file", tmp_rel);
         goto done;
     }
     /* The seal travels with the inode, so the rename publishes bytes and
@@ -424,12 +426,12 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
     name_of_rel(name, rel);
     progcache__file_seal(fd, name, data, size);
     if (sync && progcache__fs_fsync(fd) != 0) {
-        rc = put_error(fs, errno, "fsync temp file", "tmp");
+        rc = put_error(fs, errno, "fsync temp file", tmp_rel);
         goto done;
     }
     if (close(fd) != 0) {
         fd = -1;
-        rc = put_error(fs, errno, "close temp file", "tmp");
+        rc = put_error(fs, errno, "close temp file", tmp_rel);
         goto done;
     }
     fd = -1;

@@ -96,9 +96,18 @@ static file_state *map_state(file_store *fs, mode_t *mode)
             continue;
         }
         void *map = MAP_FAILED;
-        if (st.st_size == (off_t)sizeof(file_state))
+        if (st.st_size == (off_t)sizeof(file_state)) {
             map = mmap(NULL, sizeof(file_state), PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_POPULATE, fd, 0);
+            if (map == MAP_FAILED) {
+                /* A file system that cannot map it: replacing the file
+                 * would not help, and the real reason is mmap's. */
+                int saved = errno;
+                close(fd);
+                errno = saved;
+                return NULL;
+            }
+        }
         int saved = errno;
         close(fd);
         if (map != MAP_FAILED && state_is_valid(map))
@@ -111,7 +120,9 @@ static file_state *map_state(file_store *fs, mode_t *mode)
         if (create_state(fs, 1) != 0)
             return NULL;
     }
-    errno = EIO;
+    /* Replaced three times and still not ours: another process keeps
+     * writing something else there. */
+    errno = EAGAIN;
     return NULL;
 }
 

@@ -152,7 +152,7 @@ const char *progcache__fs_strerror(char *buf, size_t len, int errnum)
  * limit. One getrlimit when there is no limit (the usual case); the offset
  * is asked for only under a limit. Not a regular file (lseek fails): the
  * limit does not apply. */
-static int over_size_limit(int fd, size_t len)
+int progcache__fs_over_size_limit(int fd, size_t len)
 {
     unsigned long long limit = progcache__fs_size_limit();
     if (limit == UINT64_MAX)
@@ -192,7 +192,7 @@ int progcache__fs_write_full(int fd, const void *buf, size_t len)
 {
     if (injected(PROGCACHE_FS_WRITE))
         return -1;
-    if (over_size_limit(fd, len)) {
+    if (progcache__fs_over_size_limit(fd, len)) {
         errno = EFBIG;
         return -1;
     }

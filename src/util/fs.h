@@ -82,6 +82,10 @@ ssize_t progcache__fs_read_full(int fd, void *buf, size_t len);
  * must not change signal dispositions to avoid it. */
 int progcache__fs_write_full(int fd, const void *buf, size_t len);
 int progcache__fs_fsync(int fd);
+/* 1 when writing len more bytes at fd's offset would cross the file size
+ * limit (ulimit -f), where the kernel would kill the process with SIGXFSZ:
+ * the caller fails the write with EFBIG instead. */
+int progcache__fs_over_size_limit(int fd, size_t len);
 int progcache__fs_renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 int progcache__fs_linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 int progcache__fs_mkdirat(int dirfd, const char *path, mode_t mode); /* EEXIST is success */
