@@ -32,8 +32,8 @@
 #include "progcache/cuda.h"
 #include "progcache/progcache.h"
 #include "sha256.h"
-#include "store/store_file.h"
-#include "store/validate.h"
+#include "store/file/file_store.h"
+#include "artifact/validate.h"
 
 static const char *kernel_name = "kern";
 static const char *source_path; /* --source, passed on to the children */

@@ -25,8 +25,8 @@
 #include "cache/async_put.h"
 #include "cache/cache_stats.h"
 #include "progcache/remote.h"
-#include "store/stats_file.h"
-#include "store/store_file.h"
+#include "store/file/file_stats.h"
+#include "store/file/file_store.h"
 
 void progcache_options_init(progcache_options *opts)
 {

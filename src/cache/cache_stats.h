@@ -3,7 +3,7 @@
 #define PROGCACHE_CACHE_CACHE_STATS_H
 
 #include "progcache/cache.h"
-#include "store/stats_file.h"
+#include "store/file/file_stats.h"
 
 /* The statistics of the cache's directory (its bottom tier's), or NULL for
  * a cache without a file store. For counting events the cache layer sees

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "artifact.h"
+#include "artifact/expect.h"
 #include "buf.h"
 #include "cache/async_put.h"
 #include "cache/cache_stats.h"

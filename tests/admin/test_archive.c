@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "store/archive.h"
+#include "store/file/archive.h"
 
 static void fill(const char *dir, int n)
 {

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "store/archive.h"
+#include "store/file/archive.h"
 
 static progcache_store *open_store(const char *dir, uint64_t max_artifact_size)
 {

@@ -12,7 +12,7 @@
 #include "alloc.h"
 #include "check.h"
 #include "progcache/cuda.h"
-#include "store/validate.h"
+#include "artifact/validate.h"
 
 static const char *kernels_src =
     "extern \"C\" __global__ void scale(float *a, float s, int n)"

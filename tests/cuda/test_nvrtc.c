@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "artifact.h"
+#include "artifact/expect.h"
 #include "check.h"
 #include "cuda_fixtures.h"
 

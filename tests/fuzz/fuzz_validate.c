@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store/validate.h"
+#include "artifact/validate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "sha256.h"
-#include "store/envelope.h"
+#include "store/redis/envelope.h"
 
 static const char SECRET[] = "0123456789abcdef0123456789abcdef";
 static const char OTHER[] = "fedcba9876543210fedcba9876543210";

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "store/put_queue.h"
+#include "store/redis/put_queue.h"
 
 typedef struct recorder {
     pthread_mutex_t lock;

@@ -2,7 +2,7 @@
  * and the entry points' behaviour with and without hiredis. Needs no
  * server: runs in every build. */
 #include "check.h"
-#include "store/redis_config.h"
+#include "store/redis/redis_config.h"
 
 static progcache__redis_url parse_ok(const char *url)
 {

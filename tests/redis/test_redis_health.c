@@ -1,7 +1,7 @@
 /* The Redis store's back-off rules and counters (src/store/redis_health.c),
  * driven by a clock the test sets. Needs no server. */
 #include "check.h"
-#include "store/redis_health.h"
+#include "store/redis/redis_health.h"
 
 static progcache_redis_counters snapshot(const progcache__redis_health *h)
 {

@@ -31,7 +31,7 @@
 #include "cuda_fixtures.h"
 #include "progcache/admin.h"
 #include "progcache/stats.h"
-#include "store/store_file.h"
+#include "store/file/file_store.h"
 
 /* ---- helpers --------------------------------------------------------- */
 

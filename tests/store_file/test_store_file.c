@@ -14,7 +14,7 @@
 #include "check.h"
 #include "fs.h"
 #include "sha256.h"
-#include "store/store_file.h"
+#include "store/file/file_store.h"
 
 static progcache_store *open_store(const char *dir, uint64_t max_size)
 {

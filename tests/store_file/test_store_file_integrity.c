@@ -13,7 +13,7 @@
 #include "check.h"
 #include "progcache/cuda.h"
 #include "progcache/stats.h"
-#include "store/store_file.h"
+#include "store/file/file_store.h"
 
 static const char source[] =
     "extern \"C\" __global__ void scale(float *a, float s, int n)\n"

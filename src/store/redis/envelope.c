@@ -1,7 +1,7 @@
 /* The envelope around remote values: length, SHA-256 and an optional
  * HMAC-SHA256 tag (layout and rules in envelope.h). All cryptography is
  * OpenSSL's (EVP_MAC for the HMAC), none of it written here. */
-#include "store/envelope.h"
+#include "store/redis/envelope.h"
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>

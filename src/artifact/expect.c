@@ -2,12 +2,12 @@
  * this program's target produces", and, unless the bytes are sealed (they
  * matched the seal stored with them, whose writer found a whole artifact),
  * the store's structure validators (src/store/validate.c). */
-#include "artifact.h"
+#include "artifact/expect.h"
 
 #include <stdio.h>
 
 #include "error.h" /* PROGCACHE_HOT */
-#include "store/validate.h"
+#include "artifact/validate.h"
 
 PROGCACHE_HOT
 int progcache__artifact_check(const unsigned char *data, size_t size, progcache_target target,

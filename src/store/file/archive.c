@@ -10,7 +10,7 @@
  * Export never replaces what is not a regular file: a regular file (or
  * none) at the path gets a temp file renamed over it, a character device
  * or a FIFO is written in place, anything else is refused. */
-#include "store/archive.h"
+#include "store/file/archive.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,8 +28,8 @@
 #include "buf.h"
 #include "error.h"
 #include "fs.h"
-#include "store/store_file_admin.h"
-#include "store/validate.h"
+#include "store/file/file_admin.h"
+#include "artifact/validate.h"
 
 #define TAR_RECORD (20 * TAR_BLOCK) /* archives are padded to whole records */
 

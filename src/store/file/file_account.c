@@ -31,8 +31,8 @@
 #include "alloc.h"
 #include "error.h"
 #include "fs.h"
-#include "store/stats_file.h"
-#include "store/store_file.h"
+#include "store/file/file_stats.h"
+#include "store/file/file_store.h"
 
 #define STATE_MAGIC "PCSTATE1"
 #define STATE_VERSION 1

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 #include "progcache/admin.h"
-#include "store/store_file.h"
+#include "store/file/file_store.h"
 
 /* What the walker hands to its callback besides the public entry: the
  * open file it read (fd, or -1 without PROGCACHE_ENTRIES_READ) and its

@@ -1,5 +1,5 @@
 /* Counters and back-off of the Redis store (rules in redis_health.h). */
-#include "store/redis_health.h"
+#include "store/redis/redis_health.h"
 
 #include <time.h>
 

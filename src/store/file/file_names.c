@@ -4,7 +4,7 @@
  * there is somebody else's and is left alone. */
 #include <string.h>
 
-#include "store/store_file.h"
+#include "store/file/file_store.h"
 
 int progcache__is_hex(const char *s, size_t n)
 {

@@ -5,7 +5,7 @@
  * fsync the shard directory. rename is atomic, so a reader sees the old
  * entry or the new one, never a torn one; the two fsyncs make a completed
  * put survive power loss. Readers take no lock. */
-#include "store/store_file.h"
+#include "store/file/file_store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,8 +26,8 @@
 #include "fs.h"
 #include "options.h"
 #include "sha256.h"
-#include "store/validate.h"
-#include "store/stats_file.h"
+#include "artifact/validate.h"
+#include "store/file/file_stats.h"
 
 /* A hit refreshes the entry's atime (the LRU clock) only when it is older
  * than this: one futimens per entry per minute keeps the hit path at four

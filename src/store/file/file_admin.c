@@ -6,7 +6,7 @@
  * vanishes between listing and reading is skipped, and nothing is removed
  * unless it is still the file that was examined (rename aside, compare,
  * link back: progcache__file_remove_if_same). */
-#include "store/store_file_admin.h"
+#include "store/file/file_admin.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,8 +23,8 @@
 #include "error.h"
 #include "fs.h"
 #include "options.h"
-#include "store/stats_file.h"
-#include "store/validate.h"
+#include "store/file/file_stats.h"
+#include "artifact/validate.h"
 
 int progcache__admin_store(file_store **out, progcache_store *store, const char *fn)
 {

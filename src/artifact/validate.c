@@ -19,7 +19,7 @@
  *    accepted too); its payload is opaque, its header holds the target as
  *    SM*10 (900 for sm_90) in the u16 at offset 26.
  *  - fatbin: each entry header holds its SM number at offset 28. */
-#include "store/validate.h"
+#include "artifact/validate.h"
 
 #include <elf.h>
 #include <stdarg.h>

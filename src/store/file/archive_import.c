@@ -35,9 +35,9 @@
 #include "buf.h"
 #include "error.h"
 #include "fs.h"
-#include "store/archive.h"
-#include "store/store_file_admin.h"
-#include "store/validate.h"
+#include "store/file/archive.h"
+#include "store/file/file_admin.h"
+#include "artifact/validate.h"
 
 #define SPOOL_CHUNK 65536
 /* After the end of a streamed archive, padding (tar pads to 10 KiB

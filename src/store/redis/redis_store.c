@@ -40,10 +40,10 @@
 #include "error.h"
 #include "sha256.h"
 #include "progcache/remote.h"
-#include "store/envelope.h"
-#include "store/put_queue.h"
-#include "store/redis_config.h"
-#include "store/redis_health.h"
+#include "store/redis/envelope.h"
+#include "store/redis/put_queue.h"
+#include "store/redis/redis_config.h"
+#include "store/redis/redis_health.h"
 
 #define POOL_MAX 16
 /* Redis refuses bulk strings over proto-max-bulk-len, 512 MiB by default. */

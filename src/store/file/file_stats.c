@@ -13,7 +13,7 @@
  * future version, damage) is replaced by a fresh one: statistics are worth
  * less than a working cache, and spare counters in every slot let later
  * versions add counters without changing the layout. */
-#include "store/stats_file.h"
+#include "store/file/file_stats.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,7 @@
 #include "alloc.h"
 #include "error.h"
 #include "fs.h"
-#include "store/store_file.h"
+#include "store/file/file_store.h"
 
 #define STATS_MAGIC "PCSTATS1"
 #define STATS_VERSION 1

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "progcache/admin.h"
-#include "store/store_file.h"
+#include "store/file/file_store.h"
 
 #define TAR_BLOCK 512
 /* The largest pax extended header (or other member that is not an entry)

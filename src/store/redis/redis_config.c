@@ -1,6 +1,6 @@
 /* The Redis store's options: URL parsing, defaults, the secret. No hiredis
  * here, so this builds (and its tests run) everywhere. */
-#include "store/redis_config.h"
+#include "store/redis/redis_config.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The Redis store's entry points in a build without hiredis: they exist so
  * that programs link either way, and say how to get the real thing. The
- * real ones are in store_redis.c, compiled instead when hiredis is found
+ * real ones are in redis_store.c, compiled instead when hiredis is found
  * (src/CMakeLists.txt). */
 #include "progcache/remote.h"
 
