@@ -244,7 +244,7 @@ static latency measure(const config *cfg, tier t, const unsigned char *value)
                 die("put (queued)");
             v[i] = now_us() - t0;
             if (i % 64 == 63)
-                progcache_redis_flush(s); /* keep the queue from filling */
+                progcache_store_flush(s); /* keep the queue from filling */
         }
         r.queue_med = percentile(v, puts, 0.5);
         progcache_store_free(s);

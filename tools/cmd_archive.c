@@ -99,10 +99,10 @@ static int run(const archive_command *c, int argc, char **argv)
         return tool_usage_error(c->cmd, "give the ARCHIVE to %s (run 'progcache %s --help')",
                                 c->exporting ? "write" : "read", c->cmd);
     char *dir = NULL;
-    progcache_store *store = NULL;
+    progcache_file *file = NULL;
     /* Export reads an existing cache; import creates one if missing. */
-    int code = tool_open_dir_store(c->cmd, dir_arg, c->exporting ? TOOL_READ : TOOL_CREATE, max,
-                                   &dir, &store);
+    int code = tool_open_dir_file(c->cmd, dir_arg, c->exporting ? TOOL_READ : TOOL_CREATE, max,
+                                   &dir, &file);
     if (code)
         goto done;
     progcache_archive_options opts = PROGCACHE_ARCHIVE_OPTIONS_INIT;
@@ -111,12 +111,12 @@ static int run(const archive_command *c, int argc, char **argv)
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
     int dash = !strcmp(archive, "-"), rc;
     if (c->exporting)
-        rc = dash ? progcache_file_export_fd(&res, store, STDOUT_FILENO, "(standard output)",
+        rc = dash ? progcache_file_export_fd(&res, file, STDOUT_FILENO, "(standard output)",
                                              &opts)
-                  : progcache_file_export(&res, store, archive, &opts);
+                  : progcache_file_export(&res, file, archive, &opts);
     else
-        rc = dash ? progcache_file_import_fd(&res, store, STDIN_FILENO, "(standard input)", &opts)
-                  : progcache_file_import(&res, store, archive, &opts);
+        rc = dash ? progcache_file_import_fd(&res, file, STDIN_FILENO, "(standard input)", &opts)
+                  : progcache_file_import(&res, file, archive, &opts);
     if (rc != PROGCACHE_OK) {
         code = tool_lib_error(c->cmd, EXIT_PROBLEMS,
                               c->exporting ? "export failed" : "import failed");
@@ -132,7 +132,7 @@ static int run(const archive_command *c, int argc, char **argv)
         printf("imported %llu entries (%s) from %s into %s\n", (unsigned long long)res.entries,
                size, dash ? "standard input" : archive, dir);
 done:
-    progcache_store_free(store);
+    progcache_file_close(file);
     free(dir);
     return code;
 }

@@ -32,17 +32,17 @@ int cmd_clear(int argc, char **argv)
         return tool_unexpected_arg(CMD, argv[i]);
     }
     char *dir = NULL;
-    progcache_store *store = NULL;
-    int code = tool_open_dir_store(CMD, dir_arg, TOOL_WRITE, 0, &dir, &store);
+    progcache_file *file = NULL;
+    int code = tool_open_dir_file(CMD, dir_arg, TOOL_WRITE, 0, &dir, &file);
     if (code)
         goto done;
     uint64_t entries = 0, bytes = 0;
-    if (progcache_store_count(&entries, store) != PROGCACHE_OK ||
-        progcache_store_total_size(&bytes, store) != PROGCACHE_OK) {
+    if (progcache_store_count(&entries, progcache_file_store(file)) != PROGCACHE_OK ||
+        progcache_store_total_size(&bytes, progcache_file_store(file)) != PROGCACHE_OK) {
         code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot read the cache's size");
         goto done;
     }
-    if (progcache_store_clear(store) != PROGCACHE_OK) {
+    if (progcache_store_clear(progcache_file_store(file)) != PROGCACHE_OK) {
         code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot clear the cache");
         goto done;
     }
@@ -50,7 +50,7 @@ int cmd_clear(int argc, char **argv)
     tool_format_size_long(size, sizeof size, bytes);
     printf("removed %llu entries (%s) from %s\n", (unsigned long long)entries, size, dir);
 done:
-    progcache_store_free(store);
+    progcache_file_close(file);
     free(dir);
     return code;
 }

@@ -89,16 +89,16 @@ int cmd_get(int argc, char **argv)
 
     char *dir = NULL;
     progcache *cache = NULL;
-    progcache_store *store = NULL;
+    progcache_file *file = NULL;
     progcache_buf data = PROGCACHE_BUF_INIT;
     int code = tool_resolve_dir(CMD, dir_arg, &dir);
     if (code)
         goto done;
     int rc;
     if (entry) {
-        if ((code = tool_open_store(CMD, dir, TOOL_READ, max, &store)))
+        if ((code = tool_open_file(CMD, dir, TOOL_READ, max, &file)))
             goto done;
-        rc = progcache_file_read_entry(&data, store, entry);
+        rc = progcache_file_read_entry(&data, file, entry);
     } else {
         /* Writable when we may, so that the lookup is counted; a cache
          * we cannot write to is still readable. */
@@ -121,7 +121,7 @@ int cmd_get(int argc, char **argv)
 done:
     progcache_buf_free(&data);
     progcache_close(cache);
-    progcache_store_free(store);
+    progcache_file_close(file);
     free(dir);
     free(key);
     return code;

@@ -201,12 +201,12 @@ int cmd_ls(int argc, char **argv)
         }
     }
     char *dir = NULL;
-    progcache_store *store = NULL;
+    progcache_file *file = NULL;
     rows list = {NULL, 0, 0};
-    int code = tool_open_dir_store(CMD, dir_arg, TOOL_READ, 0, &dir, &store);
+    int code = tool_open_dir_file(CMD, dir_arg, TOOL_READ, 0, &dir, &file);
     if (code)
         goto done;
-    int rc = progcache_file_foreach(store, PROGCACHE_ENTRIES_INSPECT, collect, &list);
+    int rc = progcache_file_foreach(file, PROGCACHE_ENTRIES_INSPECT, collect, &list);
     if (rc == -1) {
         code = tool_error(CMD, "out of memory listing %s", dir);
         goto done;
@@ -227,7 +227,7 @@ int cmd_ls(int argc, char **argv)
         print_text(&list, isatty(STDOUT_FILENO));
 done:
     free_rows(&list);
-    progcache_store_free(store);
+    progcache_file_close(file);
     free(dir);
     return code;
 }

@@ -67,12 +67,12 @@ int cmd_prune(int argc, char **argv)
         return tool_usage_error(CMD, "--max-size 0 would remove everything; use 'progcache clear'");
 
     char *dir = NULL;
-    progcache_store *store = NULL;
-    int code = tool_open_dir_store(CMD, dir_arg, TOOL_WRITE, 0, &dir, &store);
+    progcache_file *file = NULL;
+    int code = tool_open_dir_file(CMD, dir_arg, TOOL_WRITE, 0, &dir, &file);
     if (code)
         goto done;
     progcache_prune_result res = PROGCACHE_PRUNE_RESULT_INIT;
-    if (progcache_file_prune(&res, store, &opts) != PROGCACHE_OK) {
+    if (progcache_file_prune(&res, file, &opts) != PROGCACHE_OK) {
         code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot prune the cache");
         goto done;
     }
@@ -92,7 +92,7 @@ int cmd_prune(int argc, char **argv)
                (unsigned long long)res.removed, freed, dir, (unsigned long long)res.entries, left);
     }
 done:
-    progcache_store_free(store);
+    progcache_file_close(file);
     free(dir);
     return code;
 }

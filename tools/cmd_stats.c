@@ -103,12 +103,12 @@ int cmd_stats(int argc, char **argv)
         }
     }
     char *dir = NULL;
-    progcache_store *store = NULL;
-    int code = tool_open_dir_store(CMD, dir_arg, zero ? TOOL_WRITE : TOOL_READ, 0, &dir, &store);
+    progcache_file *file = NULL;
+    int code = tool_open_dir_file(CMD, dir_arg, zero ? TOOL_WRITE : TOOL_READ, 0, &dir, &file);
     if (code)
         goto done;
     if (zero) {
-        if (progcache_store_stats_reset(store) != PROGCACHE_OK) {
+        if (progcache_store_stats_reset(progcache_file_store(file)) != PROGCACHE_OK) {
             code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot zero the statistics");
             goto done;
         }
@@ -123,7 +123,7 @@ int cmd_stats(int argc, char **argv)
         goto done;
     }
     progcache_stats s = PROGCACHE_STATS_INIT;
-    if (progcache_store_stats_get(&s, store) != PROGCACHE_OK) {
+    if (progcache_store_stats_get(&s, progcache_file_store(file)) != PROGCACHE_OK) {
         code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot read the statistics");
         goto done;
     }
@@ -149,7 +149,7 @@ int cmd_stats(int argc, char **argv)
     else
         print_text(dir, &s, counters, n);
 done:
-    progcache_store_free(store);
+    progcache_file_close(file);
     free(dir);
     return code;
 }

@@ -112,9 +112,9 @@ int cmd_verify(int argc, char **argv)
         }
     }
     char *dir = NULL;
-    progcache_store *store = NULL;
+    progcache_file *file = NULL;
     verify_out o = {json, NULL, 0, NULL, 0, 0};
-    int code = tool_open_dir_store(CMD, dir_arg, fix ? TOOL_WRITE : TOOL_READ, 0, &dir, &store);
+    int code = tool_open_dir_file(CMD, dir_arg, fix ? TOOL_WRITE : TOOL_READ, 0, &dir, &file);
     if (code)
         goto done;
     o.dir = dir;
@@ -130,7 +130,7 @@ int cmd_verify(int argc, char **argv)
         tool_json_string(stdout, dir);
         printf(", \"problems\": [");
     }
-    int rc = progcache_file_verify(&res, store, &opts);
+    int rc = progcache_file_verify(&res, file, &opts);
     if (json) {
         printf("%s], \"checked\": %llu, \"bad\": %llu, \"removed\": %llu, \"not_entries\": [",
                o.problems ? "\n  " : "", (unsigned long long)res.checked,
@@ -168,7 +168,7 @@ done:
     for (size_t i = 0; i < o.num_foreign; i++)
         free(o.foreign[i]);
     free(o.foreign);
-    progcache_store_free(store);
+    progcache_file_close(file);
     free(dir);
     return code;
 }

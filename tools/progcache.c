@@ -279,8 +279,8 @@ static unsigned int flags_for(tool_access access)
     return access == TOOL_READ ? PROGCACHE_FILE_READONLY : 0;
 }
 
-int tool_open_store(const char *cmd, const char *path, tool_access access, uint64_t max,
-                    progcache_store **out)
+int tool_open_file(const char *cmd, const char *path, tool_access access, uint64_t max,
+                    progcache_file **out)
 {
     int code = access == TOOL_CREATE ? EXIT_OK : check_exists(cmd, path);
     if (code)
@@ -288,7 +288,7 @@ int tool_open_store(const char *cmd, const char *path, tool_access access, uint6
     progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
     opts.flags = flags_for(access);
     opts.max_artifact_size = max;
-    if (progcache_store_file_new(out, path, &opts) != PROGCACHE_OK)
+    if (progcache_file_open(out, path, &opts) != PROGCACHE_OK)
         return tool_lib_error(cmd, EXIT_PROBLEMS, "cannot open the cache");
     return EXIT_OK;
 }
@@ -307,12 +307,12 @@ int tool_open_cache(const char *cmd, const char *path, tool_access access, uint6
     return EXIT_OK;
 }
 
-int tool_open_dir_store(const char *cmd, const char *dir_arg, tool_access access, uint64_t max,
-                        char **dir, progcache_store **out)
+int tool_open_dir_file(const char *cmd, const char *dir_arg, tool_access access, uint64_t max,
+                        char **dir, progcache_file **out)
 {
     *dir = NULL;
     int code = tool_resolve_dir(cmd, dir_arg, dir);
-    return code ? code : tool_open_store(cmd, *dir, access, max, out);
+    return code ? code : tool_open_file(cmd, *dir, access, max, out);
 }
 
 /* ---- output ------------------------------------------------------------------ */

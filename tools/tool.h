@@ -143,16 +143,16 @@ int tool_resolve_dir(const char *cmd, const char *dir, char **out);
 /* Open the cache directory's file store / a cache handle on it, with
  * max_artifact_size max (0: the library's default). Return EXIT_OK, or an
  * exit code after printing what went wrong. */
-int tool_open_store(const char *cmd, const char *path, tool_access access, uint64_t max,
-                    progcache_store **out);
+int tool_open_file(const char *cmd, const char *path, tool_access access, uint64_t max,
+                    progcache_file **out);
 int tool_open_cache(const char *cmd, const char *path, tool_access access, uint64_t max,
                     progcache **out);
 
 /* Both steps for a subcommand that works on the file store: resolve the
  * directory into *dir (malloc'd, NULL when that failed; the caller frees
  * it), then open its store. EXIT_OK or an exit code (message printed). */
-int tool_open_dir_store(const char *cmd, const char *dir_arg, tool_access access, uint64_t max,
-                        char **dir, progcache_store **out);
+int tool_open_dir_file(const char *cmd, const char *dir_arg, tool_access access, uint64_t max,
+                        char **dir, progcache_file **out);
 
 /* ---- output ------------------------------------------------------------------ */
 

@@ -15,88 +15,13 @@
 #ifndef PROGCACHE_ADMIN_H
 #define PROGCACHE_ADMIN_H
 
+#include "artifact.h"
 #include "common.h"
-#include "sys/store.h"
+#include "file.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ===========================================================================
- * What an artifact is
- * ======================================================================== */
-
-/* What kind of artifact a cache entry holds, judged from its bytes. */
-typedef enum progcache_kind {
-    PROGCACHE_KIND_UNKNOWN = 0, /* none of the below (or empty) */
-    PROGCACHE_KIND_CUBIN = 1,   /* a CUDA ELF file (NVRTC's CUBIN) */
-    PROGCACHE_KIND_PTX = 2,     /* PTX assembly text */
-    PROGCACHE_KIND_LTOIR = 3,   /* NVVM IR for link-time optimisation */
-    PROGCACHE_KIND_FATBIN = 4   /* a fat binary (several CUBIN/PTX inside) */
-} progcache_kind;
-
-/* progcache_kind_name() : "CUBIN", "PTX", "LTO-IR", "fatbin" or "unknown".
- * Never NULL. */
-PROGCACHE_API const char *progcache_kind_name(progcache_kind kind);
-
-/*
- * progcache_artifact_info : what progcache_artifact_inspect() found. The
- * struct is the caller's (start from PROGCACHE_ARTIFACT_INFO_INIT); kernel
- * names live in memory released by progcache_artifact_info_release().
- */
-typedef struct progcache_artifact_info {
-    unsigned int version; /* PROGCACHE_ARTIFACT_INFO_VERSION */
-
-    progcache_kind kind;
-    /* 1 when the bytes are a whole, consistent artifact of that kind: for a
-     * CUBIN every header, table and section lies inside the file; for PTX
-     * the text has a .version directive, no NUL byte (but a final one) and
-     * balanced braces; for fatbin and LTO-IR the headers and sizes agree.
-     * An UNKNOWN artifact is never valid. */
-    int valid;
-    /* Why not valid, in words ("section 7 ends past the end of the
-     * 3832-byte file"); "" when valid. */
-    char reason[192];
-    /* Target architecture: "sm_90" (CUBIN, from the ELF header, with an
-     * "a"/"f" suffix when the CUBIN was built for one), the PTX .target,
-     * the architectures of a fatbin ("sm_90,compute_80"), or "" when
-     * unknown. */
-    char arch[48];
-    /* Kernels (entry functions): for a CUBIN the ELF symbols marked as
-     * entry points, for PTX the .entry directives; names as in the binary
-     * (mangled for C++ kernels that are not extern "C"). num_kernels names,
-     * each NUL-terminated, one after another in kernels.data; read them
-     * with progcache_artifact_kernel(). */
-    size_t num_kernels;
-    progcache_buf kernels;
-} progcache_artifact_info;
-
-#define PROGCACHE_ARTIFACT_INFO_VERSION 1
-#define PROGCACHE_ARTIFACT_INFO_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_ARTIFACT_INFO_VERSION)
-
-/*
- * progcache_artifact_inspect() : classify and check artifact bytes, and
- * read the architecture and kernel names.
- * Every read is bounds-checked against size: any bytes at all (truncated,
- * bit-flipped, hostile) give an answer, never a crash.
- * @param out  [out] a struct set to PROGCACHE_ARTIFACT_INFO_INIT or used
- *             before (its kernels memory is reused).
- * @return PROGCACHE_OK (whatever the verdict: see out->valid);
- *         PROGCACHE_EINVAL (out NULL, data NULL with size > 0, unknown
- *         out->version); PROGCACHE_ENOMEM.
- * Thread-safe.
- */
-PROGCACHE_API int progcache_artifact_inspect(progcache_artifact_info *out, const void *data,
-                                             size_t size);
-
-/* progcache_artifact_kernel() : the index-th kernel name, or NULL past the
- * last. Borrowed from info. */
-PROGCACHE_API const char *progcache_artifact_kernel(const progcache_artifact_info *info,
-                                                    size_t index);
-
-/* progcache_artifact_info_release() : free info's kernel names and reset it
- * to PROGCACHE_ARTIFACT_INFO_INIT. NULL-safe. */
-PROGCACHE_API void progcache_artifact_info_release(progcache_artifact_info *info);
 
 /* ===========================================================================
  * The entries of a cache directory
@@ -147,7 +72,7 @@ typedef int (*progcache_entry_fn)(void *ctx, const progcache_entry *entry);
  * @return PROGCACHE_OK; fn's non-zero value if it stopped the walk;
  *         PROGCACHE_EINVAL; PROGCACHE_ENOMEM.
  */
-PROGCACHE_API int progcache_file_foreach(progcache_store *store, unsigned int flags,
+PROGCACHE_API int progcache_file_foreach(progcache_file *file, unsigned int flags,
                                          progcache_entry_fn fn, void *ctx);
 
 /*
@@ -158,7 +83,7 @@ PROGCACHE_API int progcache_file_foreach(progcache_store *store, unsigned int fl
  *         PROGCACHE_ECORRUPT (larger than the store's max_artifact_size:
  *         not read); PROGCACHE_EIO; PROGCACHE_ENOMEM.
  */
-PROGCACHE_API int progcache_file_read_entry(progcache_buf *out, progcache_store *store,
+PROGCACHE_API int progcache_file_read_entry(progcache_buf *out, progcache_file *file,
                                             const char *name);
 
 /* ===========================================================================
@@ -248,7 +173,7 @@ typedef struct progcache_verify_result {
  *         PROGCACHE_EINVAL (bad arguments, FIX on a read-only store);
  *         PROGCACHE_ENOMEM.
  */
-PROGCACHE_API int progcache_file_verify(progcache_verify_result *out, progcache_store *store,
+PROGCACHE_API int progcache_file_verify(progcache_verify_result *out, progcache_file *file,
                                         const progcache_verify_options *opts);
 
 /* ===========================================================================
@@ -292,7 +217,7 @@ typedef struct progcache_prune_result {
  * @return PROGCACHE_OK; PROGCACHE_EINVAL (no bound given, read-only
  *         store, bad version); PROGCACHE_ENOMEM.
  */
-PROGCACHE_API int progcache_file_prune(progcache_prune_result *out, progcache_store *store,
+PROGCACHE_API int progcache_file_prune(progcache_prune_result *out, progcache_file *file,
                                        const progcache_prune_options *opts);
 
 /* ===========================================================================
@@ -346,7 +271,7 @@ typedef struct progcache_archive_result {
  * @return PROGCACHE_OK; PROGCACHE_EIO (the message names the file);
  *         PROGCACHE_EINVAL; PROGCACHE_ENOMEM.
  */
-PROGCACHE_API int progcache_file_export(progcache_archive_result *out, progcache_store *store,
+PROGCACHE_API int progcache_file_export(progcache_archive_result *out, progcache_file *file,
                                         const char *path, const progcache_archive_options *opts);
 
 /*
@@ -359,7 +284,7 @@ PROGCACHE_API int progcache_file_export(progcache_archive_result *out, progcache
  *              for "(file descriptor)".
  * @return as progcache_file_export().
  */
-PROGCACHE_API int progcache_file_export_fd(progcache_archive_result *out, progcache_store *store,
+PROGCACHE_API int progcache_file_export_fd(progcache_archive_result *out, progcache_file *file,
                                            int fd, const char *name,
                                            const progcache_archive_options *opts);
 
@@ -393,7 +318,7 @@ PROGCACHE_API int progcache_file_export_fd(progcache_archive_result *out, progca
  *         failed: the entries before it are in); PROGCACHE_EINVAL
  *         (read-only store, path is a directory); PROGCACHE_ENOMEM.
  */
-PROGCACHE_API int progcache_file_import(progcache_archive_result *out, progcache_store *store,
+PROGCACHE_API int progcache_file_import(progcache_archive_result *out, progcache_file *file,
                                         const char *path, const progcache_archive_options *opts);
 
 /*
@@ -407,7 +332,7 @@ PROGCACHE_API int progcache_file_import(progcache_archive_result *out, progcache
  *              "(file descriptor)".
  * @return as progcache_file_import().
  */
-PROGCACHE_API int progcache_file_import_fd(progcache_archive_result *out, progcache_store *store,
+PROGCACHE_API int progcache_file_import_fd(progcache_archive_result *out, progcache_file *file,
                                            int fd, const char *name,
                                            const progcache_archive_options *opts);
 

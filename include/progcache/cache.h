@@ -14,7 +14,8 @@
 #define PROGCACHE_CACHE_H
 
 #include "common.h"
-#include "sys/store.h"
+#include "file.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,8 @@
 /*
  * progcache/progcache.h - everything of progcache that needs no CUDA driver:
- * keys, stores and the cache. For compile-or-load through NVRTC and the
+ * keys, artifacts, stores, the cache directory, the cache, statistics,
+ * administration and the remote tier. Writing a store of your own needs
+ * progcache/sys/store.h as well. For compile-or-load through NVRTC and the
  * driver, include progcache/cuda.h as well.
  */
 #ifndef PROGCACHE_PROGCACHE_H
@@ -8,7 +10,9 @@
 
 #include "common.h"
 #include "key.h"
-#include "sys/store.h"
+#include "artifact.h"
+#include "store.h"
+#include "file.h"
 #include "cache.h"
 #include "stats.h"
 #include "admin.h"

@@ -28,7 +28,7 @@
 #define PROGCACHE_REMOTE_H
 
 #include "common.h"
-#include "sys/store.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -171,13 +171,6 @@ PROGCACHE_API int progcache_store_redis_new(progcache_store **out,
                                             const progcache_redis_options *opts);
 
 /*
- * progcache_redis_flush() : wait until every put queued so far has been
- * written (or has failed). METHOD. A no-op with PROGCACHE_REDIS_SYNC_PUT.
- * @return PROGCACHE_OK; PROGCACHE_EINVAL (store NULL or not a Redis store).
- */
-PROGCACHE_API int progcache_redis_flush(progcache_store *store);
-
-/*
  * progcache_redis_counters : what a Redis store has done since it was
  * created. The caller sets version (PROGCACHE_REDIS_COUNTERS_INIT); fields
  * are only ever appended. Each get ends as exactly one of hits, misses,
@@ -213,94 +206,15 @@ typedef struct progcache_redis_counters {
 PROGCACHE_API int progcache_redis_counters_get(progcache_redis_counters *out,
                                                const progcache_store *store);
 
-/* ===========================================================================
- * Cross-node single-flight
- *
- * When several machines miss the same key at once, one compiles and the
- * others wait for its result. The protocol (docs/REMOTE.md):
- *
- *   local miss, remote miss
- *   loop:
- *     acquire(lease)                held -> compile, put, release; done
- *     wait(key)  PROGCACHE_OK       -> get from the store: a hit; done
- *                PROGCACHE_ENOTFOUND -> the owner gave up or died: loop
- *                anything else      -> compile without the lease; done
- *
- * The lease is the Redis key <prefix>lease:<hex SHA-256(key)>, set with
- * SET NX PX to a random owner token. It expires on its own after lease_ms,
- * so a node that dies while compiling holds nobody up for longer than
- * that; an owner that compiles for longer renews it. Release deletes it
- * only if the token is still the owner's, and publishes on the channel
- * <prefix>done:<hex> so waiters wake at once.
- * ======================================================================== */
-
-/* A lease as its taker holds it. Plain data; no release needed besides
- * progcache_redis_lease_release when held. */
-typedef struct progcache_redis_lease {
-    int held;       /* 1 while this caller owns the lease */
-    char token[33]; /* the random owner token (hex) */
-    char hash[65];  /* hex SHA-256 of the key */
-} progcache_redis_lease;
-
-#define PROGCACHE_REDIS_LEASE_INIT {0, {0}, {0}}
-
-/*
- * progcache_redis_lease_acquire() : try to become the node that computes
- * key. METHOD. Does not wait.
- * @param out      [out] out->held is 1 when the lease is now ours, 0 when
- *                 another node holds it.
- * @param lease_ms how long the lease lasts unless renewed or released
- *                 (> 0): longer than a typical compile, short enough that
- *                 the others do not wait long after a crash.
- * @return PROGCACHE_OK (out->held says which); PROGCACHE_EINVAL;
- *         PROGCACHE_EREMOTE: Redis could not be asked (unreachable, backing
- *         off, read-only store, built without hiredis); compute without
- *         the lease.
- */
-PROGCACHE_API int progcache_redis_lease_acquire(progcache_redis_lease *out,
-                                                progcache_store *store, const void *key,
-                                                size_t key_len, unsigned int lease_ms);
-
-/*
- * progcache_redis_lease_renew() : extend a held lease to lease_ms from now,
- * only if it is still ours. METHOD.
- * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND: it is no longer ours (it
- *         expired; another node may be computing) and lease->held is now 0;
- *         PROGCACHE_EINVAL (lease not held); PROGCACHE_EREMOTE.
- */
-PROGCACHE_API int progcache_redis_lease_renew(progcache_store *store,
-                                              progcache_redis_lease *lease,
-                                              unsigned int lease_ms);
-
-/*
- * progcache_redis_lease_release() : give up a lease after storing the
- * value (or after failing to compute it). METHOD.
- * First waits for the put queue (progcache_redis_flush), so the value is
- * in Redis before anyone is told; then deletes the lease if it is still
- * ours, and publishes on the key's channel so waiting nodes look again.
- * lease->held is 0 afterwards in every case.
- * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND: the lease was not ours any
- *         more (or lease->held was 0) and nothing was deleted;
- *         PROGCACHE_EREMOTE (it will expire on its own).
- */
-PROGCACHE_API int progcache_redis_lease_release(progcache_store *store,
-                                                progcache_redis_lease *lease);
-
-/*
- * progcache_redis_lease_wait() : wait while another node holds key's lease.
- * METHOD.
- * Subscribes to the key's channel on a connection of its own and re-checks
- * on every notification, and at the latest when the lease would expire,
- * so a dead owner is noticed within a few ms of its lease ending.
- * @param timeout_ms the longest to wait.
- * @return PROGCACHE_OK: the entry exists now (get it);
- *         PROGCACHE_ENOTFOUND: no entry and no lease (the owner failed or
- *         died): try to acquire the lease again;
- *         PROGCACHE_ETIMEOUT: timeout_ms passed; PROGCACHE_EINVAL;
- *         PROGCACHE_EREMOTE: Redis could not be asked.
- */
-PROGCACHE_API int progcache_redis_lease_wait(progcache_store *store, const void *key,
-                                             size_t key_len, unsigned int timeout_ms);
+/* The Redis store also offers what any store may (progcache/store.h):
+ * progcache_store_flush() waits for its put queue; progcache_store_lease_*
+ * are its cross-node single-flight leases: the lease is the Redis key
+ * <prefix>lease:<hex SHA-256(key)>, set with SET NX PX to a random owner
+ * token; release deletes it only if the token is still the owner's and
+ * publishes on the channel <prefix>done:<hex>, so waiters wake at once
+ * (docs/REMOTE.md). progcache_store_counters_get() gives the five counts
+ * the cache adds into its statistics; progcache_redis_counters_get() above
+ * gives them all. */
 
 #ifdef __cplusplus
 }

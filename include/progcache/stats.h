@@ -26,13 +26,33 @@
 #ifndef PROGCACHE_STATS_H
 #define PROGCACHE_STATS_H
 
-#include "common.h"
-#include "sys/store.h"
 #include "cache.h"
+#include "common.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The events counted (progcache_stats below has one field for each). A
+ * store's statistics ops (progcache/sys/store.h) take these. Values are
+ * stable: never renumbered. */
+typedef enum progcache_stat {
+    PROGCACHE_STAT_HITS = 0,
+    PROGCACHE_STAT_MISSES = 1,
+    PROGCACHE_STAT_STORES = 2,
+    PROGCACHE_STAT_STORE_ERRORS = 3,
+    PROGCACHE_STAT_EVICTIONS = 4,
+    PROGCACHE_STAT_EVICTED_BYTES = 5,
+    PROGCACHE_STAT_CORRUPT_REMOVED = 6,
+    PROGCACHE_STAT_SINGLEFLIGHT_WAITS = 7,
+    PROGCACHE_STAT_REMOTE_HITS = 8,
+    PROGCACHE_STAT_REMOTE_MISSES = 9,
+    PROGCACHE_STAT_REMOTE_ERRORS = 10,
+    PROGCACHE_STAT_REMOTE_STORES = 11,
+    PROGCACHE_STAT_REMOTE_REJECTED = 12,
+    PROGCACHE_STAT_LOOKUP_ERRORS = 13
+} progcache_stat;
 
 /*
  * progcache_stats : a snapshot of a cache directory's counters. The caller

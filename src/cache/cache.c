@@ -1,16 +1,23 @@
-/* The cache handle: tiers of stores, top (fastest) first.
+/* The cache handle: tiers of stores, top (fastest) first:
  *
- * The bottom tier is the persistent one and the source of truth; the tiers
- * above it only ever hold copies of what it held. Hence the orders below:
- *  - get walks top down and copies a hit into every tier above it;
- *  - put writes the bottom first, and only after it succeeded the tiers
+ *     memory tier  ->  home directory  ->  remote tiers
+ *
+ * The home tier is the cache's own record and the source of truth for this
+ * machine; the tiers above it only ever hold copies of what it held, and
+ * the remote tiers below it are shared with other machines. Hence the
+ * orders below:
+ *  - get walks top down and copies a hit into every tier above it (a
+ *    remote hit lands in the home tier too);
+ *  - put writes the home tier first, then the remote tiers (which queue
+ *    and never fail a put), and only after the home tier took it the tiers
  *    above (when it failed, the key is dropped from them instead, so no
- *    tier serves a value the persistent tier does not have);
+ *    tier serves a value the home tier does not have);
  *  - remove and clear go bottom up, so a concurrent get cannot copy an
  *    entry back into a tier that was already emptied from a tier below
  *    that still had it.
- * A failure in an upper tier never fails a call that the tiers below could
- * answer: it is logged and the call goes on. */
+ * A failure in a tier never fails a call that the tiers below could
+ * answer: it is logged and the call goes on. Which tier is which comes
+ * from the stores' flags (home_tier), never from their names or types. */
 #include "cache/cache.h"
 
 #include <stdarg.h>
@@ -25,8 +32,7 @@
 #include "cache/async_put.h"
 #include "cache/cache_stats.h"
 #include "progcache/remote.h"
-#include "store/file/file_stats.h"
-#include "store/file/file_store.h"
+#include "store/store.h"
 
 void progcache_options_init(progcache_options *opts)
 {
@@ -107,6 +113,29 @@ static int check_tier(progcache_store *const *tiers, size_t i)
 
 /* ---- open and close ---------------------------------------------------- */
 
+/* The home tier (see struct progcache): chosen by what the stores say they
+ * are, so a tier of the caller's own takes any place a built-in one can. */
+static size_t home_tier(progcache_store *const *tiers, size_t num_tiers)
+{
+    for (size_t i = num_tiers; i-- > 0;) {
+        unsigned int f = progcache__store_flags(tiers[i]);
+        if ((f & PROGCACHE_STORE_PERSISTENT) && !(f & PROGCACHE_STORE_SHARED))
+            return i;
+    }
+    for (size_t i = num_tiers; i-- > 0;)
+        if (!(progcache__store_flags(tiers[i]) & PROGCACHE_STORE_SHARED))
+            return i;
+    return 0;
+}
+
+progcache_store *progcache__cache_lease_tier(const progcache *cache)
+{
+    for (size_t i = cache->home + 1; i < cache->num_tiers; i++)
+        if (progcache__store_lease_ops(cache->tiers[i]))
+            return cache->tiers[i];
+    return NULL;
+}
+
 static int new_handle(progcache **out, progcache_store *const *tiers, size_t num_tiers,
                       const char *path, const progcache_options *opts)
 {
@@ -119,21 +148,13 @@ static int new_handle(progcache **out, progcache_store *const *tiers, size_t num
         goto done;
     if (path && !(cache->path = progcache__strdup(path)))
         goto done;
+    cache->remote_seen = progcache__calloc(num_tiers, sizeof *cache->remote_seen);
+    if (!cache->remote_seen)
+        goto done;
     memcpy(cache->tiers, tiers, num_tiers * sizeof *tiers);
     pthread_mutex_init(&cache->async_lock, NULL);
     cache->num_tiers = num_tiers;
-    cache->home = num_tiers - 1;
-    cache->remote = num_tiers;
-    for (size_t i = num_tiers; i-- > 0;)
-        if (tiers[i]->name && !strcmp(tiers[i]->name, "file")) {
-            cache->home = i;
-            break;
-        }
-    for (size_t i = cache->home + 1; i < num_tiers; i++)
-        if (tiers[i]->name && !strcmp(tiers[i]->name, "redis")) {
-            cache->remote = i;
-            break;
-        }
+    cache->home = home_tier(tiers, num_tiers);
     if (opts) {
         cache->log = opts->log;
         cache->log_ctx = opts->log_ctx;
@@ -144,6 +165,7 @@ static int new_handle(progcache **out, progcache_store *const *tiers, size_t num
 
 done:
     if (cache) {
+        progcache__free(cache->remote_seen);
         progcache__free(cache->tiers);
         progcache__free(cache);
     }
@@ -285,12 +307,14 @@ void progcache_close(progcache *cache)
         return;
     /* Queued background puts go to the tiers, so they finish first. */
     progcache__cache_async_close(cache);
-    if (cache->remote < cache->num_tiers)
-        (void)progcache_redis_flush(cache->tiers[cache->remote]); /* then count its puts */
+    /* Then the remote tiers' own queues, so that their counts are final. */
+    for (size_t i = cache->home + 1; i < cache->num_tiers; i++)
+        (void)progcache_store_flush(cache->tiers[i]);
     progcache__cache_fold_remote(cache);
     pthread_mutex_destroy(&cache->async_lock);
     for (size_t i = 0; i < cache->num_tiers; i++)
         progcache_store_free(cache->tiers[i]);
+    progcache__free(cache->remote_seen);
     progcache__free(cache->tiers);
     progcache__free(cache->path);
     progcache__free(cache);
@@ -304,10 +328,10 @@ const char *progcache_path(const progcache *cache) { return cache ? cache->path 
  * tier below holds the entry. The key is then dropped from that tier, since
  * a store whose put failed may still hold an older value. */
 static void put_upper(progcache *cache, size_t i, const void *key, size_t key_len,
-                      const void *data, size_t size)
+                      const void *data, size_t size, const progcache_entry_meta *meta)
 {
     progcache_store *t = cache->tiers[i];
-    int rc = t->put(t, key, key_len, data, size);
+    int rc = progcache__store_put_meta(t, key, key_len, data, size, meta);
     if (rc == PROGCACHE_OK)
         return;
     progcache__cache_log(cache, PROGCACHE_LOG_WARN,
@@ -316,22 +340,20 @@ static void put_upper(progcache *cache, size_t i, const void *key, size_t key_le
     t->remove(t, key, key_len);
 }
 
-/* The statistics of the cache's directory (its home tier), or NULL. */
-static progcache__stats *cache_stats(const progcache *cache)
+PROGCACHE_HOT
+void progcache__cache_record(progcache *cache, progcache_stat stat, uint64_t n)
 {
-    return progcache__store_stats(cache->tiers[cache->home]);
+    if (cache)
+        progcache__store_record(cache->tiers[cache->home], stat, n);
 }
 
-/* The lookup through the tiers. With sealed, the home tier is read through
- * the file store's own get, which says whether the bytes matched the
- * digest they were stored with (*sealed = 1); a hit from any other tier
- * leaves *sealed 0. */
+/* The lookup through the tiers, top down. With meta, each tier is asked for
+ * the entry's metadata too (what the tier checked: its seal state; the
+ * records kept with it), and a hit is copied into the tiers above with it. */
 PROGCACHE_HOT
-static int lookup(progcache_buf *out, progcache *cache, const void *key, size_t key_len,
-                  int *sealed)
+static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                  const void *key, size_t key_len)
 {
-    if (sealed)
-        *sealed = 0;
     int rc = check_key(cache, key, key_len, "progcache_get");
     if (rc)
         return rc;
@@ -347,13 +369,12 @@ static int lookup(progcache_buf *out, progcache *cache, const void *key, size_t 
     progcache__error_saved why;
     for (size_t i = 0; i < cache->num_tiers; i++) {
         progcache_store *t = cache->tiers[i];
-        file_store *fs = sealed && i == cache->home ? progcache__file_store_cast(t) : NULL;
-        rc = fs ? progcache__file_get(out, fs, key, key_len, sealed) : t->get(out, t, key, key_len);
+        rc = progcache__store_get_meta(out, meta, t, key, key_len);
         if (rc == PROGCACHE_OK) {
             if (failed)
                 progcache__error_discard(&why);
             for (size_t j = i; j-- > 0;)
-                put_upper(cache, j, key, key_len, out->data, out->size);
+                put_upper(cache, j, key, key_len, out->data, out->size, meta);
             return PROGCACHE_OK;
         }
         if (rc != PROGCACHE_ENOTFOUND) {
@@ -374,28 +395,28 @@ static int lookup(progcache_buf *out, progcache *cache, const void *key, size_t 
 }
 
 PROGCACHE_HOT
-int progcache__cache_get_sealed(progcache_buf *out, progcache *cache, const void *key,
-                                size_t key_len, int *sealed)
+int progcache__cache_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                              const void *key, size_t key_len)
 {
-    int rc = lookup(out, cache, key, key_len, sealed);
+    int rc = lookup(out, meta, cache, key, key_len);
     if (rc == PROGCACHE_OK)
-        progcache__stats_add(cache_stats(cache), PROGCACHE__HITS, 1);
+        progcache__cache_record(cache, PROGCACHE_STAT_HITS, 1);
     else if (rc == PROGCACHE_ENOTFOUND)
-        progcache__stats_add(cache_stats(cache), PROGCACHE__MISSES, 1);
+        progcache__cache_record(cache, PROGCACHE_STAT_MISSES, 1);
     else if (cache && key && key_len && out)
-        progcache__stats_add(cache_stats(cache), PROGCACHE__LOOKUP_ERRORS, 1);
+        progcache__cache_record(cache, PROGCACHE_STAT_LOOKUP_ERRORS, 1);
     return rc;
 }
 
 int progcache_get(progcache_buf *out, progcache *cache, const void *key, size_t key_len)
 {
-    return progcache__cache_get_sealed(out, cache, key, key_len, NULL);
+    return progcache__cache_get_meta(out, NULL, cache, key, key_len);
 }
 
-int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void *key,
-                               size_t key_len)
+int progcache__cache_get_quiet(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                               const void *key, size_t key_len)
 {
-    return lookup(out, cache, key, key_len, NULL);
+    return lookup(out, meta, cache, key, key_len);
 }
 
 int progcache__cache_holds(progcache *cache, const void *key, size_t key_len)
@@ -430,8 +451,8 @@ static void drop_from_upper(progcache *cache, const void *key, size_t key_len)
     progcache__error_restore(&saved);
 }
 
-int progcache_put(progcache *cache, const void *key, size_t key_len, const void *data,
-                  size_t size)
+int progcache__cache_put_meta(progcache *cache, const void *key, size_t key_len,
+                              const void *data, size_t size, const progcache_entry_meta *meta)
 {
     int rc = check_key(cache, key, key_len, "progcache_put");
     if (rc)
@@ -441,23 +462,29 @@ int progcache_put(progcache *cache, const void *key, size_t key_len, const void 
                                 "progcache_put: data is NULL but size is %zu", size);
 
     progcache_store *t = cache->tiers[cache->home];
-    rc = t->put(t, key, key_len, data, size);
+    rc = progcache__store_put_meta(t, key, key_len, data, size, meta);
     if (rc) {
-        progcache__stats_add(cache_stats(cache), PROGCACHE__STORE_ERRORS, 1);
+        progcache__cache_record(cache, PROGCACHE_STAT_STORE_ERRORS, 1);
         drop_from_upper(cache, key, key_len);
         return rc;
     }
-    progcache__stats_add(cache_stats(cache), PROGCACHE__STORES, 1);
-    /* Shared tiers below (Redis) queue the write and never fail a put. */
+    progcache__cache_record(cache, PROGCACHE_STAT_STORES, 1);
+    /* Remote tiers below queue the write and never fail a put. */
     for (size_t i = cache->home + 1; i < cache->num_tiers; i++) {
         progcache_store *below = cache->tiers[i];
-        if (below->put(below, key, key_len, data, size) != PROGCACHE_OK)
+        if (progcache__store_put_meta(below, key, key_len, data, size, meta) != PROGCACHE_OK)
             progcache__cache_log(cache, PROGCACHE_LOG_WARN, "put to the %s tier failed: %s",
                                  tier_name(below), progcache_error_last());
     }
     for (size_t i = cache->home; i-- > 0;)
-        put_upper(cache, i, key, key_len, data, size);
+        put_upper(cache, i, key, key_len, data, size, meta);
     return PROGCACHE_OK;
+}
+
+int progcache_put(progcache *cache, const void *key, size_t key_len, const void *data,
+                  size_t size)
+{
+    return progcache__cache_put_meta(cache, key, key_len, data, size, NULL);
 }
 
 /* ---- remove, clear, accounting ----------------------------------------- */

@@ -11,16 +11,20 @@
 
 #include "error.h" /* PROGCACHE_PRINTF */
 #include "progcache/cache.h"
+#include "progcache/stats.h"
 
+/* The tiers, top (fastest) first: memory tier -> home -> remote tiers.
+ * Which is which comes from each store's flags (progcache/sys/store.h),
+ * never from its name or type. */
 struct progcache {
     progcache_store **tiers; /* top (fastest) first */
     size_t num_tiers;
-    /* The tier that is the cache's own record: the file store (the last
-     * one, if several), else the bottom tier. Puts write it first; counts,
-     * sizes and statistics come from it. Tiers below it are shared remote
-     * tiers (Redis): written after it, never allowed to fail a call. */
+    /* The home tier, the cache's own record: the last tier that is
+     * PERSISTENT and not SHARED (a cache directory), else the last that is
+     * not SHARED, else the top one. Puts write it first; counts, sizes and
+     * statistics come from it. Tiers above it hold copies; tiers below it
+     * are remote tiers: written after it, never allowed to fail a call. */
     size_t home;
-    size_t remote; /* index of the Redis tier, or num_tiers when none */
     char *path; /* the cache directory, or NULL (progcache_open_tiers) */
 
     progcache_log_fn log; /* optional */
@@ -28,14 +32,20 @@ struct progcache {
 
     pthread_mutex_t async_lock;     /* guards async and remote_seen */
     struct progcache__async *async; /* background puts (async_put.c), or NULL */
-    /* The remote tier's counters as last added to the directory's
-     * statistics (cache_stats.c folds in the difference). */
-    uint64_t remote_seen[5];
+    /* Each tier's own counters (progcache_store_counters: hits, misses,
+     * errors, stores, rejected) as last added to the home tier's
+     * statistics; cache_stats.c folds in the difference for the remote
+     * tiers. num_tiers rows. */
+    uint64_t (*remote_seen)[5];
     /* Set (atomically, once) when the single-flight lock file was found
      * unusable and the log was told: the one field written outside the
      * stores and the background-put state, and only ever from 0 to 1. */
     int flight_warned;
 };
+
+/* The first remote tier that offers leases (cross-node single-flight), or
+ * NULL. */
+progcache_store *progcache__cache_lease_tier(const progcache *cache);
 
 /* Pass a formatted message to the cache's log callback, if any. */
 void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)

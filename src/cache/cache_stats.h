@@ -1,37 +1,43 @@
-/* Internal: statistics at the cache layer (cache_stats.c, cache.c). */
+/* Internal: what the cache layer offers the layers above it (compile-or-load,
+ * single-flight) beyond the public calls: counting, metadata, lookups that
+ * are not the caller's. */
 #ifndef PROGCACHE_CACHE_CACHE_STATS_H
 #define PROGCACHE_CACHE_CACHE_STATS_H
 
 #include "progcache/cache.h"
-#include "store/file/file_stats.h"
+#include "progcache/stats.h"
 
-/* The statistics of the cache's directory (its bottom tier's), or NULL for
- * a cache without a file store. For counting events the cache layer sees
- * (corrupt entries healed, single-flight waits):
- *   progcache__stats_add(progcache__cache_stats(cache), PROGCACHE__..., 1); */
-progcache__stats *progcache__cache_stats(progcache *cache);
+/* Count n events in the statistics of the cache's home tier (the cache
+ * directory's progcache/stats), if it keeps any. For events the layers
+ * above see: corrupt entries healed, single-flight waits. NULL-safe. */
+void progcache__cache_record(progcache *cache, progcache_stat stat, uint64_t n);
 
-/* Add what the remote (Redis) tier counted since the last fold to the
- * directory's statistics. Called by progcache_stats_get and
- * progcache_close. */
+/* Add what the remote tiers counted since the last fold to the home tier's
+ * statistics. Called by progcache_stats_get and progcache_close. */
 void progcache__cache_fold_remote(progcache *cache);
 
-/* progcache_get, also saying whether the bytes came from the cache
- * directory, matched the seal they were stored with and were a whole
- * artifact when stored (*sealed = 1; compile-or-load's hit path). */
-int progcache__cache_get_sealed(progcache_buf *out, progcache *cache, const void *key,
-                                size_t key_len, int *sealed);
+/* progcache_get, also filling meta (may be NULL): the seal state the tier
+ * that hit found (PROGCACHE_SEAL_WHOLE: the bytes are the ones stored under
+ * this key and were a whole artifact; compile-or-load's hit path then
+ * checks only their kind) and the records kept with the entry. */
+int progcache__cache_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                              const void *key, size_t key_len);
 
-/* progcache_get without counting a hit or miss: for lookups that are not
- * the caller's (polling while another process compiles the key). */
-int progcache__cache_get_quiet(progcache_buf *out, progcache *cache, const void *key,
-                               size_t key_len);
+/* progcache_put, keeping meta's kind and records with the bytes in every
+ * tier that can keep them (meta may be NULL). */
+int progcache__cache_put_meta(progcache *cache, const void *key, size_t key_len,
+                              const void *data, size_t size, const progcache_entry_meta *meta);
 
-/* After a progcache_put that failed: whether key's entry is in the
- * persistent tier all the same (a put can fail after its entry is in
- * place, when making it durable failed; or another process stored the key
- * meanwhile). Reads the entry once, uncounted; the thread's error is left
- * as it was. */
+/* progcache__cache_get_meta without counting a hit or miss: for lookups
+ * that are not the caller's (polling while another process compiles the
+ * key). */
+int progcache__cache_get_quiet(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                               const void *key, size_t key_len);
+
+/* After a progcache_put that failed: whether key's entry is in the home
+ * tier all the same (a put can fail after its entry is in place, when
+ * making it durable failed; or another process stored the key meanwhile).
+ * Reads the entry once, uncounted; the thread's error is left as it was. */
 int progcache__cache_holds(progcache *cache, const void *key, size_t key_len);
 
 #endif

@@ -65,8 +65,8 @@ static int open_lock_file(progcache *cache)
 }
 
 int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
-                            progcache_buf *out, progcache *cache, const void *key, size_t key_len,
-                            unsigned int timeout_ms)
+                            progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                            const void *key, size_t key_len, unsigned int timeout_ms)
 {
     f->fd = -1;
     f->remote = NULL;
@@ -98,12 +98,12 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
             /* The holder before us may have stored the value between our
              * miss and our lock: look once more before computing. (Quiet:
              * the caller already counted its miss.) */
-            int rc = progcache__cache_get_quiet(out, cache, key, key_len);
+            int rc = progcache__cache_get_quiet(out, meta, cache, key, key_len);
             if (rc == PROGCACHE_ENOTFOUND) {
                 /* This host's turn: now the other nodes sharing a remote
                  * tier. Waiting for them counts as waiting too. */
                 double before = now_ms();
-                rc = progcache__flight_remote(f, owner, out, cache, key, key_len, timeout_ms);
+                rc = progcache__flight_remote(f, owner, out, meta, cache, key, key_len, timeout_ms);
                 if (*owner == 0 || now_ms() - before > 1.0)
                     contended = 1;
             } else if (rc == PROGCACHE_OK) {
@@ -125,7 +125,7 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
         contended = 1;
         sleep_ms(pause);
         pause = pause * 2 > 25 ? 25 : pause * 2;
-        int rc = progcache__cache_get_quiet(out, cache, key, key_len);
+        int rc = progcache__cache_get_quiet(out, meta, cache, key, key_len);
         if (rc != PROGCACHE_ENOTFOUND) {
             close(fd);
             *waited_ms = now_ms() - start;

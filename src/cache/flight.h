@@ -40,8 +40,8 @@ typedef struct progcache__flight {
  * Returns PROGCACHE_OK, or an error from reading the cache.
  */
 int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
-                            progcache_buf *out, progcache *cache, const void *key, size_t key_len,
-                            unsigned int timeout_ms);
+                            progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                            const void *key, size_t key_len, unsigned int timeout_ms);
 
 /* Release the lock and the remote lease (NULL-safe; a no-op when none is
  * held). */
@@ -53,8 +53,8 @@ void progcache__flight_end(progcache__flight *f);
  * (then *owner = 0 and out holds the value). No Redis tier, or Redis
  * unavailable: returns at once, *owner untouched. */
 int progcache__flight_remote(progcache__flight *f, int *owner, progcache_buf *out,
-                             progcache *cache, const void *key, size_t key_len,
-                             unsigned int timeout_ms);
+                             progcache_entry_meta *meta, progcache *cache, const void *key,
+                             size_t key_len, unsigned int timeout_ms);
 void progcache__flight_remote_end(progcache__flight *f);
 
 #endif

@@ -15,7 +15,7 @@
 #include "cache/cache.h"
 #include "cache/cache_stats.h"
 #include "error.h"
-#include "progcache/remote.h"
+#include "store/store.h"
 
 /* A lease outlives a dead owner by at most this long; a live owner renews
  * it every third of it. */
@@ -23,7 +23,7 @@
 
 struct progcache__remote_lease {
     progcache_store *store;
-    progcache_redis_lease lease;
+    progcache_store_lease lease;
     pthread_t renewer;
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -42,7 +42,7 @@ static void *renew_main(void *arg)
             pthread_mutex_unlock(&r->lock);
             /* Lost (expired, taken over): nothing to do but finish the
              * compile; the other node's result or ours lands either way. */
-            (void)progcache_redis_lease_renew(r->store, &r->lease, LEASE_MS);
+            (void)progcache_store_lease_renew(r->store, &r->lease, LEASE_MS);
             pthread_mutex_lock(&r->lock);
         }
     }
@@ -51,7 +51,7 @@ static void *renew_main(void *arg)
 }
 
 static struct progcache__remote_lease *hold(progcache_store *store,
-                                            const progcache_redis_lease *lease)
+                                            const progcache_store_lease *lease)
 {
     struct progcache__remote_lease *r = progcache__calloc(1, sizeof *r);
     if (!r)
@@ -66,22 +66,22 @@ static struct progcache__remote_lease *hold(progcache_store *store,
 }
 
 int progcache__flight_remote(progcache__flight *f, int *owner, progcache_buf *out,
-                             progcache *cache, const void *key, size_t key_len,
-                             unsigned int timeout_ms)
+                             progcache_entry_meta *meta, progcache *cache, const void *key,
+                             size_t key_len, unsigned int timeout_ms)
 {
-    if (cache->remote >= cache->num_tiers)
+    progcache_store *store = progcache__cache_lease_tier(cache);
+    if (!store)
         return PROGCACHE_OK;
-    progcache_store *store = cache->tiers[cache->remote];
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
-        progcache_redis_lease lease = PROGCACHE_REDIS_LEASE_INIT;
-        if (progcache_redis_lease_acquire(&lease, store, key, key_len, LEASE_MS) != PROGCACHE_OK)
+        progcache_store_lease lease = PROGCACHE_STORE_LEASE_INIT;
+        if (progcache_store_lease_acquire(&lease, store, key, key_len, LEASE_MS) != PROGCACHE_OK)
             return PROGCACHE_OK; /* Redis unavailable: compile without the lease */
         if (lease.held) {
             f->remote = hold(store, &lease);
             if (!f->remote)
-                (void)progcache_redis_lease_release(store, &lease);
+                (void)progcache_store_lease_release(store, &lease);
             return PROGCACHE_OK;
         }
         struct timespec now;
@@ -89,14 +89,14 @@ int progcache__flight_remote(progcache__flight *f, int *owner, progcache_buf *ou
         long long spent = (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000;
         if (spent >= (long long)timeout_ms)
             return PROGCACHE_OK;
-        int rc = progcache_redis_lease_wait(store, key, key_len, timeout_ms - (unsigned)spent);
+        int rc = progcache_store_lease_wait(store, key, key_len, timeout_ms - (unsigned)spent);
         if (rc == PROGCACHE_ENOTFOUND)
             continue; /* the owner gave up or died: try to take over */
         if (rc != PROGCACHE_OK)
             return PROGCACHE_OK; /* timed out or Redis failed: compile alone */
         /* Another node stored it: read it through the tiers (filling the
          * local ones). A miss here (evicted in between) means compile. */
-        rc = progcache__cache_get_quiet(out, cache, key, key_len);
+        rc = progcache__cache_get_quiet(out, meta, cache, key, key_len);
         if (rc == PROGCACHE_OK)
             *owner = 0;
         return rc == PROGCACHE_ENOTFOUND ? PROGCACHE_OK : rc;
@@ -116,7 +116,7 @@ void progcache__flight_remote_end(progcache__flight *f)
     pthread_mutex_unlock(&r->lock);
     if (running)
         pthread_join(r->renewer, NULL);
-    (void)progcache_redis_lease_release(r->store, &r->lease);
+    (void)progcache_store_lease_release(r->store, &r->lease);
     pthread_cond_destroy(&r->wake);
     pthread_mutex_destroy(&r->lock);
     progcache__free(r);

@@ -114,11 +114,11 @@ static int join_flight(progcache__flight *flight, progcache_program_result *out,
     double waited = 0;
     unsigned int timeout =
         program->wait_timeout_ms ? program->wait_timeout_ms : PROGCACHE__FLIGHT_WAIT_MS;
-    int rc = progcache__flight_begin(flight, &owner, &waited, &out->artifact, cache, out->key,
-                                     sizeof out->key, timeout);
+    int rc = progcache__flight_begin(flight, &owner, &waited, &out->artifact, NULL, cache,
+                                     out->key, sizeof out->key, timeout);
     out->wait_ms += waited;
     if (waited > 0)
-        progcache__stats_add(progcache__cache_stats(cache), PROGCACHE__SINGLEFLIGHT_WAITS, 1);
+        progcache__cache_record(cache, PROGCACHE_STAT_SINGLEFLIGHT_WAITS, 1);
     if (rc) {
         cache_failed(out, program, rc, STEP_LOOKUP,
                      waited > 0 ? "lookup after waiting for another compile"
@@ -310,7 +310,7 @@ static int heal(progcache_program_result *out, progcache *cache, const progcache
         "removing it and compiling again", hex, out->heal_reason);
     int rc = progcache_remove(cache, out->key, sizeof out->key);
     if (rc == PROGCACHE_OK)
-        progcache__stats_add(progcache__cache_stats(cache), PROGCACHE__CORRUPT_REMOVED, 1);
+        progcache__cache_record(cache, PROGCACHE_STAT_CORRUPT_REMOVED, 1);
     else if (rc != PROGCACHE_ENOTFOUND)
         cache_failed(out, program, rc, STEP_REMOVE, "removal of the unusable entry");
     out->healed = 1;
@@ -350,6 +350,9 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
     if (rc)
         return rc;
     reset(out);
+    /* What the tier that hit knows of the bytes: the seal state, which
+     * spares a whole structure check. */
+    progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
 
     double t = now_ms();
     rc = progcache_key_nvrtc(out->key, &program->nvrtc);
@@ -357,12 +360,11 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
     if (rc)
         goto done;
     t = now_ms();
-    int have = 0, sealed = 0;
+    int have = 0;
     if (!cache) {
         out->status = PROGCACHE_STATUS_DISABLED;
     } else {
-        rc = progcache__cache_get_sealed(&out->artifact, cache, out->key, sizeof out->key,
-                                         &sealed);
+        rc = progcache__cache_get_meta(&out->artifact, &meta, cache, out->key, sizeof out->key);
         if (rc == PROGCACHE_OK)
             have = 1;
         else if (rc != PROGCACHE_ENOTFOUND)
@@ -372,7 +374,8 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
     if (have) {
         out->status = PROGCACHE_STATUS_HIT;
         if (progcache__artifact_check(out->artifact.data, out->artifact.size,
-                                      program->nvrtc.target, sealed, out->heal_reason,
+                                      program->nvrtc.target, meta.seal == PROGCACHE_SEAL_WHOLE,
+                                      out->heal_reason,
                                       sizeof out->heal_reason)) {
             out->lookup_ms = now_ms() - t;
             rc = heal(out, cache, program);
@@ -396,6 +399,7 @@ loaded_or_not:
             rc = load(out, program, &refused);
     }
 done:
+    progcache_entry_meta_release(&meta);
     return rc;
 }
 

@@ -1,9 +1,25 @@
 /* Calling a store through its vtable, with the argument checks every
- * backend would otherwise repeat. */
-#include "error.h"
-#include "progcache/sys/store.h"
+ * backend would otherwise repeat, and the version rule for the vtable
+ * itself: members a version-1 backend's struct does not have are never
+ * read (progcache/sys/store.h). */
+#include "store/store.h"
 
-static int check(progcache_store *store, const void *key, size_t key_len, const char *what)
+#include <stdarg.h>
+#include <string.h>
+
+#include "error.h"
+
+int progcache_error_set(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    progcache__error_v(code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int check(const progcache_store *store, const void *key, size_t key_len,
+                 const char *what)
 {
     if (!store)
         return progcache__error(PROGCACHE_EINVAL, "%s: store is NULL", what);
@@ -11,6 +27,57 @@ static int check(progcache_store *store, const void *key, size_t key_len, const 
         return progcache__error(PROGCACHE_EINVAL, "%s: the key is empty", what);
     return PROGCACHE_OK;
 }
+
+/* ---- the version rule ---------------------------------------------------- */
+
+PROGCACHE_HOT
+unsigned int progcache__store_flags(const progcache_store *store)
+{
+    return store->version >= 2 ? store->flags : 0;
+}
+
+PROGCACHE_HOT
+int progcache__store_get_meta(progcache_buf *out, progcache_entry_meta *meta,
+                              progcache_store *store, const void *key, size_t key_len)
+{
+    if (store->version >= 2 && store->get_meta && meta)
+        return store->get_meta(out, meta, store, key, key_len);
+    progcache_entry_meta_clear(meta);
+    return store->get(out, store, key, key_len);
+}
+
+int progcache__store_put_meta(progcache_store *store, const void *key, size_t key_len,
+                              const void *data, size_t size, const progcache_entry_meta *meta)
+{
+    if (store->version >= 2 && store->put_meta)
+        return store->put_meta(store, key, key_len, data, size, meta);
+    return store->put(store, key, key_len, data, size);
+}
+
+PROGCACHE_HOT
+const progcache_store_stats_ops *progcache__store_stats_ops(const progcache_store *store)
+{
+    if (!store || store->version < 2 || !store->stats || store->stats->version == 0)
+        return NULL;
+    return store->stats;
+}
+
+const progcache_store_lease_ops *progcache__store_lease_ops(const progcache_store *store)
+{
+    if (!store || store->version < 2 || !store->lease || store->lease->version == 0)
+        return NULL;
+    return store->lease;
+}
+
+PROGCACHE_HOT
+void progcache__store_record(progcache_store *store, progcache_stat stat, uint64_t n)
+{
+    const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
+    if (ops && ops->record)
+        ops->record(store, stat, n);
+}
+
+/* ---- the public calls ---------------------------------------------------- */
 
 int progcache_store_get(progcache_buf *out, progcache_store *store, const void *key,
                         size_t key_len)
@@ -23,6 +90,23 @@ int progcache_store_get(progcache_buf *out, progcache_store *store, const void *
     return store->get(out, store, key, key_len);
 }
 
+int progcache_store_get_meta(progcache_buf *out, progcache_entry_meta *meta,
+                             progcache_store *store, const void *key, size_t key_len)
+{
+    int rc = check(store, key, key_len, "progcache_store_get_meta");
+    if (rc)
+        return rc;
+    if (!out || !meta)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_get_meta: out or meta is NULL");
+    if (meta->version == 0 || meta->version > PROGCACHE_ENTRY_META_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_get_meta: meta->version is %u; start from "
+                                "PROGCACHE_ENTRY_META_INIT",
+                                meta->version);
+    return progcache__store_get_meta(out, meta, store, key, key_len);
+}
+
 int progcache_store_put(progcache_store *store, const void *key, size_t key_len,
                         const void *data, size_t size)
 {
@@ -32,6 +116,22 @@ int progcache_store_put(progcache_store *store, const void *key, size_t key_len,
     if (!data && size)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_put: data is NULL");
     return store->put(store, key, key_len, data, size);
+}
+
+int progcache_store_put_meta(progcache_store *store, const void *key, size_t key_len,
+                             const void *data, size_t size, const progcache_entry_meta *meta)
+{
+    int rc = check(store, key, key_len, "progcache_store_put_meta");
+    if (rc)
+        return rc;
+    if (!data && size)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_put_meta: data is NULL");
+    if (meta && (meta->version == 0 || meta->version > PROGCACHE_ENTRY_META_VERSION))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_put_meta: meta->version is %u; start from "
+                                "PROGCACHE_ENTRY_META_INIT",
+                                meta->version);
+    return progcache__store_put_meta(store, key, key_len, data, size, meta);
 }
 
 int progcache_store_remove(progcache_store *store, const void *key, size_t key_len)
@@ -61,8 +161,124 @@ int progcache_store_total_size(uint64_t *out, progcache_store *store)
     return store->total_size(out, store);
 }
 
+int progcache_store_flush(progcache_store *store)
+{
+    if (!store)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_flush: store is NULL");
+    return store->version >= 2 && store->flush ? store->flush(store) : PROGCACHE_OK;
+}
+
+int progcache_store_counters_get(progcache_store_counters *out, const progcache_store *store)
+{
+    if (!store || !out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_counters_get: NULL argument");
+    if (out->version == 0 || out->version > PROGCACHE_STORE_COUNTERS_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_counters_get: out->version is %u; start from "
+                                "PROGCACHE_STORE_COUNTERS_INIT",
+                                out->version);
+    const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
+    if (!ops || !ops->counters)
+        return PROGCACHE_ENOTFOUND;
+    return ops->counters(out, store);
+}
+
 void progcache_store_free(progcache_store *store)
 {
     if (store)
         store->free(store);
+}
+
+/* ---- statistics ----------------------------------------------------------- */
+
+void progcache_stats_init(progcache_stats *stats)
+{
+    if (!stats)
+        return;
+    memset(stats, 0, sizeof *stats);
+    stats->version = PROGCACHE_STATS_VERSION;
+}
+
+int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
+{
+    if (!out || !store)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_stats_get: %s is NULL",
+                                out ? "store" : "out");
+    if (out->version == 0 || out->version > PROGCACHE_STATS_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_stats.version is %u; set it with PROGCACHE_STATS_INIT "
+                                "or progcache_stats_init()",
+                                out->version);
+    /* A store without statistics reports zeros and available 0. */
+    unsigned int version = out->version;
+    memset(out, 0, sizeof *out);
+    out->version = version;
+    const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
+    return ops && ops->get ? ops->get(out, store) : PROGCACHE_OK;
+}
+
+int progcache_store_stats_reset(progcache_store *store)
+{
+    if (!store)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_stats_reset: store is NULL");
+    const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
+    if (!ops || !ops->reset)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "cannot reset statistics: the \"%s\" store keeps none (only a "
+                                "cache directory has statistics)",
+                                store->name ? store->name : "unnamed");
+    return ops->reset(store);
+}
+
+/* ---- leases -------------------------------------------------------------- */
+
+static int lease_ops(const progcache_store_lease_ops **out, progcache_store *store,
+                     const void *key, size_t key_len, const char *fn)
+{
+    if (!store)
+        return progcache__error(PROGCACHE_EINVAL, "%s: store is NULL", fn);
+    if (key && key_len == 0)
+        return progcache__error(PROGCACHE_EINVAL, "%s: the key is empty", fn);
+    *out = progcache__store_lease_ops(store);
+    return *out ? PROGCACHE_OK : PROGCACHE_ENOTFOUND;
+}
+
+int progcache_store_lease_acquire(progcache_store_lease *out, progcache_store *store,
+                                  const void *key, size_t key_len, unsigned int lease_ms)
+{
+    const progcache_store_lease_ops *ops = NULL;
+    if (!out || !key)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_store_lease_acquire: out or key is NULL");
+    int rc = lease_ops(&ops, store, key, key_len, "progcache_store_lease_acquire");
+    return rc ? rc : ops->acquire(out, store, key, key_len, lease_ms);
+}
+
+int progcache_store_lease_renew(progcache_store *store, progcache_store_lease *lease,
+                                unsigned int lease_ms)
+{
+    const progcache_store_lease_ops *ops = NULL;
+    if (!lease)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_lease_renew: lease is NULL");
+    int rc = lease_ops(&ops, store, NULL, 0, "progcache_store_lease_renew");
+    return rc ? rc : ops->renew(store, lease, lease_ms);
+}
+
+int progcache_store_lease_release(progcache_store *store, progcache_store_lease *lease)
+{
+    const progcache_store_lease_ops *ops = NULL;
+    if (!lease)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_lease_release: lease is NULL");
+    int rc = lease_ops(&ops, store, NULL, 0, "progcache_store_lease_release");
+    return rc ? rc : ops->release(store, lease);
+}
+
+int progcache_store_lease_wait(progcache_store *store, const void *key, size_t key_len,
+                               unsigned int timeout_ms)
+{
+    const progcache_store_lease_ops *ops = NULL;
+    if (!key)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_lease_wait: key is NULL");
+    int rc = lease_ops(&ops, store, key, key_len, "progcache_store_lease_wait");
+    return rc ? rc : ops->wait(store, key, key_len, timeout_ms);
 }

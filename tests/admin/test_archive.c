@@ -58,7 +58,7 @@ static void take(snapshot *s, const char *dir)
     ro.flags = PROGCACHE_FILE_READONLY;
     memset(s, 0, sizeof *s);
     CHECK_OK(progcache_store_file_new(&fs, dir, &ro));
-    CHECK_OK(progcache_file_foreach(fs, PROGCACHE_ENTRIES_READ, snap_fn, s));
+    CHECK_OK(progcache_file_foreach(progcache_store_as_file(fs), PROGCACHE_ENTRIES_READ, snap_fn, s));
     progcache_store_free(fs);
 }
 
@@ -77,7 +77,7 @@ static void test_round_trip(void)
     progcache_store *fs;
     CHECK_OK(progcache_store_file_new(&fs, src, NULL));
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_OK(progcache_file_export(&res, fs, archive, NULL));
+    CHECK_OK(progcache_file_export(&res, progcache_store_as_file(fs), archive, NULL));
     CHECK(res.entries == 10 && res.invalid == 4); /* the binary ones are no artifacts */
     progcache_store_free(fs);
     struct stat st;
@@ -87,7 +87,7 @@ static void test_round_trip(void)
     snprintf(into, sizeof into, "%s/cache", dst);
     CHECK_OK(progcache_store_file_new(&fs, into, NULL));
     progcache_archive_result in = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_OK(progcache_file_import(&in, fs, archive, NULL));
+    CHECK_OK(progcache_file_import(&in, progcache_store_as_file(fs), archive, NULL));
     CHECK(in.entries == 10 && in.bytes == res.bytes);
     uint64_t count;
     CHECK_OK(progcache_store_count(&count, fs));
@@ -253,7 +253,7 @@ static void expect_refused(const char *work, builder *b, const char *why_fragmen
     CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
     size_t before = count_files(outside);
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_RC(PROGCACHE_ECORRUPT, progcache_file_import(&res, fs, archive, NULL));
+    CHECK_RC(PROGCACHE_ECORRUPT, progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
     if (!strstr(progcache_error_last(), why_fragment)) {
         fprintf(stderr, "message: %s\n(expected to mention \"%s\")\n", progcache_error_last(),
                 why_fragment);
@@ -367,11 +367,11 @@ static void test_hostile(void)
     progcache_store *fs;
     CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_OK(progcache_file_import(&res, fs, archive, NULL));
+    CHECK_OK(progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
     CHECK(res.entries == 0);
     /* Missing archive: an I/O error naming it. */
     snprintf(archive, sizeof archive, "%s/missing.tar", work);
-    CHECK_RC(PROGCACHE_EIO, progcache_file_import(&res, fs, archive, NULL));
+    CHECK_RC(PROGCACHE_EIO, progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
     CHECK(strstr(progcache_error_last(), "missing.tar"));
     progcache_store_free(fs);
     test_rmtree(work);
@@ -409,11 +409,11 @@ static void test_variants(void)
     progcache_store *fs;
     CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_OK(progcache_file_import(&res, fs, archive, NULL));
+    CHECK_OK(progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
     CHECK(res.entries == 2 && res.invalid == 1);
     progcache_buf out = PROGCACHE_BUF_INIT;
     CHECK_OK(progcache_file_read_entry(
-        &out, fs, "ab00112233445566778899aabbccddeeff00112233445566778899aabbccddee"));
+        &out, progcache_store_as_file(fs), "ab00112233445566778899aabbccddeeff00112233445566778899aabbccddee"));
     CHECK(out.size == 8 && !memcmp(out.data, "replaced", 8)); /* later members win */
     progcache_buf_free(&out);
     progcache_store_free(fs);

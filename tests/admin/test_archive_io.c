@@ -74,7 +74,7 @@ static void expect_message(const char *fragment)
 static char *reference_archive(progcache_store *fs, const char *work, size_t *len)
 {
     char *path = path_in(work, "reference.tar");
-    CHECK_OK(progcache_file_export(NULL, fs, path, NULL));
+    CHECK_OK(progcache_file_export(NULL, progcache_store_as_file(fs), path, NULL));
     char *bytes = test_read_file(path, len);
     CHECK(bytes != NULL && *len % 10240 == 0);
     unlink(path);
@@ -94,16 +94,16 @@ static void test_devices(void)
     char *full = path_in(work, "full"), *null = path_in(work, "null");
     if (mknod(full, S_IFCHR | 0666, makedev(1, 7)) == 0 &&
         mknod(null, S_IFCHR | 0666, makedev(1, 3)) == 0) {
-        CHECK_RC(PROGCACHE_EIO, progcache_file_export(&res, fs, full, NULL));
+        CHECK_RC(PROGCACHE_EIO, progcache_file_export(&res, progcache_store_as_file(fs), full, NULL));
         expect_message(strerror(ENOSPC));
         expect_message(full);
         CHECK(type_of(full) == S_IFCHR);
-        CHECK_OK(progcache_file_export(&res, fs, null, NULL));
+        CHECK_OK(progcache_file_export(&res, progcache_store_as_file(fs), null, NULL));
         CHECK(res.entries == 3);
         CHECK(type_of(null) == S_IFCHR);
         char *blk = path_in(work, "blk");
         if (mknod(blk, S_IFBLK | 0600, makedev(7, 250)) == 0) {
-            CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(&res, fs, blk, NULL));
+            CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(&res, progcache_store_as_file(fs), blk, NULL));
             expect_message("block device");
             CHECK(type_of(blk) == S_IFBLK);
         }
@@ -116,10 +116,10 @@ static void test_devices(void)
      * stays a link. */
     char *to_full = path_in(work, "to-full"), *to_null = path_in(work, "to-null");
     CHECK(symlink("/dev/full", to_full) == 0 && symlink("/dev/null", to_null) == 0);
-    CHECK_RC(PROGCACHE_EIO, progcache_file_export(&res, fs, to_full, NULL));
+    CHECK_RC(PROGCACHE_EIO, progcache_file_export(&res, progcache_store_as_file(fs), to_full, NULL));
     expect_message(strerror(ENOSPC));
     CHECK(type_of(to_full) == S_IFLNK && type_of("/dev/full") == S_IFCHR);
-    CHECK_OK(progcache_file_export(&res, fs, to_null, NULL));
+    CHECK_OK(progcache_file_export(&res, progcache_store_as_file(fs), to_null, NULL));
     CHECK(type_of(to_null) == S_IFLNK && type_of("/dev/null") == S_IFCHR);
 
     progcache_store_free(fs);
@@ -144,7 +144,7 @@ static void test_refused_and_links(void)
 
     char *dir = path_in(work, "dir");
     CHECK(mkdir(dir, 0755) == 0);
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, fs, dir, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, progcache_store_as_file(fs), dir, NULL));
     expect_message("a directory");
     CHECK(type_of(dir) == S_IFDIR);
 
@@ -154,7 +154,7 @@ static void test_refused_and_links(void)
     CHECK(sock >= 0 && strlen(sock_path) < sizeof addr.sun_path);
     strcpy(addr.sun_path, sock_path);
     CHECK(bind(sock, (struct sockaddr *)&addr, sizeof addr) == 0);
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, fs, sock_path, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, progcache_store_as_file(fs), sock_path, NULL));
     expect_message("a socket");
     CHECK(type_of(sock_path) == S_IFSOCK);
     close(sock);
@@ -162,7 +162,7 @@ static void test_refused_and_links(void)
     /* A link to nothing is refused: nothing is created where it points. */
     char *nowhere = path_in(work, "nowhere"), *dangling = path_in(work, "dangling");
     CHECK(symlink(nowhere, dangling) == 0);
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, fs, dangling, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, progcache_store_as_file(fs), dangling, NULL));
     expect_message("symbolic link");
     CHECK(type_of(dangling) == S_IFLNK && access(nowhere, F_OK) != 0);
 
@@ -171,7 +171,7 @@ static void test_refused_and_links(void)
     FILE *f = fopen(real, "w");
     CHECK(f && fputs("old contents", f) >= 0 && fclose(f) == 0);
     CHECK(symlink(real, link) == 0);
-    CHECK_OK(progcache_file_export(NULL, fs, link, NULL));
+    CHECK_OK(progcache_file_export(NULL, progcache_store_as_file(fs), link, NULL));
     CHECK(type_of(link) == S_IFLNK && type_of(real) == S_IFREG);
     size_t len;
     char *got = test_read_file(real, &len);
@@ -203,7 +203,7 @@ static void test_fifos(void)
     CHECK(mkfifo(fifo, 0600) == 0);
 
     /* Nobody reading: refused at once, never waited on. */
-    CHECK_RC(PROGCACHE_EIO, progcache_file_export(NULL, fs, fifo, NULL));
+    CHECK_RC(PROGCACHE_EIO, progcache_file_export(NULL, progcache_store_as_file(fs), fifo, NULL));
     expect_message("nothing is reading");
     CHECK(type_of(fifo) == S_IFIFO);
 
@@ -211,7 +211,7 @@ static void test_fifos(void)
     int rd = open(fifo, O_RDONLY | O_NONBLOCK);
     CHECK(rd >= 0);
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_OK(progcache_file_export(&res, fs, fifo, NULL));
+    CHECK_OK(progcache_file_export(&res, progcache_store_as_file(fs), fifo, NULL));
     CHECK(res.entries == 3);
     char *got = malloc(ref_len + 1);
     CHECK(got && read(rd, got, ref_len + 1) == (ssize_t)ref_len && !memcmp(got, ref, ref_len));
@@ -225,7 +225,7 @@ static void test_fifos(void)
     close(wr);
     char *into = path_in(work, "into");
     progcache_store *dst = open_store(into, 0);
-    CHECK_OK(progcache_file_import_fd(&res, dst, rd, "the FIFO", NULL));
+    CHECK_OK(progcache_file_import_fd(&res, progcache_store_as_file(dst), rd, "the FIFO", NULL));
     CHECK(res.entries == 3);
     close(rd);
     progcache_store_free(dst);
@@ -253,7 +253,7 @@ static int count_fn(void *ctx, const progcache_entry *e)
 static void digest_of(uint64_t out[2], progcache_store *fs)
 {
     out[0] = out[1] = 0;
-    CHECK_OK(progcache_file_foreach(fs, PROGCACHE_ENTRIES_READ, count_fn, out));
+    CHECK_OK(progcache_file_foreach(progcache_store_as_file(fs), PROGCACHE_ENTRIES_READ, count_fn, out));
 }
 
 static size_t count_names(const char *dir)
@@ -285,10 +285,10 @@ static void test_pipes(void)
         CHECK(child >= 0);
         if (child == 0) {
             close(p[0]);
-            _exit(progcache_file_export_fd(NULL, fs, p[1], "the pipe", NULL) ? 1 : 0);
+            _exit(progcache_file_export_fd(NULL, progcache_store_as_file(fs), p[1], "the pipe", NULL) ? 1 : 0);
         }
         close(p[1]);
-        CHECK_OK(progcache_file_import_fd(&res, dst, p[0], "the pipe", NULL));
+        CHECK_OK(progcache_file_import_fd(&res, progcache_store_as_file(dst), p[0], "the pipe", NULL));
         close(p[0]);
         int status;
         CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && !WEXITSTATUS(status));
@@ -309,7 +309,7 @@ static void test_pipes(void)
     /* A reader that has gone: EPIPE, an error, and no SIGPIPE. */
     CHECK(pipe(p) == 0);
     close(p[0]);
-    CHECK_RC(PROGCACHE_EIO, progcache_file_export_fd(NULL, fs, p[1], "the pipe", NULL));
+    CHECK_RC(PROGCACHE_EIO, progcache_file_export_fd(NULL, progcache_store_as_file(fs), p[1], "the pipe", NULL));
     expect_message(strerror(EPIPE));
     expect_message("the pipe");
     close(p[1]);
@@ -318,10 +318,10 @@ static void test_pipes(void)
 
     /* Devices as archives: /dev/zero is an empty archive (zero blocks end
      * it; the padding read is bounded), random bytes are refused. */
-    CHECK_OK(progcache_file_import(&res, dst, "/dev/zero", NULL));
+    CHECK_OK(progcache_file_import(&res, progcache_store_as_file(dst), "/dev/zero", NULL));
     CHECK(res.entries == 0);
-    CHECK_RC(PROGCACHE_ECORRUPT, progcache_file_import(&res, dst, "/dev/urandom", NULL));
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_import(&res, dst, work, NULL));
+    CHECK_RC(PROGCACHE_ECORRUPT, progcache_file_import(&res, progcache_store_as_file(dst), "/dev/urandom", NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_import(&res, progcache_store_as_file(dst), work, NULL));
     expect_message("directory");
 
     progcache_store_free(fs);
@@ -379,7 +379,7 @@ static int import_stream(progcache_store *dst, const void *bytes, size_t len)
     close(p[1]);
     close(done[0]);
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    int rc = progcache_file_import_fd(&res, dst, p[0], "the stream", NULL);
+    int rc = progcache_file_import_fd(&res, progcache_store_as_file(dst), p[0], "the stream", NULL);
     close(done[1]);
     close(p[0]);
     int status;
@@ -402,7 +402,7 @@ static void test_bounds(void)
     FILE *f = fopen(file, "wb");
     CHECK(f && fwrite(archive, 1, len, f) == len && fclose(f) == 0);
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_RC(PROGCACHE_ECORRUPT, progcache_file_import(&res, dst, file, NULL));
+    CHECK_RC(PROGCACHE_ECORRUPT, progcache_file_import(&res, progcache_store_as_file(dst), file, NULL));
     expect_message("maximum artifact size");
     expect_message("2000 bytes");
     CHECK_RC(PROGCACHE_ECORRUPT, import_stream(dst, archive, len));

@@ -44,7 +44,7 @@ static void only_entry(char *out, size_t len, const char *dir)
     ro.flags = PROGCACHE_FILE_READONLY;
     CHECK_OK(progcache_store_file_new(&fs, dir, &ro));
     char name[65] = "";
-    CHECK_OK(progcache_file_foreach(fs, 0, remember_name, name));
+    CHECK_OK(progcache_file_foreach(progcache_store_as_file(fs), 0, remember_name, name));
     CHECK(strlen(name) == 64);
     snprintf(out, len, "%s/entries/%.2s/%s", dir, name, name + 2);
     progcache_store_free(fs);
@@ -163,7 +163,7 @@ static void test_evictions_and_cap(void)
     progcache_prune_options po = PROGCACHE_PRUNE_OPTIONS_INIT;
     po.max_size = 3000;
     progcache_prune_result pr = PROGCACHE_PRUNE_RESULT_INIT;
-    CHECK_OK(progcache_file_prune(&pr, fs, &po));
+    CHECK_OK(progcache_file_prune(&pr, progcache_store_as_file(fs), &po));
     CHECK(pr.removed > 0 && pr.total_size <= 3000);
     progcache_stats after = stats_of(cache);
     CHECK(after.evictions == s.evictions + pr.removed);

@@ -84,7 +84,7 @@ static void test_foreach(void)
     snprintf(path, sizeof path, "%s/entries/zz/%062d", dir, 0);
     write_file(path, "not an entry");
     listing before = {{{0}}, 0, 0, 0};
-    CHECK_OK(progcache_file_foreach(fs, 0, list_fn, &before));
+    CHECK_OK(progcache_file_foreach(progcache_store_as_file(fs), 0, list_fn, &before));
     CHECK(before.count == N);
     snprintf(path, sizeof path, "%s/entries/%.2s/short", dir, before.names[0]);
     write_file(path, "short");
@@ -98,18 +98,18 @@ static void test_foreach(void)
     CHECK(symlink(target, path) == 0);
 
     listing l = {{{0}}, 0, 0, 0};
-    CHECK_OK(progcache_file_foreach(fs, PROGCACHE_ENTRIES_INSPECT, list_fn, &l));
+    CHECK_OK(progcache_file_foreach(progcache_store_as_file(fs), PROGCACHE_ENTRIES_INSPECT, list_fn, &l));
     CHECK(l.count == N && l.kinds_ok == N && l.data_ok == N);
     for (size_t i = 1; i < l.count; i++)
         CHECK(strcmp(l.names[i - 1], l.names[i]) < 0); /* name order */
     listing r = {{{0}}, 0, 0, 0};
-    CHECK_OK(progcache_file_foreach(fs, PROGCACHE_ENTRIES_READ, list_fn, &r));
+    CHECK_OK(progcache_file_foreach(progcache_store_as_file(fs), PROGCACHE_ENTRIES_READ, list_fn, &r));
     CHECK(r.data_ok == N && r.kinds_ok == 0);
     listing bare = {{{0}}, 0, 0, 0};
-    CHECK_OK(progcache_file_foreach(fs, 0, list_fn, &bare));
+    CHECK_OK(progcache_file_foreach(progcache_store_as_file(fs), 0, list_fn, &bare));
     CHECK(bare.count == N && bare.data_ok == 0);
     int calls = 0;
-    CHECK_RC(7, progcache_file_foreach(fs, 0, stop_at_two, &calls));
+    CHECK_RC(7, progcache_file_foreach(progcache_store_as_file(fs), 0, stop_at_two, &calls));
     CHECK(calls == 2);
 
     /* Reading an entry does not make it recently used. */
@@ -117,31 +117,33 @@ static void test_foreach(void)
     struct timespec old[2] = {{1000000000, 0}, {1000000000, 0}};
     CHECK(utimensat(AT_FDCWD, path, old, 0) == 0);
     progcache_buf buf = PROGCACHE_BUF_INIT;
-    CHECK_OK(progcache_file_read_entry(&buf, fs, l.names[0]));
+    CHECK_OK(progcache_file_read_entry(&buf, progcache_store_as_file(fs), l.names[0]));
     CHECK(buf.size > 20 && !memcmp(buf.data, "// entry ", 9));
     struct stat st;
     CHECK(stat(path, &st) == 0 && st.st_atim.tv_sec == 1000000000);
 
     CHECK_RC(PROGCACHE_ENOTFOUND,
              progcache_file_read_entry(
-                 &buf, fs, "00000000000000000000000000000000000000000000000000000000000000ff"));
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_read_entry(&buf, fs, "../etc/passwd"));
+                 &buf, progcache_store_as_file(fs), "00000000000000000000000000000000000000000000000000000000000000ff"));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_read_entry(&buf, progcache_store_as_file(fs), "../etc/passwd"));
     CHECK_RC(PROGCACHE_EINVAL,
              progcache_file_read_entry(
-                 &buf, fs, "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789"));
+                 &buf, progcache_store_as_file(fs), "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789"));
     /* The symbolic link is never followed, even by name. */
     char link_name[65];
     snprintf(link_name, sizeof link_name, "%.2s%062x", l.names[1], 1);
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_file_read_entry(&buf, fs, link_name));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_file_read_entry(&buf, progcache_store_as_file(fs), link_name));
 
-    /* Not a file store. */
+    /* Not a file store: the admin functions take a progcache_file, and a
+     * store of another kind has none. */
     progcache_store *mem;
     CHECK_OK(progcache_store_memory_new(&mem, NULL));
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_foreach(mem, 0, list_fn, &l));
-    CHECK(strstr(progcache_error_last(), "not a cache directory"));
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_foreach(NULL, 0, list_fn, &l));
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_foreach(fs, 0, NULL, NULL));
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_foreach(fs, 0x80, list_fn, &l));
+    CHECK(progcache_store_as_file(mem) == NULL);
+    CHECK(progcache_store_as_file(NULL) == NULL);
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_foreach(progcache_store_as_file(mem), 0, list_fn, &l));
+    CHECK(strstr(progcache_error_last(), "the cache directory is NULL"));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_foreach(progcache_store_as_file(fs), 0, NULL, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_foreach(progcache_store_as_file(fs), 0x80, list_fn, &l));
     progcache_store_free(mem);
     progcache_buf_free(&buf);
     progcache_store_free(fs);
@@ -173,11 +175,11 @@ static void test_verify(void)
     fill(dir, &fs);
     CHECK_OK(progcache_store_put(fs, "junk", 4, "\x01\x02garbage", 9));
     listing l = {{{0}}, 0, 0, 0};
-    CHECK_OK(progcache_file_foreach(fs, PROGCACHE_ENTRIES_INSPECT, list_fn, &l));
+    CHECK_OK(progcache_file_foreach(progcache_store_as_file(fs), PROGCACHE_ENTRIES_INSPECT, list_fn, &l));
     CHECK(l.count == N + 1 && l.kinds_ok == N);
 
     progcache_verify_result res = PROGCACHE_VERIFY_RESULT_INIT;
-    CHECK_OK(progcache_file_verify(&res, fs, NULL));
+    CHECK_OK(progcache_file_verify(&res, progcache_store_as_file(fs), NULL));
     CHECK(res.checked == N + 1 && res.bad == 1 && res.removed == 0);
 
     /* Damage two PTX entries: one cut short inside its function, one with
@@ -187,7 +189,7 @@ static void test_verify(void)
     int damaged = 0;
     for (size_t i = 0; i < l.count && damaged < 2; i++) {
         progcache_buf buf = PROGCACHE_BUF_INIT;
-        CHECK_OK(progcache_file_read_entry(&buf, fs, l.names[i]));
+        CHECK_OK(progcache_file_read_entry(&buf, progcache_store_as_file(fs), l.names[i]));
         if (memcmp(buf.data, "// entry", 8)) {
             progcache_buf_free(&buf);
             continue;
@@ -213,7 +215,7 @@ static void test_verify(void)
     progcache_verify_options opts = PROGCACHE_VERIFY_OPTIONS_INIT;
     opts.on_entry = note_problem;
     opts.ctx = &p;
-    CHECK_OK(progcache_file_verify(&res, fs, &opts));
+    CHECK_OK(progcache_file_verify(&res, progcache_store_as_file(fs), &opts));
     CHECK(res.checked == N + 1 && res.bad == bad && res.removed == 0 && p.bad == (int)bad);
     CHECK(strstr(p.reasons, "cut short") && strstr(p.reasons, "not a CUBIN"));
     CHECK(!digests || strstr(p.reasons, "SHA-256"));
@@ -224,23 +226,23 @@ static void test_verify(void)
     progcache_store *rofs;
     CHECK_OK(progcache_store_file_new(&rofs, dir, &ro));
     opts.flags = PROGCACHE_VERIFY_FIX;
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_verify(&res, rofs, &opts));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_verify(&res, progcache_store_as_file(rofs), &opts));
     progcache_store_free(rofs);
 
     memset(&p, 0, sizeof p);
-    CHECK_OK(progcache_file_verify(&res, fs, &opts));
+    CHECK_OK(progcache_file_verify(&res, progcache_store_as_file(fs), &opts));
     CHECK(res.bad == bad && res.removed == bad && p.removed == (int)bad);
     progcache_stats s = PROGCACHE_STATS_INIT;
     CHECK_OK(progcache_store_stats_get(&s, fs));
     CHECK(s.corrupt_removed == bad && s.entries == N + 1 - bad);
-    CHECK_OK(progcache_file_verify(&res, fs, NULL));
+    CHECK_OK(progcache_file_verify(&res, progcache_store_as_file(fs), NULL));
     CHECK(res.checked == N + 1 - bad && res.bad == 0);
 
     progcache_verify_result unversioned;
     memset(&unversioned, 0, sizeof unversioned);
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_verify(&unversioned, fs, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_verify(&unversioned, progcache_store_as_file(fs), NULL));
     opts.flags = 0x100;
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_verify(&res, fs, &opts));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_verify(&res, progcache_store_as_file(fs), &opts));
     progcache_store_free(fs);
     test_rmtree(dir);
     free(dir);
@@ -267,7 +269,7 @@ static void test_prune(void)
     progcache_store *fs;
     fill(dir, &fs);
     listing l = {{{0}}, 0, 0, 0};
-    CHECK_OK(progcache_file_foreach(fs, 0, list_fn, &l));
+    CHECK_OK(progcache_file_foreach(progcache_store_as_file(fs), 0, list_fn, &l));
     CHECK(l.count == N);
     /* Last uses: entry i was used i days ago (entry 0 now). */
     time_t now = time(NULL);
@@ -276,9 +278,9 @@ static void test_prune(void)
 
     progcache_prune_options po = PROGCACHE_PRUNE_OPTIONS_INIT;
     progcache_prune_result pr = PROGCACHE_PRUNE_RESULT_INIT;
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_prune(&pr, fs, &po)); /* no bound */
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_prune(&pr, progcache_store_as_file(fs), &po)); /* no bound */
     po.older_than = 3 * 86400;                                      /* entries 3 and 4 */
-    CHECK_OK(progcache_file_prune(&pr, fs, &po));
+    CHECK_OK(progcache_file_prune(&pr, progcache_store_as_file(fs), &po));
     CHECK(pr.removed == 2 && pr.entries == N - 2);
     CHECK(exists(dir, l.names[0]) && exists(dir, l.names[2]));
     CHECK(!exists(dir, l.names[3]) && !exists(dir, l.names[4]));
@@ -287,30 +289,30 @@ static void test_prune(void)
     uint64_t size0, total;
     {
         progcache_buf buf = PROGCACHE_BUF_INIT;
-        CHECK_OK(progcache_file_read_entry(&buf, fs, l.names[0]));
+        CHECK_OK(progcache_file_read_entry(&buf, progcache_store_as_file(fs), l.names[0]));
         size0 = buf.size;
         progcache_buf_free(&buf);
     }
     CHECK_OK(progcache_store_total_size(&total, fs));
     po.older_than = 0;
     po.max_size = size0 + 10; /* room for one entry: the newest */
-    CHECK_OK(progcache_file_prune(&pr, fs, &po));
+    CHECK_OK(progcache_file_prune(&pr, progcache_store_as_file(fs), &po));
     CHECK(pr.removed == 2 && pr.entries == 1 && pr.total_size == size0);
     CHECK(pr.removed_bytes == total - size0);
     CHECK(exists(dir, l.names[0]) && !exists(dir, l.names[1]) && !exists(dir, l.names[2]));
 
     /* Nothing over the bound: nothing removed. */
-    CHECK_OK(progcache_file_prune(&pr, fs, &po));
+    CHECK_OK(progcache_file_prune(&pr, progcache_store_as_file(fs), &po));
     CHECK(pr.removed == 0 && pr.entries == 1);
-    CHECK_OK(progcache_file_prune(NULL, fs, &po));
+    CHECK_OK(progcache_file_prune(NULL, progcache_store_as_file(fs), &po));
 
     progcache_file_options ro = PROGCACHE_FILE_OPTIONS_INIT;
     ro.flags = PROGCACHE_FILE_READONLY;
     progcache_store *rofs;
     CHECK_OK(progcache_store_file_new(&rofs, dir, &ro));
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_prune(&pr, rofs, &po));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_prune(&pr, progcache_store_as_file(rofs), &po));
     progcache_store_free(rofs);
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_prune(&pr, fs, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_prune(&pr, progcache_store_as_file(fs), NULL));
     progcache_store_free(fs);
     test_rmtree(dir);
     free(dir);

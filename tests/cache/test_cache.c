@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "progcache/sys/store.h"
 #include "error.h"
 #include "sha256.h"
 

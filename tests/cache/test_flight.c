@@ -39,7 +39,7 @@ static int get_or_compute(progcache *c, const char *key, int compute_ms)
         progcache__flight f = PROGCACHE__FLIGHT_INIT;
         int owner;
         double waited;
-        CHECK_OK(progcache__flight_begin(&f, &owner, &waited, &buf, c, key, strlen(key),
+        CHECK_OK(progcache__flight_begin(&f, &owner, &waited, &buf, NULL, c, key, strlen(key),
                                          PROGCACHE__FLIGHT_WAIT_MS));
         if (owner) {
             pause_ms(compute_ms); /* "compiling" */
@@ -127,7 +127,7 @@ static void test_dead_owner(void)
         progcache_buf buf = PROGCACHE_BUF_INIT;
         int owner;
         double waited;
-        if (progcache__flight_begin(&f, &owner, &waited, &buf, c, "doomed", 6, 1000) || !owner ||
+        if (progcache__flight_begin(&f, &owner, &waited, &buf, NULL, c, "doomed", 6, 1000) || !owner ||
             f.fd < 0)
             _exit(3);
         if (write(ready[1], "x", 1) != 1)
@@ -144,7 +144,7 @@ static void test_dead_owner(void)
     double waited;
     /* Held by the child now; kill it, and the wait ends with the lock. */
     kill(pid, SIGKILL);
-    CHECK_OK(progcache__flight_begin(&f, &owner, &waited, &buf, c, "doomed", 6,
+    CHECK_OK(progcache__flight_begin(&f, &owner, &waited, &buf, NULL, c, "doomed", 6,
                                      PROGCACHE__FLIGHT_WAIT_MS));
     CHECK(owner == 1 && f.fd >= 0);
     progcache__flight_end(&f);
@@ -166,7 +166,7 @@ static void *hold_b(void *arg)
     progcache_buf buf = PROGCACHE_BUF_INIT;
     int owner;
     double waited;
-    CHECK_OK(progcache__flight_begin(&f, &owner, &waited, &buf, c, "key-B", 5,
+    CHECK_OK(progcache__flight_begin(&f, &owner, &waited, &buf, NULL, c, "key-B", 5,
                                      PROGCACHE__FLIGHT_WAIT_MS));
     CHECK(owner == 1 && f.fd >= 0);
     __atomic_store_n(&b_done, 1, __ATOMIC_SEQ_CST);
@@ -182,7 +182,7 @@ static void test_keys_independent(void)
     progcache_buf buf = PROGCACHE_BUF_INIT;
     int owner;
     double waited;
-    CHECK_OK(progcache__flight_begin(&a, &owner, &waited, &buf, c, "key-A", 5, 1000));
+    CHECK_OK(progcache__flight_begin(&a, &owner, &waited, &buf, NULL, c, "key-A", 5, 1000));
     CHECK(owner == 1 && a.fd >= 0);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, hold_b, c) == 0);
@@ -193,10 +193,10 @@ static void test_keys_independent(void)
 
     /* And a waiter whose holder never finishes gives up after its bound,
      * computing alone (no lock held). */
-    CHECK_OK(progcache__flight_begin(&a, &owner, &waited, &buf, c, "key-A", 5, 1000));
+    CHECK_OK(progcache__flight_begin(&a, &owner, &waited, &buf, NULL, c, "key-A", 5, 1000));
     CHECK(a.fd >= 0);
     progcache__flight f = PROGCACHE__FLIGHT_INIT;
-    CHECK_OK(progcache__flight_begin(&f, &owner, &waited, &buf, c, "key-A", 5, 50));
+    CHECK_OK(progcache__flight_begin(&f, &owner, &waited, &buf, NULL, c, "key-A", 5, 50));
     CHECK(owner == 1 && f.fd < 0 && waited >= 50);
     progcache__flight_end(&a);
     progcache_buf_free(&buf);

@@ -6,6 +6,7 @@
 
 #include "error.h"
 #include "sha256.h"
+#include "progcache/sys/store.h"
 
 /* The "scale" kernel of the cuda.core reference cache (its index's first
  * line), byte for byte, so keys and artifacts can be compared with it. */

@@ -26,6 +26,7 @@
 #include "error.h"
 #include "fs.h"
 #include "progcache/remote.h"
+#include "progcache/sys/store.h"
 
 static char *scratch;
 static char root[4096]; /* a cache directory of about 4000 bytes */

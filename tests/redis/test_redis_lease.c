@@ -39,44 +39,44 @@ static void test_ownership(void)
 {
     progcache_store *a = open_store(PROGCACHE_REDIS_SYNC_PUT);
     progcache_store *b = open_store(PROGCACHE_REDIS_SYNC_PUT);
-    progcache_redis_lease la = PROGCACHE_REDIS_LEASE_INIT, lb = PROGCACHE_REDIS_LEASE_INIT;
+    progcache_store_lease la = PROGCACHE_STORE_LEASE_INIT, lb = PROGCACHE_STORE_LEASE_INIT;
 
-    CHECK_OK(progcache_redis_lease_acquire(&la, a, "own", 3, 300));
+    CHECK_OK(progcache_store_lease_acquire(&la, a, "own", 3, 300));
     CHECK(la.held && strlen(la.token) == 32 && strlen(la.hash) == 64);
-    CHECK_OK(progcache_redis_lease_acquire(&lb, b, "own", 3, 300));
+    CHECK_OK(progcache_store_lease_acquire(&lb, b, "own", 3, 300));
     CHECK(!lb.held);
     CHECK(strcmp(la.token, lb.token) != 0);
 
     /* Renewed past its first expiry, it is still A's. */
-    CHECK_OK(progcache_redis_lease_renew(a, &la, 5000));
+    CHECK_OK(progcache_store_lease_renew(a, &la, 5000));
     test_sleep_ms(400);
     CHECK(lease_pttl("own") > 300);
-    CHECK_OK(progcache_redis_lease_acquire(&lb, b, "own", 3, 300));
+    CHECK_OK(progcache_store_lease_acquire(&lb, b, "own", 3, 300));
     CHECK(!lb.held);
 
     /* A release by someone whose token is not the owner's deletes nothing. */
-    progcache_redis_lease forged = la;
+    progcache_store_lease forged = la;
     memcpy(forged.token, lb.token, sizeof forged.token);
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_redis_lease_release(b, &forged));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_lease_release(b, &forged));
     CHECK(!forged.held);
     CHECK(lease_pttl("own") > 0);
     forged = la;
     forged.token[0] = forged.token[0] == 'a' ? 'b' : 'a';
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_redis_lease_renew(b, &forged, 100000));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_lease_renew(b, &forged, 100000));
     CHECK(!forged.held);
     CHECK(lease_pttl("own") <= 5000);
 
-    CHECK_OK(progcache_redis_lease_release(a, &la));
+    CHECK_OK(progcache_store_lease_release(a, &la));
     CHECK(!la.held);
     CHECK(lease_pttl("own") == -2);
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_redis_lease_release(a, &la));
-    CHECK_RC(PROGCACHE_EINVAL, progcache_redis_lease_renew(a, &la, 100));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_lease_release(a, &la));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_lease_renew(a, &la, 100));
 
     /* Now B can take it. A lease left to expire is lost: renew says so. */
-    CHECK_OK(progcache_redis_lease_acquire(&lb, b, "own", 3, 100));
+    CHECK_OK(progcache_store_lease_acquire(&lb, b, "own", 3, 100));
     CHECK(lb.held);
     test_sleep_ms(250);
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_redis_lease_renew(b, &lb, 1000));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_lease_renew(b, &lb, 1000));
     CHECK(!lb.held);
     progcache_store_free(a);
     progcache_store_free(b);
@@ -92,8 +92,8 @@ static void test_killed_owner(void)
     CHECK(pid >= 0);
     if (pid == 0) {
         progcache_store *a = open_store(PROGCACHE_REDIS_SYNC_PUT);
-        progcache_redis_lease la = PROGCACHE_REDIS_LEASE_INIT;
-        if (progcache_redis_lease_acquire(&la, a, "orphan", 6, 600) || !la.held)
+        progcache_store_lease la = PROGCACHE_STORE_LEASE_INIT;
+        if (progcache_store_lease_acquire(&la, a, "orphan", 6, 600) || !la.held)
             _exit(1);
         if (write(ready[1], "x", 1) != 1)
             _exit(1);
@@ -108,14 +108,14 @@ static void test_killed_owner(void)
     CHECK(waitpid(pid, NULL, 0) == pid);
 
     progcache_store *b = open_store(PROGCACHE_REDIS_SYNC_PUT);
-    progcache_redis_lease lb = PROGCACHE_REDIS_LEASE_INIT;
+    progcache_store_lease lb = PROGCACHE_STORE_LEASE_INIT;
     CHECK(lease_pttl("orphan") > 0);
-    CHECK_OK(progcache_redis_lease_acquire(&lb, b, "orphan", 6, 1000));
+    CHECK_OK(progcache_store_lease_acquire(&lb, b, "orphan", 6, 1000));
     CHECK(!lb.held);
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_redis_lease_wait(b, "orphan", 6, 30000));
-    CHECK_OK(progcache_redis_lease_acquire(&lb, b, "orphan", 6, 1000));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_lease_wait(b, "orphan", 6, 30000));
+    CHECK_OK(progcache_store_lease_acquire(&lb, b, "orphan", 6, 1000));
     CHECK(lb.held);
-    CHECK_OK(progcache_redis_lease_release(b, &lb));
+    CHECK_OK(progcache_store_lease_release(b, &lb));
     progcache_store_free(b);
 }
 
@@ -124,16 +124,16 @@ static void test_wait(void)
 {
     progcache_store *a = open_store(0); /* background puts: release must flush */
     progcache_store *b = open_store(PROGCACHE_REDIS_SYNC_PUT);
-    progcache_redis_lease la = PROGCACHE_REDIS_LEASE_INIT;
-    CHECK_OK(progcache_redis_lease_acquire(&la, a, "w", 1, 60000));
+    progcache_store_lease la = PROGCACHE_STORE_LEASE_INIT;
+    CHECK_OK(progcache_store_lease_acquire(&la, a, "w", 1, 60000));
     CHECK(la.held);
-    CHECK_RC(PROGCACHE_ETIMEOUT, progcache_redis_lease_wait(b, "w", 1, 200));
+    CHECK_RC(PROGCACHE_ETIMEOUT, progcache_store_lease_wait(b, "w", 1, 200));
 
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
         progcache_store *c = open_store(PROGCACHE_REDIS_SYNC_PUT);
-        int rc = progcache_redis_lease_wait(c, "w", 1, 60000);
+        int rc = progcache_store_lease_wait(c, "w", 1, 60000);
         progcache_buf buf = PROGCACHE_BUF_INIT;
         if (rc == PROGCACHE_OK)
             rc = progcache_store_get(&buf, c, "w", 1);
@@ -144,21 +144,21 @@ static void test_wait(void)
     }
     test_sleep_ms(200); /* let the child start waiting */
     CHECK_OK(progcache_store_put(a, "w", 1, "result", 6));
-    CHECK_OK(progcache_redis_lease_release(a, &la));
+    CHECK_OK(progcache_store_lease_release(a, &la));
     int status;
     CHECK(waitpid(pid, &status, 0) == pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    CHECK_OK(progcache_redis_lease_wait(b, "w", 1, 1000)); /* present: at once */
+    CHECK_OK(progcache_store_lease_wait(b, "w", 1, 1000)); /* present: at once */
 
     /* Release waits for the queued put: right after it returns, a large
      * value (slow to seal and send) is already in Redis. */
     size_t big_size = (size_t)48 << 20;
     char *big = calloc(1, big_size);
     CHECK(big != NULL);
-    CHECK_OK(progcache_redis_lease_acquire(&la, a, "big", 3, 60000));
+    CHECK_OK(progcache_store_lease_acquire(&la, a, "big", 3, 60000));
     CHECK(la.held);
     CHECK_OK(progcache_store_put(a, "big", 3, big, big_size));
-    CHECK_OK(progcache_redis_lease_release(a, &la));
+    CHECK_OK(progcache_store_lease_release(a, &la));
     char name[300];
     test_redis_name(name, sizeof name, "progcache:", "big", 3);
     const char *exists[] = {"EXISTS", name};
@@ -189,8 +189,8 @@ static int node(const char *dir, const char *key, int go_fd)
 
     int rc = progcache_get(&buf, cache, key, strlen(key)); /* file, then Redis */
     for (int tries = 0; rc == PROGCACHE_ENOTFOUND && tries < 50; tries++) {
-        progcache_redis_lease lease = PROGCACHE_REDIS_LEASE_INIT;
-        if (progcache_redis_lease_acquire(&lease, redis, key, strlen(key), 5000))
+        progcache_store_lease lease = PROGCACHE_STORE_LEASE_INIT;
+        if (progcache_store_lease_acquire(&lease, redis, key, strlen(key), 5000))
             return 13;
         if (lease.held) {
             const char *incr[] = {"INCR", "computations"};
@@ -198,12 +198,12 @@ static int node(const char *dir, const char *key, int go_fd)
             test_sleep_ms(300); /* compiling */
             if (progcache_put(cache, key, strlen(key), want, strlen(want)))
                 return 14;
-            if (progcache_redis_lease_release(redis, &lease))
+            if (progcache_store_lease_release(redis, &lease))
                 return 15;
             rc = progcache_get(&buf, cache, key, strlen(key));
             break;
         }
-        rc = progcache_redis_lease_wait(redis, key, strlen(key), 30000);
+        rc = progcache_store_lease_wait(redis, key, strlen(key), 30000);
         if (rc == PROGCACHE_OK)
             rc = progcache_get(&buf, cache, key, strlen(key));
         else if (rc != PROGCACHE_ENOTFOUND)

@@ -148,7 +148,7 @@ static void test_async_put(void)
         snprintf(key, sizeof key, "key-%d", i);
         CHECK_OK(progcache_store_put(s, key, strlen(key), key, strlen(key)));
     }
-    CHECK_OK(progcache_redis_flush(s));
+    CHECK_OK(progcache_store_flush(s));
     CHECK(counters(s).stores == 50);
     check_get(s, "key-49", 6, "key-49", 6);
     for (int i = 50; i < 100; i++) {
@@ -185,8 +185,8 @@ static void test_count_size_clear(void)
     }
     /* A lease under the prefix and a key matching the unescaped glob are
      * not entries. */
-    progcache_redis_lease lease = PROGCACHE_REDIS_LEASE_INIT;
-    CHECK_OK(progcache_redis_lease_acquire(&lease, s, "k0", 2, 60000));
+    progcache_store_lease lease = PROGCACHE_STORE_LEASE_INIT;
+    CHECK_OK(progcache_store_lease_acquire(&lease, s, "k0", 2, 60000));
     CHECK(lease.held);
     test_redis_set(&server, "globA[x]Z:other", "x", 1);
     CHECK_OK(progcache_store_count(&n, s));
@@ -214,8 +214,8 @@ static void test_read_only(void)
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_remove(r, "have", 4));
     CHECK_OK(progcache_store_clear(r));
     check_get(w, "have", 4, "old", 3);
-    progcache_redis_lease lease = PROGCACHE_REDIS_LEASE_INIT;
-    CHECK_RC(PROGCACHE_EREMOTE, progcache_redis_lease_acquire(&lease, r, "have", 4, 1000));
+    progcache_store_lease lease = PROGCACHE_STORE_LEASE_INIT;
+    CHECK_RC(PROGCACHE_EREMOTE, progcache_store_lease_acquire(&lease, r, "have", 4, 1000));
     CHECK(!lease.held);
     CHECK(counters(r).stores == 0);
     progcache_store_free(r);
@@ -419,7 +419,7 @@ static void test_max_artifact_size(void)
     opts.flags = 0;
     CHECK_OK(progcache_store_redis_new(&s, &opts));
     CHECK_OK(progcache_store_put(s, "async-big", 9, v, 5000));
-    CHECK_OK(progcache_redis_flush(s));
+    CHECK_OK(progcache_store_flush(s));
     CHECK(counters(s).store_errors == 1 && counters(s).stores == 0);
     test_redis_name(name, sizeof name, "max:", "async-big", 9);
     CHECK(test_redis_get(&server, name, &len) == NULL);
@@ -579,7 +579,7 @@ static void test_threads(void)
     }
     for (int i = 0; i < THREADS; i++)
         CHECK(pthread_join(t[i], NULL) == 0);
-    CHECK_OK(progcache_redis_flush(s));
+    CHECK_OK(progcache_store_flush(s));
     c = counters(s);
     CHECK(c.stores == THREADS * PER_THREAD && c.errors == 0);
     uint64_t n = 0;

@@ -62,9 +62,9 @@ static void test_down_at_start(void)
     CHECK(c.hits == 0 && c.misses == 0 && c.stores == 0);
     CHECK(elapsed < 5000);
 
-    progcache_redis_lease lease = PROGCACHE_REDIS_LEASE_INIT;
-    CHECK_RC(PROGCACHE_EREMOTE, progcache_redis_lease_acquire(&lease, s, "k", 1, 1000));
-    CHECK_RC(PROGCACHE_EREMOTE, progcache_redis_lease_wait(s, "k", 1, 1000));
+    progcache_store_lease lease = PROGCACHE_STORE_LEASE_INIT;
+    CHECK_RC(PROGCACHE_EREMOTE, progcache_store_lease_acquire(&lease, s, "k", 1, 1000));
+    CHECK_RC(PROGCACHE_EREMOTE, progcache_store_lease_wait(s, "k", 1, 1000));
     uint64_t n;
     CHECK_RC(PROGCACHE_EREMOTE, progcache_store_count(&n, s));
     CHECK(strstr(progcache_error_last(), "backing off") != NULL);
@@ -83,7 +83,7 @@ static void test_down_at_start(void)
     CHECK_OK(progcache_put(cache, "key", 3, "value", 5));
     CHECK_OK(progcache_get(&buf, cache, "key", 3));
     CHECK(buf.size == 5 && memcmp(buf.data, "value", 5) == 0);
-    CHECK_OK(progcache_redis_flush(remote));
+    CHECK_OK(progcache_store_flush(remote));
     c = counters(remote);
     CHECK(c.misses == 0 && c.stores == 0 && c.errors + c.skipped_backoff >= 2);
     progcache_buf_free(&buf);
@@ -232,7 +232,7 @@ static void warm_up(progcache_store *s)
 {
     for (int i = 0; i < 50; i++) {
         CHECK_OK(progcache_store_put(s, "k", 1, "v", 1));
-        CHECK_OK(progcache_redis_flush(s));
+        CHECK_OK(progcache_store_flush(s));
         if (get_rc(s, "k") == PROGCACHE_OK)
             return;
         test_sleep_ms(20);
@@ -271,12 +271,12 @@ static void test_stopped_server(void)
     for (int i = 0; i < 5; i++)
         CHECK_OK(progcache_store_put(async, "b", 1, "v", 1));
     double put_ms = test_now_ms() - t0;
-    CHECK_OK(progcache_redis_flush(async));
+    CHECK_OK(progcache_store_flush(async));
     c = counters(async);
     CHECK(c.stores == abase.stores && c.store_errors - abase.store_errors == 3);
     CHECK(c.timeouts - abase.timeouts == 3 && c.skipped_backoff - abase.skipped_backoff == 2);
     CHECK(put_ms < 1000);
-    CHECK_RC(PROGCACHE_EREMOTE, progcache_redis_lease_wait(s, "k", 1, 10000));
+    CHECK_RC(PROGCACHE_EREMOTE, progcache_store_lease_wait(s, "k", 1, 10000));
 
     test_redis_resume(&server);
     progcache_store_free(async);

@@ -367,7 +367,7 @@ static void verify(progcache_verify_result *res, seen *v, progcache_store *s, un
     o.on_foreign = note_foreign;
     o.ctx = v;
     progcache_verify_result r = PROGCACHE_VERIFY_RESULT_INIT;
-    CHECK_OK(progcache_file_verify(&r, s, &o));
+    CHECK_OK(progcache_file_verify(&r, progcache_store_as_file(s), &o));
     *res = r;
 }
 
@@ -449,7 +449,7 @@ static void test_admin_only_entries(void)
     po.older_than = 86400;
     po.max_size = 1;
     progcache_prune_result pr = PROGCACHE_PRUNE_RESULT_INIT;
-    CHECK_OK(progcache_file_prune(&pr, s, &po));
+    CHECK_OK(progcache_file_prune(&pr, progcache_store_as_file(s), &po));
     CHECK(pr.entries == 0);
     CHECK_OK(progcache_store_put(s, "k2", 2, value, sizeof value));
     CHECK_OK(progcache_store_clear(s));
@@ -479,7 +479,7 @@ static void test_admin_only_entries(void)
     oo.o.flags = 0;
     oo.o.on_entry = NULL;
     oo.o.ctx = NULL;
-    CHECK_OK(progcache_file_verify(&old.r, s, &oo.o));
+    CHECK_OK(progcache_file_verify(&old.r, progcache_store_as_file(s), &oo.o));
     CHECK(old.r.version == 1 && old.r.checked == 0);
     for (size_t i = offsetof(progcache_verify_result, foreign); i < sizeof old.raw; i++)
         CHECK(old.raw[i] == 0xAA);
@@ -573,7 +573,7 @@ static void test_seal_binds_key(void)
     char rel[FILE_REL_PATH_MAX];
     int shard;
     CHECK_OK(progcache__file_rel_path(rel, &shard, "key-c", 5));
-    CHECK_OK(progcache__file_put_rel(progcache__file_store_cast(s), rel, shard, "imported", 8));
+    CHECK_OK(progcache__file_put_rel(progcache_store_as_file(s), rel, shard, "imported", 8, NULL));
     CHECK(getxattr(c, FILE_SEAL_XATTR, seal, sizeof seal) == FILE_SEAL_SIZE && seal[0] == 2);
     CHECK_OK(progcache_store_get(&buf, s, "key-c", 5));
     CHECK(unlink(b) == 0 || errno == ENOENT);
@@ -969,7 +969,7 @@ static void test_max_artifact_size(void)
     CHECK(exists(path));
     char name[65];
     snprintf(name, sizeof name, "%.2s%s", path + strlen(dir) + 9, strrchr(path, '/') + 1);
-    CHECK_RC(PROGCACHE_ECORRUPT, progcache_file_read_entry(&buf, s, name));
+    CHECK_RC(PROGCACHE_ECORRUPT, progcache_file_read_entry(&buf, progcache_store_as_file(s), name));
     progcache_verify_result res;
     seen v;
     verify(&res, &v, s, PROGCACHE_VERIFY_FIX);

@@ -5,6 +5,7 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "progcache/sys/store.h"
 
 static progcache_store *new_store(uint64_t max_size)
 {

@@ -350,10 +350,11 @@ static int write_trailer(export_ctx *x)
 }
 
 int progcache__archive_args(file_store **fs, progcache_archive_result *out,
-                            progcache_store *store, const progcache_archive_options *opts,
+                            progcache_file *file, const progcache_archive_options *opts,
                             const char *fn)
 {
-    int rc = progcache__admin_store(fs, store, fn);
+    *fs = file;
+    int rc = progcache__admin_file(file, fn);
     if (rc)
         return rc;
     if (out && (out->version == 0 || out->version > PROGCACHE_ARCHIVE_RESULT_VERSION))
@@ -403,11 +404,11 @@ static int export_to(file_store *fs, int fd, const char *name,
     return rc;
 }
 
-int progcache_file_export_fd(progcache_archive_result *out, progcache_store *store, int fd,
+int progcache_file_export_fd(progcache_archive_result *out, progcache_file *file, int fd,
                              const char *name, const progcache_archive_options *opts)
 {
     file_store *fs;
-    int rc = progcache__archive_args(&fs, out, store, opts, "progcache_file_export_fd");
+    int rc = progcache__archive_args(&fs, out, file, opts, "progcache_file_export_fd");
     if (rc)
         return rc;
     if (fd < 0)
@@ -504,14 +505,14 @@ static const char *refused_kind(mode_t mode)
                            : "a socket";
 }
 
-int progcache_file_export(progcache_archive_result *out, progcache_store *store, const char *path,
+int progcache_file_export(progcache_archive_result *out, progcache_file *file, const char *path,
                           const progcache_archive_options *opts)
 {
     file_store *fs;
     if (!path || !*path)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_export: the archive path is "
                                                   "empty");
-    int rc = progcache__archive_args(&fs, out, store, opts, "progcache_file_export");
+    int rc = progcache__archive_args(&fs, out, file, opts, "progcache_file_export");
     if (rc)
         return rc;
     struct stat st;

@@ -54,7 +54,7 @@ int progcache__tar_make(unsigned char block[TAR_BLOCK], const char *name, uint64
  * (*fs), out and opts carry a known version; out is zeroed. fn names the
  * caller in messages. PROGCACHE_OK or PROGCACHE_EINVAL. */
 int progcache__archive_args(file_store **fs, progcache_archive_result *out,
-                            progcache_store *store, const progcache_archive_options *opts,
+                            progcache_file *file, const progcache_archive_options *opts,
                             const char *fn);
 
 #endif

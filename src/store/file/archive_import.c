@@ -368,7 +368,7 @@ static int import_from(file_store *fs, int fd, const char *name,
         progcache__buf_set_size(&data, (size_t)m->size);
         if ((rc = progcache__validate(&info, data.data, data.size, 1)))
             break;
-        if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size)))
+        if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size, NULL)))
             break;
         out->entries++;
         out->bytes += m->size;
@@ -391,12 +391,12 @@ static int import_from(file_store *fs, int fd, const char *name,
     return rc;
 }
 
-int progcache_file_import_fd(progcache_archive_result *out, progcache_store *store, int fd,
+int progcache_file_import_fd(progcache_archive_result *out, progcache_file *file, int fd,
                              const char *name, const progcache_archive_options *opts)
 {
     file_store *fs;
     progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
-    int rc = progcache__archive_args(&fs, out, store, opts, "progcache_file_import_fd");
+    int rc = progcache__archive_args(&fs, out, file, opts, "progcache_file_import_fd");
     if (rc)
         return rc;
     if (fd < 0)
@@ -405,7 +405,7 @@ int progcache_file_import_fd(progcache_archive_result *out, progcache_store *sto
                        out ? out : &local);
 }
 
-int progcache_file_import(progcache_archive_result *out, progcache_store *store, const char *path,
+int progcache_file_import(progcache_archive_result *out, progcache_file *file, const char *path,
                           const progcache_archive_options *opts)
 {
     file_store *fs;
@@ -413,7 +413,7 @@ int progcache_file_import(progcache_archive_result *out, progcache_store *store,
     if (!path || !*path)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_import: the archive path is "
                                                   "empty");
-    int rc = progcache__archive_args(&fs, out, store, opts, "progcache_file_import");
+    int rc = progcache__archive_args(&fs, out, file, opts, "progcache_file_import");
     if (rc)
         return rc;
     if (fs->flags & PROGCACHE_FILE_READONLY)

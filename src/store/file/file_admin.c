@@ -26,17 +26,14 @@
 #include "store/file/file_stats.h"
 #include "artifact/validate.h"
 
-int progcache__admin_store(file_store **out, progcache_store *store, const char *fn)
+int progcache__admin_file(const progcache_file *file, const char *fn)
 {
-    *out = progcache__file_store_cast(store);
-    if (*out)
-        return PROGCACHE_OK;
-    if (!store)
-        return progcache__error(PROGCACHE_EINVAL, "%s: store is NULL", fn);
-    return progcache__error(PROGCACHE_EINVAL,
-                            "%s: the \"%s\" store is not a cache directory; open one with "
-                            "progcache_store_file_new",
-                            fn, store->name ? store->name : "unnamed");
+    if (!file)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: the cache directory is NULL; open one with "
+                                "progcache_file_open (or progcache_store_as_file on a store)",
+                                fn);
+    return PROGCACHE_OK;
 }
 
 /* ---- walking ------------------------------------------------------------ */
@@ -226,11 +223,11 @@ static int foreach_visit(void *ctx, file_walk_item *item)
     return f->fn(f->ctx, item->entry);
 }
 
-int progcache_file_foreach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
+int progcache_file_foreach(progcache_file *file, unsigned int flags, progcache_entry_fn fn,
                            void *ctx)
 {
-    file_store *fs;
-    int rc = progcache__admin_store(&fs, store, "progcache_file_foreach");
+    file_store *fs = file;
+    int rc = progcache__admin_file(file, "progcache_file_foreach");
     if (rc)
         return rc;
     if (!fn)
@@ -242,10 +239,10 @@ int progcache_file_foreach(progcache_store *store, unsigned int flags, progcache
     return progcache__file_walk(fs, flags, foreach_visit, &f);
 }
 
-int progcache_file_read_entry(progcache_buf *out, progcache_store *store, const char *name)
+int progcache_file_read_entry(progcache_buf *out, progcache_file *file, const char *name)
 {
-    file_store *fs;
-    int rc = progcache__admin_store(&fs, store, "progcache_file_read_entry");
+    file_store *fs = file;
+    int rc = progcache__admin_file(file, "progcache_file_read_entry");
     if (rc)
         return rc;
     if (!out)
@@ -310,8 +307,8 @@ static int verify_visit(void *ctx, file_walk_item *item)
     char other[17];
     v->out->checked++;
     if (e->data)
-        seal = progcache__file_seal_check(item->fd, e->name, e->data, (size_t)e->size, &whole,
-                                          other);
+        seal = progcache__file_seal_check(item->fd, e->name, e->data, (size_t)e->size, NULL,
+                                          &whole, other);
     if (e->error) {
         snprintf(v->why, sizeof v->why, "%s", e->error);
         /* Too large to read here is not damage: another process may allow
@@ -470,12 +467,12 @@ static int verify_others(verify_ctx *v)
     return rc;
 }
 
-int progcache_file_verify(progcache_verify_result *out, progcache_store *store,
+int progcache_file_verify(progcache_verify_result *out, progcache_file *file,
                           const progcache_verify_options *opts)
 {
     progcache_verify_options o;
-    file_store *fs;
-    int rc = progcache__admin_store(&fs, store, "progcache_file_verify");
+    file_store *fs = file;
+    int rc = progcache__admin_file(file, "progcache_file_verify");
     if (rc)
         return rc;
     if (!out || out->version == 0 || out->version > PROGCACHE_VERIFY_RESULT_VERSION)
@@ -519,11 +516,11 @@ void progcache_prune_options_init(progcache_prune_options *opts)
     opts->version = PROGCACHE_PRUNE_OPTIONS_VERSION;
 }
 
-int progcache_file_prune(progcache_prune_result *out, progcache_store *store,
+int progcache_file_prune(progcache_prune_result *out, progcache_file *file,
                          const progcache_prune_options *opts)
 {
-    file_store *fs;
-    int rc = progcache__admin_store(&fs, store, "progcache_file_prune");
+    file_store *fs = file;
+    int rc = progcache__admin_file(file, "progcache_file_prune");
     if (rc)
         return rc;
     if (!opts || opts->version == 0 || opts->version > PROGCACHE_PRUNE_OPTIONS_VERSION)

@@ -26,6 +26,6 @@ typedef int (*file_walk_fn)(void *ctx, file_walk_item *item);
 int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, void *ctx);
 
 /* The file store behind store, or PROGCACHE_EINVAL naming the function. */
-int progcache__admin_store(file_store **out, progcache_store *store, const char *fn);
+int progcache__admin_file(const progcache_file *file, const char *fn);
 
 #endif

@@ -289,49 +289,27 @@ int progcache__stats_zero(progcache__stats *stats)
     return PROGCACHE_OK;
 }
 
-/* ---- public: statistics of a bare store --------------------------------- */
+/* ---- the file store's statistics ops (progcache/sys/store.h) ------------- */
 
-progcache__stats *progcache__store_stats(progcache_store *store)
+PROGCACHE_HOT
+static void file_stats_record(progcache_store *store, progcache_stat stat, uint64_t n)
 {
-    file_store *fs = progcache__file_store_cast(store);
-    return fs ? fs->stats : NULL;
+    progcache__stats_add(((file_store *)store)->stats, (progcache__counter)stat, n);
 }
 
-void progcache_stats_init(progcache_stats *stats)
+static int file_stats_get(progcache_stats *out, progcache_store *store)
 {
-    if (!stats)
-        return;
-    memset(stats, 0, sizeof *stats);
-    stats->version = PROGCACHE_STATS_VERSION;
-}
-
-int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
-{
-    if (!out || !store)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_store_stats_get: %s is NULL",
-                                out ? "store" : "out");
-    if (out->version == 0 || out->version > PROGCACHE_STATS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_stats.version is %u; set it with PROGCACHE_STATS_INIT "
-                                "or progcache_stats_init()",
-                                out->version);
-    progcache__stats_read(out, progcache__store_stats(store));
-    if (!progcache__file_store_cast(store))
-        return PROGCACHE_OK;
+    progcache__stats_read(out, ((file_store *)store)->stats);
     int rc = store->count(&out->entries, store);
     if (!rc)
         rc = store->total_size(&out->total_size, store);
     return rc;
 }
 
-int progcache_store_stats_reset(progcache_store *store)
+static int file_stats_reset(progcache_store *store)
 {
-    if (!store)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_store_stats_reset: store is NULL");
-    if (!progcache__file_store_cast(store))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "cannot reset statistics: the \"%s\" store keeps none (only a "
-                                "cache directory has statistics)",
-                                store->name ? store->name : "unnamed");
-    return progcache__stats_zero(progcache__store_stats(store));
+    return progcache__stats_zero(((file_store *)store)->stats);
 }
+
+const progcache_store_stats_ops progcache__file_stats_ops = {
+    PROGCACHE_STORE_STATS_OPS_VERSION, file_stats_record, file_stats_get, file_stats_reset, NULL};

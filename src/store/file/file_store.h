@@ -1,6 +1,7 @@
-/* Internal: the file store's state, shared by store_file.c (get, put,
- * remove, open), store_file_account.c (size accounting and eviction) and
- * the admin functions that walk a cache directory. */
+/* Internal: the file store's state (the cache directory), shared by the
+ * files of store/file/ and by nothing else: the layers above reach a cache
+ * directory through the store vtable (progcache/sys/store.h) or the public
+ * progcache_file calls (progcache/file.h). */
 #ifndef PROGCACHE_STORE_FILE_H
 #define PROGCACHE_STORE_FILE_H
 
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "error.h" /* PROGCACHE_PRINTF, PROGCACHE_COLD */
+#include "progcache/file.h"
 #include "progcache/sys/store.h"
 
 #define FILE_SHARDS 256
@@ -32,7 +34,10 @@ typedef struct file_state {
     } shard[FILE_SHARDS];
 } file_state;
 
-typedef struct file_store {
+/* progcache_file (progcache/file.h) is this struct: a cache directory is a
+ * store whose vtable is base. */
+typedef struct progcache_file file_store;
+struct progcache_file {
     progcache_store base;
     char *root;  /* as given */
     int root_fd; /* the cache directory, held open for *at() calls */
@@ -50,7 +55,7 @@ typedef struct file_store {
     pthread_mutex_t evict_mutex; /* one eviction pass per process at a time */
     uid_t euid;     /* entries owned by anyone else are not trusted ... */
     gid_t root_gid; /* ... unless SHARED_GROUP and of the directory's group */
-} file_store;
+};
 
 /* The seal of an entry: the extended attribute FILE_SEAL_XATTR, written on
  * the temp file before the rename so content and seal are published
@@ -71,6 +76,11 @@ typedef struct file_store {
 #define FILE_SEAL_FORMAT 2
 #define FILE_SEAL_SIZE 42
 #define FILE_SEAL_WHOLE 0x01u
+/* The entry has records (progcache_entry_meta), in the extended attribute
+ * FILE_RECORDS_XATTR, and the digest covers them: SHA-256(tag, name, the
+ * records' length as 8 bytes little-endian, the records, the bytes). */
+#define FILE_SEAL_RECORDS 0x02u
+#define FILE_RECORDS_XATTR "user.progcache.records"
 /* The digest's domain-separation tag: 16 ASCII characters and a NUL. */
 #define FILE_SEAL_TAG "progcache.seal.2"
 #define FILE_SEAL_TAG_SIZE 17
@@ -78,10 +88,11 @@ typedef struct file_store {
 /* An entry's name: the 64 lowercase hex digits of SHA-256(key). */
 #define FILE_NAME_LEN 64
 
-/* Seal the bytes just written to fd as the entry named name (best effort:
- * a file system without user xattrs gets no seal). */
+/* Seal the bytes just written to fd as the entry named name, with meta's
+ * records if any (best effort: a file system without user xattrs gets no
+ * seal, one without room for the records an entry without them). */
 void progcache__file_seal(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
-                          size_t size);
+                          size_t size, const progcache_entry_meta *meta);
 
 /* What progcache__file_seal_check found. */
 enum {
@@ -94,9 +105,11 @@ enum {
 /* Check data, read from fd, against fd's seal for the entry named name.
  * *whole is set to 1 on a match when the writer found a whole artifact.
  * When other is not NULL and the result is FILE_SEAL_OTHER, it receives
- * the 16 hex digits the other entry's name starts with (17 bytes). */
+ * the 16 hex digits the other entry's name starts with (17 bytes). With
+ * meta, the entry's records are read into meta->records (left empty when
+ * the result is not FILE_SEAL_MATCH). */
 int progcache__file_seal_check(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
-                               size_t size, int *whole, char *other);
+                               size_t size, progcache_entry_meta *meta, int *whole, char *other);
 
 /* Names the file store creates (store_file_names.c); it removes nothing
  * else. An entry file: 62 lowercase hex digits. A shard directory: 2. A
@@ -116,11 +129,30 @@ int progcache__is_hex(const char *s, size_t n);
 int progcache__file_rel_path(char out[FILE_REL_PATH_MAX], int *shard, const void *key,
                              size_t key_len);
 
-/* The store's get. *sealed (when not NULL) is set to 1 when the bytes
- * matched the seal progcache stored with them and the writer found them to
- * be a whole artifact: a caller need not check their structure again. */
-int progcache__file_get(progcache_buf *out, file_store *fs, const void *key, size_t key_len,
-                        int *sealed);
+/* The entry's 64-digit name from its rel path ("entries/ab/cdef..."). */
+void progcache__file_name_of_rel(char name[FILE_NAME_LEN], const char *rel);
+
+/* The store's get (file_get.c). With meta: kind, seal state (the bytes
+ * matched the seal stored with them, and were a whole artifact: a caller
+ * need not check their structure again) and records. */
+int progcache__file_get(progcache_buf *out, progcache_entry_meta *meta, file_store *fs,
+                        const void *key, size_t key_len);
+
+/* The vtable's members (file_get.c, file_put.c). */
+int progcache__file_vget(progcache_buf *out, progcache_store *store, const void *key,
+                         size_t key_len);
+int progcache__file_vget_meta(progcache_buf *out, progcache_entry_meta *meta,
+                              progcache_store *store, const void *key, size_t key_len);
+int progcache__file_vput(progcache_store *store, const void *key, size_t key_len,
+                         const void *data, size_t size);
+int progcache__file_vput_meta(progcache_store *store, const void *key, size_t key_len,
+                              const void *data, size_t size, const progcache_entry_meta *meta);
+int progcache__file_vremove(progcache_store *store, const void *key, size_t key_len);
+
+/* " (the disk is full: ...)": what to do about errnum, or "". */
+const char *progcache__file_errno_hint(int errnum);
+/* tmp/'s mode: 0700, or 02770 for a group-shared cache. */
+mode_t progcache__file_tmp_mode(const file_store *fs);
 
 /* Accounting (store_file_account.c). */
 int progcache__file_state_open(file_store *fs);
@@ -158,14 +190,12 @@ int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
 typedef int (*file_entry_fn)(void *ctx, int shard, const char *name, const struct stat *st);
 int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void *ctx);
 
-/* The file store behind store, or NULL when store is another kind. */
-file_store *progcache__file_store_cast(progcache_store *store);
-
-/* Store data as the entry at rel ("entries/ab/<62 hex>", shard 0xab) through
- * the same temp -> fsync -> rename path as a put (import uses it: an
- * archive names entries by hash, not by key). */
+/* Store data (with meta's records, meta may be NULL) as the entry at rel
+ * ("entries/ab/<62 hex>", shard 0xab) through the same temp -> fsync ->
+ * rename path as a put (import uses it: an archive names entries by hash,
+ * not by key). */
 int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const void *data,
-                            size_t size);
+                            size_t size, const progcache_entry_meta *meta);
 
 /* Remove least recently used entries (oldest atime first) until the total
  * is at most max_bytes (UINT64_MAX: no size bound), and every entry last

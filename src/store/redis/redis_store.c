@@ -40,6 +40,7 @@
 #include "error.h"
 #include "sha256.h"
 #include "progcache/remote.h"
+#include "progcache/sys/store.h"
 #include "store/redis/envelope.h"
 #include "store/redis/put_queue.h"
 #include "store/redis/redis_config.h"
@@ -74,6 +75,9 @@ typedef struct failure {
 } failure;
 
 static void redis_free(progcache_store *store);
+static int redis_flush(progcache_store *store);
+static const progcache_store_stats_ops redis_stats_ops;
+static const progcache_store_lease_ops redis_lease_ops;
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -791,17 +795,32 @@ int progcache_store_redis_new(progcache_store **out, const progcache_redis_optio
     s->base.count = redis_count;
     s->base.total_size = redis_total_size;
     s->base.free = redis_free;
+    s->base.flags = PROGCACHE_STORE_SHARED;
+    s->base.flush = redis_flush;
+    s->base.stats = &redis_stats_ops;
+    s->base.lease = &redis_lease_ops;
     *out = &s->base;
     return PROGCACHE_OK;
 }
 
-int progcache_redis_flush(progcache_store *store)
+static int redis_flush(progcache_store *store)
 {
-    redis_store *s = as_redis(store);
-    if (!s)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_redis_flush: not a Redis store (NULL or another kind)");
-    progcache__put_queue_flush(s->queue); /* NULL-safe */
+    progcache__put_queue_flush(as_redis(store)->queue); /* NULL-safe */
+    return PROGCACHE_OK;
+}
+
+/* The five counts the cache folds into its home tier's statistics. Calls
+ * skipped while backing off and puts dropped from a full queue are
+ * failures of the tier as much as errors are. */
+static int redis_counters(progcache_store_counters *out, const progcache_store *store)
+{
+    progcache_redis_counters c = PROGCACHE_REDIS_COUNTERS_INIT;
+    progcache__redis_counters_fill(&c, &as_redis(store)->health);
+    out->hits = c.hits;
+    out->misses = c.misses;
+    out->errors = c.errors + c.skipped_backoff + c.dropped;
+    out->stores = c.stores;
+    out->rejected = c.rejected;
     return PROGCACHE_OK;
 }
 
@@ -856,10 +875,10 @@ static int lease_args(redis_store **s, progcache_store *store, const char *fn)
     return PROGCACHE_OK;
 }
 
-int progcache_redis_lease_acquire(progcache_redis_lease *out, progcache_store *store,
+static int redis_lease_acquire(progcache_store_lease *out, progcache_store *store,
                                   const void *key, size_t key_len, unsigned int lease_ms)
 {
-    static const char fn[] = "progcache_redis_lease_acquire";
+    static const char fn[] = "progcache_store_lease_acquire";
     redis_store *s;
     char name[NAME_SIZE], px[16];
     unsigned char token[16];
@@ -894,7 +913,7 @@ int progcache_redis_lease_acquire(progcache_redis_lease *out, progcache_store *s
 
 /* Run a lease script on (lease name, token, arg); the integer it returns,
  * or -1 with the error set. */
-static long long lease_script(redis_store *s, const char *script, const progcache_redis_lease *l,
+static long long lease_script(redis_store *s, const char *script, const progcache_store_lease *l,
                               const char *arg, const char *fn)
 {
     char name[NAME_SIZE];
@@ -912,10 +931,10 @@ static long long lease_script(redis_store *s, const char *script, const progcach
     return v;
 }
 
-int progcache_redis_lease_renew(progcache_store *store, progcache_redis_lease *lease,
+static int redis_lease_renew(progcache_store *store, progcache_store_lease *lease,
                                 unsigned int lease_ms)
 {
-    static const char fn[] = "progcache_redis_lease_renew";
+    static const char fn[] = "progcache_store_lease_renew";
     redis_store *s;
     char px[16];
     if (!lease || !lease->held || !lease_ms)
@@ -933,9 +952,9 @@ int progcache_redis_lease_renew(progcache_store *store, progcache_redis_lease *l
     return v ? PROGCACHE_OK : PROGCACHE_ENOTFOUND;
 }
 
-int progcache_redis_lease_release(progcache_store *store, progcache_redis_lease *lease)
+static int redis_lease_release(progcache_store *store, progcache_store_lease *lease)
 {
-    static const char fn[] = "progcache_redis_lease_release";
+    static const char fn[] = "progcache_store_lease_release";
     redis_store *s;
     char channel[NAME_SIZE];
     if (!lease)
@@ -1012,10 +1031,10 @@ static void sleep_ms(unsigned int ms)
         ;
 }
 
-int progcache_redis_lease_wait(progcache_store *store, const void *key, size_t key_len,
+static int redis_lease_wait(progcache_store *store, const void *key, size_t key_len,
                                unsigned int timeout_ms)
 {
-    static const char fn[] = "progcache_redis_lease_wait";
+    static const char fn[] = "progcache_store_lease_wait";
     redis_store *s;
     char hex[HEX_LEN + 1], entry[NAME_SIZE], lease[NAME_SIZE], channel[NAME_SIZE];
     failure f;
@@ -1076,3 +1095,10 @@ int progcache_redis_lease_wait(progcache_store *store, const void *key, size_t k
     redisFree(sub);
     return rc;
 }
+
+static const progcache_store_stats_ops redis_stats_ops = {
+    PROGCACHE_STORE_STATS_OPS_VERSION, NULL, NULL, NULL, redis_counters};
+
+static const progcache_store_lease_ops redis_lease_ops = {
+    PROGCACHE_STORE_LEASE_OPS_VERSION, redis_lease_acquire, redis_lease_renew,
+    redis_lease_release, redis_lease_wait};

@@ -26,48 +26,12 @@ int progcache_store_redis_new(progcache_store **out, const progcache_redis_optio
     return unavailable("progcache_store_redis_new");
 }
 
-int progcache_redis_flush(progcache_store *store)
-{
-    (void)store;
-    return unavailable("progcache_redis_flush");
-}
 
 int progcache_redis_counters_get(progcache_redis_counters *out, const progcache_store *store)
 {
     (void)out;
     (void)store;
     return unavailable("progcache_redis_counters_get");
-}
-
-int progcache_redis_lease_acquire(progcache_redis_lease *out, progcache_store *store,
-                                  const void *key, size_t key_len, unsigned int lease_ms)
-{
-    (void)store, (void)key, (void)key_len, (void)lease_ms;
-    if (out)
-        out->held = 0;
-    return unavailable("progcache_redis_lease_acquire");
-}
-
-int progcache_redis_lease_renew(progcache_store *store, progcache_redis_lease *lease,
-                                unsigned int lease_ms)
-{
-    (void)store, (void)lease, (void)lease_ms;
-    return unavailable("progcache_redis_lease_renew");
-}
-
-int progcache_redis_lease_release(progcache_store *store, progcache_redis_lease *lease)
-{
-    (void)store;
-    if (lease)
-        lease->held = 0;
-    return unavailable("progcache_redis_lease_release");
-}
-
-int progcache_redis_lease_wait(progcache_store *store, const void *key, size_t key_len,
-                               unsigned int timeout_ms)
-{
-    (void)store, (void)key, (void)key_len, (void)timeout_ms;
-    return unavailable("progcache_redis_lease_wait");
 }
 
 #else

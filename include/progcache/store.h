@@ -1,0 +1,286 @@
+/*
+ * progcache/store.h - stores: where the bytes of a cache live.
+ *
+ * A store maps arbitrary key bytes to artifact bytes. progcache ships three:
+ * the cache directory (progcache/file.h, cuda.core's layout), an in-process
+ * memory store (below) and a Redis store (progcache/remote.h). A cache
+ * (progcache/cache.h) stacks stores into tiers, top (fastest) first:
+ *
+ *     memory tier  ->  home directory  ->  remote tier
+ *
+ * The home directory is the cache's own record; tiers above it hold copies
+ * of what it holds, tiers below it are shared with other machines. This
+ * header is for using a store on its own; a backend of your own is written
+ * against progcache/sys/store.h.
+ */
+#ifndef PROGCACHE_STORE_H
+#define PROGCACHE_STORE_H
+
+#include "artifact.h"
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct progcache_store progcache_store;
+
+/* ===========================================================================
+ * What a store knows about an entry besides its bytes
+ * ======================================================================== */
+
+/* Whether the bytes a get returned are the ones that were put under that
+ * key, as far as the store could check. */
+typedef enum progcache_seal_state {
+    /* The store keeps no integrity record for these bytes, or did not
+     * check it (entries cuda.core wrote; PROGCACHE_FILE_NO_VERIFY; a store
+     * that checks nothing): check what matters yourself. */
+    PROGCACHE_SEAL_NONE = 0,
+    /* The bytes matched the record written with them, for this key. */
+    PROGCACHE_SEAL_MATCHED = 1,
+    /* Matched, and the writer found them to be a whole artifact of their
+     * kind: their structure need not be checked again. */
+    PROGCACHE_SEAL_WHOLE = 2
+} progcache_seal_state;
+
+/*
+ * progcache_entry_meta : what travels with an entry besides its bytes.
+ * The struct is the caller's (start from PROGCACHE_ENTRY_META_INIT); records
+ * live in memory released by progcache_entry_meta_release(). A get with
+ * metadata fills it (replacing what it held; its memory is reused); a put
+ * with metadata stores kind and records with the bytes.
+ */
+typedef struct progcache_entry_meta {
+    unsigned int version; /* PROGCACHE_ENTRY_META_VERSION */
+
+    /* What the bytes are, as the store (or the writer) found them;
+     * PROGCACHE_KIND_UNKNOWN when nobody looked. */
+    progcache_kind kind;
+    /* Set by a get: see progcache_seal_state. Ignored by a put. */
+    progcache_seal_state seal;
+    /* Tagged records kept with the entry and covered by its integrity
+     * record where the store has one: each is a 32-bit tag, a 32-bit
+     * length (both little-endian) and that many bytes. Add and find them
+     * with the functions below. A store that cannot keep records returns
+     * none. */
+    progcache_buf records;
+} progcache_entry_meta;
+
+#define PROGCACHE_ENTRY_META_VERSION 1
+#define PROGCACHE_ENTRY_META_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_ENTRY_META_VERSION)
+
+/* Record tags: values below 0x10000 are progcache's; use others for your
+ * own. */
+#define PROGCACHE_RECORD_LOWERED_NAMES 1u /* name expressions and their lowered names */
+#define PROGCACHE_RECORD_HEADERS 2u       /* the headers a compile read */
+
+/* Largest records of one entry, all together: 1 MiB. */
+#define PROGCACHE_RECORDS_MAX ((size_t)1 << 20)
+
+/*
+ * progcache_entry_meta_add() : append a record (tag, len bytes of data).
+ * A tag may appear more than once; find returns the first.
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL (meta NULL, data NULL with
+ *         len > 0, the records would pass PROGCACHE_RECORDS_MAX);
+ *         PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_entry_meta_add(progcache_entry_meta *meta, uint32_t tag,
+                                           const void *data, size_t len);
+
+/*
+ * progcache_entry_meta_find() : the first record with tag.
+ * @param data [out] borrowed from meta, valid until meta changes.
+ * @param len  [out] its length.
+ * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND (no such record, or records
+ *         that are not well formed); PROGCACHE_EINVAL.
+ */
+PROGCACHE_API int progcache_entry_meta_find(const unsigned char **data, size_t *len,
+                                            const progcache_entry_meta *meta, uint32_t tag);
+
+/* progcache_entry_meta_clear() : forget kind, seal and records (keeping
+ * the memory for reuse). NULL-safe. */
+PROGCACHE_API void progcache_entry_meta_clear(progcache_entry_meta *meta);
+
+/* progcache_entry_meta_release() : free the records and reset meta to
+ * PROGCACHE_ENTRY_META_INIT. NULL-safe. */
+PROGCACHE_API void progcache_entry_meta_release(progcache_entry_meta *meta);
+
+/* ===========================================================================
+ * Calling a store
+ * ======================================================================== */
+
+/*
+ * These check their arguments (NULL store or key,
+ * key_len 0, NULL data with size > 0 give PROGCACHE_EINVAL) and call
+ * through the vtable.
+ *
+ * progcache_store_get() : copy the value of key into out (reusing out's
+ *   memory). PROGCACHE_ENOTFOUND on a miss.
+ * progcache_store_put() : store (replace) the value of key. When put
+ *   returns PROGCACHE_OK the value is readable by every process using the
+ *   store (and, for the file store, on disk).
+ * progcache_store_remove() : delete key. PROGCACHE_ENOTFOUND if absent
+ *   (for the file store also when something other than a regular file is
+ *   at the key's path: that is left alone).
+ * progcache_store_clear() : delete every entry (for the file store: the
+ *   regular files named as entries, and stale temp files; nothing else).
+ * progcache_store_count() / progcache_store_total_size() : entries and
+ *   bytes stored now (the file store reads these from its accounting, not
+ *   a scan; they may lag other processes' writes by a moment).
+ */
+PROGCACHE_API int progcache_store_get(progcache_buf *out, progcache_store *store,
+                                      const void *key, size_t key_len);
+PROGCACHE_API int progcache_store_put(progcache_store *store, const void *key, size_t key_len,
+                                      const void *data, size_t size);
+PROGCACHE_API int progcache_store_remove(progcache_store *store, const void *key,
+                                         size_t key_len);
+PROGCACHE_API int progcache_store_clear(progcache_store *store);
+PROGCACHE_API int progcache_store_count(uint64_t *out, progcache_store *store);
+PROGCACHE_API int progcache_store_total_size(uint64_t *out, progcache_store *store);
+
+/* progcache_store_free() : release a store. NULL-safe. */
+PROGCACHE_API void progcache_store_free(progcache_store *store);
+
+/*
+ * progcache_store_get_meta() : progcache_store_get(), also filling meta
+ * (kind, seal state, records). A store that keeps no metadata gives kind
+ * UNKNOWN, PROGCACHE_SEAL_NONE and no records.
+ * progcache_store_put_meta() : progcache_store_put(), keeping meta's kind
+ * and records with the bytes (a store that cannot keep them stores the
+ * bytes alone). meta NULL: none.
+ * progcache_store_flush() : wait until writes the store queued have been
+ * done (or have failed): PROGCACHE_OK at once for a store that queues
+ * nothing.
+ */
+PROGCACHE_API int progcache_store_get_meta(progcache_buf *out, progcache_entry_meta *meta,
+                                           progcache_store *store, const void *key,
+                                           size_t key_len);
+PROGCACHE_API int progcache_store_put_meta(progcache_store *store, const void *key,
+                                           size_t key_len, const void *data, size_t size,
+                                           const progcache_entry_meta *meta);
+PROGCACHE_API int progcache_store_flush(progcache_store *store);
+
+/*
+ * progcache_store_counters : what a store has done since it was created, in
+ * this process (a remote tier's view; the home directory keeps persistent
+ * statistics instead: progcache/stats.h). The caller sets version
+ * (PROGCACHE_STORE_COUNTERS_INIT).
+ */
+typedef struct progcache_store_counters {
+    unsigned int version; /* PROGCACHE_STORE_COUNTERS_VERSION */
+    uint64_t hits;     /* gets that returned a value */
+    uint64_t misses;   /* gets that found none */
+    uint64_t errors;   /* calls that failed, or were not attempted because the
+                          store was unavailable, and writes dropped */
+    uint64_t stores;   /* values written */
+    uint64_t rejected; /* values read that failed the store's checks */
+} progcache_store_counters;
+
+#define PROGCACHE_STORE_COUNTERS_VERSION 1
+#define PROGCACHE_STORE_COUNTERS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_STORE_COUNTERS_VERSION)
+
+/*
+ * progcache_store_counters_get() : a snapshot of store's counters.
+ * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND (the store keeps none; no
+ *         message); PROGCACHE_EINVAL.
+ */
+PROGCACHE_API int progcache_store_counters_get(progcache_store_counters *out,
+                                               const progcache_store *store);
+
+/* ===========================================================================
+ * Leases: one compile per key across machines
+ *
+ * When several machines miss the same key at once, one computes it and the
+ * others wait for its result. A shared tier that offers leases (the Redis
+ * store does; docs/REMOTE.md gives the protocol) is used by the cache like
+ * this:
+ *
+ *   local miss, remote miss
+ *   loop:
+ *     acquire(lease)                held -> compile, put, release; done
+ *     wait(key)  PROGCACHE_OK       -> get from the store: a hit; done
+ *                PROGCACHE_ENOTFOUND -> the owner gave up or died: loop
+ *                anything else      -> compile without the lease; done
+ *
+ * A lease expires on its own after lease_ms, so a machine that dies while
+ * compiling holds nobody up for longer than that; an owner that compiles
+ * for longer renews it.
+ * ======================================================================== */
+
+/* A lease as its taker holds it. Plain data. */
+typedef struct progcache_store_lease {
+    int held;       /* 1 while this caller owns the lease */
+    char token[33]; /* the random owner token (hex) */
+    char hash[65];  /* hex SHA-256 of the key */
+} progcache_store_lease;
+
+#define PROGCACHE_STORE_LEASE_INIT {0, {0}, {0}}
+
+/*
+ * progcache_store_lease_acquire() : try to become the machine that computes
+ * key. Does not wait.
+ * @param out      [out] out->held is 1 when the lease is now ours, 0 when
+ *                 another machine holds it.
+ * @param lease_ms how long the lease lasts unless renewed or released
+ *                 (> 0).
+ * @return PROGCACHE_OK (out->held says which); PROGCACHE_EINVAL;
+ *         PROGCACHE_ENOTFOUND: the store offers no leases (no message);
+ *         PROGCACHE_EREMOTE: the store could not be asked (unreachable,
+ *         backing off, read-only); compute without the lease.
+ *
+ * progcache_store_lease_renew() : extend a held lease to lease_ms from now,
+ * only if it is still ours. PROGCACHE_OK; PROGCACHE_ENOTFOUND: it is no
+ * longer ours (lease->held is now 0); PROGCACHE_EINVAL; PROGCACHE_EREMOTE.
+ *
+ * progcache_store_lease_release() : give up a lease after storing the value
+ * (or after failing to compute it). Waits for the store's queued writes
+ * first, so the value is there before anyone is told; then deletes the
+ * lease if it is still ours and wakes the waiters. lease->held is 0
+ * afterwards. PROGCACHE_OK; PROGCACHE_ENOTFOUND (not ours any more);
+ * PROGCACHE_EREMOTE (it will expire on its own).
+ *
+ * progcache_store_lease_wait() : wait while another machine holds key's
+ * lease, at most timeout_ms. PROGCACHE_OK: the entry exists now (get it);
+ * PROGCACHE_ENOTFOUND: no entry and no lease (the owner failed or died:
+ * try to acquire again); PROGCACHE_ETIMEOUT; PROGCACHE_EINVAL;
+ * PROGCACHE_EREMOTE.
+ */
+PROGCACHE_API int progcache_store_lease_acquire(progcache_store_lease *out,
+                                                progcache_store *store, const void *key,
+                                                size_t key_len, unsigned int lease_ms);
+PROGCACHE_API int progcache_store_lease_renew(progcache_store *store,
+                                              progcache_store_lease *lease,
+                                              unsigned int lease_ms);
+PROGCACHE_API int progcache_store_lease_release(progcache_store *store,
+                                                progcache_store_lease *lease);
+PROGCACHE_API int progcache_store_lease_wait(progcache_store *store, const void *key,
+                                             size_t key_len, unsigned int timeout_ms);
+
+/* ===========================================================================
+ * The memory store: an in-process LRU with a byte cap
+ * ======================================================================== */
+
+typedef struct progcache_memory_options {
+    unsigned int version; /* PROGCACHE_MEMORY_OPTIONS_VERSION */
+    /* Byte cap over all values; 0: 64 MiB. A value larger than the cap is
+     * not kept (put succeeds; the next get misses). */
+    uint64_t max_size;
+} progcache_memory_options;
+
+#define PROGCACHE_MEMORY_OPTIONS_VERSION 1
+#define PROGCACHE_MEMORY_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_MEMORY_OPTIONS_VERSION)
+PROGCACHE_API void progcache_memory_options_init(progcache_memory_options *opts);
+
+/*
+ * progcache_store_memory_new() : a new, empty memory store. Thread-safe; a
+ * hit costs no system call.
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL or PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_store_memory_new(progcache_store **out,
+                                             const progcache_memory_options *opts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PROGCACHE_STORE_H */

@@ -1,0 +1,226 @@
+/* The file store's write path: temp file in tmp/ -> write -> seal ->
+ * fsync -> rename into the shard -> fsync the shard directory. rename is
+ * atomic, so a reader sees the old entry or the new one, never a torn one;
+ * the two fsyncs make a completed put survive power loss. */
+#include "store/file/file_store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "fs.h"
+
+const char *progcache__file_errno_hint(int errnum)
+{
+    switch (errnum) {
+    case ENOSPC:
+    case EDQUOT: return " (the disk is full: free space or set a size cap)";
+    case EROFS: return " (read-only file system: choose another cache directory)";
+    case EACCES:
+    case EPERM: return " (no permission: choose another directory or fix its permissions)";
+    case ENOTDIR: return " (a path component is a file, not a directory)";
+    default: return "";
+    }
+}
+
+static int put_error(file_store *fs, int errnum, const char *what, const char *where)
+{
+    int code = progcache__code_from_errno(errnum);
+    char why[160];
+    /* EFBIG: refused before the write (progcache__fs_write_full), as
+     * crossing the file size limit would kill the process; the message
+     * gives the limit. */
+    return progcache__error(code, "cannot %s %s/%s: %s%s", what, fs->root, where,
+                            progcache__fs_strerror(why, sizeof why, errnum),
+                            progcache__file_errno_hint(errnum));
+}
+
+mode_t progcache__file_tmp_mode(const file_store *fs)
+{
+    return (fs->flags & PROGCACHE_FILE_SHARED_GROUP) ? 02770 : 0700;
+}
+
+/* Open tmp/, recreating it if someone removed it since open. */
+static int open_tmp_dir(file_store *fs)
+{
+    int fd = progcache__fs_open_dir(fs->root_fd, "tmp");
+    if (fd < 0 && errno == ENOENT) {
+        if (progcache__fs_mkdirat(fs->root_fd, "tmp", progcache__file_tmp_mode(fs)) != 0)
+            return -1;
+        fd = progcache__fs_open_dir(fs->root_fd, "tmp");
+    }
+    return fd;
+}
+
+/* Open the shard directory of rel ("entries/ab/..."), creating entries/ and
+ * the shard if missing. *created tells the caller to fsync entries/ too. */
+static int open_shard_dir(file_store *fs, const char *rel, int *created)
+{
+    char shard[11];
+    memcpy(shard, rel, 10);
+    shard[10] = '\0';
+    *created = 0;
+    int fd = progcache__fs_open_dir(fs->root_fd, shard);
+    if (fd >= 0 || errno != ENOENT)
+        return fd;
+    if (progcache__fs_mkdirat(fs->root_fd, "entries", 0777) != 0 ||
+        progcache__fs_mkdirat(fs->root_fd, shard, 0777) != 0)
+        return -1;
+    *created = 1;
+    return progcache__fs_open_dir(fs->root_fd, shard);
+}
+
+static int fsync_dir(int dirfd, const char *path)
+{
+    int fd = progcache__fs_open_dir(dirfd, path);
+    if (fd < 0)
+        return -1;
+    int rc = progcache__fs_fsync(fd);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
+int progcache__file_vput_meta(progcache_store *store, const void *key, size_t key_len,
+                              const void *data, size_t size, const progcache_entry_meta *meta)
+{
+    char rel[FILE_REL_PATH_MAX];
+    int shard = 0;
+    int rc = progcache__file_rel_path(rel, &shard, key, key_len);
+    if (rc)
+        return rc;
+    return progcache__file_put_rel((file_store *)store, rel, shard, data, size, meta);
+}
+
+int progcache__file_vput(progcache_store *store, const void *key, size_t key_len,
+                         const void *data, size_t size)
+{
+    return progcache__file_vput_meta(store, key, key_len, data, size, NULL);
+}
+
+int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const void *data,
+                            size_t size, const progcache_entry_meta *meta)
+{
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot put",
+                                fs->root);
+    if ((uint64_t)size > fs->max_artifact_size)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "cannot store %zu bytes in cache %s: more than max_artifact_size "
+                                "(%llu bytes); raise max_artifact_size (progcache_file_options or "
+                                "progcache_options) to store larger artifacts",
+                                size, fs->root, (unsigned long long)fs->max_artifact_size);
+    int rc;
+    const int sync = !(fs->flags & PROGCACHE_FILE_NO_FSYNC);
+    char tmp_name[64];
+    int tmp_fd = -1, fd = -1, shard_fd = -1, created = 0, have_tmp = 0;
+
+    tmp_fd = open_tmp_dir(fs);
+    if (tmp_fd < 0) {
+        rc = put_error(fs, errno, "open temp directory", "tmp");
+        goto done;
+    }
+    /* Private to the writer until the rename publishes it (cuda.core does
+     * the same), so nobody can read or swap a half-written entry. */
+    fd = progcache__fs_create_temp(tmp_fd, "entry-",
+                                   (fs->flags & PROGCACHE_FILE_SHARED_GROUP) ? 0640 : 0600,
+                                   tmp_name, sizeof tmp_name);
+    if (fd < 0) {
+        rc = put_error(fs, errno, "create a temp file in", "tmp");
+        goto done;
+    }
+    have_tmp = 1;
+    char tmp_rel[80];
+    snprintf(tmp_rel, sizeof tmp_rel, "tmp/%s", tmp_name);
+    if (progcache__fs_write_full(fd, data, size) != 0) {
+        rc = put_error(fs, errno, "write temp file", tmp_rel);
+        goto done;
+    }
+    /* The seal (and the records it covers) travels with the inode, so the
+     * rename publishes bytes, records and seal at once. */
+    char name[FILE_NAME_LEN];
+    progcache__file_name_of_rel(name, rel);
+    progcache__file_seal(fd, name, data, size, meta);
+    if (sync && progcache__fs_fsync(fd) != 0) {
+        rc = put_error(fs, errno, "fsync temp file", tmp_rel);
+        goto done;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        rc = put_error(fs, errno, "close temp file", tmp_rel);
+        goto done;
+    }
+    fd = -1;
+
+    shard_fd = open_shard_dir(fs, rel, &created);
+    if (shard_fd < 0) {
+        rc = put_error(fs, errno, "open shard directory for", rel);
+        goto done;
+    }
+    /* Size of the entry being replaced, for the accounting delta. A racing
+     * writer can make this slightly off; eviction passes re-measure. */
+    struct stat old;
+    int replaced = fstatat(shard_fd, rel + 11, &old, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   S_ISREG(old.st_mode);
+    if (progcache__fs_renameat(tmp_fd, tmp_name, shard_fd, rel + 11) != 0) {
+        rc = put_error(fs, errno, "rename temp file into", rel);
+        goto done;
+    }
+    have_tmp = 0;
+    if (sync && (progcache__fs_fsync(shard_fd) != 0 ||
+                 (created && fsync_dir(fs->root_fd, "entries") != 0))) {
+        /* The entry is in place and readable; only its durability across
+         * a power loss is in doubt. Report it: the caller asked for it. */
+        rc = put_error(fs, errno, "fsync directory of", rel);
+        progcache__file_account(fs, shard, (int64_t)size - (replaced ? old.st_size : 0),
+                                replaced ? 0 : 1);
+        goto done;
+    }
+    progcache__file_account(fs, shard, (int64_t)size - (replaced ? old.st_size : 0),
+                            replaced ? 0 : 1);
+    rc = PROGCACHE_OK;
+    if (fs->max_size)
+        (void)progcache__file_evict_if_needed(fs); /* the put itself succeeded */
+done:
+    if (fd >= 0)
+        close(fd);
+    if (have_tmp)
+        (void)unlinkat(tmp_fd, tmp_name, 0);
+    if (tmp_fd >= 0)
+        close(tmp_fd);
+    if (shard_fd >= 0)
+        close(shard_fd);
+    return rc;
+}
+
+int progcache__file_vremove(progcache_store *store, const void *key, size_t key_len)
+{
+    file_store *fs = (file_store *)store;
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot remove",
+                                fs->root);
+    char rel[FILE_REL_PATH_MAX];
+    int shard = 0;
+    int rc = progcache__file_rel_path(rel, &shard, key, key_len);
+    if (rc)
+        return rc;
+    /* Only an entry is removed: what is not a regular file at an entry's
+     * path was not made by a put, and is a miss to get as well (`progcache
+     * verify --fix` removes such things, and says so). */
+    struct stat st;
+    if (fstatat(fs->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return PROGCACHE_ENOTFOUND;
+    if (progcache__fs_unlinkat(fs->root_fd, rel, 0) != 0) {
+        if (errno == ENOENT)
+            return PROGCACHE_ENOTFOUND;
+        return put_error(fs, errno, "remove", rel);
+    }
+    progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
+    return PROGCACHE_OK;
+}
+

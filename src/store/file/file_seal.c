@@ -1,0 +1,136 @@
+/* The seal of an entry (docs/FORMAT.md, "The seal"): the extended
+ * attribute that binds an entry's bytes, and the records kept with them,
+ * to the entry's name, so that a flipped bit, a torn file or an entry
+ * copied to another key's path is never served. Written on the temp file
+ * before the rename, so bytes, records and seal are published at once. */
+#include "store/file/file_store.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "buf.h"
+#include "error.h"
+#include "sha256.h"
+#include "artifact/validate.h"
+
+/* The digest of a seal: SHA-256 over the tag and the entry's name, then,
+ * when the entry has records, their length (8 bytes, little-endian) and
+ * the records, then the bytes; one pass over the bytes. */
+PROGCACHE_HOT
+static int seal_digest(unsigned char out[PROGCACHE_SHA256_SIZE], const char name[FILE_NAME_LEN],
+                       const progcache_buf *records, const unsigned char *data, size_t size)
+{
+    unsigned char prefix[FILE_SEAL_TAG_SIZE + FILE_NAME_LEN];
+    memcpy(prefix, FILE_SEAL_TAG, FILE_SEAL_TAG_SIZE); /* with its NUL */
+    memcpy(prefix + FILE_SEAL_TAG_SIZE, name, FILE_NAME_LEN);
+    if (!records || !records->size)
+        return progcache__sha256_two(out, prefix, sizeof prefix, data, size);
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++)
+        len[i] = (unsigned char)((uint64_t)records->size >> (8 * i));
+    progcache__sha256 *ctx = progcache__sha256_new();
+    if (!ctx)
+        return PROGCACHE_ENOMEM;
+    int rc = progcache__sha256_update(ctx, prefix, sizeof prefix);
+    if (!rc)
+        rc = progcache__sha256_update(ctx, len, sizeof len);
+    if (!rc)
+        rc = progcache__sha256_update(ctx, records->data, records->size);
+    if (!rc)
+        rc = progcache__sha256_update(ctx, data, size);
+    if (rc) {
+        progcache__sha256_free(ctx);
+        return rc;
+    }
+    return progcache__sha256_final(ctx, out);
+}
+
+/* The first 8 bytes of the name's digest, from its first 16 hex digits. */
+PROGCACHE_HOT
+static void name_prefix(unsigned char out[8], const char name[FILE_NAME_LEN])
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (unsigned char)(progcache__hex_digit(name[2 * i]) << 4 |
+                                 progcache__hex_digit(name[2 * i + 1]));
+}
+
+void progcache__file_seal(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
+                          size_t size, const progcache_entry_meta *meta)
+{
+    const progcache_buf *records = meta && meta->records.size ? &meta->records : NULL;
+    /* Records first: the seal is what vouches for them, so a seal that says
+     * "records" must never be there without them. A file system that
+     * cannot hold them (no user xattrs, or too little room for them) gets
+     * the entry without records. */
+    if (records && fsetxattr(fd, FILE_RECORDS_XATTR, records->data, records->size, 0) != 0)
+        records = NULL;
+    unsigned char seal[FILE_SEAL_SIZE];
+    if (seal_digest(seal + 10, name, records, data, size) != PROGCACHE_OK)
+        return;
+    progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
+    (void)progcache__validate(&info, data, size, 0); /* no names: cannot fail */
+    seal[0] = FILE_SEAL_FORMAT;
+    seal[1] = (unsigned char)((info.valid ? FILE_SEAL_WHOLE : 0) |
+                              (records ? FILE_SEAL_RECORDS : 0));
+    name_prefix(seal + 2, name);
+    (void)fsetxattr(fd, FILE_SEAL_XATTR, seal, sizeof seal, 0);
+}
+
+/* Read the records xattr into records (reusing its memory). 0, or -1 when
+ * they cannot be read (missing, too large, out of memory). */
+static int read_records(int fd, progcache_buf *records)
+{
+    ssize_t n = fgetxattr(fd, FILE_RECORDS_XATTR, NULL, 0);
+    if (n < 0 || (size_t)n > PROGCACHE_RECORDS_MAX ||
+        progcache__buf_reserve(records, (size_t)n) != PROGCACHE_OK)
+        return -1;
+    ssize_t got = fgetxattr(fd, FILE_RECORDS_XATTR, records->data, (size_t)n);
+    if (got != n)
+        return -1; /* changed between the two reads: a writer is not us */
+    progcache__buf_set_size(records, (size_t)n);
+    return 0;
+}
+
+PROGCACHE_HOT
+int progcache__file_seal_check(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
+                               size_t size, progcache_entry_meta *meta, int *whole, char *other)
+{
+    /* One byte more than a seal of ours, so that a longer value (a future
+     * format) is read, and told apart, rather than failing with ERANGE. */
+    unsigned char seal[FILE_SEAL_SIZE + 1], got[PROGCACHE_SHA256_SIZE], prefix[8];
+    *whole = 0;
+    ssize_t n = fgetxattr(fd, FILE_SEAL_XATTR, seal, sizeof seal);
+    /* None, an older format that bound no name (32 or 33 bytes), or one
+     * this version does not know: nothing to check the bytes against. */
+    if (n != FILE_SEAL_SIZE || seal[0] != FILE_SEAL_FORMAT)
+        return FILE_SEAL_NONE;
+    name_prefix(prefix, name);
+    if (memcmp(seal + 2, prefix, sizeof prefix) != 0) {
+        if (other)
+            progcache__hex(other, seal + 2, 8);
+        return FILE_SEAL_OTHER;
+    }
+    progcache_buf own = PROGCACHE_BUF_INIT, *records = NULL;
+    if (seal[1] & FILE_SEAL_RECORDS) {
+        /* Read into the caller's meta, or, when it wants none, a buffer of
+         * our own: the digest covers them either way. */
+        records = meta ? &meta->records : &own;
+        if (read_records(fd, records) != 0) {
+            progcache_buf_free(&own);
+            if (meta)
+                meta->records.size = 0;
+            return FILE_SEAL_CHANGED;
+        }
+    }
+    int rc = seal_digest(got, name, records, data, size);
+    progcache_buf_free(&own);
+    if (rc != PROGCACHE_OK || memcmp(seal + 10, got, sizeof got) != 0) {
+        if (meta)
+            meta->records.size = 0;
+        return FILE_SEAL_CHANGED;
+    }
+    *whole = (seal[1] & FILE_SEAL_WHOLE) != 0;
+    return FILE_SEAL_MATCH;
+}
