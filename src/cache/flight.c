@@ -10,23 +10,11 @@
 
 #include "cache/cache.h"
 #include "cache/cache_stats.h"
+#include "clock.h"
 #include "error.h"
 #include "fs.h"
 #include "sha256.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(unsigned int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 /* 1: locked; 0: someone else holds it; -1: locking is unavailable. */
 static int try_lock(int fd, uint64_t slot)
@@ -83,7 +71,7 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
     int fd = open_lock_file(cache);
     if (fd < 0)
         return PROGCACHE_OK;
-    double start = now_ms();
+    double start = progcache__clock_ms();
     unsigned int pause = 1;
     int contended = 0;
     for (;;) {
@@ -102,33 +90,33 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
             if (rc == PROGCACHE_ENOTFOUND) {
                 /* This host's turn: now the other nodes sharing a remote
                  * tier. Waiting for them counts as waiting too. */
-                double before = now_ms();
+                double before = progcache__clock_ms();
                 rc = progcache__flight_remote(f, owner, out, meta, cache, key, key_len, timeout_ms);
-                if (*owner == 0 || now_ms() - before > 1.0)
+                if (*owner == 0 || progcache__clock_ms() - before > 1.0)
                     contended = 1;
             } else if (rc == PROGCACHE_OK) {
                 *owner = 0;
             }
             if (contended)
-                *waited_ms = now_ms() - start;
+                *waited_ms = progcache__clock_ms() - start;
             if (*owner == 0 || rc != PROGCACHE_OK)
                 progcache__flight_end(f);
             return rc == PROGCACHE_ENOTFOUND ? PROGCACHE_OK : rc;
         }
         /* Someone is computing this key: poll for its result, backing off
          * from 1 ms to 25 ms (a compile takes tens of ms at the least). */
-        if (now_ms() - start > (double)timeout_ms) {
+        if (progcache__clock_ms() - start > (double)timeout_ms) {
             close(fd);
-            *waited_ms = now_ms() - start;
+            *waited_ms = progcache__clock_ms() - start;
             return PROGCACHE_OK;
         }
         contended = 1;
-        sleep_ms(pause);
+        progcache__sleep_ms(pause);
         pause = pause * 2 > 25 ? 25 : pause * 2;
         int rc = progcache__cache_get_quiet(out, meta, cache, key, key_len);
         if (rc != PROGCACHE_ENOTFOUND) {
             close(fd);
-            *waited_ms = now_ms() - start;
+            *waited_ms = progcache__clock_ms() - start;
             if (rc == PROGCACHE_OK)
                 *owner = 0;
             return rc;

@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "cache/cache.h"
 #include "cache/cache_stats.h"
+#include "clock.h"
 #include "error.h"
 #include "store/store.h"
 
@@ -72,8 +73,7 @@ int progcache__flight_remote(progcache__flight *f, int *owner, progcache_buf *ou
     progcache_store *store = progcache__cache_lease_tier(cache);
     if (!store)
         return PROGCACHE_OK;
-    struct timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    double start = progcache__clock_ms();
     for (;;) {
         progcache_store_lease lease = PROGCACHE_STORE_LEASE_INIT;
         if (progcache_store_lease_acquire(&lease, store, key, key_len, LEASE_MS) != PROGCACHE_OK)
@@ -84,9 +84,7 @@ int progcache__flight_remote(progcache__flight *f, int *owner, progcache_buf *ou
                 (void)progcache_store_lease_release(store, &lease);
             return PROGCACHE_OK;
         }
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long long spent = (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000;
+        long long spent = (long long)(progcache__clock_ms() - start);
         if (spent >= (long long)timeout_ms)
             return PROGCACHE_OK;
         int rc = progcache_store_lease_wait(store, key, key_len, timeout_ms - (unsigned)spent);

@@ -18,19 +18,16 @@
 
 #include "artifact/expect.h"
 #include "buf.h"
+#include "clock.h"
 #include "cache/async_put.h"
 #include "cache/cache_stats.h"
 #include "cache/flight.h"
 #include "driver.h"
 #include "error.h"
+#include "key/key_options.h"
+#include "options.h"
 #include "progcache/cuda.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 void progcache_program_init(progcache_program *program)
 {
@@ -150,13 +147,13 @@ static int compile_and_store(progcache_program_result *out, progcache *cache,
         out->status = PROGCACHE_STATUS_MISS;
         out->healed = 1;
     }
-    double t = now_ms();
+    double t = progcache__clock_ms();
     int rc = progcache_nvrtc_compile(&out->artifact, &out->log, NULL, &program->nvrtc);
-    out->compile_ms += now_ms() - t;
+    out->compile_ms += progcache__clock_ms() - t;
     if (rc || !cache)
         goto done;
 
-    t = now_ms();
+    t = progcache__clock_ms();
     if (program->flags & PROGCACHE_PROGRAM_ASYNC_STORE) {
         /* The background put takes the compile lock over and drops it once
          * the entry exists, so no waiter wakes to an empty cache. */
@@ -173,7 +170,7 @@ static int compile_and_store(progcache_program_result *out, progcache *cache,
         if (has_v2(out))
             out->stored = !put || progcache__cache_holds(cache, out->key, sizeof out->key);
     }
-    out->store_ms += now_ms() - t;
+    out->store_ms += progcache__clock_ms() - t;
 done:
     progcache__flight_end(&flight);
     return rc;
@@ -222,7 +219,7 @@ static int load(progcache_program_result *out, const progcache_program *program,
         return rc;
     const char *kernel = program->kernel;
     const char *target = progcache_target_name(program->nvrtc.target);
-    double t = now_ms();
+    double t = progcache__clock_ms();
     CUresult r;
     if (program->flags & PROGCACHE_PROGRAM_MODULE_API) {
         r = api->cuModuleLoadData(&out->module, out->artifact.data);
@@ -265,7 +262,7 @@ static int load(progcache_program_result *out, const progcache_program *program,
         }
     }
 done:
-    out->load_ms += now_ms() - t;
+    out->load_ms += progcache__clock_ms() - t;
     if (rc) {
         *refused = image_refused(r);
         unload(api, out);
@@ -288,11 +285,6 @@ static int check_args(progcache_program_result *out, const progcache_program *pr
                                 "progcache_program_result_release() on it first");
     if (!program)
         return progcache__error(PROGCACHE_EINVAL, "progcache_compile_or_load: program is NULL");
-    if (program->version != PROGCACHE_PROGRAM_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_compile_or_load: program->version is %u, expected %u "
-                                "(start from PROGCACHE_PROGRAM_INIT)",
-                                program->version, PROGCACHE_PROGRAM_VERSION);
     if (program->nvrtc.target == PROGCACHE_TARGET_LTOIR &&
         !(program->flags & PROGCACHE_PROGRAM_NO_LOAD))
         return progcache__error(PROGCACHE_EINVAL,
@@ -342,24 +334,37 @@ static void reset(progcache_program_result *out)
     }
 }
 
+/* The program struct's size in each version, for progcache__options_load. */
+static const size_t program_size[] = {0, sizeof(progcache_program)};
+
 PROGCACHE_HOT
 int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
                               const progcache_program *program)
 {
-    int rc = check_args(out, program);
+    /* The caller's program, as this library's version of the struct: an
+     * older caller's keeps the defaults for what it did not know. */
+    progcache_program p;
+    progcache_program_init(&p);
+    int rc = progcache__options_load(&p, program, program_size, PROGCACHE_PROGRAM_VERSION,
+                                     "progcache_compile_or_load", "progcache_program");
+    if (!rc && program)
+        rc = progcache__key_options_load(&p.nvrtc, &program->nvrtc, "progcache_compile_or_load");
+    if (!rc)
+        rc = check_args(out, program ? &p : NULL);
     if (rc)
         return rc;
+    program = &p;
     reset(out);
     /* What the tier that hit knows of the bytes: the seal state, which
      * spares a whole structure check. */
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
 
-    double t = now_ms();
+    double t = progcache__clock_ms();
     rc = progcache_key_nvrtc(out->key, &program->nvrtc);
-    out->key_ms = now_ms() - t;
+    out->key_ms = progcache__clock_ms() - t;
     if (rc)
         goto done;
-    t = now_ms();
+    t = progcache__clock_ms();
     int have = 0;
     if (!cache) {
         out->status = PROGCACHE_STATUS_DISABLED;
@@ -377,12 +382,12 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
                                       program->nvrtc.target, meta.seal == PROGCACHE_SEAL_WHOLE,
                                       out->heal_reason,
                                       sizeof out->heal_reason)) {
-            out->lookup_ms = now_ms() - t;
+            out->lookup_ms = progcache__clock_ms() - t;
             rc = heal(out, cache, program);
             goto loaded_or_not;
         }
     }
-    out->lookup_ms = now_ms() - t;
+    out->lookup_ms = progcache__clock_ms() - t;
     if (!have)
         rc = compile_and_store(out, cache, program);
 

@@ -6,6 +6,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "error.h"
+#include "key/key_options.h"
 #include "progcache/cuda.h"
 
 /* How much of NVRTC's log fits in the last-error message (error.c keeps
@@ -48,11 +49,6 @@ static int compile_failed(nvrtcResult r, const char *name, const char *log, size
 
 static int check_program(const progcache_key_nvrtc_options *p)
 {
-    if (p->version != PROGCACHE_KEY_NVRTC_OPTIONS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_nvrtc_compile: program->version is %u, expected %u "
-                                "(start from PROGCACHE_KEY_NVRTC_OPTIONS_INIT)",
-                                p->version, PROGCACHE_KEY_NVRTC_OPTIONS_VERSION);
     if (!p->source)
         return progcache__error(PROGCACHE_EINVAL, "progcache_nvrtc_compile: source is NULL");
     if (p->target != PROGCACHE_TARGET_CUBIN && p->target != PROGCACHE_TARGET_PTX &&
@@ -175,9 +171,13 @@ int progcache_nvrtc_compile(progcache_buf *out, progcache_buf *log, progcache_bu
     if (!out || !program)
         return progcache__error(PROGCACHE_EINVAL, "progcache_nvrtc_compile: %s is NULL",
                                 out ? "program" : "out");
-    int rc = check_program(program);
+    progcache_key_nvrtc_options loaded;
+    int rc = progcache__key_options_load(&loaded, program, "progcache_nvrtc_compile");
+    if (!rc)
+        rc = check_program(&loaded);
     if (rc)
         return rc;
+    program = &loaded;
 
     const char *name = program->name ? program->name : "default_program";
     char *source_copy = NULL;

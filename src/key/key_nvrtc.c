@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "options.h"
 #include "key/key_options.h"
 #include "sha256.h"
 
@@ -125,14 +126,20 @@ static int field_count(progcache__sha256 *h, const char *label, size_t n)
 
 /* ---- the key ------------------------------------------------------------- */
 
+/* The struct's size in each version, for progcache__options_load. */
+static const size_t key_options_size[] = {0, sizeof(progcache_key_nvrtc_options)};
+
+int progcache__key_options_load(progcache_key_nvrtc_options *dst,
+                                const progcache_key_nvrtc_options *src, const char *fn)
+{
+    progcache_key_nvrtc_options_init(dst);
+    return progcache__options_load(dst, src, key_options_size,
+                                   PROGCACHE_KEY_NVRTC_OPTIONS_VERSION, fn,
+                                   "progcache_key_nvrtc_options");
+}
+
 static int check_args(const progcache_key_nvrtc_options *o)
 {
-    if (o->version == 0 || o->version > PROGCACHE_KEY_NVRTC_OPTIONS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_key_nvrtc: options version %u is not supported "
-                                "(this library knows 1 to %d); start from "
-                                "PROGCACHE_KEY_NVRTC_OPTIONS_INIT",
-                                o->version, PROGCACHE_KEY_NVRTC_OPTIONS_VERSION);
     if (!o->source)
         return progcache__error(PROGCACHE_EINVAL, "progcache_key_nvrtc: source is NULL");
     if (!progcache_target_name(o->target))
@@ -248,8 +255,11 @@ int progcache_key_nvrtc(unsigned char out[PROGCACHE_KEY_SIZE],
 
     if (!out || !opts)
         return progcache__error(PROGCACHE_EINVAL, "progcache_key_nvrtc: out or opts is NULL");
-    if ((rc = check_args(opts)))
+    progcache_key_nvrtc_options o;
+    if ((rc = progcache__key_options_load(&o, opts, "progcache_key_nvrtc")) ||
+        (rc = check_args(&o)))
         return rc;
+    opts = &o;
     /* An empty digest is still a digest, as in cuda.core (b"" is not None). */
     if ((rc = progcache__key_check_options(opts->options, opts->num_options, opts->name,
                                            opts->extra_digest != NULL)))

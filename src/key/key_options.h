@@ -1,8 +1,11 @@
-/* Internal: which NVRTC option strings make a key unsafe. */
+/* Internal: which NVRTC option strings make a key unsafe, and loading a
+ * caller's key options. */
 #ifndef PROGCACHE_KEY_OPTIONS_H
 #define PROGCACHE_KEY_OPTIONS_H
 
 #include <stddef.h>
+
+#include "progcache/key.h"
 
 /* What an NVRTC option string means for the cache key. */
 typedef enum progcache__option_kind {
@@ -23,5 +26,11 @@ progcache__option_kind progcache__option_classify(const char *option, const char
  *         exactly as given and says what to do). */
 int progcache__key_check_options(const char *const *options, size_t num_options,
                                  const char *name, int have_digest);
+
+/* Load a caller's key options (any version up to the current one; fields
+ * an older caller did not know keep their defaults) into dst. fn names the
+ * caller in messages. PROGCACHE_OK or PROGCACHE_EINVAL. */
+int progcache__key_options_load(progcache_key_nvrtc_options *dst,
+                                const progcache_key_nvrtc_options *src, const char *fn);
 
 #endif

@@ -8,7 +8,12 @@
  *
  * Everything that can be done outside the lock is: hashing, allocating and
  * filling a new entry before a put takes the lock, and freeing replaced or
- * evicted entries after it releases it. */
+ * evicted entries after it releases it.
+ *
+ * An entry keeps its metadata too (progcache_entry_meta: kind, records and
+ * the seal state the put was given): bytes held in the process's own
+ * memory cannot change under it, so what the tier below had checked about
+ * them when they were copied up stays true. */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -16,6 +21,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "error.h"
+#include "options.h"
 #include "progcache/sys/store.h"
 
 #define DEFAULT_MAX_SIZE (UINT64_C(64) << 20)
@@ -27,7 +33,12 @@ typedef struct entry {
     uint64_t hash;
     size_t key_len;
     size_t size;
-    unsigned char bytes[]; /* key_len key bytes, then size value bytes */
+    size_t records_len;
+    progcache_kind kind;
+    progcache_seal_state seal;
+    /* key_len key bytes, then size value bytes, then records_len bytes of
+     * records */
+    unsigned char bytes[];
 } entry;
 
 typedef struct memory_store {
@@ -40,6 +51,9 @@ typedef struct memory_store {
     uint64_t max_size;
     entry lru; /* sentinel: lru.next is the most recent, lru.prev the least */
 } memory_store;
+
+/* The options struct's size in each version, for progcache__options_load. */
+static const size_t options_size[] = {0, sizeof(progcache_memory_options)};
 
 void progcache_memory_options_init(progcache_memory_options *opts)
 {
@@ -131,13 +145,26 @@ static void maybe_grow(memory_store *m)
     m->mask = mask;
 }
 
-static int memory_get(progcache_buf *out, progcache_store *store, const void *key,
-                      size_t key_len)
+/* Copy n bytes into buf (reusing its memory). */
+static int copy_out(progcache_buf *buf, const unsigned char *bytes, size_t n)
+{
+    int rc = progcache__buf_reserve(buf, n);
+    if (rc == PROGCACHE_OK) {
+        if (n)
+            memcpy(buf->data, bytes, n);
+        progcache__buf_set_size(buf, n);
+    }
+    return rc;
+}
+
+static int memory_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcache_store *store,
+                           const void *key, size_t key_len)
 {
     memory_store *m = (memory_store *)store;
     uint64_t hash = hash_key(key, key_len);
     int rc = PROGCACHE_ENOTFOUND;
 
+    progcache_entry_meta_clear(meta);
     pthread_mutex_lock(&m->lock);
     entry *e = *find_slot(m, hash, key, key_len);
     if (e) {
@@ -145,15 +172,21 @@ static int memory_get(progcache_buf *out, progcache_store *store, const void *ke
         lru_push_front(m, e);
         /* Copied under the lock: the entry may be replaced or evicted as
          * soon as it is released. */
-        rc = progcache__buf_reserve(out, e->size);
-        if (rc == PROGCACHE_OK) {
-            if (e->size)
-                memcpy(out->data, e->bytes + e->key_len, e->size);
-            progcache__buf_set_size(out, e->size);
+        rc = copy_out(out, e->bytes + e->key_len, e->size);
+        if (rc == PROGCACHE_OK && meta) {
+            meta->kind = e->kind;
+            meta->seal = e->seal;
+            rc = copy_out(&meta->records, e->bytes + e->key_len + e->size, e->records_len);
         }
     }
     pthread_mutex_unlock(&m->lock);
     return rc;
+}
+
+static int memory_get(progcache_buf *out, progcache_store *store, const void *key,
+                      size_t key_len)
+{
+    return memory_get_meta(out, NULL, store, key, key_len);
 }
 
 static int memory_remove(progcache_store *store, const void *key, size_t key_len)
@@ -174,10 +207,11 @@ static int memory_remove(progcache_store *store, const void *key, size_t key_len
     return PROGCACHE_OK;
 }
 
-static int memory_put(progcache_store *store, const void *key, size_t key_len,
-                      const void *data, size_t size)
+static int memory_put_meta(progcache_store *store, const void *key, size_t key_len,
+                           const void *data, size_t size, const progcache_entry_meta *meta)
 {
     memory_store *m = (memory_store *)store;
+    size_t records_len = meta ? meta->records.size : 0;
 
     /* A value above the cap would evict everything and still not fit. Any
      * older value is dropped so the next get misses rather than returning
@@ -186,21 +220,27 @@ static int memory_put(progcache_store *store, const void *key, size_t key_len,
         int rc = memory_remove(store, key, key_len);
         return rc == PROGCACHE_ENOTFOUND ? PROGCACHE_OK : rc;
     }
-    if (size > SIZE_MAX - sizeof(entry) || key_len > SIZE_MAX - sizeof(entry) - size)
+    if (size > SIZE_MAX - sizeof(entry) - records_len ||
+        key_len > SIZE_MAX - sizeof(entry) - records_len - size)
         return progcache__error(PROGCACHE_ENOMEM,
                                 "memory store: a key of %zu bytes with a value of %zu bytes "
                                 "is too large",
                                 key_len, size);
-    entry *e = progcache__malloc(sizeof(entry) + key_len + size);
+    entry *e = progcache__malloc(sizeof(entry) + key_len + size + records_len);
     if (!e)
         return progcache__error(PROGCACHE_ENOMEM,
                                 "memory store: out of memory storing a value of %zu bytes", size);
     e->hash = hash_key(key, key_len);
     e->key_len = key_len;
     e->size = size;
+    e->records_len = records_len;
+    e->kind = meta ? meta->kind : PROGCACHE_KIND_UNKNOWN;
+    e->seal = meta ? meta->seal : PROGCACHE_SEAL_NONE;
     memcpy(e->bytes, key, key_len);
     if (size)
         memcpy(e->bytes + key_len, data, size);
+    if (records_len)
+        memcpy(e->bytes + key_len + size, meta->records.data, records_len);
 
     entry *garbage = NULL; /* replaced and evicted entries, freed after unlock */
     pthread_mutex_lock(&m->lock);
@@ -229,6 +269,12 @@ static int memory_put(progcache_store *store, const void *key, size_t key_len,
 
     free_list(garbage);
     return PROGCACHE_OK;
+}
+
+static int memory_put(progcache_store *store, const void *key, size_t key_len,
+                      const void *data, size_t size)
+{
+    return memory_put_meta(store, key, key_len, data, size, NULL);
 }
 
 static int memory_clear(progcache_store *store)
@@ -283,17 +329,12 @@ int progcache_store_memory_new(progcache_store **out, const progcache_memory_opt
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_memory_new: out is NULL");
     *out = NULL;
-    if (opts && opts->version == 0)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_store_memory_new: opts->version is 0; initialize "
-                                "the options with PROGCACHE_MEMORY_OPTIONS_INIT or "
-                                "progcache_memory_options_init()");
-    if (opts && opts->version > PROGCACHE_MEMORY_OPTIONS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_store_memory_new: opts->version %u is newer than "
-                                "this library (version %d of the options); rebuild against "
-                                "the installed headers",
-                                opts->version, PROGCACHE_MEMORY_OPTIONS_VERSION);
+    progcache_memory_options o;
+    progcache_memory_options_init(&o);
+    int rc = progcache__options_load(&o, opts, options_size, PROGCACHE_MEMORY_OPTIONS_VERSION,
+                                     "progcache_store_memory_new", "progcache_memory_options");
+    if (rc)
+        return rc;
 
     memory_store *m = progcache__calloc(1, sizeof *m);
     if (!m)
@@ -304,7 +345,7 @@ int progcache_store_memory_new(progcache_store **out, const progcache_memory_opt
     if (pthread_mutex_init(&m->lock, NULL) != 0)
         goto nomem;
     m->mask = INITIAL_BUCKETS - 1;
-    m->max_size = opts && opts->max_size ? opts->max_size : DEFAULT_MAX_SIZE;
+    m->max_size = o.max_size ? o.max_size : DEFAULT_MAX_SIZE;
     m->lru.next = m->lru.prev = &m->lru;
 
     m->base.version = PROGCACHE_STORE_VERSION;
@@ -316,6 +357,8 @@ int progcache_store_memory_new(progcache_store **out, const progcache_memory_opt
     m->base.count = memory_count;
     m->base.total_size = memory_total_size;
     m->base.free = memory_free;
+    m->base.get_meta = memory_get_meta;
+    m->base.put_meta = memory_put_meta;
     *out = &m->base;
     return PROGCACHE_OK;
 

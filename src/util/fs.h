@@ -103,6 +103,15 @@ int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *
 int progcache__fs_rename_aside(int olddirfd, const char *oldpath, int newdirfd,
                                const char *prefix, char *name, size_t name_size);
 
+/* Publish a small file: write data under a fresh temp name made of
+ * temp_prefix and 16 hex digits in dirfd, then link it to name (never over
+ * what another process published first: an existing name counts as
+ * success) or, with replace, rename it over name. The temp name is gone
+ * afterwards either way. 0 or -1 with errno. For progcache's own files
+ * (state, stats), which every process must see whole or not at all. */
+int progcache__fs_publish(int dirfd, const char *name, const char *temp_prefix, const void *data,
+                          size_t size, int replace);
+
 /* mkdir -p for an absolute or relative path; 0 or -1 with errno. */
 int progcache__fs_mkdir_p(const char *path, mode_t mode);
 

@@ -19,8 +19,8 @@ int progcache__options_load(void *dst, const void *src, const size_t *sizes,
             macro[i] = (char)toupper((unsigned char)name[i]);
         macro[i] = '\0';
         return progcache__error(PROGCACHE_EINVAL,
-                                "%s: opts->version is 0; initialise the %s struct with %s_INIT "
-                                "or %s_init()",
+                                "%s: opts->version is 0 (version 0: the %s struct was never "
+                                "initialised); start from %s_INIT or %s_init()",
                                 fn, name, macro, name);
     }
     if (version > current)

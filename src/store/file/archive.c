@@ -28,6 +28,7 @@
 #include "buf.h"
 #include "error.h"
 #include "fs.h"
+#include "options.h"
 #include "store/file/file_admin.h"
 #include "artifact/validate.h"
 
@@ -349,10 +350,14 @@ static int write_trailer(export_ctx *x)
     return write_bytes(x, zeros, (size_t)(2 * TAR_BLOCK + pad));
 }
 
+/* The options struct's size in each version, for progcache__options_load. */
+static const size_t archive_options_size[] = {0, sizeof(progcache_archive_options)};
+
 int progcache__archive_args(file_store **fs, progcache_archive_result *out,
-                            progcache_file *file, const progcache_archive_options *opts,
-                            const char *fn)
+                            progcache_file *file, const progcache_archive_options *caller,
+                            progcache_archive_options *opts, const char *fn)
 {
+    progcache_archive_options_init(opts);
     *fs = file;
     int rc = progcache__admin_file(file, fn);
     if (rc)
@@ -362,11 +367,10 @@ int progcache__archive_args(file_store **fs, progcache_archive_result *out,
                                 "%s: out->version is not set "
                                 "(PROGCACHE_ARCHIVE_RESULT_INIT)",
                                 fn);
-    if (opts && (opts->version == 0 || opts->version > PROGCACHE_ARCHIVE_OPTIONS_VERSION))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: opts->version is not set "
-                                "(PROGCACHE_ARCHIVE_OPTIONS_INIT)",
-                                fn);
+    rc = progcache__options_load(opts, caller, archive_options_size,
+                                 PROGCACHE_ARCHIVE_OPTIONS_VERSION, fn, "progcache_archive_options");
+    if (rc)
+        return rc;
     if (out) {
         unsigned int version = out->version;
         memset(out, 0, sizeof *out);
@@ -408,9 +412,11 @@ int progcache_file_export_fd(progcache_archive_result *out, progcache_file *file
                              const char *name, const progcache_archive_options *opts)
 {
     file_store *fs;
-    int rc = progcache__archive_args(&fs, out, file, opts, "progcache_file_export_fd");
+    progcache_archive_options o;
+    int rc = progcache__archive_args(&fs, out, file, opts, &o, "progcache_file_export_fd");
     if (rc)
         return rc;
+    opts = &o;
     if (fd < 0)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_export_fd: fd is %d", fd);
     return export_to(fs, fd, name && *name ? name : "(file descriptor)", opts, out);
@@ -512,9 +518,11 @@ int progcache_file_export(progcache_archive_result *out, progcache_file *file, c
     if (!path || !*path)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_export: the archive path is "
                                                   "empty");
-    int rc = progcache__archive_args(&fs, out, file, opts, "progcache_file_export");
+    progcache_archive_options o;
+    int rc = progcache__archive_args(&fs, out, file, opts, &o, "progcache_file_export");
     if (rc)
         return rc;
+    opts = &o;
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno != ENOENT)

@@ -50,11 +50,13 @@ int progcache__tar_pax(tar_header *next, int *has_path, int *has_size, const cha
 int progcache__tar_make(unsigned char block[TAR_BLOCK], const char *name, uint64_t size,
                         int64_t mtime);
 
-/* The checks every export/import function makes: store is a file store
- * (*fs), out and opts carry a known version; out is zeroed. fn names the
- * caller in messages. PROGCACHE_OK or PROGCACHE_EINVAL. */
+/* The checks every export/import function makes: file is a cache
+ * directory (*fs), out carries a known version (it is zeroed), and the
+ * caller's options (NULL: defaults) are loaded into opts by the versioned
+ * struct rule. fn names the caller in messages. PROGCACHE_OK or
+ * PROGCACHE_EINVAL. */
 int progcache__archive_args(file_store **fs, progcache_archive_result *out,
-                            progcache_file *file, const progcache_archive_options *opts,
-                            const char *fn);
+                            progcache_file *file, const progcache_archive_options *caller,
+                            progcache_archive_options *opts, const char *fn);
 
 #endif

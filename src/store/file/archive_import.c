@@ -396,9 +396,11 @@ int progcache_file_import_fd(progcache_archive_result *out, progcache_file *file
 {
     file_store *fs;
     progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
-    int rc = progcache__archive_args(&fs, out, file, opts, "progcache_file_import_fd");
+    progcache_archive_options o;
+    int rc = progcache__archive_args(&fs, out, file, opts, &o, "progcache_file_import_fd");
     if (rc)
         return rc;
+    opts = &o;
     if (fd < 0)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_import_fd: fd is %d", fd);
     return import_from(fs, fd, name && *name ? name : "(file descriptor)", opts,
@@ -413,9 +415,11 @@ int progcache_file_import(progcache_archive_result *out, progcache_file *file, c
     if (!path || !*path)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_import: the archive path is "
                                                   "empty");
-    int rc = progcache__archive_args(&fs, out, file, opts, "progcache_file_import");
+    progcache_archive_options o;
+    int rc = progcache__archive_args(&fs, out, file, opts, &o, "progcache_file_import");
     if (rc)
         return rc;
+    opts = &o;
     if (fs->flags & PROGCACHE_FILE_READONLY)
         return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot import",
                                 fs->root);

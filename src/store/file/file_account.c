@@ -1,22 +1,9 @@
-/* The file store's size accounting and eviction.
- *
- * Accounting: per-shard byte and entry counters in progcache/state, a file
- * every process maps shared and updates with atomic adds. Opening reads
- * nothing else, so open is O(1) at any size; the first call that needs
- * totals on a directory progcache has never seen (one cuda.core wrote, say)
- * seeds the counters with one scan, once per directory.
- *
- * Eviction: when a put takes the total over the cap, one process (flock on
- * progcache/lock; others skip) scans the shards, re-measures the counters,
- * and evicts least recently used entries (oldest atime) until the total is
- * at the low-water mark. Evicting in a batch to a mark below the cap is
- * what keeps puts fast with a full cache: one scan pays for many puts,
- * where cuda.core rescans every entry on every put over the cap.
- *
- * An entry is evicted by renaming it into tmp/ first and checking that the
- * file moved is the one the scan saw (inode, size, mtime, atime): a file
- * another process replaced or read since the scan is put back, so eviction
- * never deletes fresh work. */
+/* The file store's size accounting: per-shard byte and entry counters in
+ * progcache/state, a file every process maps shared and updates with
+ * atomic adds. Opening reads nothing else, so open is O(1) at any size; the
+ * first call that needs totals on a directory progcache has never seen
+ * (one cuda.core wrote, say) seeds the counters with one scan, once per
+ * directory. Eviction (file_evict.c) re-measures what it scans. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +23,6 @@
 
 #define STATE_MAGIC "PCSTATE1"
 #define STATE_VERSION 1
-#define TMP_STALE_SECONDS 3600
 
 /* ---- the shared state file --------------------------------------------- */
 
@@ -57,25 +43,8 @@ static int create_state(file_store *fs, int replace)
     memset(&fresh, 0, sizeof fresh);
     memcpy(fresh.magic, STATE_MAGIC, 8);
     fresh.version = STATE_VERSION;
-    char name[64];
-    int rc = -1;
-    int fd = progcache__fs_create_temp(dirfd, "state-", 0666, name, sizeof name);
-    if (fd < 0)
-        goto done;
-    int ok = progcache__fs_write_full(fd, &fresh, sizeof fresh) == 0;
-    close(fd);
-    if (ok) {
-        if (replace)
-            ok = progcache__fs_renameat(dirfd, name, dirfd, "state") == 0;
-        else
-            ok = progcache__fs_linkat(dirfd, name, dirfd, "state") == 0 || errno == EEXIST;
-    }
+    int rc = progcache__fs_publish(dirfd, "state", "state-", &fresh, sizeof fresh, replace);
     int saved = errno;
-    (void)unlinkat(dirfd, name, 0);
-    errno = saved;
-    rc = ok ? 0 : -1;
-done:
-    saved = errno;
     close(dirfd);
     errno = saved;
     return rc;
@@ -224,13 +193,9 @@ int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void
     return rc;
 }
 
-typedef struct {
-    int64_t bytes, count;
-} shard_sum;
-
 static int sum_entry(void *ctx, int shard, const char *name, const struct stat *st)
 {
-    shard_sum *sum = ctx;
+    file_shard_sum *sum = ctx;
     sum->bytes += st->st_size;
     sum->count++;
     return 0;
@@ -238,8 +203,8 @@ static int sum_entry(void *ctx, int shard, const char *name, const struct stat *
 
 /* Set one shard's counters to what is on disk now, as a delta against the
  * counter value before the scan so that puts landing meanwhile are kept. */
-static void remeasure_shard(file_store *fs, int shard, const shard_sum *truth, int64_t bytes_before,
-                            int64_t count_before)
+void progcache__file_remeasure_shard(file_store *fs, int shard, const file_shard_sum *truth,
+                                     int64_t bytes_before, int64_t count_before)
 {
     progcache__file_account(fs, shard, truth->bytes - bytes_before, truth->count - count_before);
 }
@@ -249,21 +214,21 @@ static void seed_counters(file_store *fs)
     for (int shard = 0; shard < FILE_SHARDS; shard++) {
         int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
         int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
-        shard_sum sum = {0, 0};
+        file_shard_sum sum = {0, 0};
         progcache__file_scan_shard(fs, shard, sum_entry, &sum);
-        remeasure_shard(fs, shard, &sum, b, c);
+        progcache__file_remeasure_shard(fs, shard, &sum, b, c);
     }
     __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
 }
 
-static void lock_exclusive(file_store *fs)
+void progcache__file_lock(file_store *fs)
 {
     pthread_mutex_lock(&fs->evict_mutex);
     if (fs->lock_fd >= 0)
         (void)progcache__fs_flock(fs->lock_fd, LOCK_EX);
 }
 
-static void unlock_exclusive(file_store *fs)
+void progcache__file_unlock(file_store *fs)
 {
     if (fs->lock_fd >= 0)
         (void)progcache__fs_flock(fs->lock_fd, LOCK_UN);
@@ -273,10 +238,10 @@ static void unlock_exclusive(file_store *fs)
 int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count)
 {
     if (!__atomic_load_n(&fs->state->seeded, __ATOMIC_ACQUIRE)) {
-        lock_exclusive(fs);
+        progcache__file_lock(fs);
         if (!__atomic_load_n(&fs->state->seeded, __ATOMIC_ACQUIRE))
             seed_counters(fs);
-        unlock_exclusive(fs);
+        progcache__file_unlock(fs);
     }
     int64_t b = 0, c = 0;
     for (int shard = 0; shard < FILE_SHARDS; shard++) {
@@ -287,280 +252,4 @@ int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count)
     *bytes = b > 0 ? (uint64_t)b : 0;
     *count = c > 0 ? (uint64_t)c : 0;
     return PROGCACHE_OK;
-}
-
-/* ---- eviction ---------------------------------------------------------- */
-
-typedef struct {
-    struct timespec atime;
-    struct timespec mtime;
-    uint64_t size;
-    ino_t ino;
-    unsigned char shard;
-    char name[63];
-} candidate;
-
-typedef struct {
-    candidate *items;
-    size_t len, cap;
-    int failed; /* out of memory */
-    shard_sum sum;
-} candidate_list;
-
-static int collect(void *ctx, int shard, const char *name, const struct stat *st)
-{
-    candidate_list *list = ctx;
-    list->sum.bytes += st->st_size;
-    list->sum.count++;
-    if (list->len == list->cap) {
-        size_t cap = list->cap ? list->cap * 2 : 1024;
-        candidate *items = progcache__realloc(list->items, cap * sizeof *items);
-        if (!items) {
-            list->failed = 1;
-            return 1;
-        }
-        list->items = items;
-        list->cap = cap;
-    }
-    candidate *c = &list->items[list->len++];
-    c->atime = st->st_atim;
-    c->mtime = st->st_mtim;
-    c->size = (uint64_t)st->st_size;
-    c->ino = st->st_ino;
-    c->shard = (unsigned char)shard;
-    strcpy(c->name, name);
-    return 0;
-}
-
-static int older_first(const void *a, const void *b)
-{
-    const candidate *x = a, *y = b;
-    if (x->atime.tv_sec != y->atime.tv_sec)
-        return x->atime.tv_sec < y->atime.tv_sec ? -1 : 1;
-    if (x->atime.tv_nsec != y->atime.tv_nsec)
-        return x->atime.tv_nsec < y->atime.tv_nsec ? -1 : 1;
-    return 0;
-}
-
-static int same_time(struct timespec a, struct timespec b)
-{
-    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
-}
-
-int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
-                                   const struct stat *seen, int check_atime)
-{
-    char shard_rel[16];
-    snprintf(shard_rel, sizeof shard_rel, "entries/%02x", shard);
-    int shard_fd = progcache__fs_open_dir(fs->root_fd, shard_rel);
-    if (shard_fd < 0)
-        return 0;
-    int tmp_fd = progcache__fs_open_dir(fs->root_fd, "tmp");
-    char moved[64];
-    int gone = 0;
-    /* Move the entry aside under a fresh name (never over another file). */
-    if (tmp_fd < 0 ||
-        progcache__fs_rename_aside(shard_fd, name, tmp_fd, "evict-", moved, sizeof moved) != 0) {
-        gone = tmp_fd >= 0 && errno == ENOENT; /* someone else removed it */
-        goto done;
-    }
-    struct stat st;
-    if (fstatat(tmp_fd, moved, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == seen->st_ino &&
-        st.st_size == seen->st_size && same_time(st.st_mtim, seen->st_mtim) &&
-        (!check_atime || same_time(st.st_atim, seen->st_atim))) {
-        gone = 1;
-        progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
-    } else {
-        /* Replaced or read since it was seen: put it back, unless an even
-         * newer entry has landed there meanwhile (link never overwrites). */
-        (void)progcache__fs_linkat(tmp_fd, moved, shard_fd, name);
-    }
-    (void)unlinkat(tmp_fd, moved, 0);
-done:
-    if (tmp_fd >= 0)
-        close(tmp_fd);
-    close(shard_fd);
-    return gone;
-}
-
-/* Evict one candidate; returns 1 if its bytes are gone. */
-static int evict_one(file_store *fs, const candidate *c)
-{
-    struct stat seen;
-    memset(&seen, 0, sizeof seen);
-    seen.st_ino = c->ino;
-    seen.st_size = (off_t)c->size;
-    seen.st_mtim = c->mtime;
-    seen.st_atim = c->atime;
-    return progcache__file_remove_if_same(fs, c->shard, c->name, &seen, 1);
-}
-
-static int64_t elapsed_ms(const struct timespec *since)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - since->tv_sec) * 1000 + (now.tv_nsec - since->tv_nsec) / 1000000;
-}
-
-/* One pass: scan and re-measure; then, if the total is over trigger or an
- * age bound is set, evict oldest first while the total is over target or
- * the entry was last used before atime_cutoff (0: no age bound). The
- * caller holds the lock. PROGCACHE_OK or PROGCACHE_ENOMEM. */
-static int evict_pass(file_store *fs, uint64_t trigger, uint64_t target, int64_t atime_cutoff,
-                      uint64_t *removed, uint64_t *removed_bytes)
-{
-    int rc = PROGCACHE_OK;
-    struct timespec started;
-    clock_gettime(CLOCK_MONOTONIC, &started);
-    candidate_list list = {0};
-    uint64_t total = 0;
-    for (int shard = 0; shard < FILE_SHARDS && !list.failed; shard++) {
-        int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
-        int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
-        list.sum.bytes = list.sum.count = 0;
-        progcache__file_scan_shard(fs, shard, collect, &list);
-        if (!list.failed)
-            remeasure_shard(fs, shard, &list.sum, b, c);
-        total += (uint64_t)list.sum.bytes;
-    }
-    __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
-    if (list.failed) {
-        progcache__file_log(fs, PROGCACHE_LOG_WARN, "eviction skipped in %s: out of memory",
-                            fs->root);
-        rc = progcache__error(PROGCACHE_ENOMEM, "out of memory listing the entries of %s",
-                              fs->root);
-        goto done;
-    }
-    if (total <= trigger && !atime_cutoff)
-        goto done;
-    if (list.len > 1)
-        qsort(list.items, list.len, sizeof *list.items, older_first);
-    size_t evicted = 0;
-    uint64_t freed = 0;
-    for (size_t i = 0; i < list.len; i++) {
-        /* Oldest first: once neither bound applies, none later will. */
-        if (total <= target && list.items[i].atime.tv_sec >= atime_cutoff)
-            break;
-        if (evict_one(fs, &list.items[i])) {
-            total -= list.items[i].size;
-            freed += list.items[i].size;
-            evicted++;
-        }
-    }
-    progcache__stats_add(fs->stats, PROGCACHE__EVICTIONS, evicted);
-    progcache__stats_add(fs->stats, PROGCACHE__EVICTED_BYTES, freed);
-    if (removed)
-        *removed = evicted;
-    if (removed_bytes)
-        *removed_bytes = freed;
-    progcache__file_log(fs, PROGCACHE_LOG_INFO,
-                        "evicted %zu entries (%llu bytes) from %s in %lld ms", evicted,
-                        (unsigned long long)freed, fs->root, (long long)elapsed_ms(&started));
-done:
-    progcache__free(list.items);
-    return rc;
-}
-
-int progcache__file_evict_if_needed(file_store *fs)
-{
-    uint64_t bytes, count;
-    progcache__file_totals(fs, &bytes, &count);
-    if (!fs->max_size || bytes <= fs->max_size)
-        return PROGCACHE_OK;
-    /* One evictor at a time, in this process and on this host; the others
-     * go on with their puts rather than queue behind a scan. */
-    if (pthread_mutex_trylock(&fs->evict_mutex) != 0)
-        return PROGCACHE_OK;
-    if (fs->lock_fd >= 0 && progcache__fs_flock(fs->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        pthread_mutex_unlock(&fs->evict_mutex);
-        return PROGCACHE_OK;
-    }
-    /* Another process may have evicted while we waited for the lock. */
-    progcache__file_totals(fs, &bytes, &count);
-    if (bytes > fs->max_size) {
-        progcache__file_sweep_tmp(fs, 1);
-        (void)evict_pass(fs, fs->max_size, fs->low_water, 0, NULL, NULL);
-    }
-    unlock_exclusive(fs);
-    return PROGCACHE_OK;
-}
-
-int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cutoff,
-                          uint64_t *removed, uint64_t *removed_bytes)
-{
-    *removed = *removed_bytes = 0;
-    if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot prune",
-                                fs->root);
-    lock_exclusive(fs);
-    progcache__file_sweep_tmp(fs, 1);
-    int rc = evict_pass(fs, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes);
-    unlock_exclusive(fs);
-    return rc;
-}
-
-/* ---- temp sweeping and clearing ---------------------------------------- */
-
-/* Remove from the directory rel the files named as is_temp says that a
- * crashed writer of ours (or cuda.core's) left: regular files of this
- * user, untouched for an hour. Anything else there is not ours to judge. */
-static void sweep_dir(file_store *fs, const char *rel, int (*is_temp)(const char *))
-{
-    int dirfd = progcache__fs_open_dir(fs->root_fd, rel);
-    if (dirfd < 0)
-        return;
-    DIR *dir = fdopendir(dirfd);
-    if (!dir) {
-        close(dirfd);
-        return;
-    }
-    /* Old enough that no live writer can still be between create and
-     * rename; a young temp file may be another process's put in flight. */
-    time_t cutoff = time(NULL) - TMP_STALE_SECONDS;
-    struct dirent *e;
-    while ((e = readdir(dir)) != NULL) {
-        struct stat st;
-        if (!is_temp(e->d_name) || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        if (S_ISREG(st.st_mode) && st.st_uid == fs->euid && st.st_mtime < cutoff)
-            (void)unlinkat(dirfd, e->d_name, 0);
-    }
-    closedir(dir);
-}
-
-void progcache__file_sweep_tmp(file_store *fs, int state_dir_too)
-{
-    sweep_dir(fs, "tmp", progcache__file_is_tmp_name);
-    if (state_dir_too)
-        sweep_dir(fs, FILE_STATE_DIR, progcache__file_is_state_tmp_name);
-}
-
-typedef struct {
-    file_store *fs;
-    int dirfd;
-    int rc;
-} clear_ctx;
-
-static int clear_entry(void *ctx, int shard, const char *name, const struct stat *st)
-{
-    clear_ctx *cc = ctx;
-    if (progcache__fs_unlinkat(cc->dirfd, name, 0) == 0)
-        progcache__file_account(cc->fs, shard, -(int64_t)st->st_size, -1);
-    else if (errno != ENOENT && !cc->rc)
-        cc->rc = progcache__error_errno(progcache__code_from_errno(errno), errno,
-                                        "cannot remove %s/entries/%02x/%s", cc->fs->root, shard,
-                                        name);
-    return 0;
-}
-
-int progcache__file_clear_shard(file_store *fs, int shard)
-{
-    char rel[16];
-    snprintf(rel, sizeof rel, "entries/%02x", shard);
-    clear_ctx cc = {fs, progcache__fs_open_dir(fs->root_fd, rel), PROGCACHE_OK};
-    if (cc.dirfd < 0)
-        return PROGCACHE_OK;
-    progcache__file_scan_shard(fs, shard, clear_entry, &cc);
-    close(cc.dirfd);
-    return cc.rc;
 }

@@ -516,6 +516,9 @@ void progcache_prune_options_init(progcache_prune_options *opts)
     opts->version = PROGCACHE_PRUNE_OPTIONS_VERSION;
 }
 
+/* The options struct's size in each version, for progcache__options_load. */
+static const size_t prune_options_size[] = {0, sizeof(progcache_prune_options)};
+
 int progcache_file_prune(progcache_prune_result *out, progcache_file *file,
                          const progcache_prune_options *opts)
 {
@@ -523,10 +526,16 @@ int progcache_file_prune(progcache_prune_result *out, progcache_file *file,
     int rc = progcache__admin_file(file, "progcache_file_prune");
     if (rc)
         return rc;
-    if (!opts || opts->version == 0 || opts->version > PROGCACHE_PRUNE_OPTIONS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_file_prune: opts is NULL or its "
-                                "version is not set (PROGCACHE_PRUNE_OPTIONS_INIT)");
+    if (!opts)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_prune: opts is NULL; give at "
+                                                  "least one bound (PROGCACHE_PRUNE_OPTIONS_INIT)");
+    progcache_prune_options o;
+    progcache_prune_options_init(&o);
+    rc = progcache__options_load(&o, opts, prune_options_size, PROGCACHE_PRUNE_OPTIONS_VERSION,
+                                 "progcache_file_prune", "progcache_prune_options");
+    if (rc)
+        return rc;
+    opts = &o;
     if (out && (out->version == 0 || out->version > PROGCACHE_PRUNE_RESULT_VERSION))
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_prune: out->version is not set "
                                                   "(PROGCACHE_PRUNE_RESULT_INIT)");

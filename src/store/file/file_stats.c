@@ -81,8 +81,7 @@ static int create_file(int root_fd, int replace)
     if (dirfd < 0)
         return -1;
     stats_file *fresh = progcache__calloc(1, sizeof *fresh);
-    char name[64];
-    int ok = 0, fd = -1;
+    int ok = 0;
     if (!fresh) {
         errno = ENOMEM;
         goto done;
@@ -94,22 +93,9 @@ static int create_file(int root_fd, int replace)
     fresh->header.slot_size = STATS_SLOT_SIZE;
     fresh->header.file_size = STATS_FILE_SIZE;
     fresh->header.since = (int64_t)time(NULL);
-    fd = progcache__fs_create_temp(dirfd, "stats-", 0666, name, sizeof name);
-    if (fd < 0)
-        goto done;
-    ok = progcache__fs_write_full(fd, fresh, sizeof *fresh) == 0;
-    close(fd);
-    if (ok) {
-        if (replace)
-            ok = progcache__fs_renameat(dirfd, name, dirfd, "stats") == 0;
-        else
-            ok = progcache__fs_linkat(dirfd, name, dirfd, "stats") == 0 || errno == EEXIST;
-    }
+    ok = progcache__fs_publish(dirfd, "stats", "stats-", fresh, sizeof *fresh, replace) == 0;
+done:;
     int saved = errno;
-    (void)unlinkat(dirfd, name, 0);
-    errno = saved;
-done:
-    saved = errno;
     progcache__free(fresh);
     close(dirfd);
     errno = saved;

@@ -154,12 +154,25 @@ const char *progcache__file_errno_hint(int errnum);
 /* tmp/'s mode: 0700, or 02770 for a group-shared cache. */
 mode_t progcache__file_tmp_mode(const file_store *fs);
 
-/* Accounting (store_file_account.c). */
+/* Accounting (file_account.c). */
 int progcache__file_state_open(file_store *fs);
 void progcache__file_state_close(file_store *fs);
 void progcache__file_account(file_store *fs, int shard, int64_t bytes, int64_t count);
 /* Totals; seeds the counters with one scan the first time ever. */
 int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count);
+/* What one shard holds on disk, as a scan found it. */
+typedef struct file_shard_sum {
+    int64_t bytes, count;
+} file_shard_sum;
+/* Set one shard's counters to truth, as a delta against the values read
+ * before the scan, so that puts landing meanwhile are kept. */
+void progcache__file_remeasure_shard(file_store *fs, int shard, const file_shard_sum *truth,
+                                     int64_t bytes_before, int64_t count_before);
+/* Seeding, eviction and prune exclude each other: evict_mutex in this
+ * process, flock on progcache/lock across processes (when it could be
+ * opened). */
+void progcache__file_lock(file_store *fs);
+void progcache__file_unlock(file_store *fs);
 /* Evict least recently used entries down to the low-water mark when the
  * total is over the cap. A no-op when another thread or process is already
  * evicting. */

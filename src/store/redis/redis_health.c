@@ -1,7 +1,7 @@
 /* Counters and back-off of the Redis store (rules in redis_health.h). */
 #include "store/redis/redis_health.h"
 
-#include <time.h>
+#include "clock.h"
 
 void progcache__redis_health_init(progcache__redis_health *h, unsigned int limit,
                                   unsigned int backoff_ms)
@@ -14,12 +14,7 @@ void progcache__redis_health_init(progcache__redis_health *h, unsigned int limit
     h->backoff_ms = backoff_ms;
 }
 
-uint64_t progcache__redis_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+uint64_t progcache__redis_now_ms(void) { return (uint64_t)progcache__clock_ms(); }
 
 void progcache__redis_count(progcache__redis_health *h, progcache__redis_counter c)
 {

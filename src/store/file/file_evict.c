@@ -1,0 +1,229 @@
+/* Eviction: when a put takes the total over the cap, one process (flock on
+ * progcache/lock; others skip) scans the shards, re-measures the counters,
+ * and evicts least recently used entries (oldest atime) until the total is
+ * at the low-water mark. Evicting in a batch to a mark below the cap is
+ * what keeps puts fast with a full cache: one scan pays for many puts,
+ * where cuda.core rescans every entry on every put over the cap. Prune is
+ * the same pass with bounds given by hand.
+ *
+ * An entry is evicted by renaming it into tmp/ first and checking that the
+ * file moved is the one the scan saw (inode, size, mtime, atime): a file
+ * another process replaced or read since the scan is put back, so eviction
+ * never deletes fresh work. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "error.h"
+#include "fs.h"
+#include "store/file/file_stats.h"
+#include "store/file/file_store.h"
+
+/* ---- eviction ---------------------------------------------------------- */
+
+typedef struct {
+    struct timespec atime;
+    struct timespec mtime;
+    uint64_t size;
+    ino_t ino;
+    unsigned char shard;
+    char name[63];
+} candidate;
+
+typedef struct {
+    candidate *items;
+    size_t len, cap;
+    int failed; /* out of memory */
+    file_shard_sum sum;
+} candidate_list;
+
+static int collect(void *ctx, int shard, const char *name, const struct stat *st)
+{
+    candidate_list *list = ctx;
+    list->sum.bytes += st->st_size;
+    list->sum.count++;
+    if (list->len == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 1024;
+        candidate *items = progcache__realloc(list->items, cap * sizeof *items);
+        if (!items) {
+            list->failed = 1;
+            return 1;
+        }
+        list->items = items;
+        list->cap = cap;
+    }
+    candidate *c = &list->items[list->len++];
+    c->atime = st->st_atim;
+    c->mtime = st->st_mtim;
+    c->size = (uint64_t)st->st_size;
+    c->ino = st->st_ino;
+    c->shard = (unsigned char)shard;
+    strcpy(c->name, name);
+    return 0;
+}
+
+static int older_first(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+    if (x->atime.tv_sec != y->atime.tv_sec)
+        return x->atime.tv_sec < y->atime.tv_sec ? -1 : 1;
+    if (x->atime.tv_nsec != y->atime.tv_nsec)
+        return x->atime.tv_nsec < y->atime.tv_nsec ? -1 : 1;
+    return 0;
+}
+
+static int same_time(struct timespec a, struct timespec b)
+{
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
+                                   const struct stat *seen, int check_atime)
+{
+    char shard_rel[16];
+    snprintf(shard_rel, sizeof shard_rel, "entries/%02x", shard);
+    int shard_fd = progcache__fs_open_dir(fs->root_fd, shard_rel);
+    if (shard_fd < 0)
+        return 0;
+    int tmp_fd = progcache__fs_open_dir(fs->root_fd, "tmp");
+    char moved[64];
+    int gone = 0;
+    /* Move the entry aside under a fresh name (never over another file). */
+    if (tmp_fd < 0 ||
+        progcache__fs_rename_aside(shard_fd, name, tmp_fd, "evict-", moved, sizeof moved) != 0) {
+        gone = tmp_fd >= 0 && errno == ENOENT; /* someone else removed it */
+        goto done;
+    }
+    struct stat st;
+    if (fstatat(tmp_fd, moved, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == seen->st_ino &&
+        st.st_size == seen->st_size && same_time(st.st_mtim, seen->st_mtim) &&
+        (!check_atime || same_time(st.st_atim, seen->st_atim))) {
+        gone = 1;
+        progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
+    } else {
+        /* Replaced or read since it was seen: put it back, unless an even
+         * newer entry has landed there meanwhile (link never overwrites). */
+        (void)progcache__fs_linkat(tmp_fd, moved, shard_fd, name);
+    }
+    (void)unlinkat(tmp_fd, moved, 0);
+done:
+    if (tmp_fd >= 0)
+        close(tmp_fd);
+    close(shard_fd);
+    return gone;
+}
+
+/* Evict one candidate; returns 1 if its bytes are gone. */
+static int evict_one(file_store *fs, const candidate *c)
+{
+    struct stat seen;
+    memset(&seen, 0, sizeof seen);
+    seen.st_ino = c->ino;
+    seen.st_size = (off_t)c->size;
+    seen.st_mtim = c->mtime;
+    seen.st_atim = c->atime;
+    return progcache__file_remove_if_same(fs, c->shard, c->name, &seen, 1);
+}
+
+/* One pass: scan and re-measure; then, if the total is over trigger or an
+ * age bound is set, evict oldest first while the total is over target or
+ * the entry was last used before atime_cutoff (0: no age bound). The
+ * caller holds the lock. PROGCACHE_OK or PROGCACHE_ENOMEM. */
+static int evict_pass(file_store *fs, uint64_t trigger, uint64_t target, int64_t atime_cutoff,
+                      uint64_t *removed, uint64_t *removed_bytes)
+{
+    int rc = PROGCACHE_OK;
+    double started = progcache__clock_ms();
+    candidate_list list = {0};
+    uint64_t total = 0;
+    for (int shard = 0; shard < FILE_SHARDS && !list.failed; shard++) {
+        int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
+        int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
+        list.sum.bytes = list.sum.count = 0;
+        progcache__file_scan_shard(fs, shard, collect, &list);
+        if (!list.failed)
+            progcache__file_remeasure_shard(fs, shard, &list.sum, b, c);
+        total += (uint64_t)list.sum.bytes;
+    }
+    __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
+    if (list.failed) {
+        progcache__file_log(fs, PROGCACHE_LOG_WARN, "eviction skipped in %s: out of memory",
+                            fs->root);
+        rc = progcache__error(PROGCACHE_ENOMEM, "out of memory listing the entries of %s",
+                              fs->root);
+        goto done;
+    }
+    if (total <= trigger && !atime_cutoff)
+        goto done;
+    if (list.len > 1)
+        qsort(list.items, list.len, sizeof *list.items, older_first);
+    size_t evicted = 0;
+    uint64_t freed = 0;
+    for (size_t i = 0; i < list.len; i++) {
+        /* Oldest first: once neither bound applies, none later will. */
+        if (total <= target && list.items[i].atime.tv_sec >= atime_cutoff)
+            break;
+        if (evict_one(fs, &list.items[i])) {
+            total -= list.items[i].size;
+            freed += list.items[i].size;
+            evicted++;
+        }
+    }
+    progcache__stats_add(fs->stats, PROGCACHE__EVICTIONS, evicted);
+    progcache__stats_add(fs->stats, PROGCACHE__EVICTED_BYTES, freed);
+    if (removed)
+        *removed = evicted;
+    if (removed_bytes)
+        *removed_bytes = freed;
+    progcache__file_log(fs, PROGCACHE_LOG_INFO,
+                        "evicted %zu entries (%llu bytes) from %s in %lld ms", evicted,
+                        (unsigned long long)freed, fs->root, (long long)(progcache__clock_ms() - started));
+done:
+    progcache__free(list.items);
+    return rc;
+}
+
+int progcache__file_evict_if_needed(file_store *fs)
+{
+    uint64_t bytes, count;
+    progcache__file_totals(fs, &bytes, &count);
+    if (!fs->max_size || bytes <= fs->max_size)
+        return PROGCACHE_OK;
+    /* One evictor at a time, in this process and on this host; the others
+     * go on with their puts rather than queue behind a scan. */
+    if (pthread_mutex_trylock(&fs->evict_mutex) != 0)
+        return PROGCACHE_OK;
+    if (fs->lock_fd >= 0 && progcache__fs_flock(fs->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        pthread_mutex_unlock(&fs->evict_mutex);
+        return PROGCACHE_OK;
+    }
+    /* Another process may have evicted while we waited for the lock. */
+    progcache__file_totals(fs, &bytes, &count);
+    if (bytes > fs->max_size) {
+        progcache__file_sweep_tmp(fs, 1);
+        (void)evict_pass(fs, fs->max_size, fs->low_water, 0, NULL, NULL);
+    }
+    progcache__file_unlock(fs);
+    return PROGCACHE_OK;
+}
+
+int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cutoff,
+                          uint64_t *removed, uint64_t *removed_bytes)
+{
+    *removed = *removed_bytes = 0;
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot prune",
+                                fs->root);
+    progcache__file_lock(fs);
+    progcache__file_sweep_tmp(fs, 1);
+    int rc = evict_pass(fs, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes);
+    progcache__file_unlock(fs);
+    return rc;
+}

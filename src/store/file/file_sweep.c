@@ -1,0 +1,85 @@
+/* What crashed writers leave behind, and clearing: the only deletions of
+ * the file store besides eviction, each limited to names the store makes
+ * (file_names.c; docs/RELIABILITY.md, "What the cache may delete"). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "fs.h"
+#include "store/file/file_store.h"
+
+/* Temp files older than this belong to a writer that crashed: no live
+ * writer is still between create and rename (cuda.core uses the same). */
+#define TMP_STALE_SECONDS 3600
+
+/* ---- temp sweeping and clearing ---------------------------------------- */
+
+/* Remove from the directory rel the files named as is_temp says that a
+ * crashed writer of ours (or cuda.core's) left: regular files of this
+ * user, untouched for an hour. Anything else there is not ours to judge. */
+static void sweep_dir(file_store *fs, const char *rel, int (*is_temp)(const char *))
+{
+    int dirfd = progcache__fs_open_dir(fs->root_fd, rel);
+    if (dirfd < 0)
+        return;
+    DIR *dir = fdopendir(dirfd);
+    if (!dir) {
+        close(dirfd);
+        return;
+    }
+    /* Old enough that no live writer can still be between create and
+     * rename; a young temp file may be another process's put in flight. */
+    time_t cutoff = time(NULL) - TMP_STALE_SECONDS;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        struct stat st;
+        if (!is_temp(e->d_name) || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISREG(st.st_mode) && st.st_uid == fs->euid && st.st_mtime < cutoff)
+            (void)unlinkat(dirfd, e->d_name, 0);
+    }
+    closedir(dir);
+}
+
+void progcache__file_sweep_tmp(file_store *fs, int state_dir_too)
+{
+    sweep_dir(fs, "tmp", progcache__file_is_tmp_name);
+    if (state_dir_too)
+        sweep_dir(fs, FILE_STATE_DIR, progcache__file_is_state_tmp_name);
+}
+
+typedef struct {
+    file_store *fs;
+    int dirfd;
+    int rc;
+} clear_ctx;
+
+static int clear_entry(void *ctx, int shard, const char *name, const struct stat *st)
+{
+    clear_ctx *cc = ctx;
+    if (progcache__fs_unlinkat(cc->dirfd, name, 0) == 0)
+        progcache__file_account(cc->fs, shard, -(int64_t)st->st_size, -1);
+    else if (errno != ENOENT && !cc->rc)
+        cc->rc = progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                        "cannot remove %s/entries/%02x/%s", cc->fs->root, shard,
+                                        name);
+    return 0;
+}
+
+int progcache__file_clear_shard(file_store *fs, int shard)
+{
+    char rel[16];
+    snprintf(rel, sizeof rel, "entries/%02x", shard);
+    clear_ctx cc = {fs, progcache__fs_open_dir(fs->root_fd, rel), PROGCACHE_OK};
+    if (cc.dirfd < 0)
+        return PROGCACHE_OK;
+    progcache__file_scan_shard(fs, shard, clear_entry, &cc);
+    close(cc.dirfd);
+    return cc.rc;
+}

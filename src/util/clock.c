@@ -1,0 +1,23 @@
+/* The monotonic clock: every timing and bounded wait in progcache reads it
+ * here (wall-clock time would jump with NTP and date changes). */
+#include "clock.h"
+
+#include <errno.h>
+#include <time.h>
+
+#include "error.h" /* PROGCACHE_HOT */
+
+PROGCACHE_HOT
+double progcache__clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void progcache__sleep_ms(unsigned int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
