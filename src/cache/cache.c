@@ -36,10 +36,7 @@
 
 void progcache_options_init(progcache_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_OPTIONS_VERSION);
 }
 
 void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)

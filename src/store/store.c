@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "options.h"
 
 int progcache_error_set(int code, const char *fmt, ...)
 {
@@ -193,10 +194,7 @@ void progcache_store_free(progcache_store *store)
 
 void progcache_stats_init(progcache_stats *stats)
 {
-    if (!stats)
-        return;
-    memset(stats, 0, sizeof *stats);
-    stats->version = PROGCACHE_STATS_VERSION;
+    progcache__struct_init(stats, sizeof *stats, PROGCACHE_STATS_VERSION);
 }
 
 int progcache_store_stats_get(progcache_stats *out, progcache_store *store)

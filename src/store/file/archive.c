@@ -381,10 +381,7 @@ int progcache__archive_args(file_store **fs, progcache_archive_result *out,
 
 void progcache_archive_options_init(progcache_archive_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_ARCHIVE_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_ARCHIVE_OPTIONS_VERSION);
 }
 
 /* The whole archive to fd, from its current position. fsync'ed when fd is

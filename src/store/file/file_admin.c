@@ -278,10 +278,7 @@ int progcache_file_read_entry(progcache_buf *out, progcache_file *file, const ch
 
 void progcache_verify_options_init(progcache_verify_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_VERIFY_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_VERIFY_OPTIONS_VERSION);
 }
 
 /* The struct's size in each version, for progcache__options_load and for
@@ -387,28 +384,30 @@ static int not_regular_entry(verify_ctx *v, int shard, const char *name, const s
 typedef int (*name_fn)(verify_ctx *v, int dirfd, const char *rel, const char *name,
                        const struct stat *st);
 
+typedef struct {
+    verify_ctx *v;
+    const char *rel;
+    name_fn fn;
+} each_ctx;
+
+static int each_visit(void *ctx, int dirfd, const char *name, unsigned char type)
+{
+    each_ctx *ec = ctx;
+    struct stat st;
+    (void)type;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return 0;
+    return ec->fn(ec->v, dirfd, ec->rel, name, &st);
+}
+
 static int each_name(verify_ctx *v, const char *rel, name_fn fn)
 {
     int dirfd = *rel ? progcache__fs_open_dir(v->fs->root_fd, rel)
                      : openat(v->fs->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0)
         return 0;
-    DIR *dir = fdopendir(dirfd);
-    if (!dir) {
-        close(dirfd);
-        return 0;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while (!rc && (e = readdir(dir)) != NULL) {
-        struct stat st;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-            fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        rc = fn(v, dirfd, rel, e->d_name, &st);
-    }
-    closedir(dir);
-    return rc;
+    each_ctx ec = {v, rel, fn};
+    return progcache__fs_each_name(dirfd, each_visit, &ec);
 }
 
 static int check_top(verify_ctx *v, int dirfd, const char *rel, const char *name,
@@ -510,10 +509,7 @@ int progcache_file_verify(progcache_verify_result *out, progcache_file *file,
 
 void progcache_prune_options_init(progcache_prune_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_PRUNE_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_PRUNE_OPTIONS_VERSION);
 }
 
 /* The options struct's size in each version, for progcache__options_load. */

@@ -32,10 +32,7 @@
 
 void progcache_file_options_init(progcache_file_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_FILE_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_FILE_OPTIONS_VERSION);
 }
 
 void progcache__file_log(file_store *fs, int level, const char *fmt, ...)
