@@ -1,4 +1,4 @@
-/* The artifact validators (src/store/validate.c): real NVRTC output of every
+/* The artifact validators (src/artifact/): real NVRTC output of every
  * kind is recognised with its architecture and kernel names; every
  * truncation of a CUBIN is rejected; bit flips, garbage and crafted
  * headers never crash and never read outside the buffer (run it under
@@ -12,7 +12,8 @@
 #include "alloc.h"
 #include "check.h"
 #include "progcache/cuda.h"
-#include "artifact/validate.h"
+#include "artifact/format.h"
+#include "artifact/inspect.h"
 
 static const char *kernels_src =
     "extern \"C\" __global__ void scale(float *a, float s, int n)"

@@ -29,7 +29,6 @@
 #include "error.h"
 #include "fs.h"
 #include "store/file/file_admin.h"
-#include "artifact/validate.h"
 
 #define TAR_RECORD (20 * TAR_BLOCK) /* archives are padded to whole records */
 
