@@ -82,8 +82,11 @@ int progcache__ptx_check(progcache__verdict *v)
             size_t n;
             if (directive_at(p, end, ".target") && !v->out->arch[0]) {
                 n = word_after(p + 7, end, &word);
-                if (n && n < sizeof v->out->arch)
+                /* The struct may hold an earlier artifact's longer arch. */
+                if (n && n < sizeof v->out->arch) {
                     memcpy(v->out->arch, word, n);
+                    v->out->arch[n] = '\0';
+                }
             } else if (directive_at(p, end, ".entry")) {
                 n = word_after(p + 6, end, &word);
                 if (n)
