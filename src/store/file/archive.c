@@ -30,7 +30,6 @@
 #include "fs.h"
 #include "options.h"
 #include "store/file/file_admin.h"
-#include "artifact/validate.h"
 
 #define TAR_RECORD (20 * TAR_BLOCK) /* archives are padded to whole records */
 

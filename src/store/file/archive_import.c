@@ -37,7 +37,7 @@
 #include "fs.h"
 #include "store/file/archive.h"
 #include "store/file/file_admin.h"
-#include "artifact/validate.h"
+#include "artifact/inspect.h"
 
 #define SPOOL_CHUNK 65536
 /* After the end of a streamed archive, padding (tar pads to 10 KiB

@@ -24,7 +24,7 @@
 #include "fs.h"
 #include "options.h"
 #include "store/file/file_stats.h"
-#include "artifact/validate.h"
+#include "artifact/inspect.h"
 
 int progcache__admin_file(const progcache_file *file, const char *fn)
 {

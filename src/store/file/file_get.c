@@ -17,7 +17,8 @@
 #include "error.h"
 #include "fs.h"
 #include "sha256.h"
-#include "artifact/validate.h"
+#include "artifact/format.h"
+#include "artifact/inspect.h"
 #include "store/file/file_stats.h"
 
 /* A hit refreshes the entry's atime (the LRU clock) only when it is older

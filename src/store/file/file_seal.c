@@ -13,7 +13,7 @@
 #include "buf.h"
 #include "error.h"
 #include "sha256.h"
-#include "artifact/validate.h"
+#include "artifact/inspect.h"
 
 /* The digest of a seal: SHA-256 over the tag and the entry's name, then,
  * when the entry has records, their length (8 bytes, little-endian) and

@@ -27,7 +27,6 @@
 #include "fs.h"
 #include "options.h"
 #include "sha256.h"
-#include "artifact/validate.h"
 #include "store/file/file_stats.h"
 
 void progcache_file_options_init(progcache_file_options *opts)
