@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "artifact/bytes.h"
+#include "bytes.h"
 #include "artifact/format.h"
 
 /* st_other bit NVIDIA's toolchain sets on kernel (entry) symbols. */

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "artifact/bytes.h"
+#include "bytes.h"
 #include "artifact/format.h"
 
 #define FATBIN_HEADER_MIN 16

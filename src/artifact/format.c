@@ -11,7 +11,7 @@
 #include <elf.h>
 #include <string.h>
 
-#include "artifact/bytes.h"
+#include "bytes.h"
 #include "error.h" /* PROGCACHE_HOT */
 
 #ifndef EM_CUDA

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "artifact/bytes.h"
+#include "bytes.h"
 #include "artifact/format.h"
 
 #define NVVM_HEADER_SIZE 40

@@ -1,4 +1,4 @@
-/* Where an archive goes to and comes from (src/store/archive.c,
+/* Where an archive goes to and comes from (src/store/file/archive.c,
  * archive_import.c): export never replaces what is not a regular file
  * (character devices and FIFOs are written in place, directories, block
  * devices, sockets and dangling links refused); archives stream through

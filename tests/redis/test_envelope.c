@@ -1,4 +1,4 @@
-/* The envelope around remote values (src/store/envelope.c): its layout is
+/* The envelope around remote values (src/store/redis/envelope.c): its layout is
  * pinned against an independent computation with OpenSSL's one-shot HMAC,
  * and every single-byte change, truncation and extension is refused. */
 #include <openssl/evp.h>

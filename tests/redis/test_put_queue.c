@@ -1,4 +1,4 @@
-/* The background put queue (src/store/put_queue.c): order, flush, drain on
+/* The background put queue (src/store/redis/put_queue.c): order, flush, drain on
  * free, the byte bound, a push that does not wait for a blocked writer,
  * and refusal in a fork() child. */
 #include <pthread.h>

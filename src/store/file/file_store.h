@@ -62,7 +62,7 @@ struct progcache_file {
  * together (docs/FORMAT.md, "The seal"). Format 2, FILE_SEAL_SIZE bytes:
  *   [0]      FILE_SEAL_FORMAT (2)
  *   [1]      flags: FILE_SEAL_WHOLE when the writer found the bytes to be a
- *            whole artifact (src/store/validate.c)
+ *            whole artifact (src/artifact/inspect.c)
  *   [2..9]   the first 8 bytes of the entry's name (its SHA-256 of the
  *            key), so a mismatch can be told apart from damage
  *   [10..41] SHA-256(FILE_SEAL_TAG, the entry's 64-digit name, the bytes)

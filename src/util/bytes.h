@@ -1,12 +1,12 @@
-/* Internal: reading the little-endian fields of artifact headers, and the
- * one bounds check every table and section goes through.
+/* Internal: little-endian fields (artifact headers, records, envelopes),
+ * and the one bounds check every table and section of a file goes through.
  *
- * Header-only: format recognition on the hit path (format.c) reads a magic
- * number with these, and a call per field would cost more than the read.
- * The readers do not check bounds themselves: the caller has already
+ * Header-only: format recognition on the hit path (artifact/format.c) reads
+ * a magic number with these, and a call per field would cost more than the
+ * read. The readers do not check bounds themselves: the caller has already
  * compared the offset with the size, or used progcache__fits(). */
-#ifndef PROGCACHE_ARTIFACT_BYTES_H
-#define PROGCACHE_ARTIFACT_BYTES_H
+#ifndef PROGCACHE_UTIL_BYTES_H
+#define PROGCACHE_UTIL_BYTES_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +35,18 @@ static inline uint32_t progcache__le32(const unsigned char *p)
 static inline uint64_t progcache__le64(const unsigned char *p)
 {
     return (uint64_t)progcache__le32(p) | (uint64_t)progcache__le32(p + 4) << 32;
+}
+
+static inline void progcache__put_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline void progcache__put_le64(unsigned char *p, uint64_t v)
+{
+    progcache__put_le32(p, (uint32_t)v);
+    progcache__put_le32(p + 4, (uint32_t)(v >> 32));
 }
 
 #endif
