@@ -477,10 +477,11 @@ static int redis_get(progcache_buf *out, progcache_store *store, const void *key
 
 /* Write one value now; failures are counted, never returned. Also the put
  * queue's writer. */
-static void write_value(void *ctx, const void *key, size_t key_len, const void *data,
-                        size_t size)
+static void write_value(void *ctx, const progcache__put_item *item)
 {
     redis_store *s = ctx;
+    const void *key = item->key, *data = item->data;
+    size_t key_len = item->key_len, size = item->size;
     unsigned char header[PROGCACHE__ENVELOPE_MAX_HEADER];
     char hex[HEX_LEN + 1], name[NAME_SIZE], ttl[16];
     size_t header_len = 0;
@@ -527,6 +528,7 @@ static int redis_put(progcache_store *store, const void *key, size_t key_len,
                      const void *data, size_t size)
 {
     redis_store *s = (redis_store *)store;
+    progcache__put_item item = {key, key_len, data, size, PROGCACHE_KIND_UNKNOWN, NULL, 0};
     if (s->cfg.flags & PROGCACHE_REDIS_READONLY)
         return PROGCACHE_OK;
     if (size > s->cfg.max_artifact_size) {
@@ -543,7 +545,7 @@ static int redis_put(progcache_store *store, const void *key, size_t key_len,
             return PROGCACHE_OK;
         saved_error saved;
         error_save(&saved);
-        int rc = progcache__put_queue_push(s->queue, key, key_len, data, size);
+        int rc = progcache__put_queue_push(s->queue, &item);
         if (rc == PROGCACHE_ENOMEM) {
             count(s, PROGCACHE__RC_DROPPED);
             slog(s, PROGCACHE_LOG_WARN, "%s", progcache_error_last());
@@ -552,7 +554,7 @@ static int redis_put(progcache_store *store, const void *key, size_t key_len,
         if (rc != PROGCACHE_EREMOTE) /* EREMOTE: no queue thread; write here */
             return PROGCACHE_OK;
     }
-    write_value(s, key, key_len, data, size);
+    write_value(s, &item);
     return PROGCACHE_OK;
 }
 
