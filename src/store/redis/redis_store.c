@@ -426,18 +426,21 @@ static int redis_get(progcache_buf *out, progcache_store *store, const void *key
 {
     redis_store *s = (redis_store *)store;
     char hex[HEX_LEN + 1], name[NAME_SIZE];
+    progcache__envelope_id id;
     failure f;
     if (switched_off(s))
         return PROGCACHE_ENOTFOUND;
-    int rc = key_hash(hex, key, key_len);
+    int rc = progcache__envelope_id_init(&id, key, key_len);
     if (rc)
         return rc;
+    progcache__hex(hex, id.hash, sizeof id.hash);
     const char *argv[] = {"GET", name};
     size_t lens[] = {3, make_name(name, s, "", hex)};
-    /* No value larger than the largest artifact plus its envelope is read
-     * into memory (docs/REMOTE.md, "Limits"). */
+    /* No value larger than the largest artifact plus its envelope and the
+     * largest records is read into memory (docs/REMOTE.md, "Limits"). */
     uint64_t max = s->cfg.max_artifact_size;
-    size_t limit = max > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)max + PROGCACHE__ENVELOPE_MAX_HEADER;
+    uint64_t extra = PROGCACHE__ENVELOPE_MAX_HEADER + PROGCACHE_RECORDS_MAX;
+    size_t limit = max > SIZE_MAX / 2 - extra ? SIZE_MAX / 2 : (size_t)(max + extra);
     redisReply *r = call_bounded(s, 2, argv, lens, 1, limit, &f);
     if (!r && f.too_large) {
         too_large(s, name, 0, limit);
@@ -452,22 +455,29 @@ static int redis_get(progcache_buf *out, progcache_store *store, const void *key
         count(s, PROGCACHE__RC_ERRORS);
         slog(s, PROGCACHE_LOG_WARN, "%s is not a string value; treated as a miss", name);
     } else {
-        const unsigned char *payload;
-        size_t size;
+        progcache__envelope e;
         saved_error saved;
         error_save(&saved);
-        if (progcache__envelope_open(&payload, &size, r->str, r->len, key, key_len,
-                                     s->cfg.hmac) != PROGCACHE_OK) {
+        int open = progcache__envelope_open(&e, r->str, r->len, &id, s->cfg.hmac);
+        if (open == PROGCACHE_ENOTFOUND) {
+            count(s, PROGCACHE__RC_MISSES);
+            count(s, PROGCACHE__RC_NEWER);
+            slog(s, PROGCACHE_LOG_WARN,
+                 "ignored the value of %s: %s; treated as a miss (upgrade progcache here to "
+                 "read it)",
+                 name, progcache_error_last());
+            error_restore(&saved);
+        } else if (open != PROGCACHE_OK) {
             count(s, PROGCACHE__RC_REJECTED);
             slog(s, PROGCACHE_LOG_WARN, "rejected the value of %s: %s", name,
                  progcache_error_last());
             error_restore(&saved);
-        } else if (size > max) {
-            too_large(s, name, size, limit);
-        } else if ((rc = progcache__buf_reserve(out, size)) == PROGCACHE_OK) {
-            if (size)
-                memcpy(out->data, payload, size);
-            progcache__buf_set_size(out, size);
+        } else if (e.size > max) {
+            too_large(s, name, e.size, limit);
+        } else if ((rc = progcache__buf_reserve(out, e.size)) == PROGCACHE_OK) {
+            if (e.size)
+                memcpy(out->data, e.payload, e.size);
+            progcache__buf_set_size(out, e.size);
             count(s, PROGCACHE__RC_HITS);
         }
     }
@@ -498,14 +508,19 @@ static void write_value(void *ctx, const progcache__put_item *item)
                                     "stored", size);
         goto done;
     }
-    if (key_hash(hex, key, key_len) ||
-        progcache__envelope_seal(header, &header_len, key, key_len, data, size, s->cfg.hmac) ||
+    progcache__envelope env = {PROGCACHE__ENVELOPE_VERSION, item->kind, item->records,
+                               item->records_len, data, size};
+    progcache__envelope_id id;
+    if (item->records_len ||
+        progcache__envelope_id_init(&id, key, key_len) ||
+        progcache__envelope_seal(header, &header_len, &env, &id, s->cfg.hmac) ||
         !(value = progcache__malloc(header_len + size))) {
         count(s, PROGCACHE__RC_STORE_ERRORS);
         slog(s, PROGCACHE_LOG_WARN, "could not prepare a value of %zu bytes: %s", size,
              progcache_error_last());
         goto done;
     }
+    progcache__hex(hex, id.hash, sizeof id.hash);
     memcpy(value, header, header_len);
     if (size)
         memcpy(value + header_len, data, size);
