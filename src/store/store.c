@@ -208,9 +208,7 @@ int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
                                 "or progcache_stats_init()",
                                 out->version);
     /* A store without statistics reports zeros and available 0. */
-    unsigned int version = out->version;
-    memset(out, 0, sizeof *out);
-    out->version = version;
+    progcache__struct_init(out, sizeof *out, out->version);
     const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
     return ops && ops->get ? ops->get(out, store) : PROGCACHE_OK;
 }

@@ -371,9 +371,7 @@ int progcache__archive_args(file_store **fs, progcache_archive_result *out,
     if (rc)
         return rc;
     if (out) {
-        unsigned int version = out->version;
-        memset(out, 0, sizeof *out);
-        out->version = version;
+        progcache__struct_init(out, sizeof *out, out->version);
     }
     return PROGCACHE_OK;
 }

@@ -549,9 +549,7 @@ int progcache_file_prune(progcache_prune_result *out, progcache_file *file,
     if (rc)
         return rc;
     if (out) {
-        unsigned int version = out->version;
-        memset(out, 0, sizeof *out);
-        out->version = version;
+        progcache__struct_init(out, sizeof *out, out->version);
         out->removed = removed;
         out->removed_bytes = removed_bytes;
         progcache__file_totals(fs, &bytes, &count);

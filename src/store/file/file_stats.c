@@ -25,6 +25,7 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "options.h"
 #include "fs.h"
 #include "store/file/file_store.h"
 
@@ -238,9 +239,7 @@ static uint64_t sum(const progcache__stats *stats, progcache__counter counter)
 
 void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
 {
-    unsigned int version = out->version;
-    memset(out, 0, sizeof *out);
-    out->version = version;
+    progcache__struct_init(out, sizeof *out, out->version);
     if (!stats)
         return;
     out->available = 1;
