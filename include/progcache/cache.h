@@ -51,8 +51,8 @@ typedef struct progcache_options {
     progcache_log_fn log; /* optional */
     void *log_ctx;
 
-    /* A shared remote tier below the directory (Redis; progcache/remote.h):
-     * the tiers are then memory -> files -> Redis. NULL: the one named by
+    /* The remote tier, below the home directory (Redis; progcache/remote.h):
+     * the tiers are then memory -> home directory -> Redis. NULL: the one named by
      * $PROGCACHE_REMOTE (progcache_default_remote), if any, unless
      * PROGCACHE_NO_REMOTE. A remote tier that cannot be set up fails the
      * open, whether given here or by the environment (a malformed URL, an

@@ -27,7 +27,7 @@
 #include "error.h"
 #include "options.h"
 #include "fs.h"
-#include "store/file/file_store.h"
+#include "store/file/file_layout.h"
 
 #define STATS_MAGIC "PCSTATS1"
 #define STATS_VERSION 1
@@ -273,28 +273,3 @@ int progcache__stats_zero(progcache__stats *stats)
     __atomic_store_n(&stats->map->header.since, (int64_t)time(NULL), __ATOMIC_RELAXED);
     return PROGCACHE_OK;
 }
-
-/* ---- the file store's statistics ops (progcache/sys/store.h) ------------- */
-
-PROGCACHE_HOT
-static void file_stats_record(progcache_store *store, progcache_stat stat, uint64_t n)
-{
-    progcache__stats_add(((file_store *)store)->stats, (progcache__counter)stat, n);
-}
-
-static int file_stats_get(progcache_stats *out, progcache_store *store)
-{
-    progcache__stats_read(out, ((file_store *)store)->stats);
-    int rc = store->count(&out->entries, store);
-    if (!rc)
-        rc = store->total_size(&out->total_size, store);
-    return rc;
-}
-
-static int file_stats_reset(progcache_store *store)
-{
-    return progcache__stats_zero(((file_store *)store)->stats);
-}
-
-const progcache_store_stats_ops progcache__file_stats_ops = {
-    PROGCACHE_STORE_STATS_OPS_VERSION, file_stats_record, file_stats_get, file_stats_reset, NULL};

@@ -63,7 +63,4 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats);
  * under a lock). PROGCACHE_EINVAL when the statistics are read-only. */
 int progcache__stats_zero(progcache__stats *stats);
 
-/* The file store's statistics ops: its vtable points here. */
-extern const progcache_store_stats_ops progcache__file_stats_ops;
-
 #endif

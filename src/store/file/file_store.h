@@ -12,11 +12,8 @@
 #include "error.h" /* PROGCACHE_PRINTF, PROGCACHE_COLD */
 #include "progcache/file.h"
 #include "progcache/sys/store.h"
+#include "store/file/file_layout.h"
 
-#define FILE_SHARDS 256
-/* "entries/" + 2 + "/" + 62 + NUL */
-#define FILE_REL_PATH_MAX 80
-#define FILE_STATE_DIR "progcache"
 
 /* Accounting shared by every process that opens the directory: a small
  * file mapped with MAP_SHARED and updated with atomic adds, so a put costs
@@ -85,8 +82,6 @@ struct progcache_file {
 #define FILE_SEAL_TAG "progcache.seal.2"
 #define FILE_SEAL_TAG_SIZE 17
 
-/* An entry's name: the 64 lowercase hex digits of SHA-256(key). */
-#define FILE_NAME_LEN 64
 
 /* Seal the bytes just written to fd as the entry named name, with meta's
  * records if any (best effort: a file system without user xattrs gets no
