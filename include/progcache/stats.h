@@ -21,6 +21,7 @@
  *  - singleflight_waits: lookups that waited for another thread or process
  *    compiling the same program instead of compiling it too.
  *  - remote_*: the remote (Redis) tier, when one is configured.
+ *  - pch_*: the PCH tier of progcache_compile_or_load() (version 2).
  * Calls on a bare store (progcache_store_get/put) are not counted.
  */
 #ifndef PROGCACHE_STATS_H
@@ -51,7 +52,15 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_REMOTE_ERRORS = 10,
     PROGCACHE_STAT_REMOTE_STORES = 11,
     PROGCACHE_STAT_REMOTE_REJECTED = 12,
-    PROGCACHE_STAT_LOOKUP_ERRORS = 13
+    PROGCACHE_STAT_LOOKUP_ERRORS = 13,
+    /* 14-23 are reserved. The PCH tier (docs/CUDA.md, "Precompiled
+     * headers"): */
+    PROGCACHE_STAT_PCH_HITS = 24,
+    PROGCACHE_STAT_PCH_MISSES = 25,
+    PROGCACHE_STAT_PCH_CREATED = 26,
+    PROGCACHE_STAT_PCH_REJECTED = 27,
+    PROGCACHE_STAT_PCH_MS_SAVED = 28,
+    PROGCACHE_STAT_PCH_FALLBACKS = 29
 } progcache_stat;
 
 /*
@@ -96,9 +105,29 @@ typedef struct progcache_stats {
     /* 1 when the directory has a statistics file (0 for a directory only
      * cuda.core has used, or one progcache could not write to). */
     int available;
+
+    /* Version 2: the PCH tier (precompiled headers kept in the cache
+     * directory for programs whose leading #include block is heavy;
+     * docs/CUDA.md). pch_hits: compiles that used a cached PCH.
+     * pch_misses: compiles that could have used one and found none usable
+     * (the first sight of a prefix, a PCH being made, one rejected).
+     * pch_created: PCHs made and kept. pch_rejected: PCHs found but not
+     * used: a header they were made from changed, the file was damaged,
+     * NVRTC refused it or died on it. pch_ms_saved: compile time saved by
+     * the hits, in milliseconds (the plain compile's time recorded when the
+     * PCH was made, less each hit's). pch_fallbacks: compiles the tier
+     * meant to run in its helper process that ran in the calling process
+     * instead (no helper installed, a helper that failed or died, an NVRTC
+     * build the helper does not share). */
+    uint64_t pch_hits;
+    uint64_t pch_misses;
+    uint64_t pch_created;
+    uint64_t pch_rejected;
+    uint64_t pch_ms_saved;
+    uint64_t pch_fallbacks;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 1
+#define PROGCACHE_STATS_VERSION 2
 #define PROGCACHE_STATS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -4,6 +4,7 @@
  * read (progcache/sys/store.h). */
 #include "store/store.h"
 
+#include <stddef.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -197,6 +198,12 @@ void progcache_stats_init(progcache_stats *stats)
     progcache__struct_init(stats, sizeof *stats, PROGCACHE_STATS_VERSION);
 }
 
+/* The struct's size in each version. */
+static const size_t stats_size[] = {0, offsetof(progcache_stats, pch_hits),
+                                    sizeof(progcache_stats)};
+_Static_assert(sizeof stats_size / sizeof stats_size[0] == PROGCACHE_STATS_VERSION + 1,
+               "a size for each version of progcache_stats");
+
 int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
 {
     if (!out || !store)
@@ -207,10 +214,17 @@ int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
                                 "progcache_stats.version is %u; set it with PROGCACHE_STATS_INIT "
                                 "or progcache_stats_init()",
                                 out->version);
-    /* A store without statistics reports zeros and available 0. */
-    progcache__struct_init(out, sizeof *out, out->version);
+    /* Filled as this library's version of the struct, then copied back in
+     * the caller's version's size: an older caller's struct is shorter. A
+     * store without statistics reports zeros and available 0. */
+    unsigned int version = out->version;
+    progcache_stats full;
+    progcache_stats_init(&full);
     const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
-    return ops && ops->get ? ops->get(out, store) : PROGCACHE_OK;
+    int rc = ops && ops->get ? ops->get(&full, store) : PROGCACHE_OK;
+    memcpy(out, &full, stats_size[version]);
+    out->version = version;
+    return rc;
 }
 
 int progcache_store_stats_reset(progcache_store *store)
