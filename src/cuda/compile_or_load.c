@@ -26,6 +26,7 @@
 #include "error.h"
 #include "key/key_options.h"
 #include "options.h"
+#include "pch.h"
 #include "progcache/cuda.h"
 
 
@@ -148,7 +149,7 @@ static int compile_and_store(progcache_program_result *out, progcache *cache,
         out->healed = 1;
     }
     double t = progcache__clock_ms();
-    int rc = progcache_nvrtc_compile(&out->artifact, &out->log, NULL, &program->nvrtc);
+    int rc = progcache__pch_compile(&out->artifact, &out->log, cache, program);
     out->compile_ms += progcache__clock_ms() - t;
     if (rc || !cache)
         goto done;
