@@ -79,6 +79,10 @@ typedef struct dep {
 } dep;
 
 static int recording; /* only while the prefix compiles */
+/* The program's name: NVRTC looks for a file of that name, but compiles
+ * the source it was given, so that file is no dependency (and is often the
+ * very file the program's source was read from, edited all the time). */
+static const char *main_name;
 static pthread_mutex_t dep_lock = PTHREAD_MUTEX_INITIALIZER;
 static dep *deps;
 static size_t num_deps, cap_deps;
@@ -122,7 +126,8 @@ static int ignored(const char *path)
 
 static void note(char kind, const char *path, const struct stat *st)
 {
-    if (!__atomic_load_n(&recording, __ATOMIC_RELAXED) || !path || ignored(path))
+    if (!__atomic_load_n(&recording, __ATOMIC_RELAXED) || !path || ignored(path) ||
+        (main_name && !strcmp(path, main_name)))
         return;
     int saved = errno;
     pthread_mutex_lock(&dep_lock);
@@ -546,6 +551,7 @@ static void serve(response *rs, const request *rq)
         rs->status = PROGCACHE__WIRE_MISMATCH;
         return;
     }
+    main_name = rq->name;
     if (rq->mode == PROGCACHE__WIRE_DEPS) {
         if (compile_prefix(rs, rq, NULL) != 0 && rs->nvrtc_result == NVRTC_SUCCESS)
             rs->status = PROGCACHE__WIRE_FAILED;
