@@ -50,6 +50,15 @@ typedef struct progcache_entry {
     /* progcache_file_verify with PROGCACHE_VERIFY_FIX: 1 when the entry
      * was removed. */
     int removed;
+
+    /* With PROGCACHE_ENTRIES_RECORDS: the records kept with the entry
+     * (progcache_entry_meta's format: read them with
+     * progcache_entry_meta_find on a meta whose records they are, or walk
+     * them), only when the entry's seal vouches for them; else NULL and
+     * 0. Added after the fields above: the library fills them, a caller
+     * built against an older header does not see them. */
+    const unsigned char *records;
+    size_t records_size;
 } progcache_entry;
 
 /* Called once per entry; return 0 to go on, anything else to stop (the
@@ -59,6 +68,9 @@ typedef int (*progcache_entry_fn)(void *ctx, const progcache_entry *entry);
 /* progcache_file_foreach() flags */
 #define PROGCACHE_ENTRIES_READ 0x1u    /* read each entry's bytes */
 #define PROGCACHE_ENTRIES_INSPECT 0x2u /* and inspect them (implies READ) */
+/* and the records kept with them (implies READ; costs a SHA-256 of each
+ * entry, to check its seal) */
+#define PROGCACHE_ENTRIES_RECORDS 0x4u
 
 /*
  * progcache_file_foreach() : call fn for every entry of the cache

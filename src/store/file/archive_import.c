@@ -37,7 +37,7 @@
 #include "fs.h"
 #include "store/file/archive.h"
 #include "store/file/file_admin.h"
-#include "artifact/validate.h"
+#include "artifact/manifest_kind.h"
 
 #define SPOOL_CHUNK 65536
 /* After the end of a streamed archive, padding (tar pads to 10 KiB
@@ -366,7 +366,7 @@ static int import_from(file_store *fs, int fd, const char *name,
         if ((rc = source_read(&src, data.data, (size_t)m->size, m->offset)))
             break;
         progcache__buf_set_size(&data, (size_t)m->size);
-        if ((rc = progcache__validate(&info, data.data, data.size, 1)))
+        if ((rc = progcache__inspect_entry(&info, data.data, data.size, 1)))
             break;
         if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size, NULL)))
             break;
