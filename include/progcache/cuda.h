@@ -169,7 +169,9 @@ PROGCACHE_API const char *progcache_cuda_result_name(CUresult result);
  * The inputs are those of a key (progcache/key.h), so what is compiled is
  * exactly what the key describes: program->source, ->target, ->options (in
  * order, passed to nvrtcCompileProgram unchanged), ->name (NULL:
- * "default_program"), ->name_expressions. extra_digest, the bytes tag and the
+ * "default_program"), ->name_expressions, ->headers (passed to NVRTC in
+ * memory; a header's length need not end at a NUL, but may not hold one:
+ * PROGCACHE_EINVAL). extra_digest, the bytes tag and the
  * NVRTC version fields only matter to the key and are ignored here.
  * For PROGCACHE_TARGET_LTOIR, "-dlto" is added to NVRTC's options when no
  * option asks for LTO-IR already (NVRTC emits none without it); the key sees
