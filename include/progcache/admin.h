@@ -18,6 +18,7 @@
 #include "artifact.h"
 #include "common.h"
 #include "file.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,14 +52,13 @@ typedef struct progcache_entry {
      * was removed. */
     int removed;
 
-    /* With PROGCACHE_ENTRIES_RECORDS: the records kept with the entry
-     * (progcache_entry_meta's format: read them with
-     * progcache_entry_meta_find on a meta whose records they are, or walk
-     * them), only when the entry's seal vouches for them; else NULL and
-     * 0. Added after the fields above: the library fills them, a caller
-     * built against an older header does not see them. */
-    const unsigned char *records;
-    size_t records_size;
+    /* With PROGCACHE_ENTRIES_RECORDS: what is kept with the entry (its
+     * records: progcache_entry_meta_find; the lowered names of its name
+     * expressions: progcache_lowered_names_next), when the entry's seal
+     * vouches for it; else NULL. Added after the fields above: the
+     * library fills it, a caller built against an older header does not
+     * see it. */
+    const progcache_entry_meta *meta;
 } progcache_entry;
 
 /* Called once per entry; return 0 to go on, anything else to stop (the

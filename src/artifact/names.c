@@ -22,6 +22,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "error.h"
+#include "progcache/store.h"
 
 /* ---- the record -------------------------------------------------------------- */
 
@@ -86,6 +87,15 @@ int progcache__names_next(const unsigned char *rec, size_t len, size_t *pos, con
     *expr = e;
     *lowered = l;
     return 1;
+}
+
+int progcache_lowered_names_next(const unsigned char *record, size_t len, size_t *pos,
+                                 const char **expression, const char **lowered)
+{
+    if (!pos || !expression || !lowered)
+        return PROGCACHE_ECORRUPT;
+    int r = progcache__names_next(record, len, pos, expression, lowered);
+    return r < 0 ? PROGCACHE_ECORRUPT : r;
 }
 
 const char *progcache__names_find(const unsigned char *rec, size_t len, const char *expr,

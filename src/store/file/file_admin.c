@@ -183,10 +183,8 @@ static int visit(walk_state *w, int shard, const shard_item *it)
             int whole;
             if (progcache__file_seal_check(item.fd, e.name, e.data, (size_t)e.size, &w->meta,
                                            &whole, NULL) == FILE_SEAL_MATCH &&
-                w->meta.records.size) {
-                e.records = w->meta.records.data;
-                e.records_size = w->meta.records.size;
-            }
+                w->meta.records.size)
+                e.meta = &w->meta;
         }
     }
     rc = w->fn(w->ctx, &item);
