@@ -87,7 +87,8 @@ int tool_max_size_arg(const char *cmd, int argc, char **argv, int *i, uint64_t *
 /* ---- inputs and outputs the user names (tool_io.c) ------------------------- */
 
 /* tool_read_input flags */
-#define TOOL_INPUT_STDIN 0x1u /* "-" means standard input */
+#define TOOL_INPUT_STDIN 0x1u   /* "-" means standard input */
+#define TOOL_INPUT_REGULAR 0x2u /* only a regular file (a FIFO is refused, not waited on) */
 
 /* Read a whole input into a malloc'd, NUL-terminated *data, never more than
  * max bytes: a larger regular file is refused before it is read, a stream

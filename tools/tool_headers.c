@@ -53,7 +53,7 @@ int tool_headers_add(tool_headers *h, const char *cmd, const char *what, const c
     snprintf(label, sizeof label, "%s header file", what);
     unsigned char *data = NULL;
     size_t size = 0;
-    int code = tool_read_input(cmd, label, path, 0, max, &data, &size);
+    int code = tool_read_input(cmd, label, path, TOOL_INPUT_REGULAR, max, &data, &size);
     free(path);
     if (code) {
         free(name);

@@ -535,6 +535,19 @@ static int refuse(const pending *from, const include_item *it, const char *why)
                             open, it->name, close, why);
 }
 
+/* Whether the file that includes it also asks __has_include about the same
+ * name: the usual guard of an optional header. Its absence is then
+ * recorded (a file appearing changes the key), not refused. */
+static int guarded(const pending *from, const include_item *it)
+{
+    for (size_t i = 0; i < from->num_items; i++) {
+        const include_item *p = &from->items[i];
+        if (p->probe && p->form == it->form && !strcmp(p->name, it->name))
+            return 1;
+    }
+    return 0;
+}
+
 static int resolve(resolver *r, const pending *from, const include_item *it)
 {
     if (it->form == PROGCACHE__INCLUDE_COMPUTED)
@@ -572,7 +585,7 @@ static int resolve(resolver *r, const pending *from, const include_item *it)
     }
     if (rc)
         return rc;
-    if (how == FOUND_NONE && !it->probe)
+    if (how == FOUND_NONE && !it->probe && !guarded(from, it))
         return refuse(from, it,
                       r->num_dirs ? "no such file where NVRTC looks (the including file's "
                                     "directory, then the include paths)"

@@ -205,7 +205,6 @@ static int header_name(cursor *c, progcache__include *inc, progcache__include_fn
     int ch = skip_space(c);
     size_t n = 0;
     int close = ch == '"' ? '"' : ch == '<' ? '>' : 0;
-    inc->line = c->line;
     if (close) {
         next(c);
         inc->form = close == '"' ? PROGCACHE__INCLUDE_QUOTED : PROGCACHE__INCLUDE_ANGLED;
@@ -246,10 +245,11 @@ static int header_name(cursor *c, progcache__include *inc, progcache__include_fn
 static int directive(cursor *c, progcache__include_fn fn, void *ctx)
 {
     char word[16];
-    skip_space(c);
-    read_ident(c, word, sizeof word);
     progcache__include inc;
     memset(&inc, 0, sizeof inc);
+    inc.line = c->line; /* where the directive starts */
+    skip_space(c);
+    read_ident(c, word, sizeof word);
     if (!strcmp(word, "include") || !strcmp(word, "embed")) {
         return header_name(c, &inc, fn, ctx, 0);
     } else if (!strcmp(word, "include_next")) {
@@ -266,6 +266,7 @@ static int has_include(cursor *c, int is_next, progcache__include_fn fn, void *c
     memset(&inc, 0, sizeof inc);
     inc.probe = 1;
     inc.next = is_next;
+    inc.line = c->line;
     if (skip_space(c) != '(') {
         /* `defined(__has_include)` and the like: nothing is named. */
         return 0;
