@@ -5,7 +5,8 @@
  *    the entry's record, and comes back on a HIT without a compile: in the
  *    same process, through a memory tier over the directory, and in a
  *    second process;
- *  - ls-style access to the record (progcache_lowered_names_next);
+ *  - ls-style access to the record (progcache_lowered_names_next), and
+ *    the record through progcache export and import;
  *  - an entry without the record, written through the plain store API as
  *    cuda.core writes it: compiled once to learn the names (counted in the
  *    statistics), stored with them, then a HIT without a compile;
@@ -150,7 +151,27 @@ static void test_record_round_trip(const char *dir)
     progcache_program_result_release(&kr);
     progcache_entry_meta_release(&meta);
     progcache_buf_free(&bytes);
+
+    /* Through an archive: export carries the records as a pax extended
+     * attribute, import puts them back, sealed with the entry; the hit in
+     * the new directory needs no compile. */
+    char archive[4200], other[4200];
+    snprintf(archive, sizeof archive, "%s.tar", dir);
+    snprintf(other, sizeof other, "%s-imported", dir);
+    CHECK_OK(progcache_file_export(NULL, file, archive, NULL));
     progcache_file_close(file);
+    CHECK_OK(progcache_file_open(&file, other, NULL));
+    CHECK_OK(progcache_file_import(NULL, file, archive, NULL));
+    progcache_file_close(file);
+    progcache *imported = NULL;
+    CHECK_OK(progcache_open(&imported, other, NULL));
+    CHECK_OK(progcache_compile_or_load(&r, imported, &p));
+    CHECK(r.status == PROGCACHE_STATUS_HIT && r.compile_ms == 0 && !r.names_learned);
+    check_names(&r, &want, 2);
+    progcache_program_result_release(&r);
+    progcache_close(imported);
+    unlink(archive);
+    test_rmtree(other);
     progcache_buf_free(&want);
 }
 
