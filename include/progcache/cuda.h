@@ -425,7 +425,9 @@ typedef struct progcache_program_result {
  * progcache_compile_or_load() : get a program's artifact from the cache or
  * by compiling it, then load it and fetch its kernel.
  *
- * In order: derive the key (progcache_key_nvrtc); look it up; on a hit check
+ * In order: derive the key (progcache_key_nvrtc_files: header files the
+ * source includes are covered, checked through a manifest kept in the
+ * cache, a stat per header, docs/KEY.md); look it up; on a hit check
  * the artifact (its kind when the bytes match the seal the cache stored
  * with them and that seal says they were a whole artifact, else its whole
  * structure: a CUBIN must be a whole CUDA ELF file); on a miss compile
@@ -435,6 +437,13 @@ typedef struct progcache_program_result {
  * program->kernel. A cached artifact that fails the structure check or that
  * the driver refuses to load (CUDA_ERROR_INVALID_IMAGE, ...) is removed,
  * compiled again, stored and loaded: out->healed says so.
+ *
+ * Name expressions (program->nvrtc.name_expressions): a result of version 3
+ * gets each one's lowered name and kernel, on a miss (from NVRTC; stored
+ * with the entry as a record) and on a hit (from the record). An entry
+ * without the record (written by cuda.core) is read from its own kernels
+ * when that is certain, else the program is compiled once to learn the
+ * names, which are then stored with it (out->names_learned).
  *
  * Single-flight: a miss first takes the key's compile lock in the cache
  * directory. If another thread or process holds it, the call waits for that

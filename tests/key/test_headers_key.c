@@ -313,6 +313,10 @@ static void test_disk(const char *dir)
     o.num_options = 2;
     CHECK_RC(PROGCACHE_EUNSAFEKEY, progcache_key_nvrtc_files(k1, &o));
     CHECK(strstr(progcache_error_last(), "--use-pch=x.pch"));
+    const char *bundled[] = {"-arch=sm_90", "--use-bundled-headers=/tmp/b"};
+    o.options = bundled;
+    CHECK_RC(PROGCACHE_EUNSAFEKEY, progcache_key_nvrtc_files(k1, &o));
+    CHECK(strstr(progcache_error_last(), "--use-bundled-headers=/tmp/b"));
 
     /* An include path and no include: not cuda.core's plain key (which
      * cuda.core refuses to make), but the headers digest of nothing. */
