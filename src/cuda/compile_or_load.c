@@ -285,6 +285,8 @@ static int compile(call *c, progcache_buf *into)
     return rc;
 }
 
+static int learn_names(call *c);
+
 static int compile_and_store(call *c)
 {
     progcache_program_result *out = c->out;
@@ -303,11 +305,11 @@ static int compile_and_store(call *c)
             /* The names come with the entry that appeared (a record of the
              * compile we waited for); without them, the caller learns
              * them as from any hit. */
-            if (program->nvrtc.num_name_expressions) {
+            if (out->version >= 3 && program->nvrtc.num_name_expressions) {
                 rc = progcache__names_of_entry(&c->lowered, &program->nvrtc, &meta,
                                                &out->artifact);
                 c->names = rc == 1;
-                rc = rc < 0 ? rc : PROGCACHE_OK;
+                rc = rc < 0 ? rc : c->names ? PROGCACHE_OK : learn_names(c);
             }
             goto done;
         }

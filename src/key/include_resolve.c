@@ -36,109 +36,16 @@
 #include "alloc.h"
 #include "error.h"
 #include "fs.h"
+#include "key/include_paths.h"
 #include "key/include_scan.h"
 #include "key/key_options.h"
 #include "key/toolkit.h"
 #include "sha256.h"
 
-/* Bounds: a header larger than this, more headers than this, or an
- * include path longer than PATH_MAX is refused rather than read. */
-#define HEADER_MAX_SIZE ((size_t)256 << 20)
+/* Bounds: more headers than this, or an include path longer than
+ * PATH_MAX, is refused rather than read (header_file.c bounds a header's
+ * size). */
 #define MAX_HEADERS 100000
-
-/* ---- stat and read ------------------------------------------------------- */
-
-static void stat_fill(progcache__file_stat *st, const struct stat *s)
-{
-    st->dev = (uint64_t)s->st_dev;
-    st->ino = (uint64_t)s->st_ino;
-    st->size = (uint64_t)s->st_size;
-    st->mtime_ns = (int64_t)s->st_mtim.tv_sec * 1000000000 + s->st_mtim.tv_nsec;
-    st->ctime_ns = (int64_t)s->st_ctim.tv_sec * 1000000000 + s->st_ctim.tv_nsec;
-}
-
-int progcache__file_stat_of(progcache__file_stat *st, const char *path)
-{
-    struct stat s;
-    if (stat(path, &s) != 0)
-        return -1;
-    stat_fill(st, &s);
-    return 0;
-}
-
-int progcache__file_stat_same(const progcache__file_stat *a, const progcache__file_stat *b)
-{
-    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
-}
-
-int progcache__header_read(const char *path, progcache__file_stat *st, unsigned char sha[32],
-                           char **text, size_t *len)
-{
-    if (text)
-        *text = NULL;
-    /* Non-blocking: a FIFO where a header should be must not hold the
-     * open for ever (it is refused below). */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            return PROGCACHE_ENOTFOUND;
-        return progcache__error_errno(progcache__code_from_errno(errno), errno,
-                                      "cannot open header \"%s\"", path);
-    }
-    struct stat s;
-    char *buf = NULL;
-    int rc = PROGCACHE_OK;
-    if (fstat(fd, &s) != 0) {
-        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot stat header \"%s\"", path);
-        goto done;
-    }
-    if (!S_ISREG(s.st_mode)) {
-        rc = progcache__error(PROGCACHE_EUNSAFEKEY,
-                              "\"%s\" is %s, not a regular file: the cache key cannot cover "
-                              "what NVRTC would read from it",
-                              path, progcache__fs_type_name(s.st_mode));
-        goto done;
-    }
-    if ((uint64_t)s.st_size > HEADER_MAX_SIZE) {
-        rc = progcache__error(PROGCACHE_EIO, "header \"%s\" is %lld bytes, more than the %zu "
-                              "a header may have", path, (long long)s.st_size, HEADER_MAX_SIZE);
-        goto done;
-    }
-    size_t size = (size_t)s.st_size;
-    buf = progcache__malloc(size + 1);
-    if (!buf) {
-        rc = progcache__error(PROGCACHE_ENOMEM, "out of memory reading header \"%s\"", path);
-        goto done;
-    }
-    ssize_t got = progcache__fs_read_full(fd, buf, size + 1);
-    struct stat after;
-    if (got < 0) {
-        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot read header \"%s\"", path);
-        goto done;
-    }
-    /* One byte more than its size was asked for: a file that grew or
-     * shrank while being read, or was replaced, is not hashed as a mix. */
-    if ((size_t)got != size || fstat(fd, &after) != 0 || after.st_size != s.st_size ||
-        after.st_mtim.tv_sec != s.st_mtim.tv_sec || after.st_mtim.tv_nsec != s.st_mtim.tv_nsec) {
-        rc = progcache__error(PROGCACHE_EIO, "header \"%s\" changed while it was being read; "
-                              "try again once nothing writes to it", path);
-        goto done;
-    }
-    buf[size] = '\0';
-    if ((rc = progcache__sha256_oneshot(sha, buf, size)))
-        goto done;
-    stat_fill(st, &s);
-    if (text) {
-        *text = buf;
-        *len = size;
-        buf = NULL;
-    }
-done:
-    progcache__free(buf);
-    close(fd);
-    return rc;
-}
 
 /* ---- the resolver's state ---------------------------------------------------- */
 
@@ -169,11 +76,7 @@ typedef struct seen_file {
 typedef struct resolver {
     const progcache_key_nvrtc_options *o;
     progcache__header_scan *out;
-    const char **dirs; /* include paths, in order */
-    size_t num_dirs;
-    const char **pre; /* pre-included files, in order */
-    size_t num_pre;
-    int no_source_include;
+    progcache__include_paths paths;
     unsigned char *memory_seen; /* per header in memory: scanned already */
     seen_file *seen;
     size_t num_seen;
@@ -193,113 +96,6 @@ static int grow(void **items, size_t *cap, size_t len, size_t size)
     *items = p;
     *cap = n;
     return PROGCACHE_OK;
-}
-
-/* ---- options: include paths and pre-includes ---------------------------------- */
-
-/* The value of an option given as "NAME=VALUE" or as NAME then VALUE in
- * the next string; NULL when option is not NAME. */
-static const char *option_value(const progcache_key_nvrtc_options *o, size_t *i, const char *name)
-{
-    const char *s = o->options[*i];
-    size_t n = strlen(name);
-    if (strncmp(s, name, n))
-        return NULL;
-    if (s[n] == '=')
-        return s + n + 1;
-    if (s[n])
-        return NULL;
-    if (*i + 1 >= o->num_options)
-        return "";
-    return o->options[++*i];
-}
-
-static int add_string(const char ***list, size_t *n, const char *s)
-{
-    const char **p = progcache__realloc((void *)*list, (*n + 1) * sizeof *p);
-    if (!p)
-        return progcache__error(PROGCACHE_ENOMEM, "out of memory reading the include paths");
-    p[(*n)++] = s;
-    *list = p;
-    return PROGCACHE_OK;
-}
-
-static int parse_options(resolver *r)
-{
-    const progcache_key_nvrtc_options *o = r->o;
-    int rc = PROGCACHE_OK;
-    for (size_t i = 0; i < o->num_options && !rc; i++) {
-        const char *s = o->options[i], *v;
-        if (!strcmp(s, "--no-source-include") || !strcmp(s, "-no-source-include")) {
-            r->no_source_include = 1;
-        } else if (s[0] == '-' && s[1] == 'I') {
-            if (s[2])
-                v = s + 2 + (s[2] == '=');
-            else
-                v = i + 1 < o->num_options ? o->options[++i] : "";
-            while (*v == ' ' || *v == '\t')
-                v++;
-            rc = add_string(&r->dirs, &r->num_dirs, v);
-        } else if ((v = option_value(o, &i, "--include-path"))) {
-            rc = add_string(&r->dirs, &r->num_dirs, v);
-        } else if ((v = option_value(o, &i, "--pre-include")) ||
-                   (v = option_value(o, &i, "-include"))) {
-            rc = add_string(&r->pre, &r->num_pre, v);
-        }
-    }
-    for (size_t i = 0; i < r->num_dirs && !rc; i++)
-        if (!r->dirs[i][0])
-            rc = progcache__error(PROGCACHE_EUNSAFEKEY,
-                                  "an include path is empty: say \".\" for the working "
-                                  "directory, or pass an extra digest over the headers");
-    for (size_t i = 0; i < r->num_pre && !rc; i++)
-        if (!r->pre[i][0])
-            rc = progcache__error(PROGCACHE_EUNSAFEKEY,
-                                  "a --pre-include names no file: name one, or pass an extra "
-                                  "digest over the headers");
-    return rc;
-}
-
-/* ---- paths ---------------------------------------------------------------------- */
-
-/* dir + "/" + name, as NVRTC forms it; "." adds nothing. NULL (message
- * set) when too long or out of memory. */
-static char *join(const char *dir, const char *name)
-{
-    size_t dl = strlen(dir), nl = strlen(name);
-    if (!strcmp(dir, "."))
-        dl = 0;
-    if (dl + nl + 2 > PATH_MAX) {
-        progcache__error(PROGCACHE_EUNSAFEKEY, "the path \"%s/%s\" is longer than PATH_MAX",
-                         dir, name);
-        return NULL;
-    }
-    char *p = progcache__malloc(dl + nl + 2);
-    if (!p) {
-        progcache__error(PROGCACHE_ENOMEM, "out of memory for a header path");
-        return NULL;
-    }
-    memcpy(p, dir, dl);
-    size_t at = dl;
-    if (dl && dir[dl - 1] != '/')
-        p[at++] = '/';
-    memcpy(p + at, name, nl + 1);
-    return p;
-}
-
-/* The directory part of path ("." for none, "/" for the root). */
-static char *dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        return progcache__strdup(".");
-    size_t n = slash == path ? 1 : (size_t)(slash - path);
-    char *d = progcache__malloc(n + 1);
-    if (d) {
-        memcpy(d, path, n);
-        d[n] = '\0';
-    }
-    return d;
 }
 
 /* Record dir (and its times) as a place where a header was looked for. */
@@ -327,7 +123,7 @@ static int add_dir(resolver *r, const char *path, const progcache__file_stat *st
  * way to it) appears. */
 static int missing(resolver *r, const char *candidate)
 {
-    char *d = dir_of(candidate);
+    char *d = progcache__path_dir(candidate);
     if (!d)
         return progcache__error(PROGCACHE_ENOMEM, "out of memory listing the headers");
     int rc = PROGCACHE_OK;
@@ -339,7 +135,7 @@ static int missing(resolver *r, const char *candidate)
         }
         if (!strcmp(d, ".") || !strcmp(d, "/"))
             break; /* the working directory or the root is gone: nothing to watch */
-        char *up = dir_of(d);
+        char *up = progcache__path_dir(d);
         progcache__free(d);
         if (!(d = up)) {
             rc = progcache__error(PROGCACHE_ENOMEM, "out of memory listing the headers");
@@ -417,7 +213,7 @@ static int read_header(resolver *r, const char *path, int found_at)
     if (rc)
         return rc;
     progcache__file_stat dst;
-    if (!(dir = dir_of(path))) {
+    if (!(dir = progcache__path_dir(path))) {
         rc = progcache__error(PROGCACHE_ENOMEM, "out of memory listing the headers");
         goto done;
     }
@@ -488,7 +284,7 @@ static int visit_memory(resolver *r, const progcache_header *h, size_t index)
     char *label = progcache__malloc(n);
     if (label)
         snprintf(label, n, "header \"%s\" (in memory)", h->name);
-    return queue_text(r, h->content, len, dir_of(h->name), label, -1);
+    return queue_text(r, h->content, len, progcache__path_dir(h->name), label, -1);
 }
 
 /* Where the include would be read: found (opened and read into the scan),
@@ -566,17 +362,17 @@ static int resolve(resolver *r, const pending *from, const include_item *it)
     } else {
         /* The includer's directory for "quoted" names, then the include
          * paths (after the includer's for #include_next). */
-        if (it->form == PROGCACHE__INCLUDE_QUOTED && !it->next && !r->no_source_include &&
+        if (it->form == PROGCACHE__INCLUDE_QUOTED && !it->next && !r->paths.no_source_include &&
             from->dir) {
-            char *path = join(from->dir, it->name);
+            char *path = progcache__path_join(from->dir, it->name);
             if (!path)
                 return progcache_error_code();
             rc = try_candidate(r, path, -1, &how);
             progcache__free(path);
         }
         size_t first = it->next && from->found_at >= 0 ? (size_t)from->found_at + 1 : 0;
-        for (size_t i = first; !rc && how == FOUND_NONE && i < r->num_dirs; i++) {
-            char *path = join(r->dirs[i], it->name);
+        for (size_t i = first; !rc && how == FOUND_NONE && i < r->paths.num_dirs; i++) {
+            char *path = progcache__path_join(r->paths.dirs[i], it->name);
             if (!path)
                 return progcache_error_code();
             rc = try_candidate(r, path, (int)i, &how);
@@ -587,7 +383,7 @@ static int resolve(resolver *r, const pending *from, const include_item *it)
         return rc;
     if (how == FOUND_NONE && !it->probe && !guarded(from, it))
         return refuse(from, it,
-                      r->num_dirs ? "no such file where NVRTC looks (the including file's "
+                      r->paths.num_dirs ? "no such file where NVRTC looks (the including file's "
                                     "directory, then the include paths)"
                                   : "no such file where NVRTC looks (the including file's "
                                     "directory; no include path is given)");
@@ -603,8 +399,8 @@ static int resolve_pre(resolver *r, const char *name)
         return visit_memory(r, h, index);
     found how = FOUND_NONE;
     int rc = try_candidate(r, name, -1, &how);
-    for (size_t i = 0; !rc && how == FOUND_NONE && name[0] != '/' && i < r->num_dirs; i++) {
-        char *path = join(r->dirs[i], name);
+    for (size_t i = 0; !rc && how == FOUND_NONE && name[0] != '/' && i < r->paths.num_dirs; i++) {
+        char *path = progcache__path_join(r->paths.dirs[i], name);
         if (!path)
             return progcache_error_code();
         rc = try_candidate(r, path, (int)i, &how);
@@ -629,16 +425,16 @@ static int check_shadowing(resolver *r)
 {
     size_t num_names;
     const char *const *names = progcache__toolkit_top_names(&num_names);
-    for (size_t i = 0; i < r->num_dirs; i++) {
+    for (size_t i = 0; i < r->paths.num_dirs; i++) {
         char real[PATH_MAX];
-        if (realpath(r->dirs[i], real) &&
+        if (realpath(r->paths.dirs[i], real) &&
             (progcache__toolkit_contains(real) || !strcmp(real, progcache__toolkit_include())))
             return PROGCACHE_OK; /* the toolkit's own directories come first from here */
         progcache__file_stat st;
-        if (progcache__file_stat_of(&st, r->dirs[i]) != 0)
+        if (progcache__file_stat_of(&st, r->paths.dirs[i]) != 0)
             continue; /* missing: recorded where its headers were looked for */
         for (size_t k = 0; k < num_names; k++) {
-            char *path = join(r->dirs[i], names[k]);
+            char *path = progcache__path_join(r->paths.dirs[i], names[k]);
             if (!path)
                 return progcache_error_code();
             struct stat s;
@@ -651,9 +447,9 @@ static int check_shadowing(resolver *r)
                                         "place of a header the toolkit's headers include: put "
                                         "the toolkit's include paths first, or pass an extra "
                                         "digest over the headers the program reads",
-                                        r->dirs[i], progcache__toolkit_include(), names[k]);
+                                        r->paths.dirs[i], progcache__toolkit_include(), names[k]);
         }
-        int rc = add_dir(r, r->dirs[i], &st);
+        int rc = add_dir(r, r->paths.dirs[i], &st);
         if (rc)
             return rc;
     }
@@ -685,15 +481,15 @@ int progcache__header_scan_run(progcache__header_scan *out, const progcache_key_
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     out->time_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-    int rc = parse_options(&r);
+    int rc = progcache__include_paths_parse(&r.paths, o);
     if (!rc && o->num_headers && !(r.memory_seen = progcache__calloc(o->num_headers, 1)))
         rc = progcache__error(PROGCACHE_ENOMEM, "out of memory listing the headers");
-    for (size_t i = 0; !rc && i < r.num_pre; i++)
-        rc = resolve_pre(&r, r.pre[i]);
+    for (size_t i = 0; !rc && i < r.paths.num_pre; i++)
+        rc = resolve_pre(&r, r.paths.pre[i]);
     if (!rc) {
         const char *name = o->name ? o->name : "default_program";
         size_t len = o->source_len ? o->source_len : strlen(o->source);
-        rc = queue_text(&r, o->source, len, dir_of(name), progcache__strdup(name), -1);
+        rc = queue_text(&r, o->source, len, progcache__path_dir(name), progcache__strdup(name), -1);
     }
     while (!rc && r.queue_next < r.queue_len) {
         /* r.queue moves as it grows: work on a copy of the entry. */
@@ -714,8 +510,7 @@ int progcache__header_scan_run(progcache__header_scan *out, const progcache_key_
     progcache__free(r.queue);
     progcache__free(r.seen);
     progcache__free(r.memory_seen);
-    progcache__free((void *)r.dirs);
-    progcache__free((void *)r.pre);
+    progcache__include_paths_free(&r.paths);
     if (rc)
         progcache__header_scan_free(out);
     return rc;
