@@ -100,11 +100,10 @@ int progcache__headers_digest(unsigned char out[32], const progcache_key_nvrtc_o
 typedef struct check_ctx {
     const progcache_key_nvrtc_options *o;
     const char *label;
-    unsigned char *visited; /* per header in memory */
-    int depth;
+    unsigned char *visited; /* per header in memory: queued already */
+    size_t *queue;          /* headers in memory to scan, in the order reached */
+    size_t queued;
 } check_ctx;
-
-static int check_text(check_ctx *c, const char *text, size_t len, const char *label);
 
 static int check_one(void *ctx, const progcache__include *inc)
 {
@@ -115,12 +114,13 @@ static int check_one(void *ctx, const progcache__include *inc)
             const progcache_header *h = &o->headers[i];
             if (strlen(h->name) != inc->name_len || memcmp(h->name, inc->name, inc->name_len))
                 continue;
-            if (c->visited[i])
-                return PROGCACHE_OK;
-            c->visited[i] = 1;
-            char label[512];
-            snprintf(label, sizeof label, "header \"%s\" (in memory)", h->name);
-            return check_text(c, h->content, content_len(h), label);
+            /* Scanned after this text, not from inside its scan: a chain
+             * of headers costs no stack. */
+            if (!c->visited[i]) {
+                c->visited[i] = 1;
+                c->queue[c->queued++] = i;
+            }
+            return PROGCACHE_OK;
         }
     }
     return progcache__error(PROGCACHE_EUNSAFEKEY,
@@ -137,25 +137,27 @@ static int check_one(void *ctx, const progcache__include *inc)
                             : inc->form == PROGCACHE__INCLUDE_QUOTED ? "\"" : "");
 }
 
-static int check_text(check_ctx *c, const char *text, size_t len, const char *label)
-{
-    const char *outer = c->label;
-    c->label = label;
-    int rc = progcache__include_scan(text, len, check_one, c);
-    c->label = outer;
-    return rc;
-}
-
 int progcache__key_check_includes(const progcache_key_nvrtc_options *o)
 {
     if (!progcache__may_include(o))
         return PROGCACHE_OK;
-    check_ctx c = {o, NULL, NULL, 0};
-    if (o->num_headers && !(c.visited = progcache__calloc(o->num_headers, 1)))
-        return progcache__error(PROGCACHE_ENOMEM, "out of memory checking the includes");
+    check_ctx c = {o, o->name ? o->name : "default_program", NULL, NULL, 0};
+    int rc = PROGCACHE_OK;
+    if (o->num_headers && (!(c.visited = progcache__calloc(o->num_headers, 1)) ||
+                           !(c.queue = progcache__calloc(o->num_headers, sizeof *c.queue))))
+        rc = progcache__error(PROGCACHE_ENOMEM, "out of memory checking the includes");
     size_t len = o->source_len ? o->source_len : strlen(o->source);
-    int rc = check_text(&c, o->source, len, o->name ? o->name : "default_program");
+    if (!rc)
+        rc = progcache__include_scan(o->source, len, check_one, &c);
+    char label[512];
+    for (size_t next = 0; !rc && next < c.queued; next++) {
+        const progcache_header *h = &o->headers[c.queue[next]];
+        snprintf(label, sizeof label, "header \"%s\" (in memory)", h->name);
+        c.label = label;
+        rc = progcache__include_scan(h->content, content_len(h), check_one, &c);
+    }
     progcache__free(c.visited);
+    progcache__free(c.queue);
     return rc;
 }
 
