@@ -115,7 +115,10 @@ const char *progcache__names_find(const unsigned char *rec, size_t len, const ch
 
 /* ---- without the record: the artifact's kernels -------------------------------- */
 
-static int ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static int ident_start(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
 static int ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
 static int digit(char c) { return c >= '0' && c <= '9'; }
 

@@ -32,7 +32,7 @@ int progcache__names_of_entry(progcache_buf *lowered, const progcache_key_nvrtc_
         if (!name) {
             if (!inspected) {
                 inspected = 1;
-                if (progcache_artifact_inspect(&info, artifact->data, artifact->size) != PROGCACHE_OK) {
+                if (progcache_artifact_inspect(&info, artifact->data, artifact->size)) {
                     rc = progcache_error_code();
                     break;
                 }

@@ -48,7 +48,8 @@ static int hash_file(progcache__sha256 *h, const char *path, unsigned char *chun
         goto done;
     }
     uint64_t left = (uint64_t)st.st_size;
-    if ((rc = progcache__frame_str(h, "path", path)) || (rc = progcache__frame_begin(h, "bytes", left)))
+    if ((rc = progcache__frame_str(h, "path", path)) ||
+        (rc = progcache__frame_begin(h, "bytes", left)))
         goto done;
     for (;;) {
         /* Once left reaches 0, one more read must see end of file. */

@@ -129,7 +129,9 @@ static int check_one(void *ctx, const progcache__include *inc)
                             "and progcache_compile_or_load do), which reads and covers the "
                             "headers, or pass an extra digest over them",
                             c->label, inc->line,
-                            inc->probe ? "__has_include " : inc->next ? "#include_next " : "#include ",
+                            inc->probe  ? "__has_include "
+                            : inc->next ? "#include_next "
+                                        : "#include ",
                             inc->form == PROGCACHE__INCLUDE_ANGLED ? "<"
                             : inc->form == PROGCACHE__INCLUDE_QUOTED ? "\"" : "",
                             (int)(inc->name_len > 400 ? 400 : inc->name_len), inc->name,

@@ -36,7 +36,8 @@ static int add_string(const char ***list, size_t *n, const char *s)
     return PROGCACHE_OK;
 }
 
-int progcache__include_paths_parse(progcache__include_paths *r, const progcache_key_nvrtc_options *o)
+int progcache__include_paths_parse(progcache__include_paths *r,
+                                   const progcache_key_nvrtc_options *o)
 {
     memset(r, 0, sizeof *r);
     int rc = PROGCACHE_OK;

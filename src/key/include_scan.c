@@ -85,7 +85,10 @@ static int is_ident(int ch)
            ch == '_' || ch == '$' || ch >= 0x80;
 }
 
-static int is_blank(int ch) { return ch == ' ' || ch == '\t' || ch == '\f' || ch == '\v' || ch == '\r'; }
+static int is_blank(int ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\f' || ch == '\v' || ch == '\r';
+}
 
 /* After the opening of a block comment: to its end (or the text's). */
 static void skip_block_comment(cursor *c)

@@ -208,7 +208,8 @@ static int hash_key(progcache__sha256 *h, const progcache_key_nvrtc_options *o, 
     int rc;
 
     snprintf(version, sizeof version, "%d.%d", major, minor);
-    if ((rc = progcache__frame_str(h, "schema", KEY_SCHEMA)) || (rc = progcache__frame_str(h, "nvrtc", version)) ||
+    if ((rc = progcache__frame_str(h, "schema", KEY_SCHEMA)) ||
+        (rc = progcache__frame_str(h, "nvrtc", version)) ||
         (rc = progcache__frame_str(h, "code_type", "c++")) ||
         (rc = progcache__frame_str(h, "target_type", progcache_target_name(o->target))) ||
         (rc = progcache__frame(h, "code", o->source, source_len)) ||

@@ -68,7 +68,8 @@ static void frame_str(EVP_MD_CTX *h, const char *label, const char *s)
 static void test_recipe_by_hand(void)
 {
     /* Two headers, given out of name order; the recipe sorts them. */
-    progcache_header hs[] = {{"tile.h", "constexpr int T = 16;\n", 0}, {"act.h", "#pragma once\n", 5}};
+    progcache_header hs[] = {{"tile.h", "constexpr int T = 16;\n", 0},
+                             {"act.h", "#pragma once\n", 5}};
     progcache_key_nvrtc_options o = opts("#include \"tile.h\"\n#include \"act.h\"\n");
     o.headers = hs;
     o.num_headers = 2;
@@ -128,7 +129,8 @@ static void test_recipe_by_hand(void)
 static void test_memory_headers(void)
 {
     progcache_header a[] = {{"h.h", "__device__ int x = 1;\n", 0}, {"g.h", "// g\n", 0}};
-    progcache_key_nvrtc_options o = opts("#include \"h.h\"\n#include <g.h>\n__global__ void k() {}\n");
+    progcache_key_nvrtc_options o =
+        opts("#include \"h.h\"\n#include <g.h>\n__global__ void k() {}\n");
     unsigned char k1[32], k2[32], k3[32], plain[32];
     /* Without them, the includes read files: refused, naming them. */
     CHECK_RC(PROGCACHE_EUNSAFEKEY, progcache_key_nvrtc(k1, &o));

@@ -97,7 +97,8 @@ static void test_splices_and_probes(void)
 /* Any bytes: truncated at every length, with NULs and high bytes. */
 static void test_any_bytes(void)
 {
-    const char src[] = "#include \"a.h\"\n/* x */ R\"d(\n)d\" '\\'' \"\\\n\" \x01\xff\0\n#include <z>\n"
+    const char src[] = "#include \"a.h\"\n/* x */ R\"d(\n)d\" '\\'' \"\\\n\" "
+                       "\x01\xff\0\n#include <z>\n"
                        "/* unterminated";
     found f;
     for (size_t len = 0; len <= sizeof src - 1; len++) {
@@ -119,7 +120,8 @@ static int stop_at_first(void *ctx, const progcache__include *inc)
 static void test_stop(void)
 {
     int calls = 0;
-    CHECK(progcache__include_scan("#include \"a\"\n#include \"b\"\n", 26, stop_at_first, &calls) == 7);
+    const char *two = "#include \"a\"\n#include \"b\"\n";
+    CHECK(progcache__include_scan(two, strlen(two), stop_at_first, &calls) == 7);
     CHECK(calls == 1);
 }
 

@@ -154,7 +154,9 @@ static int visit(walk_state *w, int shard, const shard_item *it)
     char errtext[160];
     struct stat st;
     int rc = 0;
-    if (w->flags & (PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS)) {
+    unsigned int reads =
+        PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS;
+    if (w->flags & reads) {
         item.fd = open_entry(w->fs, shard, it->name);
         if (item.fd < 0) {
             if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
