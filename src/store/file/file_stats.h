@@ -30,7 +30,8 @@ typedef enum progcache__counter {
     PROGCACHE__REMOTE_STORES = 11,
     PROGCACHE__REMOTE_REJECTED = 12,
     PROGCACHE__LOOKUP_ERRORS = 13,
-    PROGCACHE__COUNTERS_USED = 14,
+    /* 14-23 are reserved for the remote tier, 24-29 for precompiled headers. */
+    PROGCACHE__NAMES_LEARNED = 30,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 32
 } progcache__counter;
