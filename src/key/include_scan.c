@@ -295,14 +295,8 @@ int progcache__include_scan(const char *text, size_t len, progcache__include_fn 
         if (ch == '\n') {
             next(c);
             line_start = 1;
-        } else if (is_blank(ch)) {
-            next(c);
-        } else if (ch == '/' && peek2(c) == '*') {
-            next(c);
-            next(c);
-            skip_block_comment(c);
-        } else if (ch == '/' && peek2(c) == '/') {
-            skip_line_comment(c);
+        } else if (is_blank(ch) || (ch == '/' && (peek2(c) == '*' || peek2(c) == '/'))) {
+            skip_space(c);
         } else if (ch == '#' && line_start) {
             next(c);
             line_start = 0;
