@@ -143,6 +143,7 @@ int cmd_stats(int argc, char **argv)
         {"remote errors", "remote_errors", s.remote_errors},
         {"remote stores", "remote_stores", s.remote_stores},
         {"remote rejected", "remote_rejected", s.remote_rejected},
+        {"names learned", "names_learned", s.names_learned},
         {"PCH hits", "pch_hits", s.pch_hits},
         {"PCH misses", "pch_misses", s.pch_misses},
         {"PCH created", "pch_created", s.pch_created},

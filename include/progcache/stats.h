@@ -21,7 +21,8 @@
  *  - singleflight_waits: lookups that waited for another thread or process
  *    compiling the same program instead of compiling it too.
  *  - remote_*: the remote (Redis) tier, when one is configured.
- *  - pch_*: the PCH tier of progcache_compile_or_load() (version 2).
+ *  - names_learned, pch_*: progcache_compile_or_load(), learning lowered
+ *    names and the PCH tier (version 2).
  * Calls on a bare store (progcache_store_get/put) are not counted.
  */
 #ifndef PROGCACHE_STATS_H
@@ -60,7 +61,11 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_PCH_CREATED = 26,
     PROGCACHE_STAT_PCH_REJECTED = 27,
     PROGCACHE_STAT_PCH_MS_SAVED = 28,
-    PROGCACHE_STAT_PCH_FALLBACKS = 29
+    PROGCACHE_STAT_PCH_FALLBACKS = 29,
+    /* compile-or-load found an entry without the lowered names of its name
+     * expressions (written by cuda.core or an older progcache) and compiled
+     * once to learn them (docs/CUDA.md, "Name expressions") */
+    PROGCACHE_STAT_NAMES_LEARNED = 30
 } progcache_stat;
 
 /*
@@ -106,9 +111,16 @@ typedef struct progcache_stats {
      * cuda.core has used, or one progcache could not write to). */
     int available;
 
-    /* Version 2: the PCH tier (precompiled headers kept in the cache
-     * directory for programs whose leading #include block is heavy;
-     * docs/CUDA.md). pch_hits: compiles that used a cached PCH.
+    /* Version 2. The fields follow the order they were added in, not the
+     * positions of progcache_stat. */
+
+    /* Entries without lowered names for which compile-or-load compiled
+     * once to learn them (PROGCACHE_STAT_NAMES_LEARNED). */
+    uint64_t names_learned;
+
+    /* The PCH tier (precompiled headers kept in the cache directory for
+     * programs whose leading #include block is heavy; docs/CUDA.md).
+     * pch_hits: compiles that used a cached PCH.
      * pch_misses: compiles that could have used one and found none usable
      * (the first sight of a prefix, a PCH being made, one rejected).
      * pch_created: PCHs made and kept. pch_rejected: PCHs found but not
@@ -125,6 +137,7 @@ typedef struct progcache_stats {
     uint64_t pch_rejected;
     uint64_t pch_ms_saved;
     uint64_t pch_fallbacks;
+    /* (end of the PCH tier's fields) */
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 2

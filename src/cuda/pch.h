@@ -6,12 +6,12 @@
 #include "progcache/cuda.h"
 
 /* Compile program->nvrtc as progcache_nvrtc_compile would (same artifact,
- * same result), with a precompiled header kept in cache's directory when
+ * lowered names and result), with a precompiled header kept in cache's directory when
  * the program starts with a heavy #include block (the tier decides when;
  * PROGCACHE_PROGRAM_NO_PCH and PROGCACHE_PCH=0 turn it off). The tier's own
  * failures never fail the compile: they are counted (progcache_stats
  * pch_*) and told to program->log, and the compile runs without a PCH. */
-int progcache__pch_compile(progcache_buf *out, progcache_buf *log, progcache *cache,
-                           const progcache_program *program);
+int progcache__pch_compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowered,
+                           progcache *cache, const progcache_program *program);
 
 #endif

@@ -56,8 +56,10 @@ static int prepare(pch_job *job, progcache *cache, const progcache_program *prog
 {
     memset(job, 0, sizeof *job);
     const progcache_key_nvrtc_options *p = &program->nvrtc;
+    /* Headers in memory are neither files NVRTC reads (the manifest cannot
+     * watch them) nor sent to the helper: such a program is no candidate. */
     if (!cache || (program->flags & PROGCACHE_PROGRAM_NO_PCH) || !progcache_path(cache) ||
-        !p->source)
+        !p->source || p->num_headers)
         return 0;
     size_t len = p->source_len ? p->source_len : strlen(p->source);
     size_t prefix = progcache__pch_prefix_len(p->source, len);
@@ -106,7 +108,7 @@ static int prepare(pch_job *job, progcache *cache, const progcache_program *prog
 int progcache__pch_plain(progcache_buf *out, progcache_buf *log, pch_job *job)
 {
     double t = progcache__clock_ms();
-    int rc = progcache_nvrtc_compile(out, log, NULL, &job->program->nvrtc);
+    int rc = progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
     double ms = progcache__clock_ms() - t;
     if (rc || ms < job->tier->settings.min_ms)
         return rc;
@@ -154,12 +156,17 @@ static const char *first_line(const progcache_buf *log, char *out, size_t len)
     return out;
 }
 
-/* Hand the helper's artifact and log over to the caller. */
-static void take(progcache_buf *out, progcache_buf *log, pch_result *r)
+/* Hand the helper's artifact, log and lowered names over to the caller. */
+static void take(const pch_job *job, progcache_buf *out, progcache_buf *log, pch_result *r)
 {
     progcache_buf t = *out;
     *out = r->artifact;
     r->artifact = t;
+    if (job->lowered) {
+        t = *job->lowered;
+        *job->lowered = r->lowered;
+        r->lowered = t;
+    }
     if (log) {
         t = *log;
         *log = r->log;
@@ -206,7 +213,7 @@ static int use(pch_job *job, pch_found *found, progcache_buf *out, progcache_buf
     } else if (r.nvrtc_result == NVRTC_SUCCESS && r.artifact.size) {
         /* A compile error is left to the compile without a PCH, whose
          * message is the one the caller would get without the tier. */
-        take(out, log, &r);
+        take(job, out, log, &r);
         progcache__pch_touch(found->fd);
         progcache__pch_count(job, PROGCACHE_STAT_PCH_HITS, 1);
         double ms = progcache__clock_ms() - t;
@@ -351,7 +358,7 @@ static int create(pch_job *job, pch_seen *seen, progcache_buf *out, progcache_bu
     /* The program was compiled with the PCH in the helper: that artifact
      * is the one a compile here would make. */
     if (rc >= 2 && r.nvrtc_result == NVRTC_SUCCESS && r.artifact.size) {
-        take(out, log, &r);
+        take(job, out, log, &r);
         progcache__pch_result_release(&r);
         return PROGCACHE_OK;
     }
@@ -370,7 +377,7 @@ static int run(pch_job *job, progcache_buf *out, progcache_buf *log)
         if (tier->helper_error)
             progcache__pch_log_once(tier, job->program, PCH_LOGGED_HELPER, PROGCACHE_LOG_WARN,
                                     "progcache: the PCH tier is off: %s", tier->helper_error);
-        return progcache_nvrtc_compile(out, log, NULL, &job->program->nvrtc);
+        return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
     }
     if (!on(&tier->cross))
         return progcache__pch_inproc_compile(out, log, job);
@@ -387,7 +394,7 @@ static int run(pch_job *job, progcache_buf *out, progcache_buf *log)
         progcache__pch_found_release(&found);
         if (done)
             return rc;
-        return progcache_nvrtc_compile(out, log, NULL, &job->program->nvrtc);
+        return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
     }
     progcache__pch_count(job, PROGCACHE_STAT_PCH_MISSES, 1);
     pch_seen seen;
@@ -397,12 +404,13 @@ static int run(pch_job *job, progcache_buf *out, progcache_buf *log)
     return create(job, &seen, out, log);
 }
 
-int progcache__pch_compile(progcache_buf *out, progcache_buf *log, progcache *cache,
-                           const progcache_program *program)
+int progcache__pch_compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowered,
+                           progcache *cache, const progcache_program *program)
 {
     pch_job job;
     if (!prepare(&job, cache, program))
-        return progcache_nvrtc_compile(out, log, NULL, &program->nvrtc);
+        return progcache_nvrtc_compile(out, log, lowered, &program->nvrtc);
+    job.lowered = lowered;
     int rc = run(&job, out, log);
     progcache__free(job.argv);
     return rc;

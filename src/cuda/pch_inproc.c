@@ -174,7 +174,7 @@ static int compile_with(progcache_buf *out, progcache_buf *log, pch_job *job, pc
     progcache_buf own = PROGCACHE_BUF_INIT;
     progcache_buf *l = log ? log : &own;
     pthread_mutex_lock(&heap_lock);
-    *rc = progcache__nvrtc_compile_pch(out, l, NULL, &job->program->nvrtc, &extra);
+    *rc = progcache__nvrtc_compile_pch(out, l, job->lowered, &job->program->nvrtc, &extra);
     pthread_mutex_unlock(&heap_lock);
     int used = strip_verbose(l);
     progcache_buf_free(&own);
@@ -335,7 +335,7 @@ int progcache__pch_inproc_compile(progcache_buf *out, progcache_buf *log, pch_jo
         progcache__pch_log_once(tier, job->program, PCH_LOGGED_INPROC, PROGCACHE_LOG_WARN,
                                 "progcache: no private PCH directory in %s; compiling without "
                                 "PCHs", tier->dir ? tier->dir : "the cache");
-        return progcache_nvrtc_compile(out, log, NULL, &job->program->nvrtc);
+        return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
     }
     int rc;
     if (use(out, log, job, ip, 0, &rc))
@@ -365,5 +365,5 @@ int progcache__pch_inproc_compile(progcache_buf *out, progcache_buf *log, pch_jo
     progcache__pch_count(job, PROGCACHE_STAT_PCH_CREATED, 1);
     if (use(out, log, job, ip, 1, &rc))
         return rc;
-    return progcache_nvrtc_compile(out, log, NULL, &job->program->nvrtc);
+    return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
 }

@@ -89,6 +89,9 @@ typedef struct pch_job {
     const char *name;   /* the program's name, as NVRTC gets it */
     const char **argv;  /* NVRTC's options, as progcache_nvrtc_compile passes them */
     size_t argc;
+    /* Where the lowered names of the program's name expressions go (as
+     * progcache_nvrtc_compile's lowered_names), or NULL: not wanted. */
+    progcache_buf *lowered;
     unsigned char key[32];
     char hex[PCH_KEY_HEX + 1]; /* the PCH key, in hex */
 } pch_job;

@@ -4,8 +4,8 @@
  * read (progcache/sys/store.h). */
 #include "store/store.h"
 
-#include <stddef.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "error.h"
@@ -199,7 +199,7 @@ void progcache_stats_init(progcache_stats *stats)
 }
 
 /* The struct's size in each version. */
-static const size_t stats_size[] = {0, offsetof(progcache_stats, pch_hits),
+static const size_t stats_size[] = {0, offsetof(progcache_stats, names_learned),
                                     sizeof(progcache_stats)};
 _Static_assert(sizeof stats_size / sizeof stats_size[0] == PROGCACHE_STATS_VERSION + 1,
                "a size for each version of progcache_stats");

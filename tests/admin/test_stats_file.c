@@ -369,7 +369,9 @@ static void test_version_1(void)
     key_of(key, 1);
     CHECK_OK(progcache_put(cache, key, sizeof key, "abc", 3));
     progcache__cache_record(cache, PROGCACHE_STAT_PCH_HITS, 5);
-    size_t v1 = offsetof(progcache_stats, pch_hits);
+    progcache__cache_record(cache, PROGCACHE_STAT_NAMES_LEARNED, 3);
+    /* Version 2 starts with names_learned; the PCH tier's fields follow. */
+    size_t v1 = offsetof(progcache_stats, names_learned);
     union {
         progcache_stats s;
         unsigned char bytes[sizeof(progcache_stats)];
@@ -381,7 +383,8 @@ static void test_version_1(void)
     for (size_t i = v1; i < sizeof u.bytes; i++)
         CHECK(u.bytes[i] == 0xa5);
     progcache_stats s = stats_of(cache);
-    CHECK(s.version == PROGCACHE_STATS_VERSION && s.pch_hits == 5 && s.stores == 1);
+    CHECK(s.version == PROGCACHE_STATS_VERSION && s.pch_hits == 5 && s.names_learned == 3 &&
+          s.stores == 1);
     progcache_close(cache);
     test_rmtree(dir);
     free(dir);

@@ -239,6 +239,8 @@ static uint64_t sum(const progcache__stats *stats, progcache__counter counter)
 
 void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
 {
+    /* out is whole (progcache_store_stats_get reads into its own struct
+     * and copies the caller's version back). */
     progcache__struct_init(out, sizeof *out, out->version);
     if (!stats)
         return;
@@ -257,6 +259,7 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->remote_errors = sum(stats, PROGCACHE__REMOTE_ERRORS);
     out->remote_stores = sum(stats, PROGCACHE__REMOTE_STORES);
     out->remote_rejected = sum(stats, PROGCACHE__REMOTE_REJECTED);
+    out->names_learned = sum(stats, PROGCACHE__NAMES_LEARNED);
     out->pch_hits = sum(stats, PROGCACHE__PCH_HITS);
     out->pch_misses = sum(stats, PROGCACHE__PCH_MISSES);
     out->pch_created = sum(stats, PROGCACHE__PCH_CREATED);

@@ -38,7 +38,7 @@ typedef enum progcache__counter {
     PROGCACHE__PCH_REJECTED = 27,
     PROGCACHE__PCH_MS_SAVED = 28,
     PROGCACHE__PCH_FALLBACKS = 29,
-    PROGCACHE__COUNTERS_USED = 30,
+    PROGCACHE__NAMES_LEARNED = 30,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 32
 } progcache__counter;

@@ -93,7 +93,8 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__REMOTE_REJECTED == (int)PROGCACHE_STAT_REMOTE_REJECTED &&
                    (int)PROGCACHE__LOOKUP_ERRORS == (int)PROGCACHE_STAT_LOOKUP_ERRORS &&
                    (int)PROGCACHE__PCH_HITS == (int)PROGCACHE_STAT_PCH_HITS &&
-                   (int)PROGCACHE__PCH_FALLBACKS == (int)PROGCACHE_STAT_PCH_FALLBACKS,
+                   (int)PROGCACHE__PCH_FALLBACKS == (int)PROGCACHE_STAT_PCH_FALLBACKS &&
+                   (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
                "progcache__counter and progcache_stat must agree");
 
 PROGCACHE_HOT
