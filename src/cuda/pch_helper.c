@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -42,8 +43,9 @@
 
 /* The longest a helper may take: a compile of a large program with heavy
  * headers takes a minute; this is the bound after which it is killed and
- * the program compiled in the calling process instead. */
-#define HELPER_TIMEOUT_MS (10 * 60 * 1000)
+ * the program compiled in the calling process instead. (A variable only so
+ * that tests can shorten it.) */
+unsigned int progcache__pch_helper_timeout_ms = 10 * 60 * 1000;
 
 /* ---- finding it ------------------------------------------------------------------ */
 
@@ -319,13 +321,30 @@ done:;
     return rc;
 }
 
-static int reap(pid_t pid, int *status)
+/* Reap pid, waiting no later than deadline: a helper that closed its
+ * socket and did not exit is killed then (rule 3: it cannot hold the
+ * caller). 0 reaped; 1 reaped after killing it at the deadline; -1 not
+ * ours to reap (ECHILD: the caller ignores SIGCHLD, so the kernel reaps). */
+static int reap(pid_t pid, int *status, double deadline)
 {
+    long pause_ns = 100000;
+    int killed = 0;
     for (;;) {
-        if (waitpid(pid, status, 0) == pid)
-            return 0;
-        if (errno != EINTR)
-            return -1; /* ECHILD: the caller reaps children itself (SIGCHLD ignored) */
+        pid_t r = waitpid(pid, status, killed ? 0 : WNOHANG);
+        if (r == pid)
+            return killed;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (r == 0 && progcache__clock_ms() >= deadline) {
+            (void)kill(pid, SIGKILL); /* that pid only: ours, not yet reaped */
+            killed = 1;
+        } else if (r == 0) {
+            /* It normally exits right after its answer: a short pause. */
+            struct timespec ts = {0, pause_ns};
+            (void)nanosleep(&ts, NULL);
+            if (pause_ns < 20000000)
+                pause_ns *= 2;
+        }
     }
 }
 
@@ -349,7 +368,7 @@ int progcache__pch_helper_start(pch_call *call, const pch_job *job, uint32_t mod
         goto done;
     }
     call->start = progcache__clock_ms();
-    call->deadline = call->start + HELPER_TIMEOUT_MS;
+    call->deadline = call->start + progcache__pch_helper_timeout_ms;
     if (spawn(&call->pid, tier->helper, sv[1], tier->dir_fd, pch_fd) != 0) {
         rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot start the PCH helper %s",
                                     tier->helper);
@@ -373,20 +392,32 @@ int progcache__pch_helper_finish(pch_result *out, pch_call *call)
     memset(out, 0, sizeof *out);
     progcache_buf resp = PROGCACHE_BUF_INIT;
     int talked = call->talked ? call->talked : receive(call->sock, &resp, call->deadline);
-    if (talked == -1)
-        (void)kill(call->pid, SIGKILL); /* that pid only: it is ours and not yet reaped */
     close(call->sock);
     call->sock = -1;
-    int status = 0, reaped = reap(call->pid, &status) == 0;
+    /* Late (-1): killed now. An unusable answer (-2: too long, or the
+     * socket failed, as when the helper died): a second to exit, so that a
+     * helper that died says how; then killed. Otherwise: until the
+     * deadline. Only this pid, ours and not yet reaped, is ever killed. */
+    double now = progcache__clock_ms();
+    double until = talked == -1 ? now
+                   : talked != 0 && now + 1000 < call->deadline ? now + 1000
+                                                                : call->deadline;
+    int status = 0, waited = reap(call->pid, &status, until);
+    int reaped = waited >= 0;
     out->wall_ms = progcache__clock_ms() - call->start;
     int rc = PROGCACHE_OK;
-    if (talked == -1)
-        rc = progcache__error(PROGCACHE_ETIMEOUT, "the PCH helper did not finish within %d s; "
-                                                  "it was killed", HELPER_TIMEOUT_MS / 1000);
-    else if (reaped && WIFSIGNALED(status))
+    if (talked == -1 || (talked == 0 && waited == 1))
+        rc = progcache__error(PROGCACHE_ETIMEOUT, "the PCH helper did not finish within %u ms; "
+                                                  "it was killed",
+                              progcache__pch_helper_timeout_ms);
+    else if (reaped && waited != 1 && WIFSIGNALED(status))
         rc = progcache__error(PROGCACHE_ECORRUPT, "the PCH helper died of signal %d (%s)",
                               WTERMSIG(status), strsignal(WTERMSIG(status)));
-    else if (talked != 0 || (reaped && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) ||
+    else if (talked != 0)
+        rc = progcache__error(PROGCACHE_EIO, "the PCH helper %s gave no usable answer (too long, "
+                                             "or the socket failed)%s",
+                              call->helper, waited == 1 ? "; it was killed" : "");
+    else if ((reaped && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) ||
              parse(out, &resp) != 0)
         rc = progcache__error(PROGCACHE_EIO, "the PCH helper %s gave no usable answer (%zu "
                                              "bytes, exit status %d)",

@@ -234,6 +234,10 @@ typedef struct pch_result {
 void progcache__pch_result_release(pch_result *r);
 
 /* A helper at work (progcache__pch_helper_start), to be finished. */
+/* How long a helper may run before it is killed (10 minutes; tests
+ * shorten it). */
+extern unsigned int progcache__pch_helper_timeout_ms;
+
 typedef struct pch_call {
     const char *helper;
     pid_t pid;
