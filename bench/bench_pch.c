@@ -23,6 +23,7 @@
  * The helper is $PROGCACHE_PCH_HELPER, else the one built with this bench.
  * NVRTC needs no GPU. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -153,8 +154,10 @@ typedef struct server {
 
 static void start_server(server *s, const char *dir, int pch)
 {
+    /* Close-on-exec: a server started later must not hold this one's
+     * stdin open, or closing it would never end this one. */
     int in[2], out[2];
-    if (pipe(in) || pipe(out))
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
         exit(1);
     s->pid = fork();
     if (s->pid == 0) {
