@@ -287,6 +287,8 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     if (tiers[num_tiers])
         num_tiers++;
     rc = new_handle(out, tiers, num_tiers, path, opts);
+    if (!rc)
+        (*out)->read_only = (opts->flags & PROGCACHE_FILE_READONLY) != 0;
 
 done:
     if (rc) {

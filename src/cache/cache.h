@@ -26,6 +26,9 @@ struct progcache {
      * are remote tiers: written after it, never allowed to fail a call. */
     size_t home;
     char *path; /* the cache directory, or NULL (progcache_open_tiers) */
+    /* progcache_open with PROGCACHE_FILE_READONLY: nothing may be written
+     * under path, by the stores or by a layer above (the PCH tier). */
+    int read_only;
 
     progcache_log_fn log; /* optional */
     void *log_ctx;

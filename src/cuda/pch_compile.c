@@ -25,6 +25,7 @@
 
 #include "alloc.h"
 #include "buf.h"
+#include "cache/cache.h"
 #include "clock.h"
 #include "cuda/nvrtc.h"
 #include "cuda/pch.h"
@@ -60,6 +61,10 @@ static int prepare(pch_job *job, progcache *cache, const progcache_program *prog
      * watch them) nor sent to the helper: such a program is no candidate. */
     if (!cache || (program->flags & PROGCACHE_PROGRAM_NO_PCH) || !progcache_path(cache) ||
         !p->source || p->num_headers)
+        return 0;
+    /* A cache opened read-only is not written to: PCHs are made, touched
+     * and removed there. */
+    if (cache->read_only)
         return 0;
     size_t len = p->source_len ? p->source_len : strlen(p->source);
     size_t prefix = progcache__pch_prefix_len(p->source, len);

@@ -610,6 +610,31 @@ static void test_name_expressions(void)
     close_cache(cache, dir);
 }
 
+/* A cache opened read-only gets nothing written, PCHs included: the tier
+ * stays out (it would make, touch and remove PCHs there). */
+static void test_read_only(void)
+{
+    char *dir;
+    progcache *cache = open_cache(&dir, "pchro");
+    progcache_close(cache);
+    progcache_options o = PROGCACHE_OPTIONS_INIT;
+    o.flags = PROGCACHE_FILE_READONLY;
+    CHECK_OK(progcache_open(&cache, dir, &o));
+    for (int v = 0; v < 3; v++) {
+        compiled c = compile_v(cache, 190 + v, 0, "h3", PROGCACHE_TARGET_CUBIN, NULL, NULL);
+        compiled p = plain_v(190 + v, "h3", PROGCACHE_TARGET_CUBIN);
+        CHECK(same(&c, &p));
+        free(c.bytes);
+        free(p.bytes);
+    }
+    char path[700];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/progcache/pch-%u", dir, (unsigned)geteuid());
+    CHECK(lstat(path, &st) != 0);
+    CHECK(stats_of(cache).pch_misses == 0);
+    close_cache(cache, dir);
+}
+
 /* The off switches: PROGCACHE_PCH=0 (or off) and NVRTC_DISABLE_PCH keep
  * the tier out entirely (no PCH directory made, nothing counted); a setting
  * that cannot be used turns the tier off and says so, once per handle. The
@@ -832,6 +857,7 @@ int main(void)
     test_name_expressions();
     test_helper_hangs_or_dies();
     test_foreign();
+    test_read_only();
     test_off(); /* last: NVRTC_DISABLE_PCH was set */
     test_rmtree(work);
     free(work);
