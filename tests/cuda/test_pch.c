@@ -3,200 +3,25 @@
  * a new PCH, never the old program; a damaged or truncated PCH is a PCH
  * miss, never a failed or wrong compile; the budget holds; no helper, or
  * a helper that fails, falls back to compiling as before; the in-process
- * tier; PROGCACHE_PROGRAM_NO_PCH.
+ * tier; PROGCACHE_PROGRAM_NO_PCH; name expressions. The guards (rules 2
+ * and 3, read-only caches, the off switches) are in test_pch_guard.c.
  *
  * The prefix is a small header of the test's own (a PCH of a few MB, made
  * in a fraction of a second), with PROGCACHE_PCH_MIN_MS=0 so that it is a
- * candidate; the helper is the build's ($PROGCACHE_PCH_HELPER). */
+ * candidate; the helper is the build's ($PROGCACHE_PCH_HELPER); the
+ * fixtures are in pch_fixtures.c. */
 #include <dirent.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "cuda/pch_tier.h"
+#include "pch_fixtures.h"
 #include "progcache/admin.h"
 #include "progcache/cuda.h"
 #include "progcache/file.h"
-
-static char *work;     /* the test's folder: headers and caches */
-static char hdr[512];  /* <work>/hdr: the include path */
-static char hdr0[512]; /* <work>/hdr0: searched first, empty */
-static const char *helper;
-
-/* ---- fixtures -------------------------------------------------------------- */
-
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    CHECK(fputs(text, f) >= 0);
-    CHECK(fclose(f) == 0);
-}
-
-static void write_header(int factor)
-{
-    char path[600], text[256];
-    snprintf(path, sizeof path, "%s/mylib.h", hdr);
-    snprintf(text, sizeof text,
-             "#pragma once\ntemplate <typename T> __device__ T mylib_scale(T x) { return x * "
-             "T(%d); }\n",
-             factor);
-    write_text(path, text);
-}
-
-/* A variant of the program: the prefix (the header) is shared, the body
- * differs by v. */
-static char *source_of(int v)
-{
-    char *s = malloc(512);
-    CHECK(s != NULL);
-    snprintf(s, 512,
-             "// a program of test_pch\n#include \"mylib.h\"\n\n"
-             "extern \"C\" __global__ void k%d(float *x) { x[threadIdx.x] = "
-             "mylib_scale(x[threadIdx.x]) + %d.0f; }\n",
-             v, v);
-    return s;
-}
-
-typedef struct compiled {
-    unsigned char *bytes;
-    size_t size;
-    int status;
-} compiled;
-
-static char opt_hdr0[600], opt_hdr[600];
-static const char *extra_option; /* one more option, or NULL */
-
-/* Compile variant v through cache (NO_LOAD), with flags; digest names the
- * header's version (the program's key must change with the header, or
- * the entry cache answers). */
-static compiled compile_v(progcache *cache, int v, unsigned int flags, const char *digest,
-                          progcache_target target, progcache_log_fn log, void *ctx)
-{
-    progcache_program p = PROGCACHE_PROGRAM_INIT;
-    char *src = source_of(v);
-    p.nvrtc.source = src;
-    p.nvrtc.target = target;
-    const char *options[4] = {opt_hdr0, opt_hdr,
-                              target == PROGCACHE_TARGET_PTX ? "-arch=compute_90" : "-arch=sm_90",
-                              extra_option};
-    p.nvrtc.options = options;
-    p.nvrtc.num_options = extra_option ? 4 : 3;
-    p.nvrtc.name = "test_pch.cu";
-    p.nvrtc.extra_digest = (const unsigned char *)digest;
-    p.nvrtc.extra_digest_len = strlen(digest);
-    p.flags = flags | PROGCACHE_PROGRAM_NO_LOAD;
-    p.log = log;
-    p.log_ctx = ctx;
-    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
-    CHECK_OK(progcache_compile_or_load(&r, cache, &p));
-    compiled c = {malloc(r.artifact.size), r.artifact.size, r.status};
-    CHECK(c.bytes != NULL);
-    memcpy(c.bytes, r.artifact.data, r.artifact.size);
-    progcache_program_result_release(&r);
-    free(src);
-    return c;
-}
-
-/* The same program compiled without the tier, into a cache of its own. */
-static compiled plain_v(int v, const char *digest, progcache_target target)
-{
-    char *dir = test_mkdtemp("pchplain");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
-    compiled c = compile_v(cache, v, PROGCACHE_PROGRAM_NO_PCH, digest, target, NULL, NULL);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
-    return c;
-}
-
-static int same(const compiled *a, const compiled *b)
-{
-    return a->size == b->size && memcmp(a->bytes, b->bytes, a->size) == 0;
-}
-
-static progcache_stats stats_of(progcache *cache)
-{
-    progcache_stats s = PROGCACHE_STATS_INIT;
-    CHECK_OK(progcache_stats_get(&s, cache));
-    return s;
-}
-
-static progcache *open_cache(char **dir, const char *tag)
-{
-    *dir = test_mkdtemp(tag);
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, *dir, NULL));
-    return cache;
-}
-
-static void close_cache(progcache *cache, char *dir)
-{
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
-}
-
-/* The messages a compile logged. */
-typedef struct logbook {
-    char text[8192];
-} logbook;
-
-static void note(void *ctx, int level, const char *message)
-{
-    logbook *b = ctx;
-    (void)level;
-    size_t n = strlen(b->text);
-    snprintf(b->text + n, sizeof b->text - n, "%s\n", message);
-}
-
-/* The PCH files in the cache's PCH directory: their number and total size;
- * the path of the last one in path (if not NULL). */
-static int pch_files(const char *cache_dir, uint64_t *total, char *path, size_t len)
-{
-    char dir[700];
-    snprintf(dir, sizeof dir, "%s/progcache/pch-%u", cache_dir, (unsigned)geteuid());
-    DIR *d = opendir(dir);
-    int n = 0;
-    *total = 0;
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t l = strlen(e->d_name);
-        if (l < 4 || strcmp(e->d_name + l - 4, ".pch"))
-            continue;
-        char p[1000];
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        CHECK(stat(p, &st) == 0);
-        *total += (uint64_t)st.st_size;
-        n++;
-        if (path)
-            snprintf(path, len, "%s", p);
-    }
-    closedir(d);
-    return n;
-}
-
-/* Make a PCH in cache: the first compile of the prefix is seen, the second
- * makes the PCH (and its artifact), the third uses it. */
-static void warm(progcache *cache, int base, const char *digest)
-{
-    progcache_stats before = stats_of(cache);
-    for (int i = 0; i < 3; i++) {
-        compiled c = compile_v(cache, base + i, 0, digest, PROGCACHE_TARGET_CUBIN, NULL, NULL);
-        CHECK(c.status == PROGCACHE_STATUS_MISS);
-        free(c.bytes);
-    }
-    progcache_stats s = stats_of(cache);
-    CHECK(s.pch_created == before.pch_created + 1);
-    CHECK(s.pch_hits == before.pch_hits + 1);
-}
 
 /* ---- the tests -------------------------------------------------------------------- */
 
@@ -483,29 +308,6 @@ static void test_eviction(void)
     free(dir);
 }
 
-/* No helper, or one that fails: every compile succeeds as before, counted
- * and said once. */
-static void without_helper(const char *path, const char *said)
-{
-    setenv("PROGCACHE_PCH_HELPER", path, 1);
-    char *dir;
-    progcache *cache = open_cache(&dir, "pchnohelper");
-    logbook book = {""};
-    for (int v = 0; v < 3; v++) {
-        compiled c = compile_v(cache, 100 + v, 0, "h3", PROGCACHE_TARGET_CUBIN, note, &book);
-        compiled p = plain_v(100 + v, "h3", PROGCACHE_TARGET_CUBIN);
-        CHECK(same(&c, &p));
-        free(c.bytes);
-        free(p.bytes);
-    }
-    progcache_stats s = stats_of(cache);
-    CHECK(s.pch_hits == 0 && s.pch_created == 0 && s.pch_fallbacks >= 1);
-    CHECK(strstr(book.text, said) != NULL);
-    /* Once per handle. */
-    CHECK(strstr(strstr(book.text, said) + 1, said) == NULL);
-    close_cache(cache, dir);
-    setenv("PROGCACHE_PCH_HELPER", helper, 1);
-}
 
 static void test_missing_helper(void)
 {
@@ -610,242 +412,10 @@ static void test_name_expressions(void)
     close_cache(cache, dir);
 }
 
-/* A cache opened read-only gets nothing written, PCHs included: the tier
- * stays out (it would make, touch and remove PCHs there). */
-static void test_read_only(void)
-{
-    char *dir;
-    progcache *cache = open_cache(&dir, "pchro");
-    progcache_close(cache);
-    progcache_options o = PROGCACHE_OPTIONS_INIT;
-    o.flags = PROGCACHE_FILE_READONLY;
-    CHECK_OK(progcache_open(&cache, dir, &o));
-    for (int v = 0; v < 3; v++) {
-        compiled c = compile_v(cache, 190 + v, 0, "h3", PROGCACHE_TARGET_CUBIN, NULL, NULL);
-        compiled p = plain_v(190 + v, "h3", PROGCACHE_TARGET_CUBIN);
-        CHECK(same(&c, &p));
-        free(c.bytes);
-        free(p.bytes);
-    }
-    char path[700];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/progcache/pch-%u", dir, (unsigned)geteuid());
-    CHECK(lstat(path, &st) != 0);
-    CHECK(stats_of(cache).pch_misses == 0);
-    close_cache(cache, dir);
-}
-
-/* The off switches: PROGCACHE_PCH=0 (or off) and NVRTC_DISABLE_PCH keep
- * the tier out entirely (no PCH directory made, nothing counted); a setting
- * that cannot be used turns the tier off and says so, once per handle. The
- * compiles are the same either way. */
-static void off_with(const char *var, const char *value, const char *said)
-{
-    setenv(var, value, 1);
-    char *dir;
-    progcache *cache = open_cache(&dir, "pchoff");
-    logbook book = {""};
-    for (int v = 0; v < 3; v++) {
-        compiled c = compile_v(cache, 140 + v, 0, "h3", PROGCACHE_TARGET_CUBIN, note, &book);
-        compiled p = plain_v(140 + v, "h3", PROGCACHE_TARGET_CUBIN);
-        CHECK(same(&c, &p));
-        free(c.bytes);
-        free(p.bytes);
-    }
-    progcache_stats s = stats_of(cache);
-    CHECK(s.pch_misses == 0 && s.pch_hits == 0 && s.pch_created == 0 && s.pch_fallbacks == 0);
-    char path[700];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/progcache/pch-%u", dir, (unsigned)geteuid());
-    CHECK(lstat(path, &st) != 0);
-    if (said) {
-        const char *at = strstr(book.text, said);
-        CHECK(at != NULL && strstr(at + 1, said) == NULL);
-    }
-    close_cache(cache, dir);
-    unsetenv(var);
-}
-
-static void test_off(void)
-{
-    off_with("PROGCACHE_PCH", "0", NULL);
-    off_with("PROGCACHE_PCH", "off", NULL);
-    off_with("NVRTC_DISABLE_PCH", "1", "NVRTC_DISABLE_PCH is set");
-    off_with("PROGCACHE_PCH", "maybe", "PROGCACHE_PCH=maybe cannot be used");
-    off_with("PROGCACHE_PCH_MAX_SIZE", "lots", "PROGCACHE_PCH_MAX_SIZE=lots cannot be used");
-    off_with("PROGCACHE_PCH_MIN_MS", "-1", "PROGCACHE_PCH_MIN_MS=-1 cannot be used");
-}
-
-static void write_script(const char *path, const char *text)
-{
-    write_text(path, text);
-    CHECK(chmod(path, 0700) == 0);
-}
-
-/* Rule 3: a helper that is killed, one that hangs, and ones that close
- * their socket and then hang cannot hold or fail the caller: the helper is
- * killed at the deadline and reaped, the compile runs here with the same
- * bytes, counted and said once. (The deadline is shortened from ten
- * minutes for the test; nothing here asserts a time.) */
-static void test_helper_hangs_or_dies(void)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/die.sh", work);
-    write_script(path, "#!/bin/sh\nkill -KILL $$\n");
-    without_helper(path, "died of signal 9");
-    unsigned int saved = progcache__pch_helper_timeout_ms;
-    progcache__pch_helper_timeout_ms = 1000;
-    snprintf(path, sizeof path, "%s/hang.sh", work);
-    write_script(path, "#!/bin/sh\nexec /bin/sleep 600\n");
-    without_helper(path, "did not finish within 1000 ms");
-    /* Reads the request, closes its socket, stays: not waited for past
-     * the deadline. */
-    snprintf(path, sizeof path, "%s/mute.sh", work);
-    write_script(path, "#!/bin/sh\n/bin/cat >/dev/null\nexec 0<&- 1>&-\nexec /bin/sleep 600\n");
-    without_helper(path, "did not finish within 1000 ms");
-    /* Closes its socket unread and stays: killed a second later. */
-    snprintf(path, sizeof path, "%s/rude.sh", work);
-    write_script(path, "#!/bin/sh\nexec 0<&- 1>&-\nexec /bin/sleep 600\n");
-    without_helper(path, "gave no usable answer");
-    progcache__pch_helper_timeout_ms = saved;
-}
-
-static int count_names(const char *path)
-{
-    DIR *d = opendir(path);
-    CHECK(d != NULL);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    closedir(d);
-    return n;
-}
-
-/* Compiles of three variants through a cache whose PCH directory is not
- * this user's private one: all succeed, the tier is off and says why. */
-static void compile_refused(progcache *cache, int base)
-{
-    logbook book = {""};
-    for (int v = 0; v < 3; v++) {
-        compiled c = compile_v(cache, base + v, 0, "h3", PROGCACHE_TARGET_CUBIN, note, &book);
-        compiled p = plain_v(base + v, "h3", PROGCACHE_TARGET_CUBIN);
-        CHECK(same(&c, &p));
-        free(c.bytes);
-        free(p.bytes);
-    }
-    CHECK(strstr(book.text, "the PCH tier is off for this cache") != NULL);
-    progcache_stats s = stats_of(cache);
-    CHECK(s.pch_created == 0 && s.pch_hits == 0);
-}
-
-static int on_foreign(void *ctx, const char *path, const char *what)
-{
-    (void)what;
-    fprintf(stderr, "test_pch: foreign %s\n", path);
-    ++*(int *)ctx;
-    return 0;
-}
-
-/* Rule 2: the cache touches only what it made. A pch-<uid> directory that
- * others may enter, or a symbolic link in its place, turns the tier off
- * for that cache and is left exactly as it was (nothing created through
- * the link). In the tier's own directory, names it does not make survive
- * its sweeps, however old. The file store's verify does not call the PCH
- * directory foreign, and clearing the entries leaves the PCHs alone. */
-static void test_foreign(void)
-{
-    char pdir[700];
-    /* Others may enter it. */
-    char *dir = test_mkdtemp("pchforeign");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
-    snprintf(pdir, sizeof pdir, "%s/progcache/pch-%u", dir, (unsigned)geteuid());
-    CHECK(mkdir(pdir, 0700) == 0 && chmod(pdir, 0755) == 0);
-    compile_refused(cache, 150);
-    struct stat st;
-    CHECK(lstat(pdir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0755);
-    CHECK(count_names(pdir) == 0);
-    close_cache(cache, dir);
-
-    /* A symbolic link to a directory elsewhere. */
-    char elsewhere[600];
-    snprintf(elsewhere, sizeof elsewhere, "%s/elsewhere", work);
-    CHECK(mkdir(elsewhere, 0700) == 0);
-    dir = test_mkdtemp("pchlink");
-    CHECK_OK(progcache_open(&cache, dir, NULL));
-    snprintf(pdir, sizeof pdir, "%s/progcache/pch-%u", dir, (unsigned)geteuid());
-    CHECK(symlink(elsewhere, pdir) == 0);
-    compile_refused(cache, 160);
-    CHECK(lstat(pdir, &st) == 0 && S_ISLNK(st.st_mode));
-    CHECK(count_names(elsewhere) == 0);
-    close_cache(cache, dir);
-    CHECK(rmdir(elsewhere) == 0);
-
-    /* Names the tier does not make, in its own directory, two days old. */
-    cache = open_cache(&dir, "pchnames2");
-    warm(cache, 170, "h3");
-    progcache_close(cache);
-    snprintf(pdir, sizeof pdir, "%s/progcache/pch-%u", dir, (unsigned)geteuid());
-    static const char *const strangers[] = {"notes.txt", "mine.pch", "tmp-x", "proc-zz",
-                                            "nopin", "0123.seen"};
-    struct timespec old[2] = {{time(NULL) - 2 * 86400, 0}, {time(NULL) - 2 * 86400, 0}};
-    for (size_t i = 0; i < sizeof strangers / sizeof *strangers; i++) {
-        char path[800];
-        snprintf(path, sizeof path, "%s/%s", pdir, strangers[i]);
-        write_text(path, "not progcache's\n");
-        CHECK(utimensat(AT_FDCWD, path, old, 0) == 0);
-    }
-    int before = count_names(pdir);
-    CHECK_OK(progcache_open(&cache, dir, NULL));
-    compiled c = compile_v(cache, 180, 0, "h3", PROGCACHE_TARGET_CUBIN, NULL, NULL);
-    free(c.bytes);
-    CHECK(stats_of(cache).pch_hits == 2); /* warm's one, and this one */
-    CHECK(count_names(pdir) == before);
-    for (size_t i = 0; i < sizeof strangers / sizeof *strangers; i++) {
-        char path[800];
-        snprintf(path, sizeof path, "%s/%s", pdir, strangers[i]);
-        CHECK(access(path, F_OK) == 0);
-    }
-
-    /* The file store: verify finds nothing foreign, clear keeps the PCHs. */
-    CHECK_OK(progcache_clear(cache));
-    uint64_t total;
-    CHECK(pch_files(dir, &total, NULL, 0) == 2); /* ours and mine.pch */
-    progcache_file *file;
-    CHECK_OK(progcache_file_open(&file, dir, NULL));
-    int foreign = 0;
-    progcache_verify_options vo = PROGCACHE_VERIFY_OPTIONS_INIT;
-    vo.on_foreign = on_foreign;
-    vo.ctx = &foreign;
-    progcache_verify_result vr = PROGCACHE_VERIFY_RESULT_INIT;
-    CHECK_OK(progcache_file_verify(&vr, file, &vo));
-    CHECK(vr.foreign == 0 && foreign == 0);
-    progcache_file_close(file);
-    c = compile_v(cache, 181, 0, "h3", PROGCACHE_TARGET_CUBIN, NULL, NULL);
-    free(c.bytes);
-    CHECK(stats_of(cache).pch_hits == 3);
-    close_cache(cache, dir);
-}
-
 int main(void)
 {
-    helper = getenv("PROGCACHE_PCH_HELPER");
-    if (!helper || access(helper, X_OK) != 0) {
-        puts("test_pch: SKIPPED (no helper in $PROGCACHE_PCH_HELPER)");
+    if (!pch_fixtures_setup("test_pch"))
         return TEST_SKIP_CODE;
-    }
-    setenv("PROGCACHE_PCH_MIN_MS", "0", 1);
-    unsetenv("PROGCACHE_PCH");
-    unsetenv("PROGCACHE_PCH_MAX_SIZE");
-    work = test_mkdtemp("pchwork");
-    snprintf(hdr, sizeof hdr, "%s/hdr", work);
-    snprintf(hdr0, sizeof hdr0, "%s/hdr0", work);
-    CHECK(mkdir(hdr, 0700) == 0 && mkdir(hdr0, 0700) == 0);
-    snprintf(opt_hdr0, sizeof opt_hdr0, "-I%s", hdr0);
-    snprintf(opt_hdr, sizeof opt_hdr, "-I%s", hdr);
-    write_header(3);
-
     test_identity();
     test_invalidation();
     test_corruption();
@@ -855,12 +425,7 @@ int main(void)
     test_inprocess();
     test_flag();
     test_name_expressions();
-    test_helper_hangs_or_dies();
-    test_foreign();
-    test_read_only();
-    test_off(); /* last: NVRTC_DISABLE_PCH was set */
-    test_rmtree(work);
-    free(work);
+    pch_fixtures_teardown();
     puts("test_pch: ok");
     return 0;
 }
