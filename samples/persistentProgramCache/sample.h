@@ -22,6 +22,31 @@ typedef enum {
 
 typedef enum { KERNEL_TILED = 0, KERNEL_FAST = 1 } kernel_kind;
 
+/* The body of the tiled kernel up to its store of one element of C, shared
+ * by the plain and the templated source so the two cannot drift apart. The
+ * text (and so the plain source's cache key) is the same as when each file
+ * spelled it out. The caller appends the store: "C[...] = <epilogue>(...)". */
+#define SAMPLE_TILED_MATMUL_LOOP                                                     \
+    "    __shared__ float As[TILE][TILE];\n"                                          \
+    "    __shared__ float Bs[TILE][TILE];\n"                                          \
+    "    const int tx = threadIdx.x;\n"                                               \
+    "    const int ty = threadIdx.y;\n"                                               \
+    "    const int row = blockIdx.y * TILE + ty;\n"                                   \
+    "    const int col = blockIdx.x * TILE + tx;\n"                                   \
+    "    float acc = 0.0f;\n"                                                         \
+    "    for (int k0 = 0; k0 < K; k0 += TILE) {\n"                                    \
+    "        const int ka = k0 + tx;\n"                                               \
+    "        const int kb = k0 + ty;\n"                                               \
+    "        As[ty][tx] = (row < M && ka < K) ? A[(size_t)row * K + ka] : 0.0f;\n"    \
+    "        Bs[ty][tx] = (kb < K && col < N) ? B[(size_t)kb * N + col] : 0.0f;\n"    \
+    "        __syncthreads();\n"                                                      \
+    "#pragma unroll\n"                                                                \
+    "        for (int kk = 0; kk < TILE; ++kk)\n"                                     \
+    "            acc = fmaf(As[ty][kk], Bs[kk][tx], acc);\n"                          \
+    "        __syncthreads();\n"                                                      \
+    "    }\n"                                                                         \
+    "    if (row < M && col < N)\n"
+
 /* The tile shape of the fast kernel: a block computes BM x BN outputs,
  * each of its (BM/TM) * (BN/TN) threads TM x TN of them, stepping through
  * K by BK. Written "BMxBNxBK:TMxTN", e.g. "128x128x8:8x8". */
