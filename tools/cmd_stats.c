@@ -11,8 +11,9 @@ static const char usage_text[] =
     "\n"
     "Show the statistics of a cache directory: entries, total size, the size cap\n"
     "last used, the hit rate and every counter (hits, misses, stores, evictions,\n"
-    "corrupt entries removed, ...). The counters are shared by every process\n"
-    "using the directory and kept until zeroed.\n"
+    "corrupt entries removed, the PCH tier's hits and time saved, ...). The\n"
+    "counters are shared by every process using the directory and kept until\n"
+    "zeroed.\n"
     "\n"
     "options:\n"
     "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
@@ -143,6 +144,12 @@ int cmd_stats(int argc, char **argv)
         {"remote stores", "remote_stores", s.remote_stores},
         {"remote rejected", "remote_rejected", s.remote_rejected},
         {"names learned", "names_learned", s.names_learned},
+        {"PCH hits", "pch_hits", s.pch_hits},
+        {"PCH misses", "pch_misses", s.pch_misses},
+        {"PCH created", "pch_created", s.pch_created},
+        {"PCH rejected", "pch_rejected", s.pch_rejected},
+        {"PCH time saved (ms)", "pch_ms_saved", s.pch_ms_saved},
+        {"PCH fallbacks", "pch_fallbacks", s.pch_fallbacks},
     };
     size_t n = sizeof counters / sizeof counters[0];
     if (json)

@@ -237,6 +237,11 @@ PROGCACHE_API const char *progcache_names_at(const progcache_buf *names, size_t 
  * until progcache_program_result_release() (which unloads first), and do
  * not take the library out of it. Library API only. */
 #define PROGCACHE_PROGRAM_PRESERVE_BINARY 0x20u
+/* Never use or make a precompiled header for this program (the PCH tier,
+ * docs/CUDA.md: on by default for programs whose leading #include block
+ * takes long to compile; the environment variable PROGCACHE_PCH=0 turns it
+ * off for every program). The artifact is the same either way. */
+#define PROGCACHE_PROGRAM_NO_PCH 0x40u
 
 /*
  * progcache_program : what progcache_compile_or_load() compiles and loads.

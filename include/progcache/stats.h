@@ -21,6 +21,8 @@
  *  - singleflight_waits: lookups that waited for another thread or process
  *    compiling the same program instead of compiling it too.
  *  - remote_*: the remote (Redis) tier, when one is configured.
+ *  - names_learned, pch_*: progcache_compile_or_load(), learning lowered
+ *    names and the PCH tier (version 2).
  * Calls on a bare store (progcache_store_get/put) are not counted.
  */
 #ifndef PROGCACHE_STATS_H
@@ -52,6 +54,14 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_REMOTE_STORES = 11,
     PROGCACHE_STAT_REMOTE_REJECTED = 12,
     PROGCACHE_STAT_LOOKUP_ERRORS = 13,
+    /* 14-23 are reserved. The PCH tier (docs/CUDA.md, "Precompiled
+     * headers"): */
+    PROGCACHE_STAT_PCH_HITS = 24,
+    PROGCACHE_STAT_PCH_MISSES = 25,
+    PROGCACHE_STAT_PCH_CREATED = 26,
+    PROGCACHE_STAT_PCH_REJECTED = 27,
+    PROGCACHE_STAT_PCH_MS_SAVED = 28,
+    PROGCACHE_STAT_PCH_FALLBACKS = 29,
     /* compile-or-load found an entry without the lowered names of its name
      * expressions (written by cuda.core or an older progcache) and compiled
      * once to learn them (docs/CUDA.md, "Name expressions") */
@@ -101,9 +111,33 @@ typedef struct progcache_stats {
      * cuda.core has used, or one progcache could not write to). */
     int available;
 
-    /* Version 2: entries without lowered names for which compile-or-load
-     * compiled once to learn them (PROGCACHE_STAT_NAMES_LEARNED). */
+    /* Version 2. The fields follow the order they were added in, not the
+     * positions of progcache_stat. */
+
+    /* Entries without lowered names for which compile-or-load compiled
+     * once to learn them (PROGCACHE_STAT_NAMES_LEARNED). */
     uint64_t names_learned;
+
+    /* The PCH tier (precompiled headers kept in the cache directory for
+     * programs whose leading #include block is heavy; docs/CUDA.md).
+     * pch_hits: compiles that used a cached PCH.
+     * pch_misses: compiles that could have used one and found none usable
+     * (the first sight of a prefix, a PCH being made, one rejected).
+     * pch_created: PCHs made and kept. pch_rejected: PCHs found but not
+     * used: a header they were made from changed, the file was damaged,
+     * NVRTC refused it or died on it. pch_ms_saved: compile time saved by
+     * the hits, in milliseconds (the plain compile's time recorded when the
+     * PCH was made, less each hit's). pch_fallbacks: compiles the tier
+     * meant to run in its helper process that ran in the calling process
+     * instead (no helper installed, a helper that failed or died, an NVRTC
+     * build the helper does not share). */
+    uint64_t pch_hits;
+    uint64_t pch_misses;
+    uint64_t pch_created;
+    uint64_t pch_rejected;
+    uint64_t pch_ms_saved;
+    uint64_t pch_fallbacks;
+    /* (end of the PCH tier's fields) */
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 2

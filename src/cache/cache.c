@@ -287,6 +287,8 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     if (tiers[num_tiers])
         num_tiers++;
     rc = new_handle(out, tiers, num_tiers, path, opts);
+    if (!rc)
+        (*out)->read_only = (opts->flags & PROGCACHE_FILE_READONLY) != 0;
 
 done:
     if (rc) {
@@ -308,6 +310,8 @@ void progcache_close(progcache *cache)
     for (size_t i = cache->home + 1; i < cache->num_tiers; i++)
         (void)progcache_store_flush(cache->tiers[i]);
     progcache__cache_fold_remote(cache);
+    if (cache->ext_free)
+        cache->ext_free(cache->ext);
     pthread_mutex_destroy(&cache->async_lock);
     for (size_t i = 0; i < cache->num_tiers; i++)
         progcache_store_free(cache->tiers[i]);
@@ -318,6 +322,19 @@ void progcache_close(progcache *cache)
 }
 
 const char *progcache_path(const progcache *cache) { return cache ? cache->path : NULL; }
+
+void *progcache__cache_ext(progcache *cache, void *(*make)(void *arg), void *arg,
+                           void (*destroy)(void *state))
+{
+    if (!cache)
+        return NULL;
+    pthread_mutex_lock(&cache->async_lock);
+    if (!cache->ext && (cache->ext = make(arg)) != NULL)
+        cache->ext_free = destroy;
+    void *ext = cache->ext;
+    pthread_mutex_unlock(&cache->async_lock);
+    return ext;
+}
 
 /* ---- get and put ------------------------------------------------------- */
 

@@ -26,6 +26,9 @@ struct progcache {
      * are remote tiers: written after it, never allowed to fail a call. */
     size_t home;
     char *path; /* the cache directory, or NULL (progcache_open_tiers) */
+    /* progcache_open with PROGCACHE_FILE_READONLY: nothing may be written
+     * under path, by the stores or by a layer above (the PCH tier). */
+    int read_only;
 
     progcache_log_fn log; /* optional */
     void *log_ctx;
@@ -41,6 +44,11 @@ struct progcache {
      * unusable and the log was told: the one field written outside the
      * stores and the background-put state, and only ever from 0 to 1. */
     int flight_warned;
+    /* State a layer above keeps with the handle (the PCH tier,
+     * src/cuda/pch_tier.c): made at its first use, under async_lock, and
+     * freed by progcache_close through ext_free. */
+    void *ext;
+    void (*ext_free)(void *);
 };
 
 /* The first remote tier that offers leases (cross-node single-flight), or

@@ -40,4 +40,12 @@ int progcache__cache_get_quiet(progcache_buf *out, progcache_entry_meta *meta, p
  * Reads the entry once, uncounted; the thread's error is left as it was. */
 int progcache__cache_holds(progcache *cache, const void *key, size_t key_len);
 
+/* The state a layer above keeps with the handle (the PCH tier: its
+ * directory, what it has logged, its in-process PCHs). The first call makes
+ * it with make(arg), under the handle's lock; progcache_close frees it with
+ * destroy. Returns the state; NULL when the cache is NULL or make returned
+ * NULL (tried again at the next call). One kind of state per handle. */
+void *progcache__cache_ext(progcache *cache, void *(*make)(void *arg), void *arg,
+                           void (*destroy)(void *state));
+
 #endif

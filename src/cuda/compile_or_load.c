@@ -34,6 +34,7 @@
 #include "cuda/program_names.h"
 #include "key/key_options.h"
 #include "options.h"
+#include "pch.h"
 #include "progcache/cuda.h"
 
 /* What one call carries between its steps besides the result. */
@@ -278,8 +279,9 @@ static int compile(call *c, progcache_buf *into)
 {
     double t = progcache__clock_ms();
     const progcache_key_nvrtc_options *o = &c->program->nvrtc;
-    int rc = progcache_nvrtc_compile(into, &c->out->log,
-                                     o->num_name_expressions ? &c->lowered : NULL, o);
+    int rc = progcache__pch_compile(into, &c->out->log,
+                                    o->num_name_expressions ? &c->lowered : NULL, c->cache,
+                                    c->program);
     c->names = !rc && o->num_name_expressions;
     c->out->compile_ms += progcache__clock_ms() - t;
     return rc;

@@ -7,6 +7,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "error.h"
+#include "cuda/nvrtc.h"
 #include "key/key_options.h"
 #include "progcache/cuda.h"
 
@@ -180,6 +181,26 @@ static int fetch_log(progcache_buf *log, nvrtcProgram prog, const char *name)
     return PROGCACHE_OK;
 }
 
+const char **progcache__nvrtc_argv(const progcache_key_nvrtc_options *program, size_t *argc)
+{
+    size_t n = program->num_options;
+    const char **argv = progcache__calloc(n + 1, sizeof *argv);
+    if (!argv) {
+        progcache__error(PROGCACHE_ENOMEM, "out of memory for NVRTC options");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        argv[i] = program->options[i];
+    if (program->target == PROGCACHE_TARGET_LTOIR &&
+        !asks_for_lto(program->options, program->num_options))
+        argv[n++] = "-dlto";
+    *argc = n;
+    return argv;
+}
+
+static int compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowered_names,
+                   const progcache_key_nvrtc_options *program, progcache__nvrtc_pch *pch);
+
 int progcache_nvrtc_compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowered_names,
                             const progcache_key_nvrtc_options *program)
 {
@@ -188,11 +209,24 @@ int progcache_nvrtc_compile(progcache_buf *out, progcache_buf *log, progcache_bu
                                 out ? "program" : "out");
     progcache_key_nvrtc_options loaded;
     int rc = progcache__key_options_load(&loaded, program, "progcache_nvrtc_compile");
-    if (!rc)
-        rc = check_program(&loaded);
     if (rc)
         return rc;
-    program = &loaded;
+    return compile(out, log, lowered_names, &loaded, NULL);
+}
+
+int progcache__nvrtc_compile_pch(progcache_buf *out, progcache_buf *log, progcache_buf *lowered,
+                                 const progcache_key_nvrtc_options *program,
+                                 progcache__nvrtc_pch *pch)
+{
+    return compile(out, log, lowered, program, pch);
+}
+
+static int compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowered_names,
+                   const progcache_key_nvrtc_options *program, progcache__nvrtc_pch *pch)
+{
+    int rc = check_program(program);
+    if (rc)
+        return rc;
 
     const char *name = program->name ? program->name : "default_program";
     char *source_copy = NULL;
@@ -216,18 +250,20 @@ int progcache_nvrtc_compile(progcache_buf *out, progcache_buf *log, progcache_bu
         source = source_copy;
     }
 
-    size_t argc = program->num_options;
-    int add_dlto = program->target == PROGCACHE_TARGET_LTOIR &&
-                   !asks_for_lto(program->options, program->num_options);
-    argv = progcache__calloc(argc + 1, sizeof *argv);
+    size_t argc = 0, num_pre = pch ? pch->num_pre : 0;
+    const char **options = progcache__nvrtc_argv(program, &argc);
+    if (options)
+        argv = progcache__calloc(num_pre + argc + 1, sizeof *argv);
     if (!argv) {
+        progcache__free(options);
         rc = progcache__error(PROGCACHE_ENOMEM, "out of memory for NVRTC options");
         goto done;
     }
-    for (size_t i = 0; i < program->num_options; i++)
-        argv[i] = program->options[i];
-    if (add_dlto)
-        argv[argc++] = "-dlto";
+    for (size_t i = 0; i < num_pre; i++)
+        argv[i] = pch->pre[i];
+    memcpy(argv + num_pre, options, argc * sizeof *argv);
+    argc += num_pre;
+    progcache__free(options);
 
     /* Headers in memory, as NVRTC wants them: NUL-terminated texts (a
      * caller's length need not end at a NUL) and their names. */
@@ -273,6 +309,12 @@ int progcache_nvrtc_compile(progcache_buf *out, progcache_buf *log, progcache_bu
         }
     }
     nvrtcResult compiled = nvrtcCompileProgram(prog, (int)argc, argv);
+    if (pch) {
+        pch->create_status = (int)nvrtcGetPCHCreateStatus(prog);
+        pch->heap_required = 0;
+        if (pch->create_status == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED)
+            nvrtcGetPCHHeapSizeRequired(prog, &pch->heap_required);
+    }
     /* The log is read either way: on success it holds the warnings. */
     rc = fetch_log(logbuf, prog, name);
     if (rc)
@@ -284,7 +326,8 @@ int progcache_nvrtc_compile(progcache_buf *out, progcache_buf *log, progcache_bu
             rc = compile_failed(compiled, name, (const char *)logbuf->data, logbuf->size);
         goto done;
     }
-    rc = fetch_output(out, prog, program->target, name);
+    if (!pch || !pch->no_output)
+        rc = fetch_output(out, prog, program->target, name);
     if (!rc && lowered_names)
         rc = fetch_lowered(lowered_names, prog, program, name);
 

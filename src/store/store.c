@@ -198,6 +198,12 @@ void progcache_stats_init(progcache_stats *stats)
     progcache__struct_init(stats, sizeof *stats, PROGCACHE_STATS_VERSION);
 }
 
+/* The struct's size in each version. */
+static const size_t stats_size[] = {0, offsetof(progcache_stats, names_learned),
+                                    sizeof(progcache_stats)};
+_Static_assert(sizeof stats_size / sizeof stats_size[0] == PROGCACHE_STATS_VERSION + 1,
+               "a size for each version of progcache_stats");
+
 int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
 {
     if (!out || !store)
@@ -208,17 +214,15 @@ int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
                                 "progcache_stats.version is %u; set it with PROGCACHE_STATS_INIT "
                                 "or progcache_stats_init()",
                                 out->version);
-    /* A store without statistics reports zeros and available 0. The ops
-     * fill a whole struct of this library's version; the caller gets as
-     * much of it as its version has. */
-    static const size_t sizes[] = {0, offsetof(progcache_stats, names_learned),
-                                   sizeof(progcache_stats)};
+    /* Filled as this library's version of the struct, then copied back in
+     * the caller's version's size: an older caller's struct is shorter. A
+     * store without statistics reports zeros and available 0. */
     unsigned int version = out->version;
-    progcache_stats all;
-    progcache_stats_init(&all);
+    progcache_stats full;
+    progcache_stats_init(&full);
     const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
-    int rc = ops && ops->get ? ops->get(&all, store) : PROGCACHE_OK;
-    memcpy(out, &all, sizes[version]);
+    int rc = ops && ops->get ? ops->get(&full, store) : PROGCACHE_OK;
+    memcpy(out, &full, stats_size[version]);
     out->version = version;
     return rc;
 }

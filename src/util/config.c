@@ -2,13 +2,16 @@
  * library calls getenv (docs/CONFIG.md lists every variable). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "buf.h"
+#include "config.h"
 #include "error.h"
 #include "fs.h"
 #include "progcache/cache.h"
@@ -164,4 +167,138 @@ int progcache_default_remote(progcache_buf *url, progcache_buf *secret)
     secret->size = 0;
     const char *file = getenv(VAR);
     return file && *file ? read_secret(secret, file) : PROGCACHE_OK;
+}
+
+/* ---- the PCH tier ---------------------------------------------------------- */
+
+/* A size: digits and an optional K, M or G (binary). */
+static int parse_size(uint64_t *out, const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *s == '-')
+        return -1;
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
+    if (shift)
+        end++;
+    if (*end || (shift && v > (UINT64_MAX >> shift)))
+        return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+static int pch_bad(progcache__pch_settings *out, const char *var, const char *value,
+                   const char *want)
+{
+    out->mode = PROGCACHE__PCH_OFF;
+    out->off_because = "a PCH setting cannot be used";
+    return progcache__error(PROGCACHE_EINVAL, "%s=%s cannot be used: %s; the PCH tier is off", var,
+                            value, want);
+}
+
+static int dup_var(char **out, const char *name)
+{
+    const char *v = getenv(name);
+    *out = NULL;
+    if (!v || !*v)
+        return PROGCACHE_OK;
+    *out = progcache__strdup(v);
+    return *out ? PROGCACHE_OK : progcache__error(PROGCACHE_ENOMEM, "out of memory reading %s", name);
+}
+
+int progcache__pch_settings_read(progcache__pch_settings *out)
+{
+    memset(out, 0, sizeof *out);
+    out->mode = PROGCACHE__PCH_ON;
+    out->max_size = PROGCACHE__PCH_MAX_SIZE_DEFAULT;
+    out->min_ms = PROGCACHE__PCH_MIN_MS_DEFAULT;
+    int rc = dup_var(&out->helper, "PROGCACHE_PCH_HELPER");
+    if (!rc)
+        rc = dup_var(&out->nvrtc_append_flags, "NVRTC_APPEND_FLAGS");
+    if (rc) {
+        out->mode = PROGCACHE__PCH_OFF;
+        out->off_because = "out of memory";
+        return rc;
+    }
+    const char *v = getenv("PROGCACHE_PCH_MAX_SIZE");
+    if (v && *v && parse_size(&out->max_size, v) != 0)
+        return pch_bad(out, "PROGCACHE_PCH_MAX_SIZE", v, "give bytes, or a number and K, M or G");
+    v = getenv("PROGCACHE_PCH_MIN_MS");
+    if (v && *v) {
+        uint64_t ms;
+        if (parse_size(&ms, v) != 0 || ms > UINT32_MAX || strpbrk(v, "KkMmGg"))
+            return pch_bad(out, "PROGCACHE_PCH_MIN_MS", v, "give milliseconds");
+        out->min_ms = (unsigned int)ms;
+    }
+    v = getenv("PROGCACHE_PCH");
+    if (v && *v) {
+        if (!strcmp(v, "0") || !strcmp(v, "off")) {
+            out->mode = PROGCACHE__PCH_OFF;
+            out->off_because = "PROGCACHE_PCH is off";
+        } else if (!strcmp(v, "inprocess")) {
+            out->mode = PROGCACHE__PCH_INPROCESS;
+        } else if (strcmp(v, "1") && strcmp(v, "on")) {
+            return pch_bad(out, "PROGCACHE_PCH", v, "give 1 (on, the default), 0 (off) or inprocess");
+        }
+    }
+    /* NVRTC itself ignores every PCH option then (and says so in each log). */
+    v = getenv("NVRTC_DISABLE_PCH");
+    if (v && out->mode != PROGCACHE__PCH_OFF) {
+        out->mode = PROGCACHE__PCH_OFF;
+        out->off_because = "NVRTC_DISABLE_PCH is set";
+    }
+    return PROGCACHE_OK;
+}
+
+void progcache__pch_settings_free(progcache__pch_settings *settings)
+{
+    if (!settings)
+        return;
+    progcache__free(settings->helper);
+    progcache__free(settings->nvrtc_append_flags);
+    settings->helper = settings->nvrtc_append_flags = NULL;
+}
+
+extern char **environ;
+
+static int passed_to_helper(const char *entry)
+{
+    return !strncmp(entry, "NVRTC_", 6) || !strncmp(entry, "LD_LIBRARY_PATH=", 16);
+}
+
+char **progcache__pch_helper_env(const char *tmpdir)
+{
+    size_t count = 2, bytes = strlen("TMPDIR=") + strlen(tmpdir) + 1;
+    for (char **e = environ; e && *e; e++)
+        if (passed_to_helper(*e)) {
+            count++;
+            bytes += strlen(*e) + 1;
+        }
+    char **env = progcache__malloc(count * sizeof *env + bytes);
+    if (!env) {
+        progcache__error(PROGCACHE_ENOMEM, "out of memory for a helper's environment");
+        return NULL;
+    }
+    /* Bounded by what was counted, should the environment change between
+     * the two passes (a caller's setenv on another thread). */
+    char *at = (char *)(env + count), *end = at + bytes;
+    size_t n = 0;
+    env[n++] = at;
+    at += snprintf(at, (size_t)(end - at), "TMPDIR=%s", tmpdir) + 1;
+    for (char **e = environ; e && *e && n + 1 < count; e++) {
+        size_t len = strlen(*e) + 1;
+        if (passed_to_helper(*e) && len <= (size_t)(end - at)) {
+            env[n++] = memcpy(at, *e, len);
+            at += len;
+        }
+    }
+    env[n] = NULL;
+    return env;
 }

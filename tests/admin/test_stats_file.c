@@ -5,11 +5,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "cache/cache_stats.h"
 #include "check.h"
 #include "fs.h"
 
@@ -356,8 +358,41 @@ static void test_readonly(void)
     free(dir);
 }
 
+/* A caller built against version 1 of progcache_stats has a shorter
+ * struct: the library fills exactly that much, whatever lies beyond. */
+static void test_version_1(void)
+{
+    char *dir = test_mkdtemp("statsv1");
+    progcache *cache;
+    CHECK_OK(progcache_open(&cache, dir, NULL));
+    unsigned char key[8];
+    key_of(key, 1);
+    CHECK_OK(progcache_put(cache, key, sizeof key, "abc", 3));
+    progcache__cache_record(cache, PROGCACHE_STAT_PCH_HITS, 5);
+    progcache__cache_record(cache, PROGCACHE_STAT_NAMES_LEARNED, 3);
+    /* Version 2 starts with names_learned; the PCH tier's fields follow. */
+    size_t v1 = offsetof(progcache_stats, names_learned);
+    union {
+        progcache_stats s;
+        unsigned char bytes[sizeof(progcache_stats)];
+    } u;
+    memset(u.bytes, 0xa5, sizeof u.bytes);
+    u.s.version = 1;
+    CHECK_OK(progcache_stats_get(&u.s, cache));
+    CHECK(u.s.version == 1 && u.s.stores == 1 && u.s.entries == 1 && u.s.available == 1);
+    for (size_t i = v1; i < sizeof u.bytes; i++)
+        CHECK(u.bytes[i] == 0xa5);
+    progcache_stats s = stats_of(cache);
+    CHECK(s.version == PROGCACHE_STATS_VERSION && s.pch_hits == 5 && s.names_learned == 3 &&
+          s.stores == 1);
+    progcache_close(cache);
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
+    test_version_1();
     test_counting();
     test_evictions_and_cap();
     test_bad_layout_replaced();

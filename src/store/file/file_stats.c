@@ -260,6 +260,12 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->remote_stores = sum(stats, PROGCACHE__REMOTE_STORES);
     out->remote_rejected = sum(stats, PROGCACHE__REMOTE_REJECTED);
     out->names_learned = sum(stats, PROGCACHE__NAMES_LEARNED);
+    out->pch_hits = sum(stats, PROGCACHE__PCH_HITS);
+    out->pch_misses = sum(stats, PROGCACHE__PCH_MISSES);
+    out->pch_created = sum(stats, PROGCACHE__PCH_CREATED);
+    out->pch_rejected = sum(stats, PROGCACHE__PCH_REJECTED);
+    out->pch_ms_saved = sum(stats, PROGCACHE__PCH_MS_SAVED);
+    out->pch_fallbacks = sum(stats, PROGCACHE__PCH_FALLBACKS);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

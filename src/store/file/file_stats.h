@@ -30,7 +30,14 @@ typedef enum progcache__counter {
     PROGCACHE__REMOTE_STORES = 11,
     PROGCACHE__REMOTE_REJECTED = 12,
     PROGCACHE__LOOKUP_ERRORS = 13,
-    /* 14-23 are reserved for the remote tier, 24-29 for precompiled headers. */
+    /* 14-23: reserved for the remote tier's counters (issue 15). */
+    /* The PCH tier (src/cuda/pch_*.c). */
+    PROGCACHE__PCH_HITS = 24,
+    PROGCACHE__PCH_MISSES = 25,
+    PROGCACHE__PCH_CREATED = 26,
+    PROGCACHE__PCH_REJECTED = 27,
+    PROGCACHE__PCH_MS_SAVED = 28,
+    PROGCACHE__PCH_FALLBACKS = 29,
     PROGCACHE__NAMES_LEARNED = 30,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 32
@@ -56,7 +63,8 @@ void progcache__stats_add(progcache__stats *stats, progcache__counter counter, u
  * stats`). No-op when read-only. */
 void progcache__stats_set_max_size(progcache__stats *stats, uint64_t max_size);
 
-/* Sum the slots into out (which is zeroed first; stats NULL gives zeros). */
+/* Sum the slots into out, a whole struct of this library's version (it is
+ * zeroed first; stats NULL gives zeros). */
 void progcache__stats_read(progcache_stats *out, const progcache__stats *stats);
 
 /* Zero every counter and restart the "since" clock. Increments racing with

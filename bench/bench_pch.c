@@ -1,0 +1,297 @@
+/* bench_pch: what the PCH tier saves on misses (issue 17; docs/PERFORMANCE.md).
+ *
+ * Twenty variants of a kernel that includes <cub/block/block_reduce.cuh>
+ * and <cuda_fp16.h> (they differ after the includes: a constant and the
+ * block size), each a new key, so every compile is an entry-cache miss.
+ *
+ *  1. Fresh processes: each variant compiled by a new process (fork, exec,
+ *     library load, progcache_compile_or_load with NO_LOAD, exit), timed
+ *     from fork to reaped exit, without the tier (PROGCACHE_PROGRAM_NO_PCH,
+ *     its own cache directory) and with it (one cache directory whose PCH
+ *     tier starts empty: the first variant is seen, the second makes the
+ *     PCH, the rest use it). The two modes alternate variant by variant,
+ *     and which goes first alternates too, so load drift on a shared
+ *     machine hits both alike.
+ *  2. One process per mode compiling all twenty variants (a long-running
+ *     program): without the tier, with it (through the helper), and with
+ *     PROGCACHE_PCH=inprocess (PCHs of that process only). The three
+ *     processes run in lockstep, one variant each in turn.
+ *
+ * Prints every time, the medians side by side and the totals.
+ *
+ * usage: bench_pch [--variants N]   (default 20)
+ * The helper is $PROGCACHE_PCH_HELPER, else the one built with this bench.
+ * NVRTC needs no GPU. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+
+#ifndef BENCH_PCH_HELPER
+#define BENCH_PCH_HELPER ""
+#endif
+#ifndef BENCH_CUDA_INCLUDE
+#define BENCH_CUDA_INCLUDE "/usr/local/cuda/include"
+#endif
+#define MAX_VARIANTS 100
+
+static char *source_of(int v)
+{
+    static char buf[2048];
+    int block = 32 * (1 + v % 8);
+    snprintf(buf, sizeof buf,
+             "#include <cub/block/block_reduce.cuh>\n"
+             "#include <cuda_fp16.h>\n"
+             "\n"
+             "constexpr float kScale = %d.5f;\n"
+             "extern \"C\" __global__ void reduce_v%d(const __half *in, float *out)\n"
+             "{\n"
+             "    using BlockReduce = cub::BlockReduce<float, %d>;\n"
+             "    __shared__ typename BlockReduce::TempStorage tmp;\n"
+             "    float x = __half2float(in[blockIdx.x * %d + threadIdx.x]) * kScale;\n"
+             "    float s = BlockReduce(tmp).Sum(x);\n"
+             "    if (threadIdx.x == 0)\n"
+             "        out[blockIdx.x] = s;\n"
+             "}\n",
+             v, v, block, block);
+    return buf;
+}
+
+/* Compile variant v through the cache at dir; the compile's time in ms. */
+static double compile_one(progcache *cache, int v, int pch)
+{
+    static const char *options[] = {"-I" BENCH_CUDA_INCLUDE "/cccl", "-I" BENCH_CUDA_INCLUDE,
+                                    "-arch=sm_90", "--std=c++17"};
+    progcache_program p = PROGCACHE_PROGRAM_INIT;
+    p.nvrtc.source = source_of(v);
+    p.nvrtc.options = options;
+    p.nvrtc.num_options = 4;
+    p.nvrtc.name = "reduce.cu";
+    /* The headers never change here; a real program digests them. */
+    p.nvrtc.extra_digest = (const unsigned char *)"bench_pch headers";
+    p.nvrtc.extra_digest_len = 17;
+    p.flags = PROGCACHE_PROGRAM_NO_LOAD | (pch ? 0 : PROGCACHE_PROGRAM_NO_PCH);
+    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
+    double t = bench_now_us();
+    int rc = progcache_compile_or_load(&r, cache, &p);
+    t = (bench_now_us() - t) / 1e3;
+    if (rc || r.status != PROGCACHE_STATUS_MISS) {
+        fprintf(stderr, "bench_pch: variant %d: %s (%s)\n", v, progcache_strerror(rc),
+                rc ? progcache_error_last() : progcache_status_name(r.status));
+        exit(1);
+    }
+    progcache_program_result_release(&r);
+    return t;
+}
+
+static progcache *open_or_die(const char *dir)
+{
+    progcache *cache;
+    if (progcache_open(&cache, dir, NULL) != PROGCACHE_OK) {
+        fprintf(stderr, "bench_pch: %s\n", progcache_error_last());
+        exit(1);
+    }
+    return cache;
+}
+
+/* --one DIR V MODE: compile one variant in this process and exit. */
+static int one(const char *dir, int v, int pch)
+{
+    progcache *cache = open_or_die(dir);
+    compile_one(cache, v, pch);
+    progcache_close(cache);
+    return 0;
+}
+
+/* --serve DIR MODE: compile the variant named on each stdin line; answer
+ * with its time. */
+static int serve(const char *dir, int pch)
+{
+    progcache *cache = open_or_die(dir);
+    int v;
+    while (scanf("%d", &v) == 1) {
+        printf("%.1f\n", compile_one(cache, v, pch));
+        fflush(stdout);
+    }
+    progcache_close(cache);
+    return 0;
+}
+
+static const char *self;
+
+static double run_fresh(const char *dir, int v, int pch)
+{
+    char vs[16];
+    snprintf(vs, sizeof vs, "%d", v);
+    double t = bench_now_us();
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(self, self, "--one", dir, vs, pch ? "on" : "off", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "bench_pch: variant %d (%s) failed\n", v, pch ? "on" : "off");
+        exit(1);
+    }
+    return (bench_now_us() - t) / 1e3;
+}
+
+typedef struct server {
+    const char *name;
+    FILE *to, *from;
+    pid_t pid;
+    double ms[MAX_VARIANTS];
+} server;
+
+static void start_server(server *s, const char *dir, int pch)
+{
+    /* Close-on-exec: a server started later must not hold this one's
+     * stdin open, or closing it would never end this one. */
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
+        exit(1);
+    s->pid = fork();
+    if (s->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        execl(self, self, "--serve", dir, pch ? "on" : "off", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    s->to = fdopen(in[1], "w");
+    s->from = fdopen(out[0], "r");
+}
+
+static double median(const double *x, int n)
+{
+    double s[MAX_VARIANTS];
+    memcpy(s, x, (size_t)n * sizeof *x);
+    qsort(s, (size_t)n, sizeof *s, bench_cmp_double);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static double sum(const double *x, int n)
+{
+    double t = 0;
+    for (int i = 0; i < n; i++)
+        t += x[i];
+    return t;
+}
+
+static void stats_line(const char *dir, const char *label)
+{
+    progcache *cache = open_or_die(dir);
+    progcache_stats s = PROGCACHE_STATS_INIT;
+    progcache_stats_get(&s, cache);
+    printf("  %-34s PCH hits %llu, misses %llu, created %llu, rejected %llu, fallbacks %llu, "
+           "saved %.1f s\n",
+           label, (unsigned long long)s.pch_hits, (unsigned long long)s.pch_misses,
+           (unsigned long long)s.pch_created, (unsigned long long)s.pch_rejected,
+           (unsigned long long)s.pch_fallbacks, (double)s.pch_ms_saved / 1e3);
+    progcache_close(cache);
+}
+
+int main(int argc, char **argv)
+{
+    self = argv[0];
+    if (argc == 5 && !strcmp(argv[1], "--one"))
+        return one(argv[2], atoi(argv[3]), !strcmp(argv[4], "on"));
+    if (argc == 4 && !strcmp(argv[1], "--serve"))
+        return serve(argv[2], !strcmp(argv[3], "on"));
+    int n = 20;
+    if (argc == 3 && !strcmp(argv[1], "--variants"))
+        n = atoi(argv[2]);
+    if (n < 2 || n > MAX_VARIANTS) {
+        fprintf(stderr, "usage: bench_pch [--variants N]   (2 to %d)\n", MAX_VARIANTS);
+        return 2;
+    }
+    if (!getenv("PROGCACHE_PCH_HELPER") && BENCH_PCH_HELPER[0])
+        setenv("PROGCACHE_PCH_HELPER", BENCH_PCH_HELPER, 1);
+    unsetenv("PROGCACHE_PCH");
+    unsetenv("PROGCACHE_PCH_MIN_MS");
+    char tmpl[] = "/tmp/bench_pch.XXXXXX";
+    char *root = mkdtemp(tmpl);
+    if (!root)
+        return 1;
+    char off_dir[256], on_dir[256], s_off[256], s_on[256], s_in[256];
+    snprintf(off_dir, sizeof off_dir, "%s/fresh-off", root);
+    snprintf(on_dir, sizeof on_dir, "%s/fresh-on", root);
+    snprintf(s_off, sizeof s_off, "%s/one-off", root);
+    snprintf(s_on, sizeof s_on, "%s/one-on", root);
+    snprintf(s_in, sizeof s_in, "%s/one-inprocess", root);
+    printf("bench_pch: %d variants of a kernel including <cub/block/block_reduce.cuh> and "
+           "<cuda_fp16.h>; helper %s\n",
+           n, getenv("PROGCACHE_PCH_HELPER") ? getenv("PROGCACHE_PCH_HELPER") : "(installed)");
+
+    /* 1. A fresh process per compile. */
+    double off[MAX_VARIANTS], on[MAX_VARIANTS];
+    printf("\n1. a fresh process per variant (ms, fork to exit)\n   variant  without   with\n");
+    for (int v = 0; v < n; v++) {
+        if (v % 2) {
+            on[v] = run_fresh(on_dir, v, 1);
+            off[v] = run_fresh(off_dir, v, 0);
+        } else {
+            off[v] = run_fresh(off_dir, v, 0);
+            on[v] = run_fresh(on_dir, v, 1);
+        }
+        printf("   %7d %8.0f %7.0f\n", v, off[v], on[v]);
+        fflush(stdout);
+    }
+    printf("   median  %8.0f %7.0f   (%.1fx)\n", median(off, n), median(on, n),
+           median(off, n) / median(on, n));
+    printf("   total   %8.0f %7.0f   (%.1fx less with the PCH tier)\n", sum(off, n), sum(on, n),
+           sum(off, n) / sum(on, n));
+    stats_line(on_dir, "with:");
+
+    /* 2. One process per mode, in lockstep. */
+    server sv[3] = {{.name = "without"}, {.name = "with"}, {.name = "in-process"}};
+    start_server(&sv[0], s_off, 0);
+    start_server(&sv[1], s_on, 1);
+    setenv("PROGCACHE_PCH", "inprocess", 1);
+    start_server(&sv[2], s_in, 1);
+    unsetenv("PROGCACHE_PCH");
+    printf("\n2. one process per mode, all variants (ms per compile)\n"
+           "   variant  without   with  in-process\n");
+    for (int v = 0; v < n; v++) {
+        for (int k = 0; k < 3; k++) {
+            server *s = &sv[(v + k) % 3];
+            fprintf(s->to, "%d\n", v);
+            fflush(s->to);
+            if (fscanf(s->from, "%lf", &s->ms[v]) != 1) {
+                fprintf(stderr, "bench_pch: the %s process failed\n", s->name);
+                return 1;
+            }
+        }
+        printf("   %7d %8.0f %7.0f %10.0f\n", v, sv[0].ms[v], sv[1].ms[v], sv[2].ms[v]);
+        fflush(stdout);
+    }
+    for (int k = 0; k < 3; k++) {
+        fclose(sv[k].to);
+        int status;
+        waitpid(sv[k].pid, &status, 0);
+        fclose(sv[k].from);
+    }
+    printf("   median  %8.0f %7.0f %10.0f\n", median(sv[0].ms, n), median(sv[1].ms, n),
+           median(sv[2].ms, n));
+    printf("   total   %8.0f %7.0f %10.0f   (%.1fx and %.1fx less)\n", sum(sv[0].ms, n),
+           sum(sv[1].ms, n), sum(sv[2].ms, n), sum(sv[0].ms, n) / sum(sv[1].ms, n),
+           sum(sv[0].ms, n) / sum(sv[2].ms, n));
+    stats_line(s_on, "with:");
+    stats_line(s_in, "in-process:");
+    bench_remove_tree(root);
+    return 0;
+}

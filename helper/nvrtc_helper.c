@@ -1,0 +1,654 @@
+/* progcache-nvrtc-helper: one NVRTC compile in a fresh process, for the
+ * PCH tier (docs/CUDA.md, "Precompiled headers"; the library's side is
+ * src/cuda/pch_helper.c, the protocol src/cuda/pch_wire.h).
+ *
+ * Why a process of its own: NVRTC restores a precompiled header as a
+ * memory image at the address its PCH heap had when the PCH was made, and
+ * refuses it (warning #20282) anywhere else. With address-space
+ * randomisation every process puts that heap somewhere else, so a PCH made
+ * by one process is useless to the next. This program defines mmap: NVRTC
+ * (libnvrtc.so) calls mmap through its PLT, and a definition in the
+ * executable comes first, so exactly NVRTC's heap request (no address,
+ * the heap's size, read-write, private and anonymous) is answered at
+ * PROGCACHE__PCH_HEAP_ADDR with MAP_FIXED_NOREPLACE. Everything else passes
+ * through unchanged, and randomisation stays on for the rest of the
+ * process. If the address is taken the heap goes where the kernel puts it
+ * and NVRTC refuses the PCH: slow, never wrong.
+ *
+ * It also defines fopen, fopen64, open, __xstat, __lxstat, access and
+ * realpath, to record, while a PCH is created, every file NVRTC read and
+ * every path it probed: NVRTC never checks that the headers a PCH was made
+ * from are unchanged, so the library must, before every use.
+ *
+ * Started by the library only, with the caller's identity (never setuid);
+ * it sets no_new_privs, closes every descriptor above 4, execs nothing and
+ * exits after one compile. Exit status: 0 when a response was written. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda/pch_wire.h"
+
+#define DIR_FD 3
+#define PCH_FD 4
+
+/* ---- the PCH heap ----------------------------------------------------------- */
+
+static uintptr_t heap_addr;  /* 0: leave placement to the kernel */
+static size_t heap_size;     /* the size NVRTC will ask for */
+static int heap_state = PROGCACHE__WIRE_HEAP_UNSEEN;
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    long r;
+    if (heap_addr && !addr && len == heap_size && fd == -1 && prot == (PROT_READ | PROT_WRITE) &&
+        flags == (MAP_PRIVATE | MAP_ANONYMOUS) && heap_state == PROGCACHE__WIRE_HEAP_UNSEEN) {
+        r = syscall(SYS_mmap, (void *)heap_addr, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
+        if (r == (long)heap_addr) {
+            heap_state = PROGCACHE__WIRE_HEAP_PINNED;
+            return (void *)r;
+        }
+        /* A kernel before 4.17 takes the flag as a hint it may ignore. */
+        if (r != -1)
+            syscall(SYS_munmap, (void *)r, len);
+        heap_state = PROGCACHE__WIRE_HEAP_ELSEWHERE;
+    }
+    r = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+    return r == -1 ? MAP_FAILED : (void *)r; /* syscall() has set errno */
+}
+
+/* ---- what NVRTC reads --------------------------------------------------------- */
+
+typedef struct dep {
+    char kind; /* '+' a file read or found, 'd' a directory found, '-' absent */
+    struct stat st;
+    char *path;
+} dep;
+
+static int recording; /* only while the prefix compiles */
+/* The program's name: NVRTC looks for a file of that name, but compiles
+ * the source it was given, so that file is no dependency (and is often the
+ * very file the program's source was read from, edited all the time). */
+static const char *main_name;
+static pthread_mutex_t dep_lock = PTHREAD_MUTEX_INITIALIZER;
+static dep *deps;
+static size_t num_deps, cap_deps;
+static uint32_t *slots; /* open addressing: index + 1 into deps, 0 empty */
+static size_t num_slots;
+static int deps_overflow; /* out of memory or too many: the record is unusable */
+
+static uint64_t hash_path(char kind, const char *path)
+{
+    uint64_t h = 1469598103934665603ull ^ (unsigned char)kind;
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h;
+}
+
+static int grow_slots(void)
+{
+    size_t n = num_slots ? 2 * num_slots : 1024;
+    uint32_t *s = calloc(n, sizeof *s);
+    if (!s)
+        return -1;
+    for (size_t i = 0; i < num_deps; i++) {
+        size_t j = hash_path(deps[i].kind, deps[i].path) & (n - 1);
+        while (s[j])
+            j = (j + 1) & (n - 1);
+        s[j] = (uint32_t)(i + 1);
+    }
+    free(slots);
+    slots = s;
+    num_slots = n;
+    return 0;
+}
+
+/* Paths that are not headers: the process's own view of itself, devices,
+ * and NVRTC's temp files and PCH, which are reached through fds 3 and 4. */
+static int ignored(const char *path)
+{
+    return !strncmp(path, "/proc/", 6) || !strncmp(path, "/sys/", 5) ||
+           !strncmp(path, "/dev/", 5);
+}
+
+static void note(char kind, const char *path, const struct stat *st)
+{
+    if (!__atomic_load_n(&recording, __ATOMIC_RELAXED) || !path || ignored(path) ||
+        (main_name && !strcmp(path, main_name)))
+        return;
+    int saved = errno;
+    pthread_mutex_lock(&dep_lock);
+    if (deps_overflow)
+        goto done;
+    if (2 * (num_deps + 1) > num_slots && grow_slots() != 0) {
+        deps_overflow = 1;
+        goto done;
+    }
+    size_t j = hash_path(kind, path) & (num_slots - 1);
+    for (; slots[j]; j = (j + 1) & (num_slots - 1)) {
+        const dep *d = &deps[slots[j] - 1];
+        if (d->kind == kind && !strcmp(d->path, path))
+            goto done; /* the first sight counts */
+    }
+    if (num_deps == PROGCACHE__WIRE_MAX_DEPS) {
+        deps_overflow = 1;
+        goto done;
+    }
+    if (num_deps == cap_deps) {
+        size_t cap = cap_deps ? 2 * cap_deps : 256;
+        dep *d = realloc(deps, cap * sizeof *d);
+        if (!d) {
+            deps_overflow = 1;
+            goto done;
+        }
+        deps = d;
+        cap_deps = cap;
+    }
+    dep *d = &deps[num_deps];
+    d->path = strdup(path);
+    if (!d->path) {
+        deps_overflow = 1;
+        goto done;
+    }
+    d->kind = kind;
+    memset(&d->st, 0, sizeof d->st);
+    if (st)
+        d->st = *st;
+    slots[j] = (uint32_t)++num_deps;
+done:
+    pthread_mutex_unlock(&dep_lock);
+    errno = saved;
+}
+
+/* A path that exists: as read, with the state it had then. */
+static void note_found(const char *path, int fd)
+{
+    struct stat st;
+    if (fd >= 0 ? fstat(fd, &st) == 0 : stat(path, &st) == 0) {
+        if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+            note(S_ISDIR(st.st_mode) ? 'd' : '+', path, &st);
+    }
+}
+
+static void note_result(const char *path, int ok, int fd)
+{
+    if (!__atomic_load_n(&recording, __ATOMIC_RELAXED))
+        return;
+    if (ok)
+        note_found(path, fd);
+    else if (errno == ENOENT || errno == ENOTDIR)
+        note('-', path, NULL);
+}
+
+static void *real(const char *name)
+{
+    return dlsym(RTLD_NEXT, name);
+}
+
+FILE *fopen(const char *path, const char *mode)
+{
+    FILE *(*f)(const char *, const char *) = (FILE * (*)(const char *, const char *)) real("fopen");
+    FILE *r = f ? f(path, mode) : NULL;
+    if (mode && mode[0] == 'r')
+        note_result(path, r != NULL, r ? fileno(r) : -1);
+    return r;
+}
+
+FILE *fopen64(const char *path, const char *mode)
+{
+    FILE *(*f)(const char *, const char *) =
+        (FILE * (*)(const char *, const char *)) real("fopen64");
+    FILE *r = f ? f(path, mode) : NULL;
+    if (mode && mode[0] == 'r')
+        note_result(path, r != NULL, r ? fileno(r) : -1);
+    return r;
+}
+
+int open(const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    if (flags & (O_CREAT | __O_TMPFILE)) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+    if ((flags & O_ACCMODE) == O_RDONLY && !(flags & O_CREAT))
+        note_result(path, fd >= 0, fd);
+    return fd;
+}
+
+int __xstat(int ver, const char *path, struct stat *st);
+int __xstat(int ver, const char *path, struct stat *st)
+{
+    (void)ver;
+    int r = stat(path, st);
+    note_result(path, r == 0, -1);
+    return r;
+}
+
+int __lxstat(int ver, const char *path, struct stat *st);
+int __lxstat(int ver, const char *path, struct stat *st)
+{
+    (void)ver;
+    int r = lstat(path, st);
+    note_result(path, r == 0, -1);
+    return r;
+}
+
+int access(const char *path, int how)
+{
+    int r = (int)syscall(SYS_faccessat, AT_FDCWD, path, how);
+    note_result(path, r == 0, -1);
+    return r;
+}
+
+char *realpath(const char *path, char *resolved)
+{
+    char *(*f)(const char *, char *) = (char *(*)(const char *, char *))real("realpath");
+    char *r = f ? f(path, resolved) : NULL;
+    if (!r)
+        note_result(path, 0, -1);
+    return r;
+}
+
+/* ---- a growing buffer ----------------------------------------------------------- */
+
+typedef struct buf {
+    unsigned char *data;
+    size_t size, cap;
+} buf;
+
+static int buf_append(void *ctx, const void *data, size_t len)
+{
+    buf *b = ctx;
+    if (len > PROGCACHE__WIRE_MAX_RESPONSE - b->size)
+        return -1;
+    if (b->size + len > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->size + len)
+            cap *= 2;
+        unsigned char *d = realloc(b->data, cap);
+        if (!d)
+            return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->size, data, len);
+    b->size += len;
+    return 0;
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- the request and the compile ------------------------------------------------- */
+
+typedef struct request {
+    uint32_t mode, target;
+    uint64_t heap_addr, heap_size;
+    const char *nvrtc_id, *name, *source, *prefix, *pch_name;
+    uint32_t num_options, num_names;
+    const char **options, **names;
+} request;
+
+typedef struct response {
+    uint32_t status;
+    int32_t nvrtc_result;
+    uint32_t pch;
+    uint64_t heap_required, create_us, compile_us;
+    char nvrtc_id[80];
+    buf log, note, artifact, lowered;
+} response;
+
+static int read_all(buf *in)
+{
+    for (;;) {
+        if (in->size == in->cap) {
+            if (in->cap >= PROGCACHE__WIRE_MAX_REQUEST)
+                return -1;
+            size_t cap = in->cap ? 2 * in->cap : 65536;
+            unsigned char *d = realloc(in->data, cap);
+            if (!d)
+                return -1;
+            in->data = d;
+            in->cap = cap;
+        }
+        ssize_t n = read(0, in->data + in->size, in->cap - in->size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 0;
+        in->size += (size_t)n;
+    }
+}
+
+static int parse(request *rq, const buf *in)
+{
+    progcache__wire_in w = {in->data, in->size, 0};
+    if (!progcache__wire_header(&w, PROGCACHE__WIRE_REQUEST))
+        return -1;
+    rq->mode = progcache__wire_u32(&w);
+    rq->target = progcache__wire_u32(&w);
+    rq->heap_addr = progcache__wire_u64(&w);
+    rq->heap_size = progcache__wire_u64(&w);
+    rq->nvrtc_id = progcache__wire_str(&w, NULL);
+    rq->name = progcache__wire_str(&w, NULL);
+    rq->source = progcache__wire_str(&w, NULL);
+    rq->prefix = progcache__wire_str(&w, NULL);
+    rq->pch_name = progcache__wire_str(&w, NULL);
+    rq->num_options = progcache__wire_u32(&w);
+    if (w.bad || rq->num_options > w.left / 5)
+        return -1;
+    rq->options = calloc((size_t)rq->num_options + 3, sizeof *rq->options);
+    if (!rq->options)
+        return -1;
+    for (uint32_t i = 0; i < rq->num_options; i++)
+        rq->options[i + 2] = progcache__wire_str(&w, NULL); /* room for two PCH options */
+    rq->num_names = progcache__wire_u32(&w);
+    if (w.bad || rq->num_names > w.left / 5)
+        return -1;
+    rq->names = calloc((size_t)rq->num_names + 1, sizeof *rq->names);
+    if (!rq->names)
+        return -1;
+    for (uint32_t i = 0; i < rq->num_names; i++)
+        rq->names[i] = progcache__wire_str(&w, NULL);
+    if (w.bad || w.left != 0 || rq->mode < PROGCACHE__WIRE_USE || rq->mode > PROGCACHE__WIRE_DEPS ||
+        rq->target > 2)
+        return -1;
+    /* A plain file name in the PCH directory. */
+    if (rq->mode == PROGCACHE__WIRE_CREATE &&
+        (!rq->pch_name[0] || strchr(rq->pch_name, '/') || rq->pch_name[0] == '.' ||
+         strlen(rq->pch_name) > 200))
+        return -1;
+    return 0;
+}
+
+static void copy_note(buf *note, const char *text)
+{
+    size_t n = strnlen(text, PROGCACHE__WIRE_MAX_NOTE);
+    note->size = 0;
+    (void)buf_append(note, text, n);
+}
+
+/* NVRTC's log without the lines --pch-verbose adds ("<name>": using
+ * precompiled header file "<path>"), which a compile without a PCH would
+ * not have; *used says whether NVRTC said it used the PCH. */
+static int keep_log(buf *out, const char *log, int *used)
+{
+    static const char using_[] = "\": using precompiled header file \"";
+    static const char creating[] = "\": creating precompiled header file \"";
+    *used = 0;
+    out->size = 0;
+    for (const char *line = log; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+        int verbose = 0;
+        if (line[0] == '"') {
+            const char *u = memmem(line, len, using_, sizeof using_ - 1);
+            if (u)
+                *used = 1;
+            verbose = u || memmem(line, len, creating, sizeof creating - 1);
+        }
+        if (!verbose && buf_append(out, line, len) != 0)
+            return -1;
+        line += len;
+    }
+    return 0;
+}
+
+static char *log_of(nvrtcProgram prog)
+{
+    size_t size = 0;
+    if (nvrtcGetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size == 0)
+        return strdup("");
+    char *log = malloc(size + 1);
+    if (log && nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS)
+        log[0] = '\0';
+    if (log)
+        log[size] = '\0';
+    return log;
+}
+
+static int fetch_output(response *rs, nvrtcProgram prog, uint32_t target)
+{
+    size_t size = 0;
+    nvrtcResult r = target == 1   ? nvrtcGetPTXSize(prog, &size)
+                    : target == 2 ? nvrtcGetLTOIRSize(prog, &size)
+                                  : nvrtcGetCUBINSize(prog, &size);
+    if (r != NVRTC_SUCCESS)
+        return -1;
+    char *out = malloc(size ? size : 1);
+    if (!out)
+        return -1;
+    r = size == 0         ? NVRTC_SUCCESS
+        : target == 1     ? nvrtcGetPTX(prog, out)
+        : target == 2     ? nvrtcGetLTOIR(prog, out)
+                          : nvrtcGetCUBIN(prog, out);
+    int rc = r == NVRTC_SUCCESS ? buf_append(&rs->artifact, out, size) : -1;
+    free(out);
+    return rc;
+}
+
+static int fetch_lowered(response *rs, nvrtcProgram prog, const request *rq)
+{
+    for (uint32_t i = 0; i < rq->num_names; i++) {
+        const char *lowered = NULL;
+        if (nvrtcGetLoweredName(prog, rq->names[i], &lowered) != NVRTC_SUCCESS || !lowered ||
+            buf_append(&rs->lowered, lowered, strlen(lowered) + 1) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Compile source with the request's options after pre (up to two PCH
+ * options, which NVRTC wants first). */
+static nvrtcResult compile(nvrtcProgram *prog, const request *rq, const char *source,
+                           const char *pre0, const char *pre1, int with_names)
+{
+    const char **argv = rq->options + 2;
+    int argc = (int)rq->num_options;
+    if (pre1) {
+        *--argv = pre1;
+        argc++;
+    }
+    if (pre0) {
+        *--argv = pre0;
+        argc++;
+    }
+    nvrtcResult r = nvrtcCreateProgram(prog, source, rq->name, 0, NULL, NULL);
+    if (r != NVRTC_SUCCESS)
+        return r;
+    for (uint32_t i = 0; with_names && i < rq->num_names; i++)
+        if ((r = nvrtcAddNameExpression(*prog, rq->names[i])) != NVRTC_SUCCESS)
+            return r;
+    return nvrtcCompileProgram(*prog, argc, argv);
+}
+
+/* Compile the program, with the PCH at path: the artifact, the log, the
+ * lowered names, and whether NVRTC used the PCH. */
+static int compile_program(response *rs, const request *rq, const char *pch_path)
+{
+    char opt[4200];
+    snprintf(opt, sizeof opt, "--use-pch=%s", pch_path);
+    nvrtcProgram prog = NULL;
+    uint64_t t = now_us();
+    nvrtcResult r = compile(&prog, rq, rq->source, opt, "--pch-verbose=true", 1);
+    rs->compile_us = now_us() - t;
+    rs->nvrtc_result = (int32_t)r;
+    int rc = 0;
+    char *log = prog ? log_of(prog) : strdup("");
+    int used = 0;
+    if (!log || keep_log(&rs->log, log, &used) != 0)
+        rc = -1;
+    rs->pch = used ? PROGCACHE__WIRE_PCH_USED : PROGCACHE__WIRE_PCH_REFUSED;
+    if (!rc && r == NVRTC_SUCCESS)
+        rc = fetch_output(rs, prog, rq->target) || fetch_lowered(rs, prog, rq);
+    free(log);
+    if (prog)
+        nvrtcDestroyProgram(&prog);
+    return rc;
+}
+
+/* Compile the prefix alone, recording what NVRTC reads; with create, into
+ * a PCH named pch_name in the PCH directory. */
+static int compile_prefix(response *rs, const request *rq, const char *create)
+{
+    char opt[4200];
+    if (create)
+        snprintf(opt, sizeof opt, "--create-pch=%s", create);
+    nvrtcProgram prog = NULL;
+    uint64_t t = now_us();
+    __atomic_store_n(&recording, 1, __ATOMIC_RELAXED);
+    nvrtcResult r = compile(&prog, rq, rq->prefix, create ? opt : NULL, NULL, 0);
+    __atomic_store_n(&recording, 0, __ATOMIC_RELAXED);
+    rs->create_us = now_us() - t;
+    rs->nvrtc_result = (int32_t)r;
+    char *log = prog ? log_of(prog) : NULL;
+    copy_note(&rs->note, log ? log : nvrtcGetErrorString(r));
+    free(log);
+    int made = r == NVRTC_SUCCESS;
+    if (create && prog) {
+        nvrtcResult status = nvrtcGetPCHCreateStatus(prog);
+        made = made && status == NVRTC_SUCCESS;
+        if (status == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED) {
+            size_t need = 0;
+            nvrtcGetPCHHeapSizeRequired(prog, &need);
+            rs->heap_required = need;
+            rs->pch = PROGCACHE__WIRE_PCH_HEAP_SHORT;
+        } else if (!made) {
+            rs->pch = PROGCACHE__WIRE_PCH_NOT_MADE;
+        }
+    }
+    if (prog)
+        nvrtcDestroyProgram(&prog);
+    return made ? 0 : -1;
+}
+
+static void serve(response *rs, const request *rq)
+{
+    if (strcmp(rq->nvrtc_id, rs->nvrtc_id) != 0) {
+        rs->status = PROGCACHE__WIRE_MISMATCH;
+        return;
+    }
+    main_name = rq->name;
+    if (rq->mode == PROGCACHE__WIRE_DEPS) {
+        if (compile_prefix(rs, rq, NULL) != 0 && rs->nvrtc_result == NVRTC_SUCCESS)
+            rs->status = PROGCACHE__WIRE_FAILED;
+        return;
+    }
+    /* Before NVRTC maps its heap: the size it will ask mmap for. */
+    if (rq->heap_size && nvrtcSetPCHHeapSize((size_t)rq->heap_size) != NVRTC_SUCCESS) {
+        rs->status = PROGCACHE__WIRE_FAILED;
+        return;
+    }
+    size_t size = 0;
+    nvrtcGetPCHHeapSize(&size);
+    heap_size = size;
+    heap_addr = (uintptr_t)rq->heap_addr;
+    char path[256];
+    if (rq->mode == PROGCACHE__WIRE_USE) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", PCH_FD);
+    } else {
+        snprintf(path, sizeof path, "/proc/self/fd/%d/%s", DIR_FD, rq->pch_name);
+        if (compile_prefix(rs, rq, path) != 0) {
+            unlinkat(DIR_FD, rq->pch_name, 0);
+            if (rs->pch == PROGCACHE__WIRE_PCH_NONE)
+                rs->pch = PROGCACHE__WIRE_PCH_NOT_MADE;
+            return;
+        }
+    }
+    if (compile_program(rs, rq, path) != 0)
+        rs->status = PROGCACHE__WIRE_FAILED;
+}
+
+static int write_response(const response *rs)
+{
+    buf out = {0};
+    progcache__wire_out w = {buf_append, &out, 0};
+    progcache__wire_put_header(&w, PROGCACHE__WIRE_RESPONSE);
+    progcache__wire_put_u32(&w, rs->status);
+    progcache__wire_put_u32(&w, (uint32_t)rs->nvrtc_result);
+    progcache__wire_put_u32(&w, rs->pch);
+    progcache__wire_put_u32(&w, (uint32_t)heap_state);
+    progcache__wire_put_u64(&w, rs->heap_required);
+    progcache__wire_put_u64(&w, rs->create_us);
+    progcache__wire_put_u64(&w, rs->compile_us);
+    progcache__wire_put_str(&w, rs->nvrtc_id, strlen(rs->nvrtc_id));
+    progcache__wire_put_str(&w, rs->log.data, rs->log.size);
+    progcache__wire_put_str(&w, rs->note.data, rs->note.size);
+    progcache__wire_put_str(&w, rs->artifact.data, rs->artifact.size);
+    progcache__wire_put_str(&w, rs->lowered.data, rs->lowered.size);
+    size_t n = deps_overflow ? 0 : num_deps;
+    /* An incomplete record is no record: the library then stores nothing. */
+    progcache__wire_put_u32(&w, deps_overflow ? UINT32_MAX : (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        const dep *d = &deps[i];
+        progcache__wire_put_u32(&w, (uint32_t)(unsigned char)d->kind);
+        progcache__wire_put_u64(&w, (uint64_t)d->st.st_size);
+        progcache__wire_put_u64(&w, (uint64_t)(d->st.st_mtim.tv_sec * 1000000000ll +
+                                               d->st.st_mtim.tv_nsec));
+        progcache__wire_put_u64(&w, (uint64_t)(d->st.st_ctim.tv_sec * 1000000000ll +
+                                               d->st.st_ctim.tv_nsec));
+        progcache__wire_put_u64(&w, (uint64_t)d->st.st_dev);
+        progcache__wire_put_u64(&w, (uint64_t)d->st.st_ino);
+        progcache__wire_put_str(&w, d->path, strlen(d->path));
+    }
+    if (w.bad)
+        return -1;
+    for (size_t off = 0; off < out.size;) {
+        ssize_t k = write(1, out.data + off, out.size - off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        off += (size_t)k;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    /* Nothing this process runs may gain privileges, and it holds only
+     * what the library handed it. */
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (syscall(SYS_close_range, 5u, ~0u, 0u) != 0)
+        for (int fd = 5; fd < 1024; fd++)
+            close(fd);
+
+    response rs;
+    memset(&rs, 0, sizeof rs);
+    unsigned char id[64];
+    size_t id_len = progcache__wire_build_id("nvrtcVersion", id, sizeof id);
+    for (size_t i = 0; i < id_len && i < 32; i++)
+        snprintf(rs.nvrtc_id + 2 * i, 3, "%02x", id[i]);
+
+    buf in = {0};
+    request rq;
+    memset(&rq, 0, sizeof rq);
+    if (read_all(&in) != 0 || parse(&rq, &in) != 0)
+        rs.status = PROGCACHE__WIRE_BAD_REQUEST;
+    else
+        serve(&rs, &rq);
+    return write_response(&rs) == 0 ? 0 : 1;
+}

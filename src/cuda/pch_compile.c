@@ -1,0 +1,422 @@
+/* The PCH tier's decisions, for one compile (docs/CUDA.md, "Precompiled
+ * headers"):
+ *
+ *  - Not a candidate (no #include at the top, the tier off, the caller's
+ *    own PCH options, no cache directory): compile as before.
+ *  - A usable PCH for the prefix (its headers unchanged, its file whole):
+ *    the helper compiles with it. Anything short of NVRTC saying it used
+ *    the PCH and returning an artifact: the compile runs here, as before.
+ *  - None: the first sight of a prefix is compiled as before and, when
+ *    that took at least PROGCACHE_PCH_MIN_MS, remembered; the second makes
+ *    a PCH in the helper and compiles the program with it there.
+ *
+ * The artifact is the same either way (NVRTC makes the same bytes with and
+ * without a PCH; test_pch checks it), so the program's key does not
+ * change, and nothing here can fail a compile that would have succeeded:
+ * every failure of the tier ends in the compile it replaced. */
+#include <errno.h>
+#include <fcntl.h>
+#include <nvrtc.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "cache/cache.h"
+#include "clock.h"
+#include "cuda/nvrtc.h"
+#include "cuda/pch.h"
+#include "cuda/pch_tier.h"
+#include "cuda/pch_wire.h"
+#include "fs.h"
+
+static int on(const int *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }
+
+/* ---- is this compile a candidate? ------------------------------------------- */
+
+/* An option of NVRTC's PCH family (--pch, --use-pch, --pch-dir,
+ * --instantiate-templates-in-pch, ...): the caller's own PCH options are
+ * the caller's business, and the tier stays out. Only the name before '='
+ * counts, and not the value of -I, -D, -U or a separate value string. */
+static int pch_option(const char *option)
+{
+    if (option[0] != '-' || !strncmp(option, "-I", 2) || !strncmp(option, "-D", 2) ||
+        !strncmp(option, "-U", 2))
+        return 0;
+    size_t len = strcspn(option, "=");
+    for (size_t i = 0; i + 3 <= len; i++)
+        if (!memcmp(option + i, "pch", 3))
+            return 1;
+    return 0;
+}
+
+static int prepare(pch_job *job, progcache *cache, const progcache_program *program)
+{
+    memset(job, 0, sizeof *job);
+    const progcache_key_nvrtc_options *p = &program->nvrtc;
+    /* Headers in memory are neither files NVRTC reads (the manifest cannot
+     * watch them) nor sent to the helper: such a program is no candidate. */
+    if (!cache || (program->flags & PROGCACHE_PROGRAM_NO_PCH) || !progcache_path(cache) ||
+        !p->source || p->num_headers)
+        return 0;
+    /* A cache opened read-only is not written to: PCHs are made, touched
+     * and removed there. */
+    if (cache->read_only)
+        return 0;
+    size_t len = p->source_len ? p->source_len : strlen(p->source);
+    size_t prefix = progcache__pch_prefix_len(p->source, len);
+    if (!prefix)
+        return 0;
+    for (size_t i = 0; i < p->num_options; i++)
+        if (pch_option(p->options[i]))
+            return 0;
+    progcache__pch_tier *tier = progcache__pch_tier_of(cache);
+    if (!tier)
+        return 0;
+    job->cache = cache;
+    job->program = program;
+    job->tier = tier;
+    if (tier->settings.mode == PROGCACHE__PCH_OFF) {
+        if (tier->settings_error)
+            progcache__pch_log_once(tier, program, PCH_LOGGED_SETTINGS, PROGCACHE_LOG_WARN,
+                                    "progcache: %s", tier->settings_error);
+        else if (!strcmp(tier->settings.off_because, "NVRTC_DISABLE_PCH is set"))
+            progcache__pch_log_once(tier, program, PCH_LOGGED_SETTINGS, PROGCACHE_LOG_INFO,
+                                    "progcache: the PCH tier is off: NVRTC_DISABLE_PCH is set");
+        return 0;
+    }
+    if (tier->dir_fd < 0) {
+        progcache__pch_log_once(tier, program, PCH_LOGGED_DIR, PROGCACHE_LOG_WARN,
+                                "progcache: the PCH tier is off for this cache: %s",
+                                tier->dir_error ? tier->dir_error : "out of memory");
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_FALLBACKS, 1);
+        return 0;
+    }
+    job->source = p->source;
+    job->source_len = len;
+    job->prefix_len = prefix;
+    job->name = p->name ? p->name : "default_program";
+    job->argv = progcache__nvrtc_argv(p, &job->argc);
+    if (!job->argv || progcache__pch_key(job) != PROGCACHE_OK) {
+        progcache__free(job->argv);
+        job->argv = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- compiling here, as before ---------------------------------------------- */
+
+int progcache__pch_plain(progcache_buf *out, progcache_buf *log, pch_job *job)
+{
+    double t = progcache__clock_ms();
+    int rc = progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
+    double ms = progcache__clock_ms() - t;
+    if (rc || ms < job->tier->settings.min_ms)
+        return rc;
+    /* A slow prefix: the next compile of it makes a PCH. */
+    pch_seen seen;
+    progcache__pch_seen_read(job->tier, job->hex, &seen);
+    seen.plain_ms = (uint64_t)ms;
+    progcache__pch_seen_write(job->tier, job->hex, &seen);
+    return rc;
+}
+
+/* The helper failed to run a compile (it could not start, answered
+ * nothing, or ran out of time): say so once, count it, and stop asking it
+ * for this handle's compiles. */
+static void helper_failed(pch_job *job, const char *what)
+{
+    progcache__pch_tier_drop(job->tier, &job->tier->helper_ok);
+    progcache__pch_count(job, PROGCACHE_STAT_PCH_FALLBACKS, 1);
+    progcache__pch_log_once(job->tier, job->program, PCH_LOGGED_HELPER, PROGCACHE_LOG_WARN,
+                            "progcache: the PCH helper failed (%s: %s); compiling without it",
+                            what, progcache_error_last());
+}
+
+/* The helper runs another build of NVRTC than this process: its compiles
+ * and its record of what NVRTC reads are not this NVRTC's. */
+static void mismatch(pch_job *job, const pch_result *r)
+{
+    progcache__pch_tier_drop(job->tier, &job->tier->helper_ok);
+    progcache__pch_count(job, PROGCACHE_STAT_PCH_FALLBACKS, 1);
+    progcache__pch_log_once(job->tier, job->program, PCH_LOGGED_MISMATCH, PROGCACHE_LOG_WARN,
+                            "progcache: the PCH helper %s loads NVRTC build %s, this process "
+                            "build %s; the PCH tier is off (LD_LIBRARY_PATH?)",
+                            job->tier->helper, r->nvrtc_id, job->tier->nvrtc_id);
+}
+
+/* The first line of NVRTC's log that says why, for a message. */
+static const char *first_line(const progcache_buf *log, char *out, size_t len)
+{
+    const char *s = log->data ? (const char *)log->data : "";
+    const char *w = strstr(s, "arning");
+    if (w)
+        while (w > s && w[-1] != '\n')
+            w--;
+    snprintf(out, len, "%.*s", (int)strcspn(w ? w : s, "\n"), w ? w : s);
+    return out;
+}
+
+/* Hand the helper's artifact, log and lowered names over to the caller. */
+static void take(const pch_job *job, progcache_buf *out, progcache_buf *log, pch_result *r)
+{
+    progcache_buf t = *out;
+    *out = r->artifact;
+    r->artifact = t;
+    if (job->lowered) {
+        t = *job->lowered;
+        *job->lowered = r->lowered;
+        r->lowered = t;
+    }
+    if (log) {
+        t = *log;
+        *log = r->log;
+        r->log = t;
+    }
+}
+
+/* ---- using a PCH ------------------------------------------------------------- */
+
+/* 1 when the compile is done (*rc its result), 0 to compile without. */
+static int use(pch_job *job, pch_found *found, progcache_buf *out, progcache_buf *log, int *rc)
+{
+    const pch_manifest *m = &found->manifest;
+    double t = progcache__clock_ms();
+    pch_result r;
+    /* Always set: NVRTC_PCH_HEAP_SIZE could make the default too small. */
+    uint64_t heap = m->heap_size > PROGCACHE__PCH_HEAP_DEFAULT ? m->heap_size
+                                                              : PROGCACHE__PCH_HEAP_DEFAULT;
+    int run = progcache__pch_helper_run(&r, job, PROGCACHE__WIRE_USE, found->fd, NULL, heap);
+    int done = 0;
+    char line[240];
+    if (run == PROGCACHE_ECORRUPT) {
+        /* A damaged PCH that passed the checksum can still kill NVRTC. */
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_REJECTED, 1);
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_FALLBACKS, 1);
+        progcache__pch_log(job->program, PROGCACHE_LOG_WARN,
+                           "progcache: NVRTC died on PCH %s (%s); removed, compiling without it",
+                           m->pch, progcache_error_last());
+        progcache__pch_remove(job->tier, job->hex, m->pch);
+    } else if (run) {
+        helper_failed(job, "using a PCH");
+    } else if (r.status == PROGCACHE__WIRE_MISMATCH) {
+        mismatch(job, &r);
+    } else if (r.status != PROGCACHE__WIRE_OK) {
+        progcache__error(PROGCACHE_EIO, "status %u", r.status);
+        helper_failed(job, "using a PCH");
+    } else if (r.pch != PROGCACHE__WIRE_PCH_USED) {
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_REJECTED, 1);
+        progcache__pch_log(job->program, PROGCACHE_LOG_INFO,
+                           "progcache: NVRTC did not use PCH %s (%s); removed, compiling "
+                           "without it",
+                           m->pch, first_line(&r.log, line, sizeof line));
+        progcache__pch_remove(job->tier, job->hex, m->pch);
+    } else if (r.nvrtc_result == NVRTC_SUCCESS && r.artifact.size) {
+        /* A compile error is left to the compile without a PCH, whose
+         * message is the one the caller would get without the tier. */
+        take(job, out, log, &r);
+        progcache__pch_touch(found->fd);
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_HITS, 1);
+        double ms = progcache__clock_ms() - t;
+        if ((double)m->plain_ms > ms)
+            progcache__pch_count(job, PROGCACHE_STAT_PCH_MS_SAVED, (uint64_t)(m->plain_ms - ms));
+        *rc = PROGCACHE_OK;
+        done = 1;
+    }
+    progcache__pch_result_release(&r);
+    return done;
+}
+
+/* ---- making a PCH --------------------------------------------------------------- */
+
+/* Whether the options name an include path (then NVRTC must have read or
+ * probed something, and a record of nothing means the recording failed). */
+static int has_include_path(const pch_job *job)
+{
+    for (size_t i = 0; i < job->argc; i++)
+        if (!strncmp(job->argv[i], "-I", 2) || !strncmp(job->argv[i], "--include-path", 14))
+            return 1;
+    return 0;
+}
+
+/* Keep the PCH the helper made as name: its manifest from the helper's
+ * record, checked and hashed here; 0 when it was published. */
+static int keep(pch_job *job, pch_result *r, const char *name, const pch_seen *seen, uint64_t heap)
+{
+    progcache__pch_tier *tier = job->tier;
+    pch_manifest m;
+    memset(&m, 0, sizeof m);
+    char why[512] = "";
+    snprintf(m.key, sizeof m.key, "%s", job->hex);
+    snprintf(m.pch, sizeof m.pch, "%s", name);
+    m.heap_addr = PROGCACHE__PCH_HEAP_ADDR;
+    m.heap_size = heap;
+    m.plain_ms = seen->plain_ms;
+    m.use_ms = r->compile_us / 1000;
+    m.created = (int64_t)time(NULL);
+    m.deps = r->deps.deps;
+    m.num_deps = r->deps.num_deps;
+    r->deps.deps = NULL;
+    r->deps.num_deps = 0;
+    struct stat st;
+    int fd = -1, rc = -1;
+    if (r->deps_incomplete || (!m.num_deps && has_include_path(job))) {
+        progcache__pch_log_once(tier, job->program, PCH_LOGGED_HELPER, PROGCACHE_LOG_WARN,
+                                "progcache: the PCH helper could not record what NVRTC read; "
+                                "its PCHs are not kept");
+    } else if (progcache__pch_deps_hash(&m, why, sizeof why)) {
+        progcache__pch_log(job->program, PROGCACHE_LOG_INFO,
+                           "progcache: PCH for %.16s... not kept: %s", job->hex, why);
+    } else if ((fd = progcache__fs_open_regular(tier->dir_fd, name, O_RDONLY, 0, &st)) < 0 ||
+               progcache__pch_checksum(fd, (uint64_t)st.st_size, &m.pch_sum) != 0) {
+        progcache__pch_log(job->program, PROGCACHE_LOG_WARN,
+                           "progcache: the PCH made for %.16s... cannot be read: %s", job->hex,
+                           strerror(errno));
+    } else if ((m.pch_size = (uint64_t)st.st_size) > tier->settings.max_size) {
+        progcache__pch_log_once(tier, job->program, PCH_LOGGED_BUDGET, PROGCACHE_LOG_WARN,
+                                "progcache: a PCH of %llu bytes is over the PCH budget of %llu "
+                                "bytes (PROGCACHE_PCH_MAX_SIZE); not kept",
+                                (unsigned long long)m.pch_size,
+                                (unsigned long long)tier->settings.max_size);
+    } else if (progcache__pch_publish(tier, &m) == PROGCACHE_OK) {
+        rc = 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (rc)
+        (void)unlinkat(tier->dir_fd, name, 0);
+    progcache__pch_manifest_free(&m);
+    return rc;
+}
+
+/* The helper made the PCH and used it in one process, but NVRTC's heap was
+ * not at the pinned address: no other process can use it. */
+static void no_pinning(pch_job *job, const pch_result *r)
+{
+    progcache__pch_nopin_write(job->tier);
+    progcache__pch_tier_drop(job->tier, &job->tier->cross);
+    progcache__pch_count(job, PROGCACHE_STAT_PCH_FALLBACKS, 1);
+    progcache__pch_log_once(job->tier, job->program, PCH_LOGGED_NOPIN, PROGCACHE_LOG_WARN,
+                            "progcache: the PCH helper could not place NVRTC's PCH heap at "
+                            "0x%llx (%s); PCHs are kept per process from now on",
+                            (unsigned long long)PROGCACHE__PCH_HEAP_ADDR,
+                            r->heap == PROGCACHE__WIRE_HEAP_UNSEEN ? "NVRTC never asked for it"
+                                                                   : "the address was taken");
+}
+
+static int create(pch_job *job, pch_seen *seen, progcache_buf *out, progcache_buf *log)
+{
+    progcache__pch_tier *tier = job->tier;
+    char name[PCH_NAME_MAX];
+    progcache__pch_new_name(name, job->hex);
+    uint64_t heap = seen->heap_required > PROGCACHE__PCH_HEAP_DEFAULT ? seen->heap_required
+                                                                      : PROGCACHE__PCH_HEAP_DEFAULT;
+    pch_result r;
+    int run = progcache__pch_helper_run(&r, job, PROGCACHE__WIRE_CREATE, -1, name, heap);
+    int rc = 1; /* 1: compile without */
+    if (run) {
+        (void)unlinkat(tier->dir_fd, name, 0);
+        helper_failed(job, "making a PCH");
+        if (run == PROGCACHE_ECORRUPT) {
+            seen->failures++;
+            progcache__pch_seen_write(tier, job->hex, seen);
+        }
+        return progcache__pch_plain(out, log, job);
+    }
+    if (r.status == PROGCACHE__WIRE_MISMATCH) {
+        mismatch(job, &r);
+    } else if (r.status != PROGCACHE__WIRE_OK) {
+        progcache__error(PROGCACHE_EIO, "status %u", r.status);
+        helper_failed(job, "making a PCH");
+    } else if (r.pch == PROGCACHE__WIRE_PCH_HEAP_SHORT) {
+        /* Made again next time, with the heap NVRTC asked for. */
+        seen->heap_required = r.heap_required;
+        progcache__pch_seen_write(tier, job->hex, seen);
+    } else if (r.pch != PROGCACHE__WIRE_PCH_USED) {
+        seen->failures++;
+        progcache__pch_seen_write(tier, job->hex, seen);
+        progcache__pch_log(job->program, PROGCACHE_LOG_INFO,
+                           "progcache: no PCH could be made for %.16s...: %.200s", job->hex,
+                           r.note.data ? (const char *)r.note.data : "");
+    } else if (r.heap != PROGCACHE__WIRE_HEAP_PINNED) {
+        no_pinning(job, &r);
+        rc = 2;
+    } else if (tier->settings.min_ms && seen->plain_ms < r.compile_us / 1000 +
+                                                         tier->settings.min_ms * 3 / 5) {
+        /* Not worth its cost in time and disk: this prefix is left alone. */
+        seen->no_pay = 1;
+        progcache__pch_seen_write(tier, job->hex, seen);
+        rc = 2;
+    } else {
+        if (keep(job, &r, name, seen, heap) == 0) {
+            progcache__pch_count(job, PROGCACHE_STAT_PCH_CREATED, 1);
+            progcache__pch_evict(tier, name);
+        }
+        rc = 3;
+    }
+    if (rc != 3)
+        (void)unlinkat(tier->dir_fd, name, 0);
+    /* The program was compiled with the PCH in the helper: that artifact
+     * is the one a compile here would make. */
+    if (rc >= 2 && r.nvrtc_result == NVRTC_SUCCESS && r.artifact.size) {
+        take(job, out, log, &r);
+        progcache__pch_result_release(&r);
+        return PROGCACHE_OK;
+    }
+    progcache__pch_result_release(&r);
+    return progcache__pch_plain(out, log, job);
+}
+
+/* ---- the tier ------------------------------------------------------------------ */
+
+static int run(pch_job *job, progcache_buf *out, progcache_buf *log)
+{
+    progcache__pch_tier *tier = job->tier;
+    if (!on(&tier->helper_ok)) {
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_MISSES, 1);
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_FALLBACKS, 1);
+        if (tier->helper_error)
+            progcache__pch_log_once(tier, job->program, PCH_LOGGED_HELPER, PROGCACHE_LOG_WARN,
+                                    "progcache: the PCH tier is off: %s", tier->helper_error);
+        return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
+    }
+    if (!on(&tier->cross))
+        return progcache__pch_inproc_compile(out, log, job);
+    char why[512];
+    pch_found found;
+    int f = progcache__pch_find(&found, job, why, sizeof why);
+    if (f == PCH_STALE) {
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_REJECTED, 1);
+        progcache__pch_log(job->program, PROGCACHE_LOG_INFO,
+                           "progcache: PCH %.16s... not used: %s; removed", job->hex, why);
+    }
+    if (f == PCH_FOUND) {
+        int rc, done = use(job, &found, out, log, &rc);
+        progcache__pch_found_release(&found);
+        if (done)
+            return rc;
+        return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
+    }
+    progcache__pch_count(job, PROGCACHE_STAT_PCH_MISSES, 1);
+    pch_seen seen;
+    if (!progcache__pch_seen_read(tier, job->hex, &seen) || seen.no_pay || seen.failures >= 3 ||
+        seen.plain_ms < tier->settings.min_ms)
+        return progcache__pch_plain(out, log, job);
+    return create(job, &seen, out, log);
+}
+
+int progcache__pch_compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowered,
+                           progcache *cache, const progcache_program *program)
+{
+    pch_job job;
+    if (!prepare(&job, cache, program))
+        return progcache_nvrtc_compile(out, log, lowered, &program->nvrtc);
+    job.lowered = lowered;
+    int rc = run(&job, out, log);
+    progcache__free(job.argv);
+    return rc;
+}

@@ -1,0 +1,97 @@
+/* The PCH tier's state per cache handle: its settings (read once, at the
+ * first compile), its directory, NVRTC's identity, the helper, what has
+ * been logged, and the PCHs of this process (pch_inproc.c). Kept with the
+ * handle (progcache__cache_ext) and freed when it closes. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "cache/cache_stats.h"
+#include "cuda/pch_tier.h"
+
+static void *make(void *arg)
+{
+    progcache *cache = arg;
+    progcache__pch_tier *tier = progcache__calloc(1, sizeof *tier);
+    if (!tier)
+        return NULL;
+    pthread_mutex_init(&tier->lock, NULL);
+    tier->dir_fd = -1;
+    if (progcache__pch_settings_read(&tier->settings) != PROGCACHE_OK)
+        tier->settings_error = progcache__strdup(progcache_error_last());
+    const char *path = progcache_path(cache);
+    if (tier->settings.mode == PROGCACHE__PCH_OFF || !path)
+        return tier;
+    progcache__pch_dir_open(tier, path);
+    if (tier->dir_fd < 0)
+        return tier;
+    tier->dir = progcache__malloc(strlen(path) + 40);
+    if (tier->dir)
+        snprintf(tier->dir, strlen(path) + 40, "%s/progcache/pch-%u", path, (unsigned)geteuid());
+    progcache__pch_ids(tier);
+    progcache__pch_helper_find(tier);
+    tier->helper_ok = tier->helper != NULL;
+    tier->cross = tier->helper_ok && tier->settings.mode == PROGCACHE__PCH_ON &&
+                  !progcache__pch_nopin_read(tier);
+    /* What processes that died left behind, once per handle. */
+    progcache__pch_evict(tier, NULL);
+    return tier;
+}
+
+static void destroy(void *state)
+{
+    progcache__pch_tier *tier = state;
+    progcache__pch_inproc_free(tier->inproc);
+    if (tier->dir_fd >= 0)
+        close(tier->dir_fd);
+    progcache__pch_settings_free(&tier->settings);
+    progcache__free(tier->settings_error);
+    progcache__free(tier->dir);
+    progcache__free(tier->dir_error);
+    progcache__free(tier->helper);
+    progcache__free(tier->helper_error);
+    pthread_mutex_destroy(&tier->lock);
+    progcache__free(tier);
+}
+
+progcache__pch_tier *progcache__pch_tier_of(progcache *cache)
+{
+    return progcache__cache_ext(cache, make, cache, destroy);
+}
+
+void progcache__pch_tier_drop(progcache__pch_tier *tier, int *field)
+{
+    (void)tier;
+    __atomic_store_n(field, 0, __ATOMIC_RELAXED);
+}
+
+void progcache__pch_log(const progcache_program *program, int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    progcache__logv(program->log, program->log_ctx, level, fmt, ap);
+    va_end(ap);
+}
+
+int progcache__pch_log_once(progcache__pch_tier *tier, const progcache_program *program,
+                            unsigned int bit, int level, const char *fmt, ...)
+{
+    pthread_mutex_lock(&tier->lock);
+    int first = !(tier->logged & bit);
+    tier->logged |= bit;
+    pthread_mutex_unlock(&tier->lock);
+    if (first) {
+        va_list ap;
+        va_start(ap, fmt);
+        progcache__logv(program->log, program->log_ctx, level, fmt, ap);
+        va_end(ap);
+    }
+    return first;
+}
+
+void progcache__pch_count(const pch_job *job, progcache_stat stat, uint64_t n)
+{
+    progcache__cache_record(job->cache, stat, n);
+}

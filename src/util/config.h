@@ -1,0 +1,46 @@
+/* Internal: settings read from the environment (config.c, the only file
+ * that reads it; docs/CONFIG.md lists every variable). */
+#ifndef PROGCACHE_UTIL_CONFIG_H
+#define PROGCACHE_UTIL_CONFIG_H
+
+#include <stdint.h>
+
+/* The PCH tier's settings (src/cuda/pch_*.c; docs/CUDA.md). */
+typedef enum progcache__pch_mode {
+    PROGCACHE__PCH_ON = 0,        /* the default: PCHs shared through the helper */
+    PROGCACHE__PCH_OFF = 1,       /* PROGCACHE_PCH=0, or NVRTC_DISABLE_PCH set */
+    PROGCACHE__PCH_INPROCESS = 2  /* PROGCACHE_PCH=inprocess: PCHs of this process only */
+} progcache__pch_mode;
+
+typedef struct progcache__pch_settings {
+    progcache__pch_mode mode;
+    /* Why the tier is off when the environment turned it off ("PROGCACHE_PCH=0",
+     * "NVRTC_DISABLE_PCH is set"), for the log; NULL otherwise. */
+    const char *off_because;
+    uint64_t max_size;   /* PROGCACHE_PCH_MAX_SIZE: the PCHs' size budget */
+    unsigned int min_ms; /* PROGCACHE_PCH_MIN_MS: a plain compile this slow makes a candidate */
+    char *helper;        /* PROGCACHE_PCH_HELPER, or NULL: the helper to run */
+    /* NVRTC_APPEND_FLAGS: NVRTC adds these to every compile's options, so
+     * they are part of what a PCH was made with. NULL when unset. */
+    char *nvrtc_append_flags;
+} progcache__pch_settings;
+
+/* The defaults: 2 GiB of PCHs, 500 ms. */
+#define PROGCACHE__PCH_MAX_SIZE_DEFAULT ((uint64_t)2 << 30)
+#define PROGCACHE__PCH_MIN_MS_DEFAULT 500u
+
+/* Read the PCH settings. A value that cannot be used (PROGCACHE_PCH=maybe,
+ * a size that is not a number) gives PROGCACHE_EINVAL with a message
+ * naming the variable; out is then filled with the tier turned off.
+ * PROGCACHE_ENOMEM likewise. Free with progcache__pch_settings_free. */
+int progcache__pch_settings_read(progcache__pch_settings *out);
+void progcache__pch_settings_free(progcache__pch_settings *settings);
+
+/* The environment of a helper process: TMPDIR=tmpdir, then NVRTC's own
+ * variables (NVRTC_*) and LD_LIBRARY_PATH from this process's, so the
+ * helper loads and configures NVRTC as the caller would; nothing else.
+ * A NULL-terminated array in one allocation (progcache__free), or NULL
+ * when out of memory (message set). */
+char **progcache__pch_helper_env(const char *tmpdir);
+
+#endif

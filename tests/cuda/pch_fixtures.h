@@ -1,0 +1,62 @@
+/* Fixtures of the PCH tier's tests (pch_fixtures.c). The header is
+ * <work>/hdr/mylib.h, on the include path after <work>/hdr0 (searched
+ * first, empty); the programs are "test_pch.cu"; PROGCACHE_PCH_MIN_MS is 0
+ * so that every prefix is a candidate. */
+#ifndef PROGCACHE_TESTS_PCH_FIXTURES_H
+#define PROGCACHE_TESTS_PCH_FIXTURES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "progcache/cuda.h"
+#include "progcache/stats.h"
+
+extern char *work;          /* the test's folder: headers and caches */
+extern char hdr[512];       /* <work>/hdr: the include path */
+extern char hdr0[512];      /* <work>/hdr0: searched first, empty */
+extern const char *helper;  /* the build's helper ($PROGCACHE_PCH_HELPER) */
+extern char opt_hdr0[600], opt_hdr[600];
+extern const char *extra_option; /* one more option, or NULL */
+
+typedef struct compiled {
+    unsigned char *bytes;
+    size_t size;
+    int status;
+} compiled;
+
+/* The messages a compile logged (note is the log callback). */
+typedef struct logbook {
+    char text[8192];
+} logbook;
+
+/* 0 (test SKIPPED, said) when there is no helper; else 1, the fixtures set. */
+int pch_fixtures_setup(const char *test);
+void pch_fixtures_teardown(void);
+
+void write_text(const char *path, const char *text);
+void write_script(const char *path, const char *text); /* mode 0700 */
+/* mylib.h's scale factor. */
+void write_header(int factor);
+/* Variant v of the program (malloc'd): the prefix is shared. */
+char *source_of(int v);
+/* Compile variant v through cache (NO_LOAD), with flags; digest names the
+ * header's version. */
+compiled compile_v(progcache *cache, int v, unsigned int flags, const char *digest,
+                   progcache_target target, progcache_log_fn log, void *ctx);
+/* The same program compiled without the tier, into a cache of its own. */
+compiled plain_v(int v, const char *digest, progcache_target target);
+int same(const compiled *a, const compiled *b);
+progcache_stats stats_of(progcache *cache);
+progcache *open_cache(char **dir, const char *tag);
+void close_cache(progcache *cache, char *dir);
+void note(void *ctx, int level, const char *message);
+/* The .pch files in the cache's PCH directory: their number, total size,
+ * the path of the last (if path). */
+int pch_files(const char *cache_dir, uint64_t *total, char *path, size_t len);
+/* Make a PCH: seen, made, used (three variants from base). */
+void warm(progcache *cache, int base, const char *digest);
+/* Three compiles with path as the helper: the same bytes as without the
+ * tier, no PCH, fallbacks counted, said (once per handle). */
+void without_helper(const char *path, const char *said);
+
+#endif
