@@ -208,9 +208,17 @@ typedef struct progcache_redis_counters {
     uint64_t newer; /* the part of misses that found a value written by a
                        newer progcache (an envelope format this one does
                        not read): not damage, not read */
+
+    /* Version 3. */
+    uint64_t too_large; /* values over max_artifact_size: puts refused
+                           (also in store_errors) and gets that found one
+                           (also in rejected) */
+    uint64_t bad_tag;   /* the part of rejected whose HMAC tag was missing
+                           or did not verify: written without the secret,
+                           with another one, or forged */
 } progcache_redis_counters;
 
-#define PROGCACHE_REDIS_COUNTERS_VERSION 2
+#define PROGCACHE_REDIS_COUNTERS_VERSION 3
 #define PROGCACHE_REDIS_COUNTERS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_COUNTERS_VERSION)
 
 /*

@@ -51,7 +51,19 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_REMOTE_ERRORS = 10,
     PROGCACHE_STAT_REMOTE_STORES = 11,
     PROGCACHE_STAT_REMOTE_REJECTED = 12,
-    PROGCACHE_STAT_LOOKUP_ERRORS = 13
+    PROGCACHE_STAT_LOOKUP_ERRORS = 13,
+    /* Version 2 of progcache_stats: the remote tier in detail, and the
+     * single-flight waits (docs/REMOTE.md, "Counters"). */
+    PROGCACHE_STAT_REMOTE_TIMEOUTS = 14,
+    PROGCACHE_STAT_REMOTE_BACKOFFS = 15,
+    PROGCACHE_STAT_REMOTE_STORE_ERRORS = 16,
+    PROGCACHE_STAT_REMOTE_DROPPED = 17,
+    PROGCACHE_STAT_REMOTE_NEWER = 18,
+    PROGCACHE_STAT_REMOTE_TOO_LARGE = 19,
+    PROGCACHE_STAT_REMOTE_BAD_TAG = 20,
+    PROGCACHE_STAT_REMOTE_WAITS = 21,
+    PROGCACHE_STAT_WAIT_TIMEOUTS = 22,
+    PROGCACHE_STAT_REMOTE_TAKEOVERS = 23
 } progcache_stat;
 
 /*
@@ -96,9 +108,35 @@ typedef struct progcache_stats {
     /* 1 when the directory has a statistics file (0 for a directory only
      * cuda.core has used, or one progcache could not write to). */
     int available;
+
+    /* Version 2: the remote tier in detail (each a part of remote_errors,
+     * remote_misses or remote_rejected above, or of no other counter), and
+     * the waits for another machine's compile. docs/REMOTE.md, "Counters".
+     */
+    uint64_t remote_timeouts;     /* calls that ran out of the connect or
+                                     command timeout (part of remote_errors) */
+    uint64_t remote_backoffs;     /* times the tier switched itself off after
+                                     failures in a row */
+    uint64_t remote_store_errors; /* values not written: the write failed or
+                                     was refused, or the value was too large */
+    uint64_t remote_dropped;      /* background writes dropped: queue full */
+    uint64_t remote_newer;        /* values written by a newer progcache,
+                                     not read (part of remote_misses) */
+    uint64_t remote_too_large;    /* values over max_artifact_size, refused
+                                     on put or on get */
+    uint64_t remote_bad_tag;      /* values whose HMAC tag was missing or did
+                                     not verify (part of remote_rejected) */
+    uint64_t remote_waits;        /* compiles that waited for another machine
+                                     holding the key's lease */
+    uint64_t wait_timeouts;       /* waits for another compile (on this host
+                                     or another) that ran past their bound:
+                                     the caller compiled on its own */
+    uint64_t remote_takeovers;    /* waits that ended because the holder was
+                                     gone (its lease expired or vanished):
+                                     the waiter compiled instead */
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 1
+#define PROGCACHE_STATS_VERSION 2
 #define PROGCACHE_STATS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -174,9 +174,23 @@ typedef struct progcache_store_counters {
                           store was unavailable, and writes dropped */
     uint64_t stores;   /* values written */
     uint64_t rejected; /* values read that failed the store's checks */
+
+    /* Version 2: parts of the above (or of nothing above), so that a tool
+     * can say why. A store that does not count one leaves it 0. */
+    uint64_t timeouts;     /* calls that ran out of time (part of errors) */
+    uint64_t backoffs;     /* times the store switched itself off after
+                              failures in a row */
+    uint64_t store_errors; /* values not written (failed, refused, too
+                              large) */
+    uint64_t dropped;      /* queued writes dropped (part of errors) */
+    uint64_t newer;        /* values written by a newer version of the
+                              store's format, not read (part of misses) */
+    uint64_t too_large;    /* values over the size bound, on put or get */
+    uint64_t bad_tag;      /* values whose authentication tag was missing or
+                              wrong (part of rejected) */
 } progcache_store_counters;
 
-#define PROGCACHE_STORE_COUNTERS_VERSION 1
+#define PROGCACHE_STORE_COUNTERS_VERSION 2
 #define PROGCACHE_STORE_COUNTERS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_STORE_COUNTERS_VERSION)
 
 /*

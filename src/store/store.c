@@ -5,6 +5,7 @@
 #include "store/store.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "error.h"
@@ -169,6 +170,13 @@ int progcache_store_flush(progcache_store *store)
     return store->version >= 2 && store->flush ? store->flush(store) : PROGCACHE_OK;
 }
 
+/* progcache_store_counters' size in each version. */
+static const size_t counters_size[] = {0, offsetof(progcache_store_counters, timeouts),
+                                       sizeof(progcache_store_counters)};
+_Static_assert(sizeof counters_size / sizeof counters_size[0] ==
+                   PROGCACHE_STORE_COUNTERS_VERSION + 1,
+               "a size for every version of progcache_store_counters");
+
 int progcache_store_counters_get(progcache_store_counters *out, const progcache_store *store)
 {
     if (!store || !out)
@@ -181,7 +189,15 @@ int progcache_store_counters_get(progcache_store_counters *out, const progcache_
     const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
     if (!ops || !ops->counters)
         return PROGCACHE_ENOTFOUND;
-    return ops->counters(out, store);
+    /* The store fills a whole struct of this library's version (zeros for
+     * what it does not count); the caller gets its version's part. */
+    progcache_store_counters all;
+    progcache__struct_init(&all, sizeof all, PROGCACHE_STORE_COUNTERS_VERSION);
+    int rc = ops->counters(&all, store);
+    unsigned int version = out->version;
+    memcpy(out, &all, counters_size[version]);
+    out->version = version;
+    return rc;
 }
 
 void progcache_store_free(progcache_store *store)
@@ -191,6 +207,12 @@ void progcache_store_free(progcache_store *store)
 }
 
 /* ---- statistics ----------------------------------------------------------- */
+
+/* progcache_stats' size in each version. */
+static const size_t stats_size[] = {0, offsetof(progcache_stats, remote_timeouts),
+                                    sizeof(progcache_stats)};
+_Static_assert(sizeof stats_size / sizeof stats_size[0] == PROGCACHE_STATS_VERSION + 1,
+               "a size for every version of progcache_stats");
 
 void progcache_stats_init(progcache_stats *stats)
 {
@@ -207,10 +229,17 @@ int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
                                 "progcache_stats.version is %u; set it with PROGCACHE_STATS_INIT "
                                 "or progcache_stats_init()",
                                 out->version);
-    /* A store without statistics reports zeros and available 0. */
-    progcache__struct_init(out, sizeof *out, out->version);
+    /* The store fills a whole struct of this library's version; the caller
+     * gets as much as its version has (an older caller's is shorter). A
+     * store without statistics reports zeros and available 0. */
+    progcache_stats all;
+    progcache_stats_init(&all);
     const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
-    return ops && ops->get ? ops->get(out, store) : PROGCACHE_OK;
+    int rc = ops && ops->get ? ops->get(&all, store) : PROGCACHE_OK;
+    unsigned int version = out->version;
+    memcpy(out, &all, stats_size[version]);
+    out->version = version;
+    return rc;
 }
 
 int progcache_store_stats_reset(progcache_store *store)

@@ -239,7 +239,7 @@ static uint64_t sum(const progcache__stats *stats, progcache__counter counter)
 
 void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
 {
-    progcache__struct_init(out, sizeof *out, out->version);
+    progcache__struct_init(out, sizeof *out, PROGCACHE_STATS_VERSION);
     if (!stats)
         return;
     out->available = 1;
@@ -257,6 +257,16 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->remote_errors = sum(stats, PROGCACHE__REMOTE_ERRORS);
     out->remote_stores = sum(stats, PROGCACHE__REMOTE_STORES);
     out->remote_rejected = sum(stats, PROGCACHE__REMOTE_REJECTED);
+    out->remote_timeouts = sum(stats, PROGCACHE__REMOTE_TIMEOUTS);
+    out->remote_backoffs = sum(stats, PROGCACHE__REMOTE_BACKOFFS);
+    out->remote_store_errors = sum(stats, PROGCACHE__REMOTE_STORE_ERRORS);
+    out->remote_dropped = sum(stats, PROGCACHE__REMOTE_DROPPED);
+    out->remote_newer = sum(stats, PROGCACHE__REMOTE_NEWER);
+    out->remote_too_large = sum(stats, PROGCACHE__REMOTE_TOO_LARGE);
+    out->remote_bad_tag = sum(stats, PROGCACHE__REMOTE_BAD_TAG);
+    out->remote_waits = sum(stats, PROGCACHE__REMOTE_WAITS);
+    out->wait_timeouts = sum(stats, PROGCACHE__WAIT_TIMEOUTS);
+    out->remote_takeovers = sum(stats, PROGCACHE__REMOTE_TAKEOVERS);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

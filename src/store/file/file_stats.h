@@ -30,7 +30,17 @@ typedef enum progcache__counter {
     PROGCACHE__REMOTE_STORES = 11,
     PROGCACHE__REMOTE_REJECTED = 12,
     PROGCACHE__LOOKUP_ERRORS = 13,
-    PROGCACHE__COUNTERS_USED = 14,
+    PROGCACHE__REMOTE_TIMEOUTS = 14,
+    PROGCACHE__REMOTE_BACKOFFS = 15,
+    PROGCACHE__REMOTE_STORE_ERRORS = 16,
+    PROGCACHE__REMOTE_DROPPED = 17,
+    PROGCACHE__REMOTE_NEWER = 18,
+    PROGCACHE__REMOTE_TOO_LARGE = 19,
+    PROGCACHE__REMOTE_BAD_TAG = 20,
+    PROGCACHE__REMOTE_WAITS = 21,
+    PROGCACHE__WAIT_TIMEOUTS = 22,
+    PROGCACHE__REMOTE_TAKEOVERS = 23,
+    PROGCACHE__COUNTERS_USED = 24,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 32
 } progcache__counter;
@@ -55,7 +65,8 @@ void progcache__stats_add(progcache__stats *stats, progcache__counter counter, u
  * stats`). No-op when read-only. */
 void progcache__stats_set_max_size(progcache__stats *stats, uint64_t max_size);
 
-/* Sum the slots into out (which is zeroed first; stats NULL gives zeros). */
+/* Sum the slots into out, a whole struct of this library's version (zeroed
+ * first; stats NULL gives zeros). */
 void progcache__stats_read(progcache_stats *out, const progcache__stats *stats);
 
 /* Zero every counter and restart the "since" clock. Increments racing with

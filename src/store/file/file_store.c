@@ -91,7 +91,10 @@ static void file_free(progcache_store *store)
 _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__CORRUPT_REMOVED == (int)PROGCACHE_STAT_CORRUPT_REMOVED &&
                    (int)PROGCACHE__REMOTE_REJECTED == (int)PROGCACHE_STAT_REMOTE_REJECTED &&
-                   (int)PROGCACHE__LOOKUP_ERRORS == (int)PROGCACHE_STAT_LOOKUP_ERRORS,
+                   (int)PROGCACHE__LOOKUP_ERRORS == (int)PROGCACHE_STAT_LOOKUP_ERRORS &&
+                   (int)PROGCACHE__REMOTE_TIMEOUTS == (int)PROGCACHE_STAT_REMOTE_TIMEOUTS &&
+                   (int)PROGCACHE__REMOTE_BAD_TAG == (int)PROGCACHE_STAT_REMOTE_BAD_TAG &&
+                   (int)PROGCACHE__REMOTE_TAKEOVERS == (int)PROGCACHE_STAT_REMOTE_TAKEOVERS,
                "progcache__counter and progcache_stat must agree");
 
 PROGCACHE_HOT

@@ -74,13 +74,14 @@ static size_t read_limit(const redis_store *s)
 static void too_large(redis_store *s, const char *name, size_t size, size_t limit)
 {
     count(s, PROGCACHE__RC_REJECTED);
+    count(s, PROGCACHE__RC_TOO_LARGE);
     char have[64];
     if (size)
         snprintf(have, sizeof have, "holds %zu bytes", size);
     else
         snprintf(have, sizeof have, "is more than %zu bytes", limit);
-    progcache__redis_log(
-        s, PROGCACHE_LOG_WARN,
+    progcache__redis_tell(
+        s, PROGCACHE__CAUSE_TOO_LARGE,
         "rejected the value of %s: it %s, more than max_artifact_size (%llu bytes) allows; "
         "treated as a miss (raise max_artifact_size to read it)",
         name, have, (unsigned long long)s->cfg.max_artifact_size);
@@ -123,14 +124,17 @@ static int open_value(progcache_buf *out, progcache_entry_meta *meta, redis_stor
     if (rc == PROGCACHE_ENOTFOUND) {
         count(s, PROGCACHE__RC_MISSES);
         count(s, PROGCACHE__RC_NEWER);
-        progcache__redis_log(s, PROGCACHE_LOG_WARN,
-                             "ignored the value of %s: %s; treated as a miss (upgrade "
-                             "progcache here to read it)",
-                             name, progcache_error_last());
+        progcache__redis_tell(s, PROGCACHE__CAUSE_NEWER,
+                              "ignored the value of %s: %s; treated as a miss (upgrade "
+                              "progcache here to read it)",
+                              name, progcache_error_last());
     } else if (rc) {
         count(s, PROGCACHE__RC_REJECTED);
-        progcache__redis_log(s, PROGCACHE_LOG_WARN, "rejected the value of %s: %s", name,
-                             progcache_error_last());
+        if (e.bad_tag)
+            count(s, PROGCACHE__RC_BAD_TAG);
+        progcache__redis_tell(s, e.bad_tag ? PROGCACHE__CAUSE_BAD_TAG : PROGCACHE__CAUSE_REJECTED,
+                              "rejected the value of %s: %s%s", name, progcache_error_last(),
+                              e.bad_tag ? " (do all nodes use the same secret file?)" : "");
         rc = PROGCACHE_ENOTFOUND;
     } else if (e.size > s->cfg.max_artifact_size) {
         too_large(s, name, e.size, read_limit(s));
@@ -174,8 +178,10 @@ static int redis_get_meta(progcache_buf *out, progcache_entry_meta *meta,
         count(s, PROGCACHE__RC_MISSES);
     } else if (r->type != REDIS_REPLY_STRING) {
         count(s, PROGCACHE__RC_ERRORS);
-        progcache__redis_log(s, PROGCACHE_LOG_WARN, "%s is not a string value; treated as a miss",
-                             name);
+        progcache__redis_tell(s, PROGCACHE__CAUSE_PROTOCOL,
+                              "%s is not a string value (another program uses the prefix?); "
+                              "treated as a miss",
+                              name);
     } else {
         rc = open_value(out, meta, s, name, r, &id);
     }
@@ -192,16 +198,19 @@ static int redis_get(progcache_buf *out, progcache_store *store, const void *key
 /* ---- put ---------------------------------------------------------------- */
 
 /* A put that will not be written: counted and logged, never returned. */
-static void not_stored(redis_store *s, const char *fmt, ...) PROGCACHE_PRINTF(2, 3);
-static void not_stored(redis_store *s, const char *fmt, ...)
+static void not_stored(redis_store *s, progcache__redis_cause cause, const char *fmt, ...)
+    PROGCACHE_PRINTF(3, 4);
+static void not_stored(redis_store *s, progcache__redis_cause cause, const char *fmt, ...)
 {
     count(s, PROGCACHE__RC_STORE_ERRORS);
+    if (cause == PROGCACHE__CAUSE_TOO_LARGE)
+        count(s, PROGCACHE__RC_TOO_LARGE);
     char why[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    progcache__redis_log(s, PROGCACHE_LOG_WARN, "%s; not stored", why);
+    progcache__redis_tell(s, cause, "%s; not stored", why);
 }
 
 /* Write one value now; failures are counted, never returned. Also the put
@@ -222,18 +231,18 @@ static void write_value(void *ctx, const progcache__put_item *item)
     progcache__error_save(&saved);
     if (records > PROGCACHE_RECORDS_MAX ||
         size > MAX_VALUE - PROGCACHE__ENVELOPE_MAX_HEADER - records) {
-        not_stored(s, "a value of %zu bytes and %zu of records is larger than Redis accepts",
+        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
+                   "a value of %zu bytes and %zu of records is larger than Redis accepts",
                    size, records);
         goto done;
     }
     progcache__envelope env = {PROGCACHE__ENVELOPE_VERSION, item->kind, item->records, records,
-                               item->data, size};
+                               item->data, size, 0};
     if (entry_name(&id, name, &name_len, s, item->key, item->key_len) ||
         progcache__envelope_seal(header, &header_len, &env, &id, s->cfg.hmac) ||
         !(value = progcache__malloc(header_len + records + size))) {
-        count(s, PROGCACHE__RC_STORE_ERRORS);
-        progcache__redis_log(s, PROGCACHE_LOG_WARN, "could not prepare a value of %zu bytes: %s",
-                             size, progcache_error_last());
+        not_stored(s, PROGCACHE__CAUSE_NOT_STORED, "could not prepare a value of %zu bytes: %s",
+                   size, progcache_error_last());
         goto done;
     }
     memcpy(value, header, header_len);
@@ -247,8 +256,10 @@ static void write_value(void *ctx, const progcache__put_item *item)
     redisReply *r = progcache__redis_call(s, s->cfg.ttl_seconds ? 5 : 3, argv, lens, 1, 0, &f);
     if (r && r->type == REDIS_REPLY_STATUS)
         count(s, PROGCACHE__RC_STORES);
+    else if (r)
+        not_stored(s, PROGCACHE__CAUSE_PROTOCOL, "SET of %s gave an unexpected reply", name);
     else
-        count(s, PROGCACHE__RC_STORE_ERRORS);
+        count(s, PROGCACHE__RC_STORE_ERRORS); /* the failure was told by the call */
     freeReplyObject(r); /* NULL-safe */
 
 done:
@@ -271,13 +282,15 @@ static int redis_put_meta(progcache_store *store, const void *key, size_t key_le
     /* Refused before they are copied into the queue; readers would refuse
      * them anyway. */
     if (size > s->cfg.max_artifact_size) {
-        not_stored(s, "a value of %zu bytes is more than max_artifact_size (%llu bytes)", size,
+        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
+                   "a value of %zu bytes is more than max_artifact_size (%llu bytes)", size,
                    (unsigned long long)s->cfg.max_artifact_size);
         return PROGCACHE_OK;
     }
     if (item.records_len > PROGCACHE_RECORDS_MAX) {
-        not_stored(s, "the entry's records are %zu bytes, more than PROGCACHE_RECORDS_MAX "
-                      "(%zu)", item.records_len, PROGCACHE_RECORDS_MAX);
+        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
+                   "the entry's records are %zu bytes, more than PROGCACHE_RECORDS_MAX (%zu)",
+                   item.records_len, PROGCACHE_RECORDS_MAX);
         return PROGCACHE_OK;
     }
     if (s->queue) {
@@ -288,7 +301,8 @@ static int redis_put_meta(progcache_store *store, const void *key, size_t key_le
         int rc = progcache__put_queue_push(s->queue, &item);
         if (rc == PROGCACHE_ENOMEM) {
             count(s, PROGCACHE__RC_DROPPED);
-            progcache__redis_log(s, PROGCACHE_LOG_WARN, "%s", progcache_error_last());
+            progcache__redis_tell(s, PROGCACHE__CAUSE_DROPPED, "background write dropped: %s",
+                                  progcache_error_last());
         }
         progcache__error_restore(&saved);
         if (rc != PROGCACHE_EREMOTE) /* EREMOTE: no queue thread; write here */
@@ -561,6 +575,13 @@ static int redis_counters(progcache_store_counters *out, const progcache_store *
     out->errors = c.errors + c.skipped_backoff + c.dropped;
     out->stores = c.stores;
     out->rejected = c.rejected;
+    out->timeouts = c.timeouts;
+    out->backoffs = c.backoffs;
+    out->store_errors = c.store_errors;
+    out->dropped = c.dropped;
+    out->newer = c.newer;
+    out->too_large = c.too_large;
+    out->bad_tag = c.bad_tag;
     return PROGCACHE_OK;
 }
 

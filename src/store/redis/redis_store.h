@@ -42,6 +42,7 @@ typedef struct progcache__redis_store {
 typedef struct progcache__redis_failure {
     int timeout;
     int too_large; /* the reply was longer than the caller's limit */
+    progcache__redis_cause cause;
     char what[256];
 } progcache__redis_failure;
 
@@ -55,6 +56,12 @@ progcache__redis_store *progcache__redis_store_of(const progcache_store *store);
 /* Tell the log callback, prefixed with "Redis <where>: ". */
 void progcache__redis_log(const progcache__redis_store *s, int level, const char *fmt, ...)
     PROGCACHE_PRINTF(3, 4);
+
+/* Tell the log about a failure of one cause: at WARN the first time (with
+ * a note that repeats are only counted), at DEBUG after that, until the
+ * tier recovers from an outage (redis_health.h). */
+void progcache__redis_tell(progcache__redis_store *s, progcache__redis_cause cause,
+                           const char *fmt, ...) PROGCACHE_PRINTF(3, 4);
 
 /* 1 (and counted as skipped) while the store is backing off. */
 int progcache__redis_off(progcache__redis_store *s);
