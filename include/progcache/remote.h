@@ -143,6 +143,18 @@ typedef struct progcache_redis_options {
  */
 PROGCACHE_API int progcache_default_remote(progcache_buf *url, progcache_buf *secret);
 
+/*
+ * progcache_remote_secret_read() : the shared secret in the file at path,
+ * with the checks progcache_default_remote() makes on
+ * PROGCACHE_REMOTE_SECRET_FILE (for a program or tool that takes the file
+ * as an argument: `progcache remote --secret-file`). Messages name it
+ * "secret file <path>".
+ * @param secret [out] the bytes; wipe them before freeing.
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL, PROGCACHE_EIO or PROGCACHE_ENOMEM
+ *         as progcache_default_remote() does for the file.
+ */
+PROGCACHE_API int progcache_remote_secret_read(progcache_buf *secret, const char *path);
+
 /* progcache_redis_options_init() : set opts to its defaults. NULL-safe. */
 PROGCACHE_API void progcache_redis_options_init(progcache_redis_options *opts);
 

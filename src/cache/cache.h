@@ -33,6 +33,9 @@ struct progcache {
 
     progcache_log_fn log; /* optional */
     void *log_ctx;
+    /* The bound on waiting for another compile when the program sets none:
+     * $PROGCACHE_WAIT_TIMEOUT, else PROGCACHE__FLIGHT_WAIT_MS. */
+    unsigned int wait_timeout_ms;
 
     pthread_mutex_t async_lock;     /* guards async and remote_seen */
     struct progcache__async *async; /* background puts (async_put.c), or NULL */

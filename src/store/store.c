@@ -307,3 +307,31 @@ int progcache_store_lease_wait(progcache_store *store, const void *key, size_t k
     int rc = lease_ops(&ops, store, key, key_len, "progcache_store_lease_wait");
     return rc ? rc : ops->wait(store, key, key_len, timeout_ms);
 }
+
+int progcache_store_lease_holder(progcache_store_lease_info *out, progcache_store *store,
+                                 const void *key, size_t key_len)
+{
+    static const char fn[] = "progcache_store_lease_holder";
+    const progcache_store_lease_ops *ops = NULL;
+    if (!out || !key)
+        return progcache__error(PROGCACHE_EINVAL, "%s: out or key is NULL", fn);
+    if (out->version == 0 || out->version > PROGCACHE_STORE_LEASE_INFO_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: out->version is %u; start from "
+                                "PROGCACHE_STORE_LEASE_INFO_INIT",
+                                fn, out->version);
+    int rc = lease_ops(&ops, store, key, key_len, fn);
+    if (rc)
+        return rc;
+    if (ops->version < 2 || !ops->holder)
+        return PROGCACHE_ENOTFOUND;
+    progcache_store_lease_info all;
+    progcache__struct_init(&all, sizeof all, PROGCACHE_STORE_LEASE_INFO_VERSION);
+    all.ttl_ms = -1;
+    rc = ops->holder(&all, store, key, key_len);
+    if (rc == PROGCACHE_OK) {
+        all.holder[sizeof all.holder - 1] = '\0';
+        memcpy(out, &all, sizeof all); /* one version so far */
+    }
+    return rc;
+}

@@ -118,4 +118,9 @@ void progcache__redis_pool_drop(progcache__redis_store *s);
 
 extern const progcache_store_lease_ops progcache__redis_lease_ops;
 
+/* Fill out's holder and ttl_ms from a lease's value ("<token> <holder>")
+ * and its PTTL. */
+void progcache__redis_lease_parse(progcache_store_lease_info *out, const char *value,
+                                  size_t len, long long pttl);
+
 #endif
