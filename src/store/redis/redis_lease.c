@@ -24,9 +24,10 @@
 typedef progcache__redis_store redis_store;
 typedef progcache__redis_failure failure;
 
-/* A lease's value is "<token> <host>/<pid>": the random token that proves
- * ownership, then who holds it, for the progress messages of waiters and
- * `progcache remote`. Ownership is the token alone (the first 32
+/* A lease's value is "<token> <host>/<pid> <key16>": the random token that
+ * proves ownership, then who holds it and the first 16 hex digits of the
+ * key it computes, for the progress messages of waiters and `progcache
+ * remote`. Ownership is the token alone (the first 32
  * characters), so a lease written by an older progcache (the token only)
  * compares the same way. */
 #define TOKEN_LEN 32
@@ -109,10 +110,11 @@ static int lease_acquire(progcache_store_lease *out, progcache_store *store, con
         return progcache__error_errno(PROGCACHE_EIO, errno, "%s: no random bytes", fn);
     progcache__hex(out->token, token, sizeof token);
     snprintf(px, sizeof px, "%u", lease_ms);
-    char value[TOKEN_LEN + 1 + HOLDER_MAX];
-    char me[HOLDER_MAX];
+    char value[TOKEN_LEN + 1 + HOLDER_MAX + 18];
+    char me[HOLDER_MAX], key16[17];
     self_name(me, sizeof me);
-    snprintf(value, sizeof value, "%s %s", out->token, me);
+    progcache__hex(key16, key, key_len < 8 ? key_len : 8);
+    snprintf(value, sizeof value, "%s %s %s", out->token, me, key16);
     const char *argv[] = {"SET", name, value, "NX", "PX", px};
     size_t lens[] = {3, progcache__redis_name(name, s, "lease:", out->hash), strlen(value),
                      2, 2, strlen(px)};
@@ -304,22 +306,28 @@ static int lease_wait(progcache_store *store, const void *key, size_t key_len,
     return rc;
 }
 
-void progcache__redis_lease_parse(progcache_store_lease_info *out, const char *value,
-                                  size_t len, long long pttl)
+/* Copy value's field [from, to) into out (size bytes), printable ASCII
+ * only: it is shown on terminals. */
+static void field(char *out, size_t size, const char *from, const char *to)
 {
-    out->holder[0] = '\0';
-    if (len > TOKEN_LEN + 1 && value[TOKEN_LEN] == ' ') {
-        size_t n = len - TOKEN_LEN - 1;
-        if (n >= sizeof out->holder)
-            n = sizeof out->holder - 1;
-        memcpy(out->holder, value + TOKEN_LEN + 1, n);
-        out->holder[n] = '\0';
-        /* Shown on terminals: nothing but printable ASCII. */
-        for (char *p = out->holder; *p; p++)
-            if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-                *p = '?';
-    }
+    size_t n = (size_t)(to - from) < size - 1 ? (size_t)(to - from) : size - 1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = from[i] >= 0x20 && from[i] <= 0x7e ? from[i] : '?';
+    out[n] = '\0';
+}
+
+void progcache__redis_lease_parse(progcache_store_lease_info *out, char key16[17],
+                                  const char *value, size_t len, long long pttl)
+{
+    out->holder[0] = key16[0] = '\0';
     out->ttl_ms = pttl >= 0 ? pttl : -1;
+    if (len <= TOKEN_LEN + 1 || value[TOKEN_LEN] != ' ')
+        return; /* the token alone: an older progcache's lease */
+    const char *end = value + len, *holder = value + TOKEN_LEN + 1;
+    const char *space = memchr(holder, ' ', (size_t)(end - holder));
+    field(out->holder, sizeof out->holder, holder, space ? space : end);
+    if (space)
+        field(key16, 17, space + 1, end);
 }
 
 static int lease_holder(progcache_store_lease_info *out, progcache_store *store,
@@ -340,7 +348,8 @@ static int lease_holder(progcache_store_lease_info *out, progcache_store *store,
     rc = PROGCACHE_ENOTFOUND;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
         r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_INTEGER) {
-        progcache__redis_lease_parse(out, r->element[0]->str, r->element[0]->len,
+        char key16[17];
+        progcache__redis_lease_parse(out, key16, r->element[0]->str, r->element[0]->len,
                                      r->element[1]->integer);
         rc = PROGCACHE_OK;
     }

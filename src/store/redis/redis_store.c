@@ -1,6 +1,7 @@
 /* The Redis store (progcache/remote.h): get and put with the entry's
  * metadata, remove, clear, count, the vtable and the counters.
- * Connections are redis_conn.c's, leases redis_lease.c's.
+ * Connections are redis_conn.c's, leases redis_lease.c's, scans of the
+ * key space redis_scan.c's.
  *
  * Every value is an envelope (envelope.h) around the payload: it carries
  * the entry's kind and records, so a remote hit brings them along, and its
@@ -27,7 +28,6 @@
 
 /* Redis refuses bulk strings over proto-max-bulk-len, 512 MiB by default. */
 #define MAX_VALUE ((size_t)512 << 20)
-#define SCAN_COUNT "1000"
 
 typedef progcache__redis_store redis_store;
 typedef progcache__redis_failure failure;
@@ -344,156 +344,27 @@ static int redis_remove(progcache_store *store, const void *key, size_t key_len)
     freeReplyObject(r);
     return rc;
 }
-/* A glob pattern matching every name under the prefix: the prefix with
- * glob characters escaped, then '*'. */
-static void prefix_pattern(char out[2 * PROGCACHE__REDIS_MAX_PREFIX + 2], const redis_store *s)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < s->cfg.prefix_len; i++) {
-        char ch = s->cfg.prefix[i];
-        if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\')
-            out[n++] = '\\';
-        out[n++] = ch;
-    }
-    out[n++] = '*';
-    out[n] = '\0';
-}
-
-static int is_entry_name(const redis_store *s, const redisReply *k)
-{
-    if (k->type != REDIS_REPLY_STRING || k->len != s->cfg.prefix_len + PROGCACHE__REDIS_HEX_LEN)
-        return 0;
-    for (size_t i = s->cfg.prefix_len; i < k->len; i++)
-        if (!((k->str[i] >= '0' && k->str[i] <= '9') || (k->str[i] >= 'a' && k->str[i] <= 'f')))
-            return 0;
-    return 1;
-}
-
-/* Count and sum payload sizes of the entries among names, reading only
- * each envelope's 16-byte header, on the server. */
-static const char SIZE_SCRIPT[] =
-    "local n, t = 0, 0\n"
-    "for _, k in ipairs(KEYS) do\n"
-    "  local h = redis.call('GETRANGE', k, 0, 15)\n"
-    "  if #h == 16 and string.sub(h, 1, 4) == 'pcEV' then\n"
-    "    local v = 0\n"
-    "    for i = 16, 9, -1 do v = v * 256 + string.byte(h, i) end\n"
-    "    n, t = n + 1, t + v\n"
-    "  end\n"
-    "end\n"
-    "return {n, t}\n";
-
-/* What one SCAN batch does: delete every name (clear), or count entries. */
-typedef enum { SCAN_DELETE, SCAN_MEASURE } scan_mode;
-
-static int batch(redis_store *s, scan_mode mode, const redisReply *keys, uint64_t *n,
-                 uint64_t *total, failure *f)
-{
-    size_t argc = 0, cap = keys->elements + 3;
-    const char **argv = progcache__calloc(cap, sizeof *argv);
-    size_t *lens = progcache__calloc(cap, sizeof *lens);
-    char numkeys[24];
-    int rc = PROGCACHE_OK;
-    if (!argv || !lens) {
-        rc = progcache__error(PROGCACHE_ENOMEM, "out of memory scanning Redis");
-        goto done;
-    }
-    if (mode == SCAN_DELETE) {
-        argv[argc] = "UNLINK";
-        lens[argc++] = 6;
-    } else {
-        argv[argc] = "EVAL";
-        lens[argc++] = 4;
-        argv[argc] = SIZE_SCRIPT;
-        lens[argc++] = sizeof SIZE_SCRIPT - 1;
-        argc++; /* numkeys, filled in below */
-    }
-    size_t first = argc;
-    for (size_t i = 0; i < keys->elements; i++) {
-        const redisReply *k = keys->element[i];
-        if (mode == SCAN_DELETE ? k->type == REDIS_REPLY_STRING : is_entry_name(s, k)) {
-            argv[argc] = k->str;
-            lens[argc++] = k->len;
-        }
-    }
-    if (argc == first)
-        goto done;
-    if (mode == SCAN_MEASURE) {
-        snprintf(numkeys, sizeof numkeys, "%zu", argc - first);
-        argv[2] = numkeys;
-        lens[2] = strlen(numkeys);
-    }
-    redisReply *r = progcache__redis_call(s, (int)argc, argv, lens, 1, 0, f);
-    if (!r) {
-        rc = PROGCACHE_EREMOTE;
-        goto done;
-    }
-    if (mode == SCAN_MEASURE && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        *n += (uint64_t)r->element[0]->integer;
-        *total += (uint64_t)r->element[1]->integer;
-    }
-    freeReplyObject(r);
-
-done:
-    progcache__free(argv);
-    progcache__free(lens);
-    return rc;
-}
-
-static int scan_all(redis_store *s, scan_mode mode, uint64_t *n, uint64_t *total,
-                    const char *fn)
-{
-    char cursor[32] = "0", pattern[2 * PROGCACHE__REDIS_MAX_PREFIX + 2];
-    failure f;
-    *n = *total = 0;
-    if (progcache__redis_off(s))
-        return progcache__redis_off_error(s, fn);
-    prefix_pattern(pattern, s);
-    do {
-        const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT};
-        redisReply *r = progcache__redis_call(s, 6, argv, NULL, 1, 0, &f);
-        if (!r)
-            return progcache__redis_remote_error(s, fn, &f);
-        int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-                 r->element[0]->type == REDIS_REPLY_STRING &&
-                 r->element[0]->len < sizeof cursor && r->element[1]->type == REDIS_REPLY_ARRAY;
-        int rc = ok ? batch(s, mode, r->element[1], n, total, &f) : PROGCACHE_OK;
-        if (ok)
-            memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
-        freeReplyObject(r);
-        if (!ok)
-            return progcache__error(PROGCACHE_EREMOTE, "%s: Redis %s: unexpected SCAN reply",
-                                    fn, s->cfg.where);
-        if (rc == PROGCACHE_EREMOTE)
-            return progcache__redis_remote_error(s, fn, &f);
-        if (rc)
-            return rc;
-    } while (strcmp(cursor, "0") != 0);
-    return PROGCACHE_OK;
-}
-
 static int redis_clear(progcache_store *store)
 {
     redis_store *s = (redis_store *)store;
-    uint64_t n, total;
     if (s->cfg.flags & PROGCACHE_REDIS_READONLY)
         return PROGCACHE_OK;
     if (s->queue)
         progcache__put_queue_flush(s->queue);
-    return scan_all(s, SCAN_DELETE, &n, &total, "progcache_store_clear");
+    return progcache__redis_delete_all(s, "progcache_store_clear");
 }
 
 static int redis_count(uint64_t *out, progcache_store *store)
 {
     uint64_t total;
-    return scan_all((redis_store *)store, SCAN_MEASURE, out, &total, "progcache_store_count");
+    return progcache__redis_measure((redis_store *)store, out, &total, "progcache_store_count");
 }
 
 static int redis_total_size(uint64_t *out, progcache_store *store)
 {
     uint64_t n;
-    return scan_all((redis_store *)store, SCAN_MEASURE, &n, out,
-                    "progcache_store_total_size");
+    return progcache__redis_measure((redis_store *)store, &n, out,
+                                    "progcache_store_total_size");
 }
 
 /* ---- create and free ---------------------------------------------------- */
