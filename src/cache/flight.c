@@ -110,9 +110,8 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
                  * tier, for what is left of the bound. Waiting for them
                  * counts as waiting too. */
                 double before = progcache__clock_ms();
-                double left = (double)timeout_ms - (before - start);
                 rc = progcache__flight_remote(f, owner, out, meta, cache, key, key_len,
-                                              left > 0 ? (unsigned int)left : 0);
+                                              timeout_ms, start);
                 if (*owner == 0 || progcache__clock_ms() - before > 1.0)
                     contended = 1;
             } else if (rc == PROGCACHE_OK) {

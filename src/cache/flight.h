@@ -71,10 +71,12 @@ void progcache__flight_end(progcache__flight *f);
  * once it holds the host's lock and the key is still missing: take the
  * key's lease in the cache's Redis tier, or wait for the node holding it
  * (then *owner = 0 and out holds the value). No Redis tier, or Redis
- * unavailable: returns at once, *owner untouched. */
+ * unavailable: returns at once, *owner untouched. The wait ends
+ * timeout_ms after started_ms (progcache__clock_ms), when the caller began
+ * to wait for the key. */
 int progcache__flight_remote(progcache__flight *f, int *owner, progcache_buf *out,
                              progcache_entry_meta *meta, progcache *cache, const void *key,
-                             size_t key_len, unsigned int timeout_ms);
+                             size_t key_len, unsigned int timeout_ms, double started_ms);
 
 /* Pass a formatted message to f's log callback, else the cache's. */
 void progcache__flight_log(const progcache__flight *f, const progcache *cache, int level,

@@ -96,14 +96,14 @@ static void holder_name(char *out, size_t size, progcache_store *store, const vo
 
 int progcache__flight_remote(progcache__flight *f, int *owner, progcache_buf *out,
                              progcache_entry_meta *meta, progcache *cache, const void *key,
-                             size_t key_len, unsigned int timeout_ms)
+                             size_t key_len, unsigned int timeout_ms, double started_ms)
 {
     progcache_store *store = progcache__cache_lease_tier(cache);
     if (!store)
         return PROGCACHE_OK;
     char hex[17], holder[256] = "";
     progcache__hex(hex, key, key_len < 8 ? key_len : 8);
-    double start = progcache__clock_ms(), next_report = start + PROGCACHE__WAIT_REPORT_MS;
+    double start = started_ms, next_report = progcache__clock_ms() + PROGCACHE__WAIT_REPORT_MS;
     int waited = 0, vanished = 0, refresh = 1;
     for (;;) {
         progcache_store_lease lease = PROGCACHE_STORE_LEASE_INIT;
