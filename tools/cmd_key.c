@@ -21,14 +21,22 @@ static const char usage_text[] =
     "  --name NAME                NVRTC program name (default: default_program)\n"
     "  --name-expression EXPR     a name expression; repeat for several\n"
     "  --name-expressions-bytes   tag name expressions as Python bytes (b:), not str\n"
-    "  --extra-digest HEX         caller digest over the headers the compile reads\n"
-    "  --header FILE              digest FILE into the key (repeat for each header the\n"
-    "                             compile reads, in a fixed order); not with\n"
-    "                             --extra-digest\n"
+    "  --header NAME=FILE         pass FILE to NVRTC in memory as the header NAME (an\n"
+    "                             #include of exactly NAME reads it); repeat for several\n"
+    "  --extra-digest HEX         caller digest over the headers the compile reads:\n"
+    "                             then no header file is read (the override)\n"
+    "  --digest-file FILE         digest FILE into --extra-digest's place (repeat for\n"
+    "                             each, in a fixed order); not with --extra-digest\n"
     "  --nvrtc-version MAJOR.MINOR  derive the key for that NVRTC instead of the\n"
     "                             loaded one (offline use)\n"
     "  --max-artifact-size SIZE   the largest SOURCE_FILE read (default 1G; K, M, G)\n"
     "  --help                     this text\n"
+    "\n"
+    "Header files the source includes (from the working directory, -I paths,\n"
+    "--pre-include, absolute paths) are found, read and covered by the key, as\n"
+    "progcache_compile_or_load covers them; an include that cannot be resolved (a\n"
+    "computed #include MACRO, a missing file) is refused unless --extra-digest or\n"
+    "--digest-file is given.\n"
     "\n"
     "Exit status: 0 key printed; 1 a file could not be read (or is larger than the\n"
     "bound) or NVRTC could not be asked its version; 2 bad usage, or inputs the\n"
@@ -43,8 +51,9 @@ typedef struct key_args {
     const char *extra_digest_hex;
     const char **names;
     size_t num_names;
-    const char **headers;
-    size_t num_headers;
+    const char **digest_files;
+    size_t num_digest_files;
+    tool_headers memory;
 } key_args;
 
 static int parse_version(const char *text, int *major, int *minor)
@@ -134,7 +143,13 @@ static int parse_args(key_args *a, int argc, char **argv)
         } else if ((r = flag_value(argc, argv, &i, "--header", &v))) {
             if (r < 0)
                 return EXIT_USAGE;
-            if (push(&a->headers, &a->num_headers, v))
+            int code = tool_headers_add(&a->memory, CMD, "--header", v, NULL, a->max_size);
+            if (code)
+                return code;
+        } else if ((r = flag_value(argc, argv, &i, "--digest-file", &v))) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (push(&a->digest_files, &a->num_digest_files, v))
                 return tool_usage_error(CMD, "out of memory");
         } else if ((r = tool_max_size_arg(CMD, argc, argv, &i, &a->max_size))) {
             if (r < 0)
@@ -162,9 +177,9 @@ static int parse_args(key_args *a, int argc, char **argv)
     }
     if (!a->source_path)
         return tool_usage_error(CMD, "no SOURCE_FILE given (run 'progcache key --help')");
-    if (a->extra_digest_hex && a->num_headers)
-        return tool_usage_error(CMD, "--extra-digest and --header cannot be combined: give "
-                                     "the digest, or the headers to digest, not both");
+    if (a->extra_digest_hex && a->num_digest_files)
+        return tool_usage_error(CMD, "--extra-digest and --digest-file cannot be combined: "
+                                     "give the digest, or the files to digest, not both");
     return -1;
 }
 
@@ -197,10 +212,10 @@ int cmd_key(int argc, char **argv)
         }
         a.opts.extra_digest = digest;
         a.opts.extra_digest_len = digest_len;
-    } else if (a.num_headers) {
-        if ((rc = progcache_digest_files(header_digest, a.headers, a.num_headers))) {
+    } else if (a.num_digest_files) {
+        if ((rc = progcache_digest_files(header_digest, a.digest_files, a.num_digest_files))) {
             code = tool_lib_error(CMD, rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_PROBLEMS,
-                                  "--header");
+                                  "--digest-file");
             goto done;
         }
         a.opts.extra_digest = header_digest;
@@ -214,8 +229,12 @@ int cmd_key(int argc, char **argv)
     a.opts.source_len = source_len; /* 0 only for an empty file, where strlen agrees */
     a.opts.name_expressions = a.names;
     a.opts.num_name_expressions = a.num_names;
+    a.opts.headers = a.memory.items;
+    a.opts.num_headers = a.memory.len;
 
-    rc = progcache_key_nvrtc(key, &a.opts);
+    /* The library's one derivation, headers on disk included: the key
+     * progcache_compile_or_load and `progcache warm` use. */
+    rc = progcache_key_nvrtc_files(key, &a.opts);
     if (rc) {
         fprintf(stderr, "progcache key: %s\n", progcache_error_last());
         code = rc == PROGCACHE_EUNSAFEKEY || rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_PROBLEMS;
@@ -228,6 +247,7 @@ done:
     free(source);
     free(digest);
     free(a.names);
-    free(a.headers);
+    free(a.digest_files);
+    tool_headers_free(&a.memory);
     return code;
 }

@@ -142,6 +142,17 @@ int cmd_stats(int argc, char **argv)
         {"remote errors", "remote_errors", s.remote_errors},
         {"remote stores", "remote_stores", s.remote_stores},
         {"remote rejected", "remote_rejected", s.remote_rejected},
+        {"names learned", "names_learned", s.names_learned},
+        {"remote timeouts", "remote_timeouts", s.remote_timeouts},
+        {"remote back-offs", "remote_backoffs", s.remote_backoffs},
+        {"remote store errors", "remote_store_errors", s.remote_store_errors},
+        {"remote dropped", "remote_dropped", s.remote_dropped},
+        {"remote newer", "remote_newer", s.remote_newer},
+        {"remote too large", "remote_too_large", s.remote_too_large},
+        {"remote bad tag", "remote_bad_tag", s.remote_bad_tag},
+        {"remote waits", "remote_waits", s.remote_waits},
+        {"wait timeouts", "wait_timeouts", s.wait_timeouts},
+        {"remote takeovers", "remote_takeovers", s.remote_takeovers},
     };
     size_t n = sizeof counters / sizeof counters[0];
     if (json)

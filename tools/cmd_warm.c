@@ -27,8 +27,10 @@ static const char usage_text[] =
     "\n"
     "MANIFEST: one program per line,\n"
     "  SOURCE_FILE [--target cubin|ptx|ltoir] [--name NAME] [--name-expression E]...\n"
-    "              [--name-expressions-bytes] [--extra-digest HEX] [-- NVRTC_OPTION...]\n"
-    "with the same meaning as for 'progcache key'. '#' starts a comment; blank\n"
+    "              [--name-expressions-bytes] [--header NAME=FILE]... [--extra-digest HEX]\n"
+    "              [-- NVRTC_OPTION...]\n"
+    "with the same meaning as for 'progcache key' (a relative header FILE is relative\n"
+    "to the manifest's directory, as SOURCE_FILE is). '#' starts a comment; blank\n"
     "lines are skipped; words may be quoted with '...' or \"...\". A relative\n"
     "SOURCE_FILE is relative to the manifest's directory. MANIFEST '-' reads\n"
     "standard input (relative sources are then relative to the current directory).\n"
@@ -67,6 +69,7 @@ typedef struct program {
     int exprs_bytes;
     unsigned char *digest;
     size_t digest_len;
+    tool_headers headers; /* --header NAME=FILE: in memory */
     char **options; /* including the -arch warm adds */
     size_t num_options;
 
@@ -205,7 +208,7 @@ static int parse_program(program *p, const manifest *m, words *w, const char *ar
             continue;
         }
         if (strcmp(a, "--target") && strcmp(a, "--name") && strcmp(a, "--name-expression") &&
-            strcmp(a, "--extra-digest"))
+            strcmp(a, "--extra-digest") && strcmp(a, "--header"))
             return line_error(m, p->line, "unknown option \"%s\" (NVRTC options go after '--')", a);
         if (!value)
             return line_error(m, p->line, "%s needs a value", a);
@@ -217,6 +220,13 @@ static int parse_program(program *p, const manifest *m, words *w, const char *ar
             free(p->name);
             if (!(p->name = strdup(value)))
                 return line_error(m, p->line, "%s", "out of memory");
+        } else if (!strcmp(a, "--header")) {
+            char what[PATH_MAX + 64];
+            snprintf(what, sizeof what, "%s:%d: --header", m->path, p->line);
+            int code = tool_headers_add(&p->headers, CMD, what, value,
+                                        strcmp(m->path, "-") ? m->path : NULL, m->max_size);
+            if (code)
+                return code;
         } else if (!strcmp(a, "--name-expression")) {
             char **e = realloc(p->exprs, (p->num_exprs + 1) * sizeof *e);
             if (!e || !(e[p->num_exprs] = strdup(value))) {
@@ -263,6 +273,7 @@ static void free_program(program *p)
         free(p->exprs[i]);
     free(p->exprs);
     free(p->digest);
+    tool_headers_free(&p->headers);
     for (size_t i = 0; i < p->num_options; i++)
         free(p->options[i]);
     free(p->options);
@@ -370,6 +381,8 @@ static void compile_one(program *p, progcache *cache)
     prog.nvrtc.name_expressions_are_bytes = p->exprs_bytes;
     prog.nvrtc.extra_digest = p->digest;
     prog.nvrtc.extra_digest_len = p->digest_len;
+    prog.nvrtc.headers = p->headers.items;
+    prog.nvrtc.num_headers = p->headers.len;
     prog.flags = PROGCACHE_PROGRAM_NO_LOAD;
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
     double t = now_ms();

@@ -52,8 +52,9 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_REMOTE_STORES = 11,
     PROGCACHE_STAT_REMOTE_REJECTED = 12,
     PROGCACHE_STAT_LOOKUP_ERRORS = 13,
-    /* Version 2 of progcache_stats: the remote tier in detail, and the
-     * single-flight waits (docs/REMOTE.md, "Counters"). */
+    /* Version 2 of progcache_stats (its fields: names_learned, then the
+     * remote ones, in that order). The remote tier in detail, and the
+     * single-flight waits (docs/REMOTE.md, "Counters"): */
     PROGCACHE_STAT_REMOTE_TIMEOUTS = 14,
     PROGCACHE_STAT_REMOTE_BACKOFFS = 15,
     PROGCACHE_STAT_REMOTE_STORE_ERRORS = 16,
@@ -63,7 +64,12 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_REMOTE_BAD_TAG = 20,
     PROGCACHE_STAT_REMOTE_WAITS = 21,
     PROGCACHE_STAT_WAIT_TIMEOUTS = 22,
-    PROGCACHE_STAT_REMOTE_TAKEOVERS = 23
+    PROGCACHE_STAT_REMOTE_TAKEOVERS = 23,
+    /* 24-29 are reserved (the precompiled-header tier). */
+    /* compile-or-load found an entry without the lowered names of its name
+     * expressions (written by cuda.core or an older progcache) and compiled
+     * once to learn them (docs/CUDA.md, "Name expressions") */
+    PROGCACHE_STAT_NAMES_LEARNED = 30
 } progcache_stat;
 
 /*
@@ -109,10 +115,13 @@ typedef struct progcache_stats {
      * cuda.core has used, or one progcache could not write to). */
     int available;
 
-    /* Version 2: the remote tier in detail (each a part of remote_errors,
-     * remote_misses or remote_rejected above, or of no other counter), and
-     * the waits for another machine's compile. docs/REMOTE.md, "Counters".
-     */
+    /* Version 2: entries without lowered names for which compile-or-load
+     * compiled once to learn them (PROGCACHE_STAT_NAMES_LEARNED). */
+    uint64_t names_learned;
+    /* Also version 2: the remote tier in detail (each a part of
+     * remote_errors, remote_misses or remote_rejected above, or of no other
+     * counter), and the waits for another compile. docs/REMOTE.md,
+     * "Counters". */
     uint64_t remote_timeouts;     /* calls that ran out of the connect or
                                      command timeout (part of remote_errors) */
     uint64_t remote_backoffs;     /* times the tier switched itself off after

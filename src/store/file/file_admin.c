@@ -25,6 +25,7 @@
 #include "options.h"
 #include "store/file/file_stats.h"
 #include "artifact/inspect.h"
+#include "artifact/manifest_kind.h"
 
 int progcache__admin_file(const progcache_file *file, const char *fn)
 {
@@ -142,6 +143,7 @@ typedef struct walk_state {
     void *ctx;
     progcache_buf data;
     progcache_artifact_info info;
+    progcache_entry_meta meta; /* records, with PROGCACHE_ENTRIES_RECORDS */
 } walk_state;
 
 static int visit(walk_state *w, int shard, const shard_item *it)
@@ -153,7 +155,9 @@ static int visit(walk_state *w, int shard, const shard_item *it)
     char errtext[160];
     struct stat st;
     int rc = 0;
-    if (w->flags & (PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT)) {
+    unsigned int reads =
+        PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS;
+    if (w->flags & reads) {
         item.fd = open_entry(w->fs, shard, it->name);
         if (item.fd < 0) {
             if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
@@ -173,10 +177,17 @@ static int visit(walk_state *w, int shard, const shard_item *it)
             }
         }
         if (e.data && (w->flags & PROGCACHE_ENTRIES_INSPECT)) {
-            rc = progcache__validate(&w->info, e.data, (size_t)e.size, 1);
+            rc = progcache__inspect_entry(&w->info, e.data, (size_t)e.size, 1);
             if (rc)
                 goto done;
             e.artifact = &w->info;
+        }
+        if (e.data && (w->flags & PROGCACHE_ENTRIES_RECORDS)) {
+            int whole;
+            if (progcache__file_seal_check(item.fd, e.name, e.data, (size_t)e.size, &w->meta,
+                                           &whole, NULL) == FILE_SEAL_MATCH &&
+                w->meta.records.size)
+                e.meta = &w->meta;
         }
     }
     rc = w->fn(w->ctx, &item);
@@ -188,7 +199,8 @@ done:
 
 int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, void *ctx)
 {
-    walk_state w = {fs, flags, fn, ctx, PROGCACHE_BUF_INIT, PROGCACHE_ARTIFACT_INFO_INIT};
+    walk_state w = {fs, flags, fn, ctx, PROGCACHE_BUF_INIT, PROGCACHE_ARTIFACT_INFO_INIT,
+                    PROGCACHE_ENTRY_META_INIT};
     shard_list list = {NULL, 0, 0, 0};
     int rc = PROGCACHE_OK;
     for (int shard = 0; shard < FILE_SHARDS && !rc; shard++) {
@@ -207,6 +219,7 @@ int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, vo
     progcache__free(list.items);
     progcache_buf_free(&w.data);
     progcache_artifact_info_release(&w.info);
+    progcache_entry_meta_release(&w.meta);
     return rc;
 }
 
@@ -232,7 +245,7 @@ int progcache_file_foreach(progcache_file *file, unsigned int flags, progcache_e
         return rc;
     if (!fn)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_foreach: fn is NULL");
-    if (flags & ~(PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT))
+    if (flags & ~(PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS))
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_foreach: unknown flags 0x%x",
                                 flags);
     foreach_ctx f = {fn, ctx};

@@ -239,7 +239,9 @@ static uint64_t sum(const progcache__stats *stats, progcache__counter counter)
 
 void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
 {
-    progcache__struct_init(out, sizeof *out, PROGCACHE_STATS_VERSION);
+    /* out is whole (progcache_store_stats_get reads into its own struct
+     * and copies the caller's version back). */
+    progcache__struct_init(out, sizeof *out, out->version);
     if (!stats)
         return;
     out->available = 1;
@@ -257,6 +259,7 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->remote_errors = sum(stats, PROGCACHE__REMOTE_ERRORS);
     out->remote_stores = sum(stats, PROGCACHE__REMOTE_STORES);
     out->remote_rejected = sum(stats, PROGCACHE__REMOTE_REJECTED);
+    out->names_learned = sum(stats, PROGCACHE__NAMES_LEARNED);
     out->remote_timeouts = sum(stats, PROGCACHE__REMOTE_TIMEOUTS);
     out->remote_backoffs = sum(stats, PROGCACHE__REMOTE_BACKOFFS);
     out->remote_store_errors = sum(stats, PROGCACHE__REMOTE_STORE_ERRORS);

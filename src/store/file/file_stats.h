@@ -40,7 +40,8 @@ typedef enum progcache__counter {
     PROGCACHE__REMOTE_WAITS = 21,
     PROGCACHE__WAIT_TIMEOUTS = 22,
     PROGCACHE__REMOTE_TAKEOVERS = 23,
-    PROGCACHE__COUNTERS_USED = 24,
+    /* 24-29 are reserved for precompiled headers. */
+    PROGCACHE__NAMES_LEARNED = 30,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 32
 } progcache__counter;
