@@ -32,7 +32,7 @@ static const char usage_text[] =
     "  --help             this text\n"
     "\n"
     "Exit status: 0 the tier is usable; 1 it is not (not configured, unreachable,\n"
-    "AUTH refused, a URL or secret file that cannot be used, a built without\n"
+    "AUTH refused, a URL or secret file that cannot be used, a build without\n"
     "hiredis); 2 bad usage.\n";
 
 typedef struct args {

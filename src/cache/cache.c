@@ -212,7 +212,22 @@ static int open_remote(progcache_store **out, const progcache_options *opts)
 {
     *out = NULL;
     if (opts->remote) {
-        int rc = progcache_store_redis_new(out, opts->remote);
+        /* The cache's log callback and size bound serve the tier too when
+         * its own options leave them unset: a program that gave the cache
+         * a log hears why the remote tier is not used (docs/REMOTE.md,
+         * "Messages"). The copy is as long as the caller's version. */
+        progcache_redis_options ro;
+        progcache_redis_options_init(&ro);
+        memcpy(&ro, opts->remote,
+               opts->remote->version >= 2 ? sizeof ro
+                                          : offsetof(progcache_redis_options, max_artifact_size));
+        if (!ro.log) {
+            ro.log = opts->log;
+            ro.log_ctx = opts->log_ctx;
+        }
+        if (!ro.max_artifact_size)
+            ro.max_artifact_size = opts->max_artifact_size;
+        int rc = progcache_store_redis_new(out, &ro);
         if (rc)
             progcache__error_prefix("progcache_open: the remote tier");
         return rc;
