@@ -10,6 +10,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "cache/cache_stats.h"
 #include "check.h"
 #include "fs.h"
 
@@ -356,9 +357,49 @@ static void test_readonly(void)
     free(dir);
 }
 
+/* Version 2 of progcache_stats: names_learned first (position 30), then
+ * the remote counters (positions 14-23), each read from its own position;
+ * 24-29 are reserved. A version-1 struct gets its own size back: nothing
+ * past `available` is written. */
+static void test_versions(void)
+{
+    char *dir = test_mkdtemp("stats-versions");
+    progcache *cache;
+    progcache_options opts = PROGCACHE_OPTIONS_INIT;
+    opts.flags = PROGCACHE_NO_REMOTE;
+    CHECK_OK(progcache_open(&cache, dir, &opts));
+    for (int pos = 14; pos <= 23; pos++)
+        progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
+    progcache__cache_record(cache, PROGCACHE_STAT_NAMES_LEARNED, 300);
+    progcache__cache_record(cache, PROGCACHE_STAT_HITS, 7);
+
+    progcache_stats s = stats_of(cache);
+    CHECK(s.version == 2 && s.hits == 7 && s.names_learned == 300);
+    const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
+                            s.remote_dropped,   s.remote_newer,    s.remote_too_large,
+                            s.remote_bad_tag,   s.remote_waits,    s.wait_timeouts,
+                            s.remote_takeovers};
+    for (int i = 0; i < 10; i++)
+        CHECK(got[i] == (uint64_t)(14 + i) * 10);
+    CHECK(offsetof(progcache_stats, names_learned) < offsetof(progcache_stats, remote_timeouts));
+
+    _Alignas(progcache_stats) unsigned char raw[sizeof(progcache_stats) + 16];
+    memset(raw, 0xab, sizeof raw);
+    progcache_stats *v1 = (progcache_stats *)(void *)raw;
+    v1->version = 1;
+    CHECK_OK(progcache_stats_get(v1, cache));
+    CHECK(v1->version == 1 && v1->hits == 7 && v1->available == 1);
+    for (size_t i = offsetof(progcache_stats, names_learned); i < sizeof raw; i++)
+        CHECK(raw[i] == 0xab);
+    progcache_close(cache);
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     test_counting();
+    test_versions();
     test_evictions_and_cap();
     test_bad_layout_replaced();
     test_readonly();
