@@ -224,8 +224,11 @@ static void test_stuck_holder(void)
 }
 
 /* Node B has two processes: the first waits for node A's stuck holder,
- * gives up after the bound and compiles; the second, waiting behind it on
- * B's lock, gets that compile (twice the bound) instead of its own. */
+ * gives up after its bound (4 s) and compiles; the second, waiting behind
+ * it on B's lock, gets that compile instead of its own. (Its own bound is
+ * larger here, so that a compile slowed by a loaded machine cannot end its
+ * wait first: with equal bounds it gives the first twice its bound, which
+ * a compile of seconds fits in.) */
 static void test_host_waits_behind_holder(void)
 {
     test_kernel k;
@@ -234,7 +237,7 @@ static void test_host_waits_behind_holder(void)
     waiter first, second;
     waiter_start(&first, "nodeB", &k, 4000);
     test_sleep_ms(300);
-    waiter_start(&second, "nodeB", &k, 4000);
+    waiter_start(&second, "nodeB", &k, 30000);
     waiter_join(&first);
     waiter_join(&second);
     stop(holder);
