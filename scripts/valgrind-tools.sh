@@ -69,6 +69,21 @@ printf '%s\n' "$src" >"$work/manifest"
 run 0 "$bin" warm --arch sm_90 --dir "$dir" "$work/manifest"
 run 2 "$bin" prune --dir "$dir" --max-size lots
 run 2 "$bin" nosuchcommand
+# The remote tier: not configured, unreachable (a tool then goes on with
+# the local tiers, warning once), and a live server when one is installed.
+run 1 "$bin" remote
+PROGCACHE_REMOTE=redis://:pw@127.0.0.1:1 run 1 "$bin" remote --json
+PROGCACHE_REMOTE=redis://:pw@127.0.0.1:1 run 0 "$bin" put "$key" "$work/blob" --dir "$dir"
+if command -v redis-server >/dev/null; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
+    --daemonize yes --pidfile "$work/redis.pid" --logfile "$work/redis.log"
+  for _ in $(seq 100); do [ -s "$work/redis.pid" ] && break; sleep 0.05; done
+  PROGCACHE_REMOTE=redis://127.0.0.1:$port run 0 "$bin" put "$key" "$work/blob" --dir "$work/r"
+  PROGCACHE_REMOTE=redis://127.0.0.1:$port run 0 "$bin" remote --pings 2
+  PROGCACHE_REMOTE=redis://127.0.0.1:$port run 0 "$bin" remote --json --lease "$key"
+  kill "$(cat "$work/redis.pid")"
+fi
 if [ -x "$sample" ]; then
   run 0 "$sample" --arch sm_90 --cache-dir "$work/sample" --clear-cache
   run 0 "$sample" --arch sm_90 --cache-dir "$work/sample"

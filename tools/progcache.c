@@ -26,6 +26,7 @@ static const struct {
     {"import", cmd_import, "add the entries of a tar archive to the cache"},
     {"warm", cmd_warm, "compile the programs of a manifest into the cache"},
     {"key", cmd_key, "print the cache key of an NVRTC compile"},
+    {"remote", cmd_remote, "check the remote tier: reachable, latency, entries, leases"},
 };
 
 static void usage(FILE *out)
@@ -293,6 +294,19 @@ int tool_open_file(const char *cmd, const char *path, tool_access access, uint64
     return EXIT_OK;
 }
 
+/* What the library tells a subcommand (the remote tier failing, a wait for
+ * another compile): one line each on stderr, "progcache <cmd>: [warning: ]
+ * <message>". Debug lines (repeats of a failure) are left out. */
+static void tool_log(void *ctx, int level, const char *message)
+{
+    if (level < PROGCACHE_LOG_INFO)
+        return;
+    if (!strncmp(message, "progcache: ", 11))
+        message += 11;
+    fprintf(stderr, "progcache %s: %s%s\n", (const char *)ctx,
+            level >= PROGCACHE_LOG_WARN ? "warning: " : "", message);
+}
+
 int tool_open_cache(const char *cmd, const char *path, tool_access access, uint64_t max,
                     progcache **out)
 {
@@ -302,6 +316,8 @@ int tool_open_cache(const char *cmd, const char *path, tool_access access, uint6
     progcache_options opts = PROGCACHE_OPTIONS_INIT;
     opts.flags = flags_for(access);
     opts.max_artifact_size = max;
+    opts.log = tool_log;
+    opts.log_ctx = (void *)cmd;
     if (progcache_open(out, path, &opts) != PROGCACHE_OK)
         return tool_lib_error(cmd, EXIT_PROBLEMS, "cannot open the cache");
     return EXIT_OK;

@@ -24,6 +24,7 @@ int cmd_put(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_warm(int argc, char **argv);
+int cmd_remote(int argc, char **argv);
 
 #if defined(__GNUC__)
 #define TOOL_PRINTF(a, b) __attribute__((format(printf, a, b)))

@@ -57,7 +57,9 @@ typedef struct progcache_options {
      * PROGCACHE_NO_REMOTE. A remote tier that cannot be set up fails the
      * open, whether given here or by the environment (a malformed URL, an
      * unusable $PROGCACHE_REMOTE_SECRET_FILE: the message names it); it is
-     * never left out silently. A server that is down does not fail it. */
+     * never left out silently. A server that is down does not fail it.
+     * When remote->log is NULL, log and log_ctx above serve the tier too;
+     * when remote->max_artifact_size is 0, max_artifact_size below. */
     const struct progcache_redis_options *remote;
 
     /* Version 2. The largest artifact the cache stores or reads, in bytes,
@@ -149,8 +151,10 @@ PROGCACHE_API const char *progcache_path(const progcache *cache);
 
 /*
  * progcache_flush() : wait until every put queued in the background on this
- * cache (PROGCACHE_PROGRAM_ASYNC_STORE in progcache/cuda.h) has finished.
- * METHOD.
+ * cache (PROGCACHE_PROGRAM_ASYNC_STORE in progcache/cuda.h) has finished,
+ * and the tiers' own background writes too (the remote tier's queue: once
+ * it returns, other nodes can read what this cache put; a remote write
+ * that failed is counted and told to the log, not returned). METHOD.
  * @return PROGCACHE_OK, or the code of the first background put that failed
  *         since the last flush (its message as the last error).
  */

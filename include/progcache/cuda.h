@@ -264,14 +264,24 @@ typedef struct progcache_program {
 
     unsigned int flags; /* PROGCACHE_PROGRAM_* */
 
-    /* Optional: told about healed entries and background store failures
-     * (from the store's thread). */
+    /* Optional: told about healed entries, background store failures
+     * (from the store's thread), and waits for another compile: who it
+     * waits for, every few seconds (INFO: "progcache: waiting for
+     * host/pid compiling key 0123456789abcdef... 4 s"), and a wait that
+     * ran out of its bound (WARN). NULL: the cache's log callback hears
+     * the waits. */
     progcache_log_fn log;
     void *log_ctx;
 
-    /* Single-flight: the longest a miss waits for another thread or process
-     * compiling the same key before compiling on its own, in ms; 0: five
-     * minutes. A compiler that dies frees its waiters at once. */
+    /* Single-flight: the longest a miss waits for another thread, process
+     * or machine compiling the same key before compiling on its own, in
+     * ms; 0: $PROGCACHE_WAIT_TIMEOUT as read when the cache was opened,
+     * else 60 s. A compiler that dies frees its waiters at once on its
+     * host, and within a few seconds (a lease, renewed while it is alive)
+     * on other machines; so the bound only ends waits for a compiler that
+     * is alive and stuck, or slower than the bound. A process waiting
+     * behind another process of its host that itself waits for another
+     * machine gives it twice the bound (docs/REMOTE.md). */
     unsigned int wait_timeout_ms;
 } progcache_program;
 

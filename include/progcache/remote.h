@@ -46,9 +46,10 @@ typedef struct progcache_redis_options {
      *       HOST may be a name, an IPv4 address or [IPv6]; USER and PASSWORD
      *       may be percent-encoded (%40 for '@').
      *   unix:/path/to/socket[?db=N][&user=U][&password=P]  (also unix:///path)
-     * rediss:// (TLS) is refused: hiredis is built without TLS here; reach
-     * a TLS server through a local tunnel (docs/SECURITY.md). The password
-     * never appears in messages. */
+     * rediss:// (TLS) is refused: progcache uses hiredis without its TLS
+     * support; reach a TLS server through a local tunnel (stunnel or
+     * socat; docs/REMOTE.md, "TLS"). The password never appears in
+     * messages. */
     const char *url;
 
     /* Prepended to every Redis key name; NULL or "": "progcache:". At most
@@ -143,6 +144,18 @@ typedef struct progcache_redis_options {
  */
 PROGCACHE_API int progcache_default_remote(progcache_buf *url, progcache_buf *secret);
 
+/*
+ * progcache_remote_secret_read() : the shared secret in the file at path,
+ * with the checks progcache_default_remote() makes on
+ * PROGCACHE_REMOTE_SECRET_FILE (for a program or tool that takes the file
+ * as an argument: `progcache remote --secret-file`). Messages name it
+ * "secret file <path>".
+ * @param secret [out] the bytes; wipe them before freeing.
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL, PROGCACHE_EIO or PROGCACHE_ENOMEM
+ *         as progcache_default_remote() does for the file.
+ */
+PROGCACHE_API int progcache_remote_secret_read(progcache_buf *secret, const char *path);
+
 /* progcache_redis_options_init() : set opts to its defaults. NULL-safe. */
 PROGCACHE_API void progcache_redis_options_init(progcache_redis_options *opts);
 
@@ -208,9 +221,17 @@ typedef struct progcache_redis_counters {
     uint64_t newer; /* the part of misses that found a value written by a
                        newer progcache (an envelope format this one does
                        not read): not damage, not read */
+
+    /* Version 3. */
+    uint64_t too_large; /* values over max_artifact_size: puts refused
+                           (also in store_errors) and gets that found one
+                           (also in rejected) */
+    uint64_t bad_tag;   /* the part of rejected whose HMAC tag was missing
+                           or did not verify: written without the secret,
+                           with another one, or forged */
 } progcache_redis_counters;
 
-#define PROGCACHE_REDIS_COUNTERS_VERSION 2
+#define PROGCACHE_REDIS_COUNTERS_VERSION 3
 #define PROGCACHE_REDIS_COUNTERS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_COUNTERS_VERSION)
 
 /*
@@ -222,6 +243,87 @@ typedef struct progcache_redis_counters {
  */
 PROGCACHE_API int progcache_redis_counters_get(progcache_redis_counters *out,
                                                const progcache_store *store);
+
+/* ===========================================================================
+ * Checking the tier: what `progcache remote` shows
+ * ======================================================================== */
+
+/*
+ * progcache_redis_status : what progcache_redis_status_get() found. The
+ * caller sets version (PROGCACHE_REDIS_STATUS_INIT).
+ */
+typedef struct progcache_redis_status {
+    unsigned int version; /* PROGCACHE_REDIS_STATUS_VERSION */
+
+    /* The server, as messages name it (never the password). */
+    char where[512];
+    /* 1 when a new connection was made, authenticated (when the URL has a
+     * password) and on its database, and answered PING. */
+    int reachable;
+    /* When reachable is 0: why, as the log would say it ("cannot connect:
+     * Connection refused", "AUTH refused: WRONGPASS ..."). */
+    char error[512];
+    /* PING round trips on that connection, in ms (pings of them). */
+    unsigned int pings;
+    double ping_median_ms;
+    double ping_min_ms;
+    double ping_max_ms;
+    /* Authentication: auth 1 when the URL carries a password (AUTH is sent
+     * on every connection; user names an ACL user, "" for the default);
+     * secret 1 when values are tagged and checked with a shared secret
+     * (HMAC). */
+    int auth;
+    char user[128];
+    int secret;
+    /* Under the key prefix (a SCAN, when reachable): entries, the sum of
+     * their payload sizes, and the single-flight leases held now. */
+    char prefix[208];
+    uint64_t entries;
+    uint64_t bytes;
+    uint64_t leases;
+    /* The server (INFO; "" or 0 where it did not say): its version, its
+     * memory cap (0: none), the eviction policy, and the memory in use.
+     * policy_ok is 1 for an allkeys-* policy, the one a cache needs
+     * (docs/REMOTE.md, "Sizing the server"). */
+    char server_version[32];
+    uint64_t maxmemory;
+    char maxmemory_policy[32];
+    int policy_ok;
+    uint64_t used_memory;
+} progcache_redis_status;
+
+#define PROGCACHE_REDIS_STATUS_VERSION 1
+#define PROGCACHE_REDIS_STATUS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_STATUS_VERSION)
+
+/*
+ * progcache_redis_status_get() : connect to store's server as the store
+ * does (same URL, timeouts and credentials, on a connection of its own,
+ * ignoring any back-off), PING it `pings` times (0: 5), and read what it
+ * holds under the prefix and how it is configured. METHOD.
+ * @return PROGCACHE_OK when reachable (every field filled; a part the
+ *         server would not give, such as INFO under an ACL, stays empty);
+ *         PROGCACHE_EREMOTE when not (out->reachable 0, out->error and the
+ *         message say why); PROGCACHE_EINVAL (NULL, not a Redis store, bad
+ *         version); PROGCACHE_EREMOTE "built without hiredis".
+ */
+PROGCACHE_API int progcache_redis_status_get(progcache_redis_status *out,
+                                             progcache_store *store, unsigned int pings);
+
+/* Called by progcache_redis_leases() for each lease: hash is the hex
+ * SHA-256 of the key (the lease's Redis name ends with it), key16 the
+ * first 16 hex digits of the key itself as the holder recorded it ("" for
+ * a lease of an older progcache), info its holder and time left. */
+typedef void (*progcache_redis_lease_fn)(void *ctx, const char *hash, const char *key16,
+                                         const progcache_store_lease_info *info);
+
+/*
+ * progcache_redis_leases() : every single-flight lease held now under the
+ * store's prefix (a SCAN; for tools). METHOD.
+ * @return PROGCACHE_OK; PROGCACHE_EREMOTE (unreachable: message);
+ *         PROGCACHE_EINVAL; PROGCACHE_ENOMEM.
+ */
+PROGCACHE_API int progcache_redis_leases(progcache_store *store, progcache_redis_lease_fn fn,
+                                         void *ctx);
 
 /* The Redis store also offers what any store may (progcache/store.h):
  * progcache_store_flush() waits for its put queue; progcache_store_lease_*

@@ -54,8 +54,20 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_REMOTE_STORES = 11,
     PROGCACHE_STAT_REMOTE_REJECTED = 12,
     PROGCACHE_STAT_LOOKUP_ERRORS = 13,
-    /* 14-23 are reserved. The PCH tier (docs/CUDA.md, "Precompiled
-     * headers"): */
+    /* Version 2 of progcache_stats (its fields: names_learned, then the
+     * remote ones, then the PCH tier's, in that order). The remote tier in
+     * detail, and the single-flight waits (docs/REMOTE.md, "Counters"): */
+    PROGCACHE_STAT_REMOTE_TIMEOUTS = 14,
+    PROGCACHE_STAT_REMOTE_BACKOFFS = 15,
+    PROGCACHE_STAT_REMOTE_STORE_ERRORS = 16,
+    PROGCACHE_STAT_REMOTE_DROPPED = 17,
+    PROGCACHE_STAT_REMOTE_NEWER = 18,
+    PROGCACHE_STAT_REMOTE_TOO_LARGE = 19,
+    PROGCACHE_STAT_REMOTE_BAD_TAG = 20,
+    PROGCACHE_STAT_REMOTE_WAITS = 21,
+    PROGCACHE_STAT_WAIT_TIMEOUTS = 22,
+    PROGCACHE_STAT_REMOTE_TAKEOVERS = 23,
+    /* The PCH tier (docs/CUDA.md, "Precompiled headers"): */
     PROGCACHE_STAT_PCH_HITS = 24,
     PROGCACHE_STAT_PCH_MISSES = 25,
     PROGCACHE_STAT_PCH_CREATED = 26,
@@ -118,6 +130,32 @@ typedef struct progcache_stats {
      * once to learn them (PROGCACHE_STAT_NAMES_LEARNED). */
     uint64_t names_learned;
 
+    /* Also version 2: the remote tier in detail (each a part of
+     * remote_errors, remote_misses or remote_rejected above, or of no other
+     * counter), and the waits for another compile. docs/REMOTE.md,
+     * "Counters". */
+    uint64_t remote_timeouts;     /* calls that ran out of the connect or
+                                     command timeout (part of remote_errors) */
+    uint64_t remote_backoffs;     /* times the tier switched itself off after
+                                     failures in a row */
+    uint64_t remote_store_errors; /* values not written: the write failed or
+                                     was refused, or the value was too large */
+    uint64_t remote_dropped;      /* background writes dropped: queue full */
+    uint64_t remote_newer;        /* values written by a newer progcache,
+                                     not read (part of remote_misses) */
+    uint64_t remote_too_large;    /* values over max_artifact_size, refused
+                                     on put or on get */
+    uint64_t remote_bad_tag;      /* values whose HMAC tag was missing or did
+                                     not verify (part of remote_rejected) */
+    uint64_t remote_waits;        /* compiles that waited for another machine
+                                     holding the key's lease */
+    uint64_t wait_timeouts;       /* waits for another compile (on this host
+                                     or another) that ran past their bound:
+                                     the caller compiled on its own */
+    uint64_t remote_takeovers;    /* waits that ended because the holder was
+                                     gone (its lease expired or vanished):
+                                     the waiter compiled instead */
+
     /* The PCH tier (precompiled headers kept in the cache directory for
      * programs whose leading #include block is heavy; docs/CUDA.md).
      * pch_hits: compiles that used a cached PCH.
@@ -137,7 +175,6 @@ typedef struct progcache_stats {
     uint64_t pch_rejected;
     uint64_t pch_ms_saved;
     uint64_t pch_fallbacks;
-    /* (end of the PCH tier's fields) */
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 2

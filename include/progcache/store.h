@@ -187,9 +187,23 @@ typedef struct progcache_store_counters {
                           store was unavailable, and writes dropped */
     uint64_t stores;   /* values written */
     uint64_t rejected; /* values read that failed the store's checks */
+
+    /* Version 2: parts of the above (or of nothing above), so that a tool
+     * can say why. A store that does not count one leaves it 0. */
+    uint64_t timeouts;     /* calls that ran out of time (part of errors) */
+    uint64_t backoffs;     /* times the store switched itself off after
+                              failures in a row */
+    uint64_t store_errors; /* values not written (failed, refused, too
+                              large) */
+    uint64_t dropped;      /* queued writes dropped (part of errors) */
+    uint64_t newer;        /* values written by a newer version of the
+                              store's format, not read (part of misses) */
+    uint64_t too_large;    /* values over the size bound, on put or get */
+    uint64_t bad_tag;      /* values whose authentication tag was missing or
+                              wrong (part of rejected) */
 } progcache_store_counters;
 
-#define PROGCACHE_STORE_COUNTERS_VERSION 1
+#define PROGCACHE_STORE_COUNTERS_VERSION 2
 #define PROGCACHE_STORE_COUNTERS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_STORE_COUNTERS_VERSION)
 
 /*
@@ -220,7 +234,8 @@ PROGCACHE_API int progcache_store_counters_get(progcache_store_counters *out,
  * for longer renews it.
  * ======================================================================== */
 
-/* A lease as its taker holds it. Plain data. */
+/* A lease as its taker holds it. Plain data. (The store records the
+ * taker's name with the token: "host/pid", for progcache_store_lease_holder.) */
 typedef struct progcache_store_lease {
     int held;       /* 1 while this caller owns the lease */
     char token[33]; /* the random owner token (hex) */
@@ -268,6 +283,33 @@ PROGCACHE_API int progcache_store_lease_release(progcache_store *store,
                                                 progcache_store_lease *lease);
 PROGCACHE_API int progcache_store_lease_wait(progcache_store *store, const void *key,
                                              size_t key_len, unsigned int timeout_ms);
+
+/* Who holds a lease, as far as the store can tell. */
+typedef struct progcache_store_lease_info {
+    unsigned int version; /* PROGCACHE_STORE_LEASE_INFO_VERSION */
+    /* The holder as it named itself: "host/pid" for progcache; "" when the
+     * store keeps no name (a lease written by an older progcache). */
+    char holder[256];
+    /* How long the lease runs unless its holder renews it, in ms; -1 when
+     * it has no expiry. */
+    int64_t ttl_ms;
+} progcache_store_lease_info;
+
+#define PROGCACHE_STORE_LEASE_INFO_VERSION 1
+#define PROGCACHE_STORE_LEASE_INFO_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_STORE_LEASE_INFO_VERSION)
+
+/*
+ * progcache_store_lease_holder() : who holds key's lease now (for progress
+ * messages and `progcache remote --lease`). Does not wait.
+ * @param out [out] version set by the caller.
+ * @return PROGCACHE_OK (out filled); PROGCACHE_ENOTFOUND: nobody holds it,
+ *         or the store offers no leases or cannot name holders (no
+ *         message); PROGCACHE_EINVAL; PROGCACHE_EREMOTE: the store could
+ *         not be asked.
+ */
+PROGCACHE_API int progcache_store_lease_holder(progcache_store_lease_info *out,
+                                               progcache_store *store, const void *key,
+                                               size_t key_len);
 
 /* ===========================================================================
  * The memory store: an in-process LRU with a byte cap

@@ -27,13 +27,14 @@
 #define RTOL 1e-3
 #define ATOL 1e-3
 
-/* One output line: the label padded to 20 columns, then the value. */
+/* One output line: the label padded to 20 columns (a longer one and a
+ * space), then the value. */
 static void line(const char *label, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void line(const char *label, const char *fmt, ...)
 {
     va_list ap;
-    printf("%-20s", label);
+    printf("%-19s ", label);
     va_start(ap, fmt);
     vprintf(fmt, ap);
     va_end(ap);
@@ -206,6 +207,21 @@ done:
         api->cuEventDestroy(stop);
     return status;
 }
+/* What the library tells the sample while it runs: the remote tier
+ * failing (once per cause, and when it recovers), a wait for another
+ * process or machine compiling the same kernel (every few seconds), a
+ * wait that ran out. One line each on stderr; repeats (DEBUG) left out. */
+static void sample_log(void *ctx, int level, const char *message)
+{
+    (void)ctx;
+    if (level < PROGCACHE_LOG_INFO)
+        return;
+    if (!strncmp(message, "progcache: ", 11))
+        message += 11;
+    fflush(stdout);
+    fprintf(stderr, PROG ": %s%s\n", level >= PROGCACHE_LOG_WARN ? "warning: " : "", message);
+}
+
 /* Open the cache; NULL when it cannot be used, with the reason in *reason
  * (malloc'd: the library's message, whole, which may name a long path).
  * The run goes on without a cache, and says so: on stderr now, and in
@@ -214,7 +230,9 @@ static progcache *open_cache(const sample_args *args, char **reason)
 {
     progcache *cache = NULL;
     *reason = NULL;
-    if (progcache_open(&cache, args->cache_dir, NULL)) {
+    progcache_options opts = PROGCACHE_OPTIONS_INIT;
+    opts.log = sample_log;
+    if (progcache_open(&cache, args->cache_dir, &opts)) {
         *reason = strdup(progcache_error_last());
         fprintf(stderr, PROG ": warning: running without a cache: %s\n",
                 progcache_error_last());
@@ -263,6 +281,10 @@ static void print_cache_lines(const progcache_program_result *res, const char *d
          !res->lookup_error                   ? ""
          : res->status == PROGCACHE_STATUS_HIT ? " (FAILED, then found on a second look)"
                                                : " (FAILED: compiled instead)");
+    /* Waiting for another process or machine compiling the same kernel
+     * (single-flight): its result is then this run's HIT. */
+    line("Wait for other compile:", "%.3f ms%s", res->wait_ms,
+         res->waited ? " (its result was used)" : res->wait_ms > 0 ? " (then compiled here)" : "");
     if (res->status == PROGCACHE_STATUS_HIT)
         line("Compile time:", "skipped");
     else
@@ -278,7 +300,7 @@ static void print_cache_lines(const progcache_program_result *res, const char *d
     else
         line("Module load:", "skipped (no CUDA device)");
     line("Host prep time:", "%.3f ms",
-         res->lookup_ms + res->compile_ms + res->store_ms + res->load_ms);
+         res->lookup_ms + res->wait_ms + res->compile_ms + res->store_ms + res->load_ms);
     warn_cache_failures(res);
 }
 

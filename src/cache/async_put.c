@@ -198,6 +198,14 @@ int progcache_flush(progcache *cache)
         a->message = NULL;
     }
     pthread_mutex_unlock(&cache->async_lock);
+    /* Then the tiers' own queues (the remote tier writes in the
+     * background): after a flush, other nodes can read what was put. Their
+     * failures are the tiers' to tell and count; they fail no call. */
+    progcache__error_saved saved;
+    progcache__error_save(&saved);
+    for (size_t i = 0; i < cache->num_tiers; i++)
+        (void)progcache_store_flush(cache->tiers[i]);
+    progcache__error_restore(&saved);
     if (rc)
         progcache__error(rc, "%s",
                          message ? message

@@ -30,6 +30,8 @@
 #include "error.h"
 #include "options.h"
 #include "cache/async_put.h"
+#include "cache/flight.h"
+#include "config.h"
 #include "cache/cache_stats.h"
 #include "progcache/remote.h"
 #include "store/store.h"
@@ -136,7 +138,15 @@ progcache_store *progcache__cache_lease_tier(const progcache *cache)
 static int new_handle(progcache **out, progcache_store *const *tiers, size_t num_tiers,
                       const char *path, const progcache_options *opts)
 {
-    int rc = PROGCACHE_ENOMEM;
+    /* A bound that was set and cannot be used fails the open, like every
+     * other setting (docs/CONFIG.md). */
+    unsigned int wait_ms = PROGCACHE__FLIGHT_WAIT_MS;
+    int rc = progcache__config_wait_timeout(&wait_ms);
+    if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND) {
+        progcache__error_prefix("%s", path ? "progcache_open" : "progcache_open_tiers");
+        return rc;
+    }
+    rc = PROGCACHE_ENOMEM;
     progcache *cache = progcache__calloc(1, sizeof *cache);
     if (!cache)
         goto done;
@@ -152,6 +162,7 @@ static int new_handle(progcache **out, progcache_store *const *tiers, size_t num
     pthread_mutex_init(&cache->async_lock, NULL);
     cache->num_tiers = num_tiers;
     cache->home = home_tier(tiers, num_tiers);
+    cache->wait_timeout_ms = wait_ms;
     if (opts) {
         cache->log = opts->log;
         cache->log_ctx = opts->log_ctx;
@@ -201,7 +212,22 @@ static int open_remote(progcache_store **out, const progcache_options *opts)
 {
     *out = NULL;
     if (opts->remote) {
-        int rc = progcache_store_redis_new(out, opts->remote);
+        /* The cache's log callback and size bound serve the tier too when
+         * its own options leave them unset: a program that gave the cache
+         * a log hears why the remote tier is not used (docs/REMOTE.md,
+         * "Messages"). The copy is as long as the caller's version. */
+        progcache_redis_options ro;
+        progcache_redis_options_init(&ro);
+        memcpy(&ro, opts->remote,
+               opts->remote->version >= 2 ? sizeof ro
+                                          : offsetof(progcache_redis_options, max_artifact_size));
+        if (!ro.log) {
+            ro.log = opts->log;
+            ro.log_ctx = opts->log_ctx;
+        }
+        if (!ro.max_artifact_size)
+            ro.max_artifact_size = opts->max_artifact_size;
+        int rc = progcache_store_redis_new(out, &ro);
         if (rc)
             progcache__error_prefix("progcache_open: the remote tier");
         return rc;
@@ -366,7 +392,7 @@ void progcache__cache_record(progcache *cache, progcache_stat stat, uint64_t n)
  * records kept with it), and a hit is copied into the tiers above with it. */
 PROGCACHE_HOT
 static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
-                  const void *key, size_t key_len)
+                  const void *key, size_t key_len, size_t num_tiers)
 {
     int rc = check_key(cache, key, key_len, "progcache_get");
     if (rc)
@@ -389,7 +415,7 @@ static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cac
      * logged, counted, and a miss. */
     int failed = PROGCACHE_OK;
     progcache__error_saved why;
-    for (size_t i = 0; i < cache->num_tiers; i++) {
+    for (size_t i = 0; i < num_tiers; i++) {
         progcache_store *t = cache->tiers[i];
         rc = progcache__store_get_meta(out, meta, t, key, key_len);
         if (rc == PROGCACHE_OK) {
@@ -410,7 +436,7 @@ static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cac
                 progcache__error_discard(&why);
             failed = rc;
             progcache__error_save(&why);
-            if (i + 1 < cache->num_tiers)
+            if (i + 1 < num_tiers)
                 progcache__cache_log(cache, PROGCACHE_LOG_WARN,
                                      "get from the %s tier failed, trying the tier below: %s",
                                      tier_name(t), progcache_error_last());
@@ -427,7 +453,7 @@ PROGCACHE_HOT
 int progcache__cache_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
                               const void *key, size_t key_len)
 {
-    int rc = lookup(out, meta, cache, key, key_len);
+    int rc = lookup(out, meta, cache, key, key_len, cache ? cache->num_tiers : 0);
     if (rc == PROGCACHE_OK)
         progcache__cache_record(cache, PROGCACHE_STAT_HITS, 1);
     else if (rc == PROGCACHE_ENOTFOUND)
@@ -445,7 +471,18 @@ int progcache_get(progcache_buf *out, progcache *cache, const void *key, size_t 
 int progcache__cache_get_quiet(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
                                const void *key, size_t key_len)
 {
-    return lookup(out, meta, cache, key, key_len);
+    return lookup(out, meta, cache, key, key_len, cache ? cache->num_tiers : 0);
+}
+
+int progcache__cache_get_local(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                               const void *key, size_t key_len)
+{
+    return lookup(out, meta, cache, key, key_len, cache ? cache->home + 1 : 0);
+}
+
+unsigned int progcache__cache_wait_timeout(const progcache *cache)
+{
+    return cache ? cache->wait_timeout_ms : PROGCACHE__FLIGHT_WAIT_MS;
 }
 
 int progcache__cache_holds(progcache *cache, const void *key, size_t key_len)

@@ -13,6 +13,10 @@
 #include "progcache/cache.h"
 #include "progcache/stats.h"
 
+/* The remote tiers' counters that are added into the home tier's
+ * statistics (cache_stats.c). */
+#define PROGCACHE__REMOTE_FOLDED 12
+
 /* The tiers, top (fastest) first: memory tier -> home -> remote tiers.
  * Which is which comes from each store's flags (progcache/sys/store.h),
  * never from its name or type. */
@@ -32,14 +36,17 @@ struct progcache {
 
     progcache_log_fn log; /* optional */
     void *log_ctx;
+    /* The bound on waiting for another compile when the program sets none:
+     * $PROGCACHE_WAIT_TIMEOUT, else PROGCACHE__FLIGHT_WAIT_MS. */
+    unsigned int wait_timeout_ms;
 
     pthread_mutex_t async_lock;     /* guards async and remote_seen */
     struct progcache__async *async; /* background puts (async_put.c), or NULL */
     /* Each tier's own counters (progcache_store_counters: hits, misses,
-     * errors, stores, rejected) as last added to the home tier's
-     * statistics; cache_stats.c folds in the difference for the remote
-     * tiers. num_tiers rows. */
-    uint64_t (*remote_seen)[5];
+     * errors, stores, rejected, and their parts) as last added to the home
+     * tier's statistics; cache_stats.c folds in the difference for the
+     * remote tiers. num_tiers rows. */
+    uint64_t (*remote_seen)[PROGCACHE__REMOTE_FOLDED];
     /* Set (atomically, once) when the single-flight lock file was found
      * unusable and the log was told: the one field written outside the
      * stores and the background-put state, and only ever from 0 to 1. */

@@ -4,14 +4,34 @@
  * tiers' own per-process counts are folded into them. */
 #include "cache/cache_stats.h"
 
+#include <stddef.h>
+#include <string.h>
+
 #include "cache/cache.h"
 #include "error.h"
 #include "store/store.h"
 
-/* The order of progcache_store_counters' fields after version. */
-static const progcache_stat remote_stats[5] = {
-    PROGCACHE_STAT_REMOTE_HITS, PROGCACHE_STAT_REMOTE_MISSES, PROGCACHE_STAT_REMOTE_ERRORS,
-    PROGCACHE_STAT_REMOTE_STORES, PROGCACHE_STAT_REMOTE_REJECTED};
+/* Each field of progcache_store_counters that is folded, and the statistic
+ * it adds to. */
+#define FOLD(field, stat) {offsetof(progcache_store_counters, field), stat}
+static const struct {
+    size_t offset;
+    progcache_stat stat;
+} folded[PROGCACHE__REMOTE_FOLDED] = {
+    FOLD(hits, PROGCACHE_STAT_REMOTE_HITS),
+    FOLD(misses, PROGCACHE_STAT_REMOTE_MISSES),
+    FOLD(errors, PROGCACHE_STAT_REMOTE_ERRORS),
+    FOLD(stores, PROGCACHE_STAT_REMOTE_STORES),
+    FOLD(rejected, PROGCACHE_STAT_REMOTE_REJECTED),
+    FOLD(timeouts, PROGCACHE_STAT_REMOTE_TIMEOUTS),
+    FOLD(backoffs, PROGCACHE_STAT_REMOTE_BACKOFFS),
+    FOLD(store_errors, PROGCACHE_STAT_REMOTE_STORE_ERRORS),
+    FOLD(dropped, PROGCACHE_STAT_REMOTE_DROPPED),
+    FOLD(newer, PROGCACHE_STAT_REMOTE_NEWER),
+    FOLD(too_large, PROGCACHE_STAT_REMOTE_TOO_LARGE),
+    FOLD(bad_tag, PROGCACHE_STAT_REMOTE_BAD_TAG),
+};
+#undef FOLD
 
 void progcache__cache_fold_remote(progcache *cache)
 {
@@ -24,17 +44,18 @@ void progcache__cache_fold_remote(progcache *cache)
         progcache_store_counters c = PROGCACHE_STORE_COUNTERS_INIT;
         if (progcache_store_counters_get(&c, cache->tiers[t]) != PROGCACHE_OK)
             continue;
-        const uint64_t now[5] = {c.hits, c.misses, c.errors, c.stores, c.rejected};
-        uint64_t delta[5];
+        uint64_t delta[PROGCACHE__REMOTE_FOLDED];
         pthread_mutex_lock(&cache->async_lock);
-        for (int i = 0; i < 5; i++) {
-            delta[i] = now[i] - cache->remote_seen[t][i];
-            cache->remote_seen[t][i] = now[i];
+        for (size_t i = 0; i < PROGCACHE__REMOTE_FOLDED; i++) {
+            uint64_t now;
+            memcpy(&now, (const char *)&c + folded[i].offset, sizeof now);
+            delta[i] = now - cache->remote_seen[t][i];
+            cache->remote_seen[t][i] = now;
         }
         pthread_mutex_unlock(&cache->async_lock);
-        for (int i = 0; i < 5; i++)
+        for (size_t i = 0; i < PROGCACHE__REMOTE_FOLDED; i++)
             if (delta[i])
-                progcache__cache_record(cache, remote_stats[i], delta[i]);
+                progcache__cache_record(cache, folded[i].stat, delta[i]);
     }
 }
 

@@ -34,6 +34,13 @@ int progcache__cache_put_meta(progcache *cache, const void *key, size_t key_len,
 int progcache__cache_get_quiet(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
                                const void *key, size_t key_len);
 
+/* progcache__cache_get_quiet in the tiers down to the home tier only: for
+ * polling while another process of this host computes the key (it brings
+ * the value into the home tier, whichever tier it came from), without a
+ * round trip to a remote tier per poll. */
+int progcache__cache_get_local(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                               const void *key, size_t key_len);
+
 /* After a progcache_put that failed: whether key's entry is in the home
  * tier all the same (a put can fail after its entry is in place, when
  * making it durable failed; or another process stored the key meanwhile).
@@ -47,5 +54,8 @@ int progcache__cache_holds(progcache *cache, const void *key, size_t key_len);
  * NULL (tried again at the next call). One kind of state per handle. */
 void *progcache__cache_ext(progcache *cache, void *(*make)(void *arg), void *arg,
                            void (*destroy)(void *state));
+/* The bound on waiting for another compile when the program sets none
+ * ($PROGCACHE_WAIT_TIMEOUT read at open, else the default). */
+unsigned int progcache__cache_wait_timeout(const progcache *cache);
 
 #endif

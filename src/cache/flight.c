@@ -2,6 +2,7 @@
 #include "cache/flight.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,6 +53,18 @@ static int open_lock_file(progcache *cache)
     return fd;
 }
 
+void progcache__flight_log(const progcache__flight *f, const progcache *cache, int level,
+                           const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (f->log)
+        progcache__logv(f->log, f->log_ctx, level, fmt, ap);
+    else
+        progcache__logv(cache->log, cache->log_ctx, level, fmt, ap);
+    va_end(ap);
+}
+
 int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
                             progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
                             const void *key, size_t key_len, unsigned int timeout_ms)
@@ -72,6 +85,11 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
     if (fd < 0)
         return PROGCACHE_OK;
     double start = progcache__clock_ms();
+    /* The holder on this host may itself wait the bound for another node
+     * before it compiles: its waiters here give it that much more, or
+     * every process of the host would compile at once when it gives up. */
+    double bound = (double)timeout_ms * (progcache__cache_lease_tier(cache) ? 2 : 1);
+    double next_report = start + PROGCACHE__WAIT_REPORT_MS;
     unsigned int pause = 1;
     int contended = 0;
     for (;;) {
@@ -89,9 +107,11 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
             int rc = progcache__cache_get_quiet(out, meta, cache, key, key_len);
             if (rc == PROGCACHE_ENOTFOUND) {
                 /* This host's turn: now the other nodes sharing a remote
-                 * tier. Waiting for them counts as waiting too. */
+                 * tier, for what is left of the bound. Waiting for them
+                 * counts as waiting too. */
                 double before = progcache__clock_ms();
-                rc = progcache__flight_remote(f, owner, out, meta, cache, key, key_len, timeout_ms);
+                rc = progcache__flight_remote(f, owner, out, meta, cache, key, key_len,
+                                              timeout_ms, start);
                 if (*owner == 0 || progcache__clock_ms() - before > 1.0)
                     contended = 1;
             } else if (rc == PROGCACHE_OK) {
@@ -105,15 +125,32 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
         }
         /* Someone is computing this key: poll for its result, backing off
          * from 1 ms to 25 ms (a compile takes tens of ms at the least). */
-        if (progcache__clock_ms() - start > (double)timeout_ms) {
+        double now = progcache__clock_ms();
+        char hex[17];
+        if (now - start > bound) {
             close(fd);
-            *waited_ms = progcache__clock_ms() - start;
+            *waited_ms = now - start;
+            progcache__cache_record(cache, PROGCACHE_STAT_WAIT_TIMEOUTS, 1);
+            progcache__hex(hex, key, key_len < 8 ? key_len : 8);
+            progcache__flight_log(f, cache, PROGCACHE_LOG_WARN,
+                                  "progcache: gave up waiting for another process on this host "
+                                  "compiling key %s... after %.1f s (the bound, wait_timeout_ms "
+                                  "or PROGCACHE_WAIT_TIMEOUT); compiling here",
+                                  hex, (now - start) / 1000.0);
             return PROGCACHE_OK;
+        }
+        if (now >= next_report) {
+            progcache__hex(hex, key, key_len < 8 ? key_len : 8);
+            progcache__flight_log(f, cache, PROGCACHE_LOG_INFO,
+                                  "progcache: waiting for another process on this host "
+                                  "compiling key %s... %.0f s",
+                                  hex, (now - start) / 1000.0);
+            next_report += PROGCACHE__WAIT_REPORT_MS;
         }
         contended = 1;
         progcache__sleep_ms(pause);
         pause = pause * 2 > 25 ? 25 : pause * 2;
-        int rc = progcache__cache_get_quiet(out, meta, cache, key, key_len);
+        int rc = progcache__cache_get_local(out, meta, cache, key, key_len);
         if (rc != PROGCACHE_ENOTFOUND) {
             close(fd);
             *waited_ms = progcache__clock_ms() - start;

@@ -13,19 +13,36 @@
 
 #include <stdint.h>
 
+#include "error.h" /* PROGCACHE_PRINTF */
 #include "progcache/cache.h"
 
 typedef struct progcache__flight {
     int fd;        /* the lock file, or -1 when no lock is held */
     uint64_t slot; /* the byte locked */
     struct progcache__remote_lease *remote; /* a held Redis lease, or NULL */
+    /* Told about a wait (progress every few seconds at INFO, a bound that
+     * ran out at WARN); set by the caller before begin. NULL: the cache's
+     * log callback. */
+    progcache_log_fn log;
+    void *log_ctx;
 } progcache__flight;
 
-#define PROGCACHE__FLIGHT_INIT {-1, 0, NULL}
+#define PROGCACHE__FLIGHT_INIT {-1, 0, NULL, NULL, NULL}
 
-/* Default bound on waiting for another compiler (5 minutes: a large
- * kernel can take that long; its owner dying releases waiters at once). */
-#define PROGCACHE__FLIGHT_WAIT_MS 300000u
+/* Default bound on waiting for another compile, local or remote (docs/
+ * REMOTE.md, "Waiting for another node"): a holder that dies frees its
+ * waiters at once (on this host: the kernel drops its lock) or within a
+ * lease (on another node: PROGCACHE__LEASE_MS), so the bound only matters
+ * for a holder that is alive and stuck, or compiles for longer than this. */
+#define PROGCACHE__FLIGHT_WAIT_MS 60000u
+
+/* A remote lease lasts this long unless renewed; its holder renews it
+ * every third of it while it compiles. So a holder that dies is replaced
+ * within this time. */
+#define PROGCACHE__LEASE_MS 6000u
+
+/* A waiter tells the log how long it has been waiting this often. */
+#define PROGCACHE__WAIT_REPORT_MS 2000u
 
 /*
  * Before computing a missed key: either take the key's lock, or wait until
@@ -36,7 +53,10 @@ typedef struct progcache__flight {
  *    caller computes on its own, as it would without single-flight).
  *  - *owner = 0: the value appeared while waiting and is in out: a hit.
  * *waited_ms is the time spent waiting for another holder (0 when the
- * lock was free at once).
+ * lock was free at once). timeout_ms bounds each wait: for another node's
+ * compile; for another process of this host, twice that when the cache
+ * has a remote tier with leases (that process may itself wait the bound
+ * for another node before it compiles).
  * Returns PROGCACHE_OK, or an error from reading the cache.
  */
 int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
@@ -51,10 +71,16 @@ void progcache__flight_end(progcache__flight *f);
  * once it holds the host's lock and the key is still missing: take the
  * key's lease in the cache's Redis tier, or wait for the node holding it
  * (then *owner = 0 and out holds the value). No Redis tier, or Redis
- * unavailable: returns at once, *owner untouched. */
+ * unavailable: returns at once, *owner untouched. The wait ends
+ * timeout_ms after started_ms (progcache__clock_ms), when the caller began
+ * to wait for the key. */
 int progcache__flight_remote(progcache__flight *f, int *owner, progcache_buf *out,
                              progcache_entry_meta *meta, progcache *cache, const void *key,
-                             size_t key_len, unsigned int timeout_ms);
+                             size_t key_len, unsigned int timeout_ms, double started_ms);
+
+/* Pass a formatted message to f's log callback, else the cache's. */
+void progcache__flight_log(const progcache__flight *f, const progcache *cache, int level,
+                           const char *fmt, ...) PROGCACHE_PRINTF(4, 5);
 void progcache__flight_remote_end(progcache__flight *f);
 
 #endif

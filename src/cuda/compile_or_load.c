@@ -212,8 +212,10 @@ static int join_flight(progcache__flight *flight, progcache_program_result *out,
         return 0;
     int owner = 1;
     double waited = 0;
-    unsigned int timeout =
-        program->wait_timeout_ms ? program->wait_timeout_ms : PROGCACHE__FLIGHT_WAIT_MS;
+    unsigned int timeout = program->wait_timeout_ms ? program->wait_timeout_ms
+                                                    : progcache__cache_wait_timeout(cache);
+    flight->log = program->log;
+    flight->log_ctx = program->log_ctx;
     int rc = progcache__flight_begin(flight, &owner, &waited, &out->artifact, meta, cache,
                                      out->key, sizeof out->key, timeout);
     out->wait_ms += waited;

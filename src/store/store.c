@@ -170,6 +170,13 @@ int progcache_store_flush(progcache_store *store)
     return store->version >= 2 && store->flush ? store->flush(store) : PROGCACHE_OK;
 }
 
+/* progcache_store_counters' size in each version. */
+static const size_t counters_size[] = {0, offsetof(progcache_store_counters, timeouts),
+                                       sizeof(progcache_store_counters)};
+_Static_assert(sizeof counters_size / sizeof counters_size[0] ==
+                   PROGCACHE_STORE_COUNTERS_VERSION + 1,
+               "a size for every version of progcache_store_counters");
+
 int progcache_store_counters_get(progcache_store_counters *out, const progcache_store *store)
 {
     if (!store || !out)
@@ -182,7 +189,15 @@ int progcache_store_counters_get(progcache_store_counters *out, const progcache_
     const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
     if (!ops || !ops->counters)
         return PROGCACHE_ENOTFOUND;
-    return ops->counters(out, store);
+    /* The store fills a whole struct of this library's version (zeros for
+     * what it does not count); the caller gets its version's part. */
+    progcache_store_counters all;
+    progcache__struct_init(&all, sizeof all, PROGCACHE_STORE_COUNTERS_VERSION);
+    int rc = ops->counters(&all, store);
+    unsigned int version = out->version;
+    memcpy(out, &all, counters_size[version]);
+    out->version = version;
+    return rc;
 }
 
 void progcache_store_free(progcache_store *store)
@@ -193,16 +208,16 @@ void progcache_store_free(progcache_store *store)
 
 /* ---- statistics ----------------------------------------------------------- */
 
+/* progcache_stats' size in each version. */
+static const size_t stats_size[] = {0, offsetof(progcache_stats, names_learned),
+                                    sizeof(progcache_stats)};
+_Static_assert(sizeof stats_size / sizeof stats_size[0] == PROGCACHE_STATS_VERSION + 1,
+               "a size for every version of progcache_stats");
+
 void progcache_stats_init(progcache_stats *stats)
 {
     progcache__struct_init(stats, sizeof *stats, PROGCACHE_STATS_VERSION);
 }
-
-/* The struct's size in each version. */
-static const size_t stats_size[] = {0, offsetof(progcache_stats, names_learned),
-                                    sizeof(progcache_stats)};
-_Static_assert(sizeof stats_size / sizeof stats_size[0] == PROGCACHE_STATS_VERSION + 1,
-               "a size for each version of progcache_stats");
 
 int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
 {
@@ -291,4 +306,32 @@ int progcache_store_lease_wait(progcache_store *store, const void *key, size_t k
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_lease_wait: key is NULL");
     int rc = lease_ops(&ops, store, key, key_len, "progcache_store_lease_wait");
     return rc ? rc : ops->wait(store, key, key_len, timeout_ms);
+}
+
+int progcache_store_lease_holder(progcache_store_lease_info *out, progcache_store *store,
+                                 const void *key, size_t key_len)
+{
+    static const char fn[] = "progcache_store_lease_holder";
+    const progcache_store_lease_ops *ops = NULL;
+    if (!out || !key)
+        return progcache__error(PROGCACHE_EINVAL, "%s: out or key is NULL", fn);
+    if (out->version == 0 || out->version > PROGCACHE_STORE_LEASE_INFO_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: out->version is %u; start from "
+                                "PROGCACHE_STORE_LEASE_INFO_INIT",
+                                fn, out->version);
+    int rc = lease_ops(&ops, store, key, key_len, fn);
+    if (rc)
+        return rc;
+    if (ops->version < 2 || !ops->holder)
+        return PROGCACHE_ENOTFOUND;
+    progcache_store_lease_info all;
+    progcache__struct_init(&all, sizeof all, PROGCACHE_STORE_LEASE_INFO_VERSION);
+    all.ttl_ms = -1;
+    rc = ops->holder(&all, store, key, key_len);
+    if (rc == PROGCACHE_OK) {
+        all.holder[sizeof all.holder - 1] = '\0';
+        memcpy(out, &all, sizeof all); /* one version so far */
+    }
+    return rc;
 }

@@ -81,21 +81,21 @@ static const char *file_kind(mode_t mode)
     return "not a regular file";
 }
 
-static int check_secret_file(int fd, const char *path)
+static int check_secret_file(int fd, const char *path, const char *label)
 {
     struct stat st;
     if (fstat(fd, &st) != 0)
-        return progcache__error_errno(PROGCACHE_EIO, errno, VAR " %s cannot be read", path);
+        return progcache__error_errno(PROGCACHE_EIO, errno, "%s %s cannot be read", label, path);
     if (!S_ISREG(st.st_mode))
         return progcache__error(PROGCACHE_EINVAL,
-                                VAR " %s is %s, not a regular file: give a file holding the "
+                                "%s %s is %s, not a regular file: give a file holding the "
                                 "shared secret " HOW_TO_MAKE,
-                                path, file_kind(st.st_mode));
+                                label, path, file_kind(st.st_mode));
     if (st.st_mode & (S_IROTH | S_IWOTH))
         return progcache__error(PROGCACHE_EINVAL,
-                                VAR " %s can be %s by every user (mode %04o): anyone on this "
+                                "%s %s can be %s by every user (mode %04o): anyone on this "
                                 "machine could %s; make it private (chmod o-rwx FILE)",
-                                path,
+                                label, path,
                                 (st.st_mode & S_IROTH) ? "read" : "written",
                                 (unsigned)(st.st_mode & 07777),
                                 (st.st_mode & S_IROTH) ? "forge cache entries with it"
@@ -103,13 +103,13 @@ static int check_secret_file(int fd, const char *path)
     return PROGCACHE_OK;
 }
 
-static int read_secret(progcache_buf *out, const char *path)
+static int read_secret(progcache_buf *out, const char *path, const char *label)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return progcache__error_errno(progcache__code_from_errno(errno), errno,
-                                      VAR " %s cannot be opened", path);
-    int rc = check_secret_file(fd, path);
+                                      "%s %s cannot be opened", label, path);
+    int rc = check_secret_file(fd, path, label);
     if (rc)
         goto done;
     /* One byte over the bound tells a file that is too long. */
@@ -118,14 +118,14 @@ static int read_secret(progcache_buf *out, const char *path)
     ssize_t n = progcache__fs_read_full(fd, out->data, MAX_SECRET + 1);
     if (n < 0) {
         rc = progcache__error_errno(progcache__code_from_errno(errno), errno,
-                                    VAR " %s cannot be read", path);
+                                    "%s %s cannot be read", label, path);
         goto done;
     }
     if (n > MAX_SECRET) {
         rc = progcache__error(PROGCACHE_EINVAL,
-                              VAR " %s is longer than %d bytes: a shared secret is %d to %d "
+                              "%s %s is longer than %d bytes: a shared secret is %d to %d "
                               "bytes " HOW_TO_MAKE,
-                              path, MAX_SECRET, MIN_SECRET, MAX_SECRET);
+                              label, path, MAX_SECRET, MIN_SECRET, MAX_SECRET);
         goto done;
     }
     if (n > 0 && out->data[n - 1] == '\n')
@@ -135,9 +135,9 @@ static int read_secret(progcache_buf *out, const char *path)
         if (n > 0)
             snprintf(size, sizeof size, "holds only %zd byte%s", n, n == 1 ? "" : "s");
         rc = progcache__error(PROGCACHE_EINVAL,
-                              VAR " %s %s: a shared secret must be at least %d bytes "
+                              "%s %s %s: a shared secret must be at least %d bytes "
                               HOW_TO_MAKE,
-                              path, size, MIN_SECRET);
+                              label, path, size, MIN_SECRET);
         goto done;
     }
     progcache__buf_set_size(out, (size_t)n);
@@ -166,7 +166,48 @@ int progcache_default_remote(progcache_buf *url, progcache_buf *secret)
         return rc;
     secret->size = 0;
     const char *file = getenv(VAR);
-    return file && *file ? read_secret(secret, file) : PROGCACHE_OK;
+    return file && *file ? read_secret(secret, file, VAR) : PROGCACHE_OK;
+}
+
+int progcache_remote_secret_read(progcache_buf *secret, const char *path)
+{
+    if (!secret || !path || !*path)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_remote_secret_read: %s",
+                                !secret ? "secret is NULL" : "the path is empty");
+    secret->size = 0;
+    return read_secret(secret, path, "secret file");
+}
+
+/* PROGCACHE_WAIT_TIMEOUT: "90" or "90s" (seconds), "1500ms", "2m". */
+#define WAIT_VAR "PROGCACHE_WAIT_TIMEOUT"
+#define WAIT_MAX_MS (24u * 3600u * 1000u)
+
+int progcache__config_wait_timeout(unsigned int *out_ms)
+{
+    const char *v = getenv(WAIT_VAR);
+    if (!v || !*v)
+        return PROGCACHE_ENOTFOUND;
+    unsigned long long n = 0;
+    const char *p = v;
+    for (; *p >= '0' && *p <= '9' && n <= WAIT_MAX_MS; p++)
+        n = n * 10 + (unsigned long long)(*p - '0');
+    unsigned long long unit = 0;
+    if (p != v) {
+        if (!strcmp(p, "") || !strcmp(p, "s"))
+            unit = 1000;
+        else if (!strcmp(p, "ms"))
+            unit = 1;
+        else if (!strcmp(p, "m"))
+            unit = 60000;
+    }
+    if (!unit || n == 0 || n > WAIT_MAX_MS || n * unit > WAIT_MAX_MS)
+        return progcache__error(PROGCACHE_EINVAL,
+                                WAIT_VAR " is \"%.64s\": give how long a compile waits for "
+                                "another one before compiling itself, from 1ms to 24 hours: "
+                                "seconds (\"60\", \"60s\"), \"1500ms\" or \"2m\"",
+                                v);
+    *out_ms = (unsigned int)(n * unit);
+    return PROGCACHE_OK;
 }
 
 /* ---- the PCH tier ---------------------------------------------------------- */

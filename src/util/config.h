@@ -1,5 +1,6 @@
-/* Internal: settings read from the environment (config.c, the only file
- * that reads it; docs/CONFIG.md lists every variable). */
+/* Internal: settings read from the environment besides the public ones
+ * (progcache_default_dir, progcache_default_remote); config.c is the only
+ * file that reads it, docs/CONFIG.md lists every variable. */
 #ifndef PROGCACHE_UTIL_CONFIG_H
 #define PROGCACHE_UTIL_CONFIG_H
 
@@ -42,5 +43,11 @@ void progcache__pch_settings_free(progcache__pch_settings *settings);
  * A NULL-terminated array in one allocation (progcache__free), or NULL
  * when out of memory (message set). */
 char **progcache__pch_helper_env(const char *tmpdir);
+
+/* $PROGCACHE_WAIT_TIMEOUT in milliseconds: the bound on waiting for
+ * another compile (docs/CONFIG.md). PROGCACHE_OK; PROGCACHE_ENOTFOUND when
+ * unset or empty (no message); PROGCACHE_EINVAL when it is not a duration
+ * from 1 ms to 24 hours (the message names the variable and its value). */
+int progcache__config_wait_timeout(unsigned int *out_ms);
 
 #endif

@@ -370,7 +370,8 @@ static void test_version_1(void)
     CHECK_OK(progcache_put(cache, key, sizeof key, "abc", 3));
     progcache__cache_record(cache, PROGCACHE_STAT_PCH_HITS, 5);
     progcache__cache_record(cache, PROGCACHE_STAT_NAMES_LEARNED, 3);
-    /* Version 2 starts with names_learned; the PCH tier's fields follow. */
+    /* Version 2 starts with names_learned; the remote tier's fields and
+     * the PCH tier's follow. */
     size_t v1 = offsetof(progcache_stats, names_learned);
     union {
         progcache_stats s;
@@ -390,10 +391,55 @@ static void test_version_1(void)
     free(dir);
 }
 
+/* Version 2 of progcache_stats: names_learned first (position 30), then
+ * the remote counters (positions 14-23), then the PCH tier's (24-29), each
+ * read from its own position. A version-1 struct gets its own size back: nothing
+ * past `available` is written. */
+static void test_versions(void)
+{
+    char *dir = test_mkdtemp("stats-versions");
+    progcache *cache;
+    progcache_options opts = PROGCACHE_OPTIONS_INIT;
+    opts.flags = PROGCACHE_NO_REMOTE;
+    CHECK_OK(progcache_open(&cache, dir, &opts));
+    for (int pos = 14; pos <= 29; pos++)
+        progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
+    progcache__cache_record(cache, PROGCACHE_STAT_NAMES_LEARNED, 300);
+    progcache__cache_record(cache, PROGCACHE_STAT_HITS, 7);
+
+    progcache_stats s = stats_of(cache);
+    CHECK(s.version == 2 && s.hits == 7 && s.names_learned == 300);
+    const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
+                            s.remote_dropped,   s.remote_newer,    s.remote_too_large,
+                            s.remote_bad_tag,   s.remote_waits,    s.wait_timeouts,
+                            s.remote_takeovers};
+    for (int i = 0; i < 10; i++)
+        CHECK(got[i] == (uint64_t)(14 + i) * 10);
+    const uint64_t pch[] = {s.pch_hits,     s.pch_misses,   s.pch_created,
+                            s.pch_rejected, s.pch_ms_saved, s.pch_fallbacks};
+    for (int i = 0; i < 6; i++)
+        CHECK(pch[i] == (uint64_t)(24 + i) * 10);
+    CHECK(offsetof(progcache_stats, remote_takeovers) < offsetof(progcache_stats, pch_hits));
+    CHECK(offsetof(progcache_stats, names_learned) < offsetof(progcache_stats, remote_timeouts));
+
+    _Alignas(progcache_stats) unsigned char raw[sizeof(progcache_stats) + 16];
+    memset(raw, 0xab, sizeof raw);
+    progcache_stats *v1 = (progcache_stats *)(void *)raw;
+    v1->version = 1;
+    CHECK_OK(progcache_stats_get(v1, cache));
+    CHECK(v1->version == 1 && v1->hits == 7 && v1->available == 1);
+    for (size_t i = offsetof(progcache_stats, names_learned); i < sizeof raw; i++)
+        CHECK(raw[i] == 0xab);
+    progcache_close(cache);
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     test_version_1();
     test_counting();
+    test_versions();
     test_evictions_and_cap();
     test_bad_layout_replaced();
     test_readonly();

@@ -29,7 +29,7 @@ static unsigned char *seal_full(size_t *len, const void *key, size_t key_len, pr
 {
     unsigned char header[PROGCACHE__ENVELOPE_MAX_HEADER];
     size_t hlen = 0;
-    progcache__envelope env = {0, kind, records, records_len, payload, size};
+    progcache__envelope env = {0, kind, records, records_len, payload, size, 0};
     progcache__envelope_id id = id_of(key, key_len);
     CHECK_OK(progcache__envelope_seal(header, &hlen, &env, &id, k));
     CHECK(hlen == progcache__envelope_header_size(k != NULL));
@@ -312,7 +312,7 @@ static void test_records_bound(void)
 
     unsigned char header[PROGCACHE__ENVELOPE_MAX_HEADER];
     progcache__envelope env = {0, PROGCACHE_KIND_CUBIN, records, PROGCACHE_RECORDS_MAX + 1,
-                               (const unsigned char *)"x", 1};
+                               (const unsigned char *)"x", 1, 0};
     CHECK_RC(PROGCACHE_EINVAL, progcache__envelope_seal(header, &len, &env, &id, NULL));
     free(records);
 }

@@ -74,7 +74,8 @@ static void test_limits_and_counters(void)
         PROGCACHE__RC_HITS,    PROGCACHE__RC_MISSES,       PROGCACHE__RC_ERRORS,
         PROGCACHE__RC_TIMEOUTS, PROGCACHE__RC_STORES,      PROGCACHE__RC_STORE_ERRORS,
         PROGCACHE__RC_REJECTED, PROGCACHE__RC_SKIPPED,     PROGCACHE__RC_DROPPED,
-        PROGCACHE__RC_BACKOFFS, PROGCACHE__RC_NEWER};
+        PROGCACHE__RC_BACKOFFS, PROGCACHE__RC_NEWER,       PROGCACHE__RC_TOO_LARGE,
+        PROGCACHE__RC_BAD_TAG};
     CHECK(sizeof all / sizeof all[0] == PROGCACHE__RC_COUNT);
     progcache__redis_health_init(&h, 3, 1000);
     for (int i = 0; i < PROGCACHE__RC_COUNT; i++)
@@ -84,16 +85,51 @@ static void test_limits_and_counters(void)
     CHECK(c.hits == 1 && c.misses == 2 && c.errors == 3 && c.timeouts == 4);
     CHECK(c.stores == 5 && c.store_errors == 6 && c.rejected == 7);
     CHECK(c.skipped_backoff == 8 && c.dropped == 9 && c.backoffs == 10 && c.newer == 11);
+    CHECK(c.too_large == 12 && c.bad_tag == 13);
     /* A caller of version 1 has no newer field: it is not written. */
     progcache_redis_counters v1 = {.version = 1, .newer = 12345};
     progcache__redis_counters_fill(&v1, &h);
     CHECK(v1.backoffs == 10 && v1.newer == 12345);
+    progcache_redis_counters v2 = {.version = 2, .too_large = 777};
+    progcache__redis_counters_fill(&v2, &h);
+    CHECK(v2.newer == 11 && v2.too_large == 777);
     uint64_t t0 = progcache__redis_now_ms(), t1 = progcache__redis_now_ms();
     CHECK(t0 > 0 && t1 >= t0);
 }
 
+/* Each cause is told once; an outage's causes again after the tier came
+ * back from a back-off, and only then. */
+static void test_told_once(void)
+{
+    progcache__redis_health h;
+    progcache__redis_health_init(&h, 2, 1000);
+    CHECK(progcache__redis_first(&h, PROGCACHE__CAUSE_CONNECT));
+    CHECK(!progcache__redis_first(&h, PROGCACHE__CAUSE_CONNECT));
+    CHECK(progcache__redis_first(&h, PROGCACHE__CAUSE_BAD_TAG));
+    CHECK(!progcache__redis_first(&h, PROGCACHE__CAUSE_BAD_TAG));
+    /* A success without a back-off before it is no recovery. */
+    CHECK(progcache__redis_ok(&h) == 0);
+    CHECK(!progcache__redis_first(&h, PROGCACHE__CAUSE_CONNECT));
+    CHECK(progcache__redis_failed(&h, 0, 0, 10) == 0);
+    CHECK(progcache__redis_failed(&h, 0, 0, 11) == 2); /* off */
+    CHECK(progcache__redis_first(&h, PROGCACHE__CAUSE_BACKOFF));
+    CHECK(!progcache__redis_first(&h, PROGCACHE__CAUSE_BACKOFF));
+    /* The first success after it: recovered, once; outage causes re-armed,
+     * the others not. */
+    CHECK(progcache__redis_ok(&h) == 1);
+    CHECK(progcache__redis_ok(&h) == 0);
+    CHECK(progcache__redis_first(&h, PROGCACHE__CAUSE_CONNECT));
+    CHECK(progcache__redis_first(&h, PROGCACHE__CAUSE_BACKOFF));
+    CHECK(!progcache__redis_first(&h, PROGCACHE__CAUSE_BAD_TAG));
+    for (int c = 0; c < PROGCACHE__CAUSE_COUNT; c++)
+        (void)progcache__redis_first(&h, (progcache__redis_cause)c);
+    for (int c = 0; c < PROGCACHE__CAUSE_COUNT; c++)
+        CHECK(!progcache__redis_first(&h, (progcache__redis_cause)c));
+}
+
 int main(void)
 {
+    test_told_once();
     test_backoff_cycle();
     test_error_replies();
     test_limits_and_counters();

@@ -5,7 +5,9 @@
  *  - a store that fails in a cache directory of about 4000 bytes: the
  *    "Cache store" line says "FAILED: not stored", the lookup line does not
  *    fail, the warning names the whole path, and the directory line shows
- *    it whole.
+ *    it whole;
+ *  - a remote tier that is down: one warning line naming the server
+ *    without its password, and the run goes on with the directory.
  *
  * usage: test_sample_messages SAMPLE_EXE */
 #include <fcntl.h>
@@ -66,6 +68,32 @@ static void test_unusable_secret(void)
     expect(&out, "Cache status", sample_value(&out, "Cache status:"), why);
     expect(&out, "stderr", out.err, "warning: running without a cache: ");
     expect(&out, "stderr", out.err, why);
+    sample_output_free(&out);
+}
+
+/* A remote tier that is down: the run goes on with the cache directory (a
+ * MISS, stored), and stderr has one line naming the server without its
+ * password and the cause. */
+static void test_remote_down(void)
+{
+    char dir[4096], remote_env[128], want[200];
+    snprintf(dir, sizeof dir, "%s/cache-remote-down", scratch);
+    snprintf(remote_env, sizeof remote_env, "PROGCACHE_REMOTE=redis://:hunter2@127.0.0.1:1");
+    const char *env[] = {remote_env, "PROGCACHE_REMOTE_SECRET_FILE=", NULL};
+    const char *args[] = {"--arch", "sm_90", "--cache-dir", dir, NULL};
+    sample_output out;
+    run(&out, args, env);
+    sample_expect e = {"MISS", dir, 512, 512, 512, 16, "relu", 5, 20, have_gpu};
+    char key[25];
+    sample_check_format(&out, &e, key);
+    snprintf(want, sizeof want,
+             "persistentProgramCache: warning: Redis redis://:***@127.0.0.1:1/0: cannot "
+             "connect: ");
+    expect(&out, "stderr", out.err, want);
+    CHECK(strstr(strstr(out.err, want) + 1, want) == NULL); /* once */
+    CHECK(strstr(out.err, "hunter2") == NULL);
+    for (size_t i = 0; i < out.num_lines; i++)
+        CHECK(strstr(out.lines[i], "hunter2") == NULL);
     sample_output_free(&out);
 }
 
@@ -135,6 +163,7 @@ int main(int argc, char **argv)
     unsetenv("PROGCACHE_REMOTE_SECRET_FILE");
 
     test_unusable_secret();
+    test_remote_down();
     test_store_fails_long_path();
     test_rmtree(scratch);
     free(scratch);

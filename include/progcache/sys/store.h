@@ -125,9 +125,15 @@ struct progcache_store_lease_ops {
     int (*release)(progcache_store *store, progcache_store_lease *lease);
     int (*wait)(progcache_store *store, const void *key, size_t key_len,
                 unsigned int timeout_ms);
+
+    /* Version 2; may be NULL. Who holds key's lease now
+     * (progcache_store_lease_holder; out is a whole struct of this
+     * header's version). */
+    int (*holder)(progcache_store_lease_info *out, progcache_store *store, const void *key,
+                  size_t key_len);
 };
 
-#define PROGCACHE_STORE_LEASE_OPS_VERSION 1
+#define PROGCACHE_STORE_LEASE_OPS_VERSION 2
 
 #ifdef __cplusplus
 }

@@ -260,6 +260,16 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->remote_stores = sum(stats, PROGCACHE__REMOTE_STORES);
     out->remote_rejected = sum(stats, PROGCACHE__REMOTE_REJECTED);
     out->names_learned = sum(stats, PROGCACHE__NAMES_LEARNED);
+    out->remote_timeouts = sum(stats, PROGCACHE__REMOTE_TIMEOUTS);
+    out->remote_backoffs = sum(stats, PROGCACHE__REMOTE_BACKOFFS);
+    out->remote_store_errors = sum(stats, PROGCACHE__REMOTE_STORE_ERRORS);
+    out->remote_dropped = sum(stats, PROGCACHE__REMOTE_DROPPED);
+    out->remote_newer = sum(stats, PROGCACHE__REMOTE_NEWER);
+    out->remote_too_large = sum(stats, PROGCACHE__REMOTE_TOO_LARGE);
+    out->remote_bad_tag = sum(stats, PROGCACHE__REMOTE_BAD_TAG);
+    out->remote_waits = sum(stats, PROGCACHE__REMOTE_WAITS);
+    out->wait_timeouts = sum(stats, PROGCACHE__WAIT_TIMEOUTS);
+    out->remote_takeovers = sum(stats, PROGCACHE__REMOTE_TAKEOVERS);
     out->pch_hits = sum(stats, PROGCACHE__PCH_HITS);
     out->pch_misses = sum(stats, PROGCACHE__PCH_MISSES);
     out->pch_created = sum(stats, PROGCACHE__PCH_CREATED);

@@ -30,7 +30,17 @@ typedef enum progcache__counter {
     PROGCACHE__REMOTE_STORES = 11,
     PROGCACHE__REMOTE_REJECTED = 12,
     PROGCACHE__LOOKUP_ERRORS = 13,
-    /* 14-23: reserved for the remote tier's counters (issue 15). */
+    PROGCACHE__REMOTE_TIMEOUTS = 14,
+    PROGCACHE__REMOTE_BACKOFFS = 15,
+    PROGCACHE__REMOTE_STORE_ERRORS = 16,
+    PROGCACHE__REMOTE_DROPPED = 17,
+    PROGCACHE__REMOTE_NEWER = 18,
+    PROGCACHE__REMOTE_TOO_LARGE = 19,
+    PROGCACHE__REMOTE_BAD_TAG = 20,
+    PROGCACHE__REMOTE_WAITS = 21,
+    PROGCACHE__WAIT_TIMEOUTS = 22,
+    PROGCACHE__REMOTE_TAKEOVERS = 23,
+    /* The PCH tier (src/cuda/pch_*.c). */
     /* The PCH tier (src/cuda/pch_*.c). */
     PROGCACHE__PCH_HITS = 24,
     PROGCACHE__PCH_MISSES = 25,

@@ -212,8 +212,9 @@ static int open_v1(progcache__envelope *out, const unsigned char *v, size_t valu
     uint64_t size = progcache__le64(v + 8);
     if (value_len < header || size != (uint64_t)(value_len - header))
         return length_mismatch(size, value_len >= header ? value_len - header : 0);
-    *out = (progcache__envelope){1, PROGCACHE_KIND_UNKNOWN, NULL, 0, v + header, (size_t)size};
+    *out = (progcache__envelope){1, PROGCACHE_KIND_UNKNOWN, NULL, 0, v + header, (size_t)size, 0};
     int rc = check_tag(v, PROGCACHE__ENVELOPE_V1_BASE_SIZE, tagged, id, out, hmac);
+    out->bad_tag = rc == PROGCACHE_ECORRUPT;
     if (!rc)
         rc = progcache__sha256_oneshot(digest, out->payload, out->size);
     if (!rc && memcmp(digest, v + 16, sizeof digest) != 0)
@@ -246,10 +247,11 @@ static int open_v2(progcache__envelope *out, const unsigned char *v, size_t valu
         return length_mismatch(records + size, body);
     *out = (progcache__envelope){2,           known_kind(v[6]),
                                  v + header,  (size_t)records,
-                                 v + header + records, (size_t)size};
+                                 v + header + records, (size_t)size, 0};
     if (!records)
         out->records = NULL;
     int rc = check_tag(v, PROGCACHE__ENVELOPE_BASE_SIZE, tagged, id, out, hmac);
+    out->bad_tag = rc == PROGCACHE_ECORRUPT;
     if (!rc)
         rc = digest_v2(digest, v, id, out);
     if (!rc && memcmp(digest, v + 24, sizeof digest) != 0)

@@ -100,6 +100,7 @@ typedef struct progcache__envelope {
     size_t records_len;
     const unsigned char *payload;
     size_t size;
+    int bad_tag; /* set by a failed open: the HMAC tag was missing or wrong */
 } progcache__envelope;
 
 /* Prepare secret (len >= PROGCACHE__ENVELOPE_MIN_SECRET bytes). Only

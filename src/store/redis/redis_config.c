@@ -276,9 +276,10 @@ int progcache__redis_url_parse(progcache__redis_url *out, const char *url)
         return progcache__error(PROGCACHE_EINVAL,
                                 "the Redis URL is empty; " URL_FORMS " (docs/REMOTE.md)");
     if (strncmp(url, "rediss://", 9) == 0)
-        return url_error(url, "TLS (rediss://) is not supported by this build: reach the "
-                              "server through a local TLS tunnel (stunnel, spiped; see "
-                              "docs/SECURITY.md) and point progcache at the tunnel's end");
+        return url_error(url, "TLS (rediss://) is not supported: progcache talks to Redis "
+                              "through hiredis without its TLS support; run a local TLS "
+                              "tunnel (stunnel or socat, docs/REMOTE.md \"TLS\") and point "
+                              "progcache at its local end, redis://127.0.0.1:PORT");
     if (strncmp(url, "redis://", 8) == 0)
         rc = parse_tcp(out, url);
     else if (strncmp(url, "unix:", 5) == 0)

@@ -54,6 +54,23 @@ void progcache__redis_log(const progcache__redis_store *s, int level, const char
     progcache__log(s->cfg.log, s->cfg.log_ctx, level, "Redis %s: %s", s->cfg.where, msg);
 }
 
+void progcache__redis_tell(progcache__redis_store *s, progcache__redis_cause cause,
+                           const char *fmt, ...)
+{
+    if (!s->cfg.log)
+        return;
+    int first = progcache__redis_first(&s->health, cause);
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    progcache__log(s->cfg.log, s->cfg.log_ctx, first ? PROGCACHE_LOG_WARN : PROGCACHE_LOG_DEBUG,
+                   "Redis %s: %s%s", s->cfg.where, msg,
+                   first ? " (told once: repeats are counted in progcache stats, not logged)"
+                         : "");
+}
+
 int progcache__redis_key_hex(char hex[PROGCACHE__REDIS_HEX_LEN + 1], const void *key,
                              size_t key_len)
 {
@@ -97,13 +114,21 @@ void progcache__redis_note_failure(progcache__redis_store *s,
                                    const progcache__redis_failure *f, int reached)
 {
     unsigned int n = progcache__redis_failed(&s->health, f->timeout, reached, progcache__redis_now_ms());
-    if (!n)
-        progcache__redis_log(s, PROGCACHE_LOG_WARN, "%s", f->what);
-    else
-        progcache__redis_log(s, PROGCACHE_LOG_WARN,
-                             "%s; %u failures in a row: not contacting the server for %u ms "
-                             "(gets miss, puts are dropped)",
-                             f->what, n, s->cfg.backoff_ms);
+    progcache__redis_tell(s, f->timeout ? PROGCACHE__CAUSE_TIMEOUT : f->cause, "%s", f->what);
+    if (n)
+        progcache__redis_tell(s, PROGCACHE__CAUSE_BACKOFF,
+                              "%u failures in a row: the remote tier is off for %u ms (gets "
+                              "miss, puts are dropped, every process compiles for itself), "
+                              "then tried again",
+                              n, s->cfg.backoff_ms);
+}
+
+/* A call succeeded: tell the log when that ended an outage. */
+static void note_ok(progcache__redis_store *s)
+{
+    if (progcache__redis_ok(&s->health))
+        progcache__redis_log(s, PROGCACHE_LOG_INFO,
+                             "reachable again; the remote tier is back in use");
 }
 
 static int is_timeout(const redisContext *c, int err, uint64_t elapsed_ms, unsigned int limit)
@@ -192,13 +217,17 @@ static int handshake(redisContext *c, int argc, const char **argv,
     redisReply *r = progcache__redis_command(c, argc, argv, NULL, 0, f, &err);
     if (!r) {
         f->timeout = is_timeout(c, err, progcache__redis_now_ms() - t0, s->cfg.command_timeout_ms);
+        f->cause = PROGCACHE__CAUSE_LOST;
         snprintf(f->what, sizeof f->what, "%s failed: %s", what, c->errstr);
         return -1;
     }
     int ok = r->type == REDIS_REPLY_STATUS;
+    f->cause = PROGCACHE__CAUSE_AUTH;
     if (!ok)
-        snprintf(f->what, sizeof f->what, "%s refused: %s", what,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        snprintf(f->what, sizeof f->what, "%s refused: %s%s", what,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply",
+                 argv[0][0] == 'A' ? " (check the password and user in the URL)"
+                                   : " (check the database number in the URL)");
     freeReplyObject(r);
     return ok ? 0 : -1;
 }
@@ -212,6 +241,7 @@ redisContext *progcache__redis_connect(progcache__redis_store *s, progcache__red
                               : redisConnectWithTimeout(u->host, u->port, ct);
     int err = errno;
     f->timeout = 0;
+    f->cause = PROGCACHE__CAUSE_CONNECT;
     if (!c) {
         snprintf(f->what, sizeof f->what, "out of memory connecting");
         return NULL;
@@ -299,16 +329,18 @@ redisReply *progcache__redis_call(progcache__redis_store *s, int argc, const cha
         if (r) {
             give(s, c);
             if (r->type != REDIS_REPLY_ERROR) {
-                progcache__redis_ok(&s->health);
+                note_ok(s);
                 return r;
             }
             f->timeout = 0;
+            f->cause = PROGCACHE__CAUSE_REFUSED;
             snprintf(f->what, sizeof f->what, "%s refused: %s", argv[0], r->str);
             freeReplyObject(r);
             progcache__redis_note_failure(s, f, 1);
             return NULL;
         }
         f->timeout = is_timeout(c, err, progcache__redis_now_ms() - t0, s->cfg.command_timeout_ms);
+        f->cause = PROGCACHE__CAUSE_LOST;
         snprintf(f->what, sizeof f->what, "%s failed: %s%s", argv[0], c->errstr,
                  f->timeout ? " (command timeout)" : "");
         redisFree(c);

@@ -10,6 +10,8 @@ void progcache__redis_health_init(progcache__redis_health *h, unsigned int limit
         atomic_init(&h->counters[i], 0);
     atomic_init(&h->failures, 0);
     atomic_init(&h->off_until_ms, 0);
+    atomic_init(&h->told, 0);
+    atomic_init(&h->down, 0);
     h->limit = limit ? limit : 1;
     h->backoff_ms = backoff_ms;
 }
@@ -30,13 +32,27 @@ int progcache__redis_is_off(progcache__redis_health *h, uint64_t now_ms)
     return 1;
 }
 
-void progcache__redis_ok(progcache__redis_health *h)
+int progcache__redis_ok(progcache__redis_health *h)
 {
     /* Loads first: the hit path then writes no shared cache line. */
     if (atomic_load_explicit(&h->failures, memory_order_relaxed))
         atomic_store_explicit(&h->failures, 0, memory_order_relaxed);
     if (atomic_load_explicit(&h->off_until_ms, memory_order_relaxed))
         atomic_store_explicit(&h->off_until_ms, 0, memory_order_relaxed);
+    if (!atomic_load_explicit(&h->down, memory_order_relaxed) ||
+        !atomic_exchange_explicit(&h->down, 0, memory_order_relaxed))
+        return 0;
+    atomic_fetch_and_explicit(&h->told, ~(unsigned int)PROGCACHE__CAUSES_OUTAGE,
+                              memory_order_relaxed);
+    return 1;
+}
+
+int progcache__redis_first(progcache__redis_health *h, progcache__redis_cause cause)
+{
+    unsigned int bit = 1u << cause;
+    if (atomic_load_explicit(&h->told, memory_order_relaxed) & bit)
+        return 0;
+    return !(atomic_fetch_or_explicit(&h->told, bit, memory_order_relaxed) & bit);
 }
 
 unsigned int progcache__redis_failed(progcache__redis_health *h, int timeout, int reached,
@@ -52,6 +68,7 @@ unsigned int progcache__redis_failed(progcache__redis_health *h, int timeout, in
         return 0;
     atomic_store_explicit(&h->failures, h->limit - 1, memory_order_relaxed);
     atomic_store_explicit(&h->off_until_ms, now_ms + h->backoff_ms, memory_order_relaxed);
+    atomic_store_explicit(&h->down, 1, memory_order_relaxed);
     progcache__redis_count(h, PROGCACHE__RC_BACKOFFS);
     return n;
 }
@@ -72,5 +89,9 @@ void progcache__redis_counters_fill(progcache_redis_counters *out,
     out->backoffs = GET(PROGCACHE__RC_BACKOFFS);
     if (out->version >= 2)
         out->newer = GET(PROGCACHE__RC_NEWER);
+    if (out->version >= 3) {
+        out->too_large = GET(PROGCACHE__RC_TOO_LARGE);
+        out->bad_tag = GET(PROGCACHE__RC_BAD_TAG);
+    }
 #undef GET
 }

@@ -11,7 +11,16 @@
  * Error replies count as errors but not as failures in a row: the server
  * is up and answering. Everything is lock-free (relaxed atomics): the
  * counters are statistics, and a race at the limit costs at most one extra
- * attempt or one extra back-off. */
+ * attempt or one extra back-off.
+ *
+ * Telling the log (docs/REMOTE.md, "Messages"): every failure is counted,
+ * but the log callback hears each cause once at WARN, the first time it
+ * happens in the store (a process's lifetime, for a program with one
+ * cache); repeats go to DEBUG only, so a dead server costs two lines (the
+ * first failure and the back-off), not one per call. An outage (the causes
+ * in PROGCACHE__CAUSES_OUTAGE) is told again after the tier recovered: the
+ * first call that succeeds after a back-off is told at INFO ("reachable
+ * again") and re-arms those causes. */
 #ifndef PROGCACHE_STORE_REDIS_HEALTH_H
 #define PROGCACHE_STORE_REDIS_HEALTH_H
 
@@ -32,13 +41,41 @@ typedef enum progcache__redis_counter {
     PROGCACHE__RC_DROPPED,
     PROGCACHE__RC_BACKOFFS,
     PROGCACHE__RC_NEWER,
+    PROGCACHE__RC_TOO_LARGE,
+    PROGCACHE__RC_BAD_TAG,
     PROGCACHE__RC_COUNT
 } progcache__redis_counter;
+
+/* Why the tier was not used, for the once-per-cause rule. */
+typedef enum progcache__redis_cause {
+    PROGCACHE__CAUSE_CONNECT,    /* no connection: refused, unreachable, unknown host */
+    PROGCACHE__CAUSE_AUTH,       /* AUTH or SELECT refused: wrong password, user, db */
+    PROGCACHE__CAUSE_TIMEOUT,    /* the connect or command timeout ran out */
+    PROGCACHE__CAUSE_LOST,       /* the connection broke during a command */
+    PROGCACHE__CAUSE_REFUSED,    /* an error reply (OOM, READONLY, WRONGTYPE, ...) */
+    PROGCACHE__CAUSE_PROTOCOL,   /* a reply of a type the command never gives */
+    PROGCACHE__CAUSE_BACKOFF,    /* switched off after failures in a row */
+    PROGCACHE__CAUSE_REJECTED,   /* a value that failed the envelope checks */
+    PROGCACHE__CAUSE_BAD_TAG,    /* a value whose HMAC tag is missing or wrong */
+    PROGCACHE__CAUSE_NEWER,      /* a value written by a newer progcache */
+    PROGCACHE__CAUSE_TOO_LARGE,  /* a value over max_artifact_size */
+    PROGCACHE__CAUSE_NOT_STORED, /* a write that could not be prepared */
+    PROGCACHE__CAUSE_DROPPED,    /* a background write dropped: queue full */
+    PROGCACHE__CAUSE_COUNT
+} progcache__redis_cause;
+
+/* The causes of an outage: told again after the tier recovered. */
+#define PROGCACHE__CAUSES_OUTAGE                                                               \
+    (1u << PROGCACHE__CAUSE_CONNECT | 1u << PROGCACHE__CAUSE_AUTH |                           \
+     1u << PROGCACHE__CAUSE_TIMEOUT | 1u << PROGCACHE__CAUSE_LOST |                           \
+     1u << PROGCACHE__CAUSE_BACKOFF)
 
 typedef struct progcache__redis_health {
     _Atomic uint64_t counters[PROGCACHE__RC_COUNT];
     atomic_uint failures;          /* failed calls in a row */
     _Atomic uint64_t off_until_ms; /* end of the back-off; 0: never armed */
+    atomic_uint told;              /* causes told to the log (1 << cause) */
+    atomic_int down;               /* 1 from a back-off until a call succeeds */
     unsigned int limit;            /* failures that switch the store off (>= 1) */
     unsigned int backoff_ms;
 } progcache__redis_health;
@@ -54,8 +91,14 @@ void progcache__redis_count(progcache__redis_health *h, progcache__redis_counter
 /* 1 while backing off at now_ms (and the call is counted as skipped). */
 int progcache__redis_is_off(progcache__redis_health *h, uint64_t now_ms);
 
-/* A call that reached the server. */
-void progcache__redis_ok(progcache__redis_health *h);
+/* A call that reached the server. Returns 1 when it ended a back-off (the
+ * tier recovered: tell the log, at INFO; the outage causes are re-armed),
+ * else 0. */
+int progcache__redis_ok(progcache__redis_health *h);
+
+/* 1 when cause has not been told to the log yet (it is marked told now):
+ * tell it at WARN; 0: tell it at DEBUG only. */
+int progcache__redis_first(progcache__redis_health *h, progcache__redis_cause cause);
 
 /* A failed call (timeout: it ran out of time; reached: the server answered
  * with an error, so it does not count towards back-off). Returns the

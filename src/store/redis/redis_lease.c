@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "sha256.h"
@@ -23,9 +24,18 @@
 typedef progcache__redis_store redis_store;
 typedef progcache__redis_failure failure;
 
+/* A lease's value is "<token> <host>/<pid> <key16>": the random token that
+ * proves ownership, then who holds it and the first 16 hex digits of the
+ * key it computes, for the progress messages of waiters and `progcache
+ * remote`. Ownership is the token alone (the first 32
+ * characters), so a lease written by an older progcache (the token only)
+ * compares the same way. */
+#define TOKEN_LEN 32
+#define HOLDER_MAX 200
+
 /* PEXPIRE only if the lease still holds our token. */
 static const char RENEW_SCRIPT[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "if string.sub(redis.call('GET', KEYS[1]) or '', 1, 32) == ARGV[1] then\n"
     "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "end\n"
     "return 0\n";
@@ -34,7 +44,7 @@ static const char RENEW_SCRIPT[] =
  * lease had lapsed is still worth waking the waiters for. */
 static const char RELEASE_SCRIPT[] =
     "local mine = 0\n"
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "if string.sub(redis.call('GET', KEYS[1]) or '', 1, 32) == ARGV[1] then\n"
     "  redis.call('DEL', KEYS[1])\n"
     "  mine = 1\n"
     "end\n"
@@ -45,6 +55,24 @@ static const char RELEASE_SCRIPT[] =
  * lease). One round trip. */
 static const char STATE_SCRIPT[] =
     "return {redis.call('EXISTS', KEYS[1]), redis.call('PTTL', KEYS[2])}\n";
+
+/* Who holds a lease, and for how long still. */
+static const char HOLDER_SCRIPT[] =
+    "return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}\n";
+
+/* "host/pid" of this process, into out. */
+static void self_name(char *out, size_t size)
+{
+    char host[HOLDER_MAX - 16];
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "unknown-host");
+    host[sizeof host - 1] = '\0';
+    /* One word: a space would end it. */
+    for (char *p = host; *p; p++)
+        if (*p == ' ' || (unsigned char)*p < 0x20)
+            *p = '_';
+    snprintf(out, size, "%s/%ld", host, (long)getpid());
+}
 
 static int lease_args(redis_store **s, progcache_store *store, const char *fn)
 {
@@ -82,8 +110,13 @@ static int lease_acquire(progcache_store_lease *out, progcache_store *store, con
         return progcache__error_errno(PROGCACHE_EIO, errno, "%s: no random bytes", fn);
     progcache__hex(out->token, token, sizeof token);
     snprintf(px, sizeof px, "%u", lease_ms);
-    const char *argv[] = {"SET", name, out->token, "NX", "PX", px};
-    size_t lens[] = {3, progcache__redis_name(name, s, "lease:", out->hash), strlen(out->token),
+    char value[TOKEN_LEN + 1 + HOLDER_MAX + 18];
+    char me[HOLDER_MAX], key16[17];
+    self_name(me, sizeof me);
+    progcache__hex(key16, key, key_len < 8 ? key_len : 8);
+    snprintf(value, sizeof value, "%s %s %s", out->token, me, key16);
+    const char *argv[] = {"SET", name, value, "NX", "PX", px};
+    size_t lens[] = {3, progcache__redis_name(name, s, "lease:", out->hash), strlen(value),
                      2, 2, strlen(px)};
     redisReply *r = progcache__redis_call(s, 6, argv, lens, 0, 0, &f);
     if (!r)
@@ -273,5 +306,57 @@ static int lease_wait(progcache_store *store, const void *key, size_t key_len,
     return rc;
 }
 
+/* Copy value's field [from, to) into out (size bytes), printable ASCII
+ * only: it is shown on terminals. */
+static void field(char *out, size_t size, const char *from, const char *to)
+{
+    size_t n = (size_t)(to - from) < size - 1 ? (size_t)(to - from) : size - 1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = from[i] >= 0x20 && from[i] <= 0x7e ? from[i] : '?';
+    out[n] = '\0';
+}
+
+void progcache__redis_lease_parse(progcache_store_lease_info *out, char key16[17],
+                                  const char *value, size_t len, long long pttl)
+{
+    out->holder[0] = key16[0] = '\0';
+    out->ttl_ms = pttl >= 0 ? pttl : -1;
+    if (len <= TOKEN_LEN + 1 || value[TOKEN_LEN] != ' ')
+        return; /* the token alone: an older progcache's lease */
+    const char *end = value + len, *holder = value + TOKEN_LEN + 1;
+    const char *space = memchr(holder, ' ', (size_t)(end - holder));
+    field(out->holder, sizeof out->holder, holder, space ? space : end);
+    if (space)
+        field(key16, 17, space + 1, end);
+}
+
+static int lease_holder(progcache_store_lease_info *out, progcache_store *store,
+                        const void *key, size_t key_len)
+{
+    static const char fn[] = "progcache_store_lease_holder";
+    redis_store *s;
+    char hex[PROGCACHE__REDIS_HEX_LEN + 1], name[PROGCACHE__REDIS_NAME_SIZE];
+    failure f;
+    int rc = lease_args(&s, store, fn);
+    if (rc || (rc = progcache__redis_key_hex(hex, key, key_len)))
+        return rc;
+    const char *argv[] = {"EVAL", HOLDER_SCRIPT, "1", name};
+    size_t lens[] = {4, sizeof HOLDER_SCRIPT - 1, 1, progcache__redis_name(name, s, "lease:", hex)};
+    redisReply *r = progcache__redis_call(s, 4, argv, lens, 1, 0, &f);
+    if (!r)
+        return progcache__redis_remote_error(s, fn, &f);
+    rc = PROGCACHE_ENOTFOUND;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_INTEGER) {
+        char key16[17];
+        progcache__redis_lease_parse(out, key16, r->element[0]->str, r->element[0]->len,
+                                     r->element[1]->integer);
+        rc = PROGCACHE_OK;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 const progcache_store_lease_ops progcache__redis_lease_ops = {
-    PROGCACHE_STORE_LEASE_OPS_VERSION, lease_acquire, lease_renew, lease_release, lease_wait};
+    PROGCACHE_STORE_LEASE_OPS_VERSION, lease_acquire, lease_renew, lease_release, lease_wait,
+    lease_holder};

@@ -1,6 +1,7 @@
 /* The Redis store (progcache/remote.h): get and put with the entry's
  * metadata, remove, clear, count, the vtable and the counters.
- * Connections are redis_conn.c's, leases redis_lease.c's.
+ * Connections are redis_conn.c's, leases redis_lease.c's, scans of the
+ * key space redis_scan.c's.
  *
  * Every value is an envelope (envelope.h) around the payload: it carries
  * the entry's kind and records, so a remote hit brings them along, and its
@@ -27,7 +28,6 @@
 
 /* Redis refuses bulk strings over proto-max-bulk-len, 512 MiB by default. */
 #define MAX_VALUE ((size_t)512 << 20)
-#define SCAN_COUNT "1000"
 
 typedef progcache__redis_store redis_store;
 typedef progcache__redis_failure failure;
@@ -74,13 +74,14 @@ static size_t read_limit(const redis_store *s)
 static void too_large(redis_store *s, const char *name, size_t size, size_t limit)
 {
     count(s, PROGCACHE__RC_REJECTED);
+    count(s, PROGCACHE__RC_TOO_LARGE);
     char have[64];
     if (size)
         snprintf(have, sizeof have, "holds %zu bytes", size);
     else
         snprintf(have, sizeof have, "is more than %zu bytes", limit);
-    progcache__redis_log(
-        s, PROGCACHE_LOG_WARN,
+    progcache__redis_tell(
+        s, PROGCACHE__CAUSE_TOO_LARGE,
         "rejected the value of %s: it %s, more than max_artifact_size (%llu bytes) allows; "
         "treated as a miss (raise max_artifact_size to read it)",
         name, have, (unsigned long long)s->cfg.max_artifact_size);
@@ -123,14 +124,17 @@ static int open_value(progcache_buf *out, progcache_entry_meta *meta, redis_stor
     if (rc == PROGCACHE_ENOTFOUND) {
         count(s, PROGCACHE__RC_MISSES);
         count(s, PROGCACHE__RC_NEWER);
-        progcache__redis_log(s, PROGCACHE_LOG_WARN,
-                             "ignored the value of %s: %s; treated as a miss (upgrade "
-                             "progcache here to read it)",
-                             name, progcache_error_last());
+        progcache__redis_tell(s, PROGCACHE__CAUSE_NEWER,
+                              "ignored the value of %s: %s; treated as a miss (upgrade "
+                              "progcache here to read it)",
+                              name, progcache_error_last());
     } else if (rc) {
         count(s, PROGCACHE__RC_REJECTED);
-        progcache__redis_log(s, PROGCACHE_LOG_WARN, "rejected the value of %s: %s", name,
-                             progcache_error_last());
+        if (e.bad_tag)
+            count(s, PROGCACHE__RC_BAD_TAG);
+        progcache__redis_tell(s, e.bad_tag ? PROGCACHE__CAUSE_BAD_TAG : PROGCACHE__CAUSE_REJECTED,
+                              "rejected the value of %s: %s%s", name, progcache_error_last(),
+                              e.bad_tag ? " (do all nodes use the same secret file?)" : "");
         rc = PROGCACHE_ENOTFOUND;
     } else if (e.size > s->cfg.max_artifact_size) {
         too_large(s, name, e.size, read_limit(s));
@@ -174,8 +178,10 @@ static int redis_get_meta(progcache_buf *out, progcache_entry_meta *meta,
         count(s, PROGCACHE__RC_MISSES);
     } else if (r->type != REDIS_REPLY_STRING) {
         count(s, PROGCACHE__RC_ERRORS);
-        progcache__redis_log(s, PROGCACHE_LOG_WARN, "%s is not a string value; treated as a miss",
-                             name);
+        progcache__redis_tell(s, PROGCACHE__CAUSE_PROTOCOL,
+                              "%s is not a string value (another program uses the prefix?); "
+                              "treated as a miss",
+                              name);
     } else {
         rc = open_value(out, meta, s, name, r, &id);
     }
@@ -192,16 +198,19 @@ static int redis_get(progcache_buf *out, progcache_store *store, const void *key
 /* ---- put ---------------------------------------------------------------- */
 
 /* A put that will not be written: counted and logged, never returned. */
-static void not_stored(redis_store *s, const char *fmt, ...) PROGCACHE_PRINTF(2, 3);
-static void not_stored(redis_store *s, const char *fmt, ...)
+static void not_stored(redis_store *s, progcache__redis_cause cause, const char *fmt, ...)
+    PROGCACHE_PRINTF(3, 4);
+static void not_stored(redis_store *s, progcache__redis_cause cause, const char *fmt, ...)
 {
     count(s, PROGCACHE__RC_STORE_ERRORS);
+    if (cause == PROGCACHE__CAUSE_TOO_LARGE)
+        count(s, PROGCACHE__RC_TOO_LARGE);
     char why[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    progcache__redis_log(s, PROGCACHE_LOG_WARN, "%s; not stored", why);
+    progcache__redis_tell(s, cause, "%s; not stored", why);
 }
 
 /* Write one value now; failures are counted, never returned. Also the put
@@ -222,18 +231,18 @@ static void write_value(void *ctx, const progcache__put_item *item)
     progcache__error_save(&saved);
     if (records > PROGCACHE_RECORDS_MAX ||
         size > MAX_VALUE - PROGCACHE__ENVELOPE_MAX_HEADER - records) {
-        not_stored(s, "a value of %zu bytes and %zu of records is larger than Redis accepts",
+        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
+                   "a value of %zu bytes and %zu of records is larger than Redis accepts",
                    size, records);
         goto done;
     }
     progcache__envelope env = {PROGCACHE__ENVELOPE_VERSION, item->kind, item->records, records,
-                               item->data, size};
+                               item->data, size, 0};
     if (entry_name(&id, name, &name_len, s, item->key, item->key_len) ||
         progcache__envelope_seal(header, &header_len, &env, &id, s->cfg.hmac) ||
         !(value = progcache__malloc(header_len + records + size))) {
-        count(s, PROGCACHE__RC_STORE_ERRORS);
-        progcache__redis_log(s, PROGCACHE_LOG_WARN, "could not prepare a value of %zu bytes: %s",
-                             size, progcache_error_last());
+        not_stored(s, PROGCACHE__CAUSE_NOT_STORED, "could not prepare a value of %zu bytes: %s",
+                   size, progcache_error_last());
         goto done;
     }
     memcpy(value, header, header_len);
@@ -247,8 +256,10 @@ static void write_value(void *ctx, const progcache__put_item *item)
     redisReply *r = progcache__redis_call(s, s->cfg.ttl_seconds ? 5 : 3, argv, lens, 1, 0, &f);
     if (r && r->type == REDIS_REPLY_STATUS)
         count(s, PROGCACHE__RC_STORES);
+    else if (r)
+        not_stored(s, PROGCACHE__CAUSE_PROTOCOL, "SET of %s gave an unexpected reply", name);
     else
-        count(s, PROGCACHE__RC_STORE_ERRORS);
+        count(s, PROGCACHE__RC_STORE_ERRORS); /* the failure was told by the call */
     freeReplyObject(r); /* NULL-safe */
 
 done:
@@ -271,13 +282,15 @@ static int redis_put_meta(progcache_store *store, const void *key, size_t key_le
     /* Refused before they are copied into the queue; readers would refuse
      * them anyway. */
     if (size > s->cfg.max_artifact_size) {
-        not_stored(s, "a value of %zu bytes is more than max_artifact_size (%llu bytes)", size,
+        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
+                   "a value of %zu bytes is more than max_artifact_size (%llu bytes)", size,
                    (unsigned long long)s->cfg.max_artifact_size);
         return PROGCACHE_OK;
     }
     if (item.records_len > PROGCACHE_RECORDS_MAX) {
-        not_stored(s, "the entry's records are %zu bytes, more than PROGCACHE_RECORDS_MAX "
-                      "(%zu)", item.records_len, PROGCACHE_RECORDS_MAX);
+        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
+                   "the entry's records are %zu bytes, more than PROGCACHE_RECORDS_MAX (%zu)",
+                   item.records_len, PROGCACHE_RECORDS_MAX);
         return PROGCACHE_OK;
     }
     if (s->queue) {
@@ -288,7 +301,8 @@ static int redis_put_meta(progcache_store *store, const void *key, size_t key_le
         int rc = progcache__put_queue_push(s->queue, &item);
         if (rc == PROGCACHE_ENOMEM) {
             count(s, PROGCACHE__RC_DROPPED);
-            progcache__redis_log(s, PROGCACHE_LOG_WARN, "%s", progcache_error_last());
+            progcache__redis_tell(s, PROGCACHE__CAUSE_DROPPED, "background write dropped: %s",
+                                  progcache_error_last());
         }
         progcache__error_restore(&saved);
         if (rc != PROGCACHE_EREMOTE) /* EREMOTE: no queue thread; write here */
@@ -330,156 +344,27 @@ static int redis_remove(progcache_store *store, const void *key, size_t key_len)
     freeReplyObject(r);
     return rc;
 }
-/* A glob pattern matching every name under the prefix: the prefix with
- * glob characters escaped, then '*'. */
-static void prefix_pattern(char out[2 * PROGCACHE__REDIS_MAX_PREFIX + 2], const redis_store *s)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < s->cfg.prefix_len; i++) {
-        char ch = s->cfg.prefix[i];
-        if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\')
-            out[n++] = '\\';
-        out[n++] = ch;
-    }
-    out[n++] = '*';
-    out[n] = '\0';
-}
-
-static int is_entry_name(const redis_store *s, const redisReply *k)
-{
-    if (k->type != REDIS_REPLY_STRING || k->len != s->cfg.prefix_len + PROGCACHE__REDIS_HEX_LEN)
-        return 0;
-    for (size_t i = s->cfg.prefix_len; i < k->len; i++)
-        if (!((k->str[i] >= '0' && k->str[i] <= '9') || (k->str[i] >= 'a' && k->str[i] <= 'f')))
-            return 0;
-    return 1;
-}
-
-/* Count and sum payload sizes of the entries among names, reading only
- * each envelope's 16-byte header, on the server. */
-static const char SIZE_SCRIPT[] =
-    "local n, t = 0, 0\n"
-    "for _, k in ipairs(KEYS) do\n"
-    "  local h = redis.call('GETRANGE', k, 0, 15)\n"
-    "  if #h == 16 and string.sub(h, 1, 4) == 'pcEV' then\n"
-    "    local v = 0\n"
-    "    for i = 16, 9, -1 do v = v * 256 + string.byte(h, i) end\n"
-    "    n, t = n + 1, t + v\n"
-    "  end\n"
-    "end\n"
-    "return {n, t}\n";
-
-/* What one SCAN batch does: delete every name (clear), or count entries. */
-typedef enum { SCAN_DELETE, SCAN_MEASURE } scan_mode;
-
-static int batch(redis_store *s, scan_mode mode, const redisReply *keys, uint64_t *n,
-                 uint64_t *total, failure *f)
-{
-    size_t argc = 0, cap = keys->elements + 3;
-    const char **argv = progcache__calloc(cap, sizeof *argv);
-    size_t *lens = progcache__calloc(cap, sizeof *lens);
-    char numkeys[24];
-    int rc = PROGCACHE_OK;
-    if (!argv || !lens) {
-        rc = progcache__error(PROGCACHE_ENOMEM, "out of memory scanning Redis");
-        goto done;
-    }
-    if (mode == SCAN_DELETE) {
-        argv[argc] = "UNLINK";
-        lens[argc++] = 6;
-    } else {
-        argv[argc] = "EVAL";
-        lens[argc++] = 4;
-        argv[argc] = SIZE_SCRIPT;
-        lens[argc++] = sizeof SIZE_SCRIPT - 1;
-        argc++; /* numkeys, filled in below */
-    }
-    size_t first = argc;
-    for (size_t i = 0; i < keys->elements; i++) {
-        const redisReply *k = keys->element[i];
-        if (mode == SCAN_DELETE ? k->type == REDIS_REPLY_STRING : is_entry_name(s, k)) {
-            argv[argc] = k->str;
-            lens[argc++] = k->len;
-        }
-    }
-    if (argc == first)
-        goto done;
-    if (mode == SCAN_MEASURE) {
-        snprintf(numkeys, sizeof numkeys, "%zu", argc - first);
-        argv[2] = numkeys;
-        lens[2] = strlen(numkeys);
-    }
-    redisReply *r = progcache__redis_call(s, (int)argc, argv, lens, 1, 0, f);
-    if (!r) {
-        rc = PROGCACHE_EREMOTE;
-        goto done;
-    }
-    if (mode == SCAN_MEASURE && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        *n += (uint64_t)r->element[0]->integer;
-        *total += (uint64_t)r->element[1]->integer;
-    }
-    freeReplyObject(r);
-
-done:
-    progcache__free(argv);
-    progcache__free(lens);
-    return rc;
-}
-
-static int scan_all(redis_store *s, scan_mode mode, uint64_t *n, uint64_t *total,
-                    const char *fn)
-{
-    char cursor[32] = "0", pattern[2 * PROGCACHE__REDIS_MAX_PREFIX + 2];
-    failure f;
-    *n = *total = 0;
-    if (progcache__redis_off(s))
-        return progcache__redis_off_error(s, fn);
-    prefix_pattern(pattern, s);
-    do {
-        const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT};
-        redisReply *r = progcache__redis_call(s, 6, argv, NULL, 1, 0, &f);
-        if (!r)
-            return progcache__redis_remote_error(s, fn, &f);
-        int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-                 r->element[0]->type == REDIS_REPLY_STRING &&
-                 r->element[0]->len < sizeof cursor && r->element[1]->type == REDIS_REPLY_ARRAY;
-        int rc = ok ? batch(s, mode, r->element[1], n, total, &f) : PROGCACHE_OK;
-        if (ok)
-            memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
-        freeReplyObject(r);
-        if (!ok)
-            return progcache__error(PROGCACHE_EREMOTE, "%s: Redis %s: unexpected SCAN reply",
-                                    fn, s->cfg.where);
-        if (rc == PROGCACHE_EREMOTE)
-            return progcache__redis_remote_error(s, fn, &f);
-        if (rc)
-            return rc;
-    } while (strcmp(cursor, "0") != 0);
-    return PROGCACHE_OK;
-}
-
 static int redis_clear(progcache_store *store)
 {
     redis_store *s = (redis_store *)store;
-    uint64_t n, total;
     if (s->cfg.flags & PROGCACHE_REDIS_READONLY)
         return PROGCACHE_OK;
     if (s->queue)
         progcache__put_queue_flush(s->queue);
-    return scan_all(s, SCAN_DELETE, &n, &total, "progcache_store_clear");
+    return progcache__redis_delete_all(s, "progcache_store_clear");
 }
 
 static int redis_count(uint64_t *out, progcache_store *store)
 {
     uint64_t total;
-    return scan_all((redis_store *)store, SCAN_MEASURE, out, &total, "progcache_store_count");
+    return progcache__redis_measure((redis_store *)store, out, &total, "progcache_store_count");
 }
 
 static int redis_total_size(uint64_t *out, progcache_store *store)
 {
     uint64_t n;
-    return scan_all((redis_store *)store, SCAN_MEASURE, &n, out,
-                    "progcache_store_total_size");
+    return progcache__redis_measure((redis_store *)store, &n, out,
+                                    "progcache_store_total_size");
 }
 
 /* ---- create and free ---------------------------------------------------- */
@@ -561,6 +446,13 @@ static int redis_counters(progcache_store_counters *out, const progcache_store *
     out->errors = c.errors + c.skipped_backoff + c.dropped;
     out->stores = c.stores;
     out->rejected = c.rejected;
+    out->timeouts = c.timeouts;
+    out->backoffs = c.backoffs;
+    out->store_errors = c.store_errors;
+    out->dropped = c.dropped;
+    out->newer = c.newer;
+    out->too_large = c.too_large;
+    out->bad_tag = c.bad_tag;
     return PROGCACHE_OK;
 }
 

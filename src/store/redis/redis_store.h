@@ -5,7 +5,10 @@
  *                  bounded), telling failures apart, back-off, messages;
  *   redis_store.c  the store: get/put (with metadata), remove, clear,
  *                  count, total_size, the vtable, the counters;
- *   redis_lease.c  single-flight leases: Lua scripts and pub/sub.
+ *   redis_lease.c  single-flight leases: Lua scripts and pub/sub;
+ *   redis_scan.c   walking the key space: clear, count, total_size;
+ *   redis_probe.c  `progcache remote`: reachability, latency, the server's
+ *                  memory policy, leases held now.
  *
  * Only these include hiredis; they are built only when it was found
  * (src/CMakeLists.txt), and redis_stub.c stands in otherwise. */
@@ -42,6 +45,7 @@ typedef struct progcache__redis_store {
 typedef struct progcache__redis_failure {
     int timeout;
     int too_large; /* the reply was longer than the caller's limit */
+    progcache__redis_cause cause;
     char what[256];
 } progcache__redis_failure;
 
@@ -55,6 +59,12 @@ progcache__redis_store *progcache__redis_store_of(const progcache_store *store);
 /* Tell the log callback, prefixed with "Redis <where>: ". */
 void progcache__redis_log(const progcache__redis_store *s, int level, const char *fmt, ...)
     PROGCACHE_PRINTF(3, 4);
+
+/* Tell the log about a failure of one cause: at WARN the first time (with
+ * a note that repeats are only counted), at DEBUG after that, until the
+ * tier recovers from an outage (redis_health.h). */
+void progcache__redis_tell(progcache__redis_store *s, progcache__redis_cause cause,
+                           const char *fmt, ...) PROGCACHE_PRINTF(3, 4);
 
 /* 1 (and counted as skipped) while the store is backing off. */
 int progcache__redis_off(progcache__redis_store *s);
@@ -107,8 +117,41 @@ redisReply *progcache__redis_call(progcache__redis_store *s, int argc, const cha
 /* Close every idle connection (after a dead one; on free). */
 void progcache__redis_pool_drop(progcache__redis_store *s);
 
+/* ---- redis_scan.c ------------------------------------------------------- */
+
+/* Called with each SCAN batch of names (a REDIS_REPLY_ARRAY, not empty).
+ * Returns PROGCACHE_OK to go on, or an error: PROGCACHE_EREMOTE with f
+ * filled by the call that failed. */
+typedef int (*progcache__redis_batch_fn)(void *ctx, progcache__redis_store *s,
+                                         const redisReply *names,
+                                         progcache__redis_failure *f);
+
+/* Walk every name "<prefix><kind>*" (kind "": everything under the prefix),
+ * a batch at a time. PROGCACHE_OK; PROGCACHE_EREMOTE with a message naming
+ * fn; what batch returned. */
+int progcache__redis_scan(progcache__redis_store *s, const char *kind,
+                          progcache__redis_batch_fn batch, void *ctx, const char *fn);
+
+/* Whether k is "<prefix><kind><hex SHA-256>": an entry (kind "") or a
+ * lease ("lease:") of this store. */
+int progcache__redis_is_name(const progcache__redis_store *s, const char *kind,
+                             const redisReply *k);
+
+/* Delete every name under the prefix (clear). */
+int progcache__redis_delete_all(progcache__redis_store *s, const char *fn);
+
+/* Entries under the prefix and the sum of their payload sizes. */
+int progcache__redis_measure(progcache__redis_store *s, uint64_t *count, uint64_t *total,
+                             const char *fn);
+
 /* ---- redis_lease.c ------------------------------------------------------ */
 
 extern const progcache_store_lease_ops progcache__redis_lease_ops;
+
+/* Fill out's holder and ttl_ms, and key16, from a lease's value
+ * ("<token> <holder> <key16>"; an older progcache wrote the token alone)
+ * and its PTTL. */
+void progcache__redis_lease_parse(progcache_store_lease_info *out, char key16[17],
+                                  const char *value, size_t len, long long pttl);
 
 #endif

@@ -7,6 +7,8 @@
 
 #ifndef PROGCACHE_HAVE_HIREDIS
 
+#include <stdio.h>
+
 #include "error.h"
 
 static int unavailable(const char *fn)
@@ -33,6 +35,26 @@ int progcache_redis_counters_get(progcache_redis_counters *out, const progcache_
     (void)out;
     (void)store;
     return unavailable("progcache_redis_counters_get");
+}
+
+int progcache_redis_status_get(progcache_redis_status *out, progcache_store *store,
+                               unsigned int pings)
+{
+    (void)store;
+    (void)pings;
+    if (out && out->version >= 1) {
+        out->reachable = 0;
+        snprintf(out->error, sizeof out->error, "progcache was built without hiredis");
+    }
+    return unavailable("progcache_redis_status_get");
+}
+
+int progcache_redis_leases(progcache_store *store, progcache_redis_lease_fn fn, void *ctx)
+{
+    (void)store;
+    (void)fn;
+    (void)ctx;
+    return unavailable("progcache_redis_leases");
 }
 
 #else

@@ -1,0 +1,162 @@
+/* What an operator sees of the remote tier (docs/REMOTE.md, "Operating
+ * it"): `progcache remote` with the configuration a program would use, and
+ * the one line a tool prints when the tier fails. Runs the built
+ * `progcache` ($PROGCACHE_BIN) against this test's own redis-server, with
+ * a password that must never be printed. */
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "redis_fixture.h"
+
+static test_redis server;
+static char *scratch;
+
+typedef struct run_out {
+    int status;
+    char *out, *err;
+} run_out;
+
+/* Run progcache with args, PROGCACHE_REMOTE=url (NULL: unset). */
+static run_out run(const char *url, const char *const *args)
+{
+    const char *bin = getenv("PROGCACHE_BIN");
+    CHECK(bin != NULL);
+    char out_path[4096], err_path[4096];
+    snprintf(out_path, sizeof out_path, "%s/out", scratch);
+    snprintf(err_path, sizeof err_path, "%s/err", scratch);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+            _exit(127);
+        if (url)
+            setenv("PROGCACHE_REMOTE", url, 1);
+        else
+            unsetenv("PROGCACHE_REMOTE");
+        unsetenv("PROGCACHE_REMOTE_SECRET_FILE");
+        const char *argv[16] = {bin};
+        for (int i = 0; args[i] && i < 14; i++)
+            argv[i + 1] = args[i];
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    run_out r;
+    CHECK(waitpid(pid, &r.status, 0) == pid);
+    CHECK(WIFEXITED(r.status));
+    r.status = WEXITSTATUS(r.status);
+    size_t n;
+    r.out = test_read_file(out_path, &n);
+    r.err = test_read_file(err_path, &n);
+    CHECK(r.out && r.err);
+    return r;
+}
+
+static void run_free(run_out *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static int lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static void test_remote_command(void)
+{
+    const char *plain[] = {"remote", NULL};
+    run_out r = run(server.url, plain);
+    if (r.status != 0)
+        fprintf(stderr, "%s%s", r.out, r.err);
+    CHECK(r.status == 0);
+    CHECK(strstr(r.out, "reachable          yes\n") != NULL);
+    CHECK(strstr(r.out, "server auth        on") != NULL);
+    CHECK(strstr(r.out, "entries            0") != NULL);
+    CHECK(strstr(r.out, "leases held now    0") != NULL);
+    CHECK(strstr(r.out, "status             usable") != NULL);
+    CHECK(strstr(r.out, "redis://:***@127.0.0.1:") != NULL);
+    CHECK(!strstr(r.out, server.password) && !strstr(r.err, server.password));
+    run_free(&r);
+
+    const char *json[] = {"remote", "--json", NULL};
+    r = run(server.url, json);
+    CHECK(r.status == 0 && strstr(r.out, "\"reachable\": true") &&
+          strstr(r.out, "\"usable\": true"));
+    run_free(&r);
+
+    /* Unusable, each for its reason, exit 1, the password never shown. */
+    char url[512];
+    snprintf(url, sizeof url, "redis://:wrong-password@127.0.0.1:%d", server.port);
+    r = run(url, plain);
+    CHECK(r.status == 1 && strstr(r.out, "AUTH refused") && strstr(r.out, "UNUSABLE"));
+    CHECK(!strstr(r.out, "wrong-password") && !strstr(r.err, "wrong-password"));
+    run_free(&r);
+
+    snprintf(url, sizeof url, "redis://:%s@127.0.0.1:%d", server.password, test_free_port());
+    r = run(url, plain);
+    CHECK(r.status == 1 && strstr(r.out, "cannot connect"));
+    run_free(&r);
+
+    snprintf(url, sizeof url, "rediss://:%s@127.0.0.1:%d", server.password, server.port);
+    r = run(url, plain);
+    CHECK(r.status == 1 && strstr(r.err, "TLS (rediss://) is not supported"));
+    CHECK(strstr(r.err, "docs/REMOTE.md \"TLS\"") != NULL);
+    CHECK(!strstr(r.err, server.password));
+    run_free(&r);
+
+    r = run(NULL, plain);
+    CHECK(r.status == 1 && strstr(r.err, "no remote tier is configured"));
+    run_free(&r);
+}
+
+/* A tool whose remote tier is down does its work on the local tiers, and
+ * says so in one line naming the server (without its password). */
+static void test_tool_warns_once(void)
+{
+    char dir[4096], file[4096], url[512];
+    snprintf(dir, sizeof dir, "%s/cache", scratch);
+    snprintf(file, sizeof file, "%s/value", scratch);
+    FILE *f = fopen(file, "w");
+    CHECK(f && fputs("a value\n", f) >= 0 && fclose(f) == 0);
+    int port = test_free_port();
+    snprintf(url, sizeof url, "redis://:secret-pw@127.0.0.1:%d", port);
+    const char *put[] = {"put", "--dir", dir,
+                         "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+                         file, NULL};
+    run_out r = run(url, put);
+    CHECK(r.status == 0);
+    char want[512];
+    snprintf(want, sizeof want,
+             "progcache put: warning: Redis redis://:***@127.0.0.1:%d/0: cannot connect", port);
+    if (lines(r.err) != 1 || !strstr(r.err, want))
+        fprintf(stderr, "stderr: %s", r.err);
+    CHECK(lines(r.err) == 1 && strstr(r.err, want) == r.err);
+    CHECK(!strstr(r.err, "secret-pw"));
+    run_free(&r);
+    const char *stats[] = {"stats", "--dir", dir, "--json", NULL};
+    r = run(NULL, stats);
+    CHECK(r.status == 0 && strstr(r.out, "\"remote_errors\": ") &&
+          !strstr(r.out, "\"remote_errors\": 0,"));
+    run_free(&r);
+}
+
+int main(void)
+{
+    test_redis_require();
+    scratch = test_mkdtemp("remote-cli");
+    test_redis_start(&server, "cli-password-42");
+    test_remote_command();
+    test_tool_warns_once();
+    test_redis_stop(&server);
+    test_rmtree(scratch);
+    free(scratch);
+    printf("test_remote_cli: ok\n");
+    return 0;
+}

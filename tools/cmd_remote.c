@@ -1,0 +1,315 @@
+/* progcache remote: check the remote tier as a program would use it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "progcache/remote.h"
+#include "tool.h"
+
+#define CMD "remote"
+
+static const char usage_text[] =
+    "usage: progcache remote [--url URL] [--secret-file FILE] [--prefix PREFIX]\n"
+    "                        [--lease KEYHEX] [--pings N] [--json]\n"
+    "\n"
+    "Check the remote tier (Redis) with the configuration a program would use:\n"
+    "$PROGCACHE_REMOTE and $PROGCACHE_REMOTE_SECRET_FILE, or the options below.\n"
+    "Shows whether the server is reachable (connected, authenticated, answering),\n"
+    "the round-trip latency, whether the connection and the entries are\n"
+    "authenticated, the entries and bytes held under the key prefix, the\n"
+    "single-flight leases held now (which machine compiles which key), and the\n"
+    "server's memory policy (a warning unless it is allkeys-lru or another\n"
+    "allkeys-* policy: docs/REMOTE.md).\n"
+    "\n"
+    "options:\n"
+    "  --url URL          the server (default: $PROGCACHE_REMOTE)\n"
+    "  --secret-file FILE the shared secret (default: $PROGCACHE_REMOTE_SECRET_FILE\n"
+    "                     when the URL comes from $PROGCACHE_REMOTE; none with --url)\n"
+    "  --prefix PREFIX    the key prefix (default: progcache:, as programs use)\n"
+    "  --lease KEYHEX     show the lease of this key only (KEYHEX as 'progcache key'\n"
+    "                     prints it): who holds it and for how long still\n"
+    "  --pings N          PINGs for the latency (default 5, at most 1000)\n"
+    "  --json             print one JSON object instead of text\n"
+    "  --help             this text\n"
+    "\n"
+    "Exit status: 0 the tier is usable; 1 it is not (not configured, unreachable,\n"
+    "AUTH refused, a URL or secret file that cannot be used, a build without\n"
+    "hiredis); 2 bad usage.\n";
+
+typedef struct args {
+    const char *url, *secret_file, *prefix, *lease;
+    unsigned int pings;
+    int json;
+} args;
+
+static int parse(args *a, int argc, char **argv)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+        if (tool_is_help(argv[i])) {
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        }
+        if (!strcmp(argv[i], "--json")) {
+            a->json = 1;
+            continue;
+        }
+        const char *const flags[] = {"--url", "--secret-file", "--prefix", "--lease", "--pings"};
+        const char **dest[] = {&a->url, &a->secret_file, &a->prefix, &a->lease, &v};
+        size_t f = 0;
+        for (; f < sizeof flags / sizeof flags[0]; f++)
+            if ((r = tool_flag_value(CMD, argc, argv, &i, flags[f], dest[f])) != 0)
+                break;
+        if (f == sizeof flags / sizeof flags[0])
+            return tool_unexpected_arg(CMD, argv[i]);
+        if (r < 0)
+            return EXIT_USAGE;
+        if (dest[f] == &v) {
+            char *end;
+            unsigned long n = strtoul(v, &end, 10);
+            if (!*v || *end || n == 0 || n > 1000)
+                return tool_usage_error(CMD, "--pings \"%s\": give a number from 1 to 1000", v);
+            a->pings = (unsigned int)n;
+        } else if (!**dest[f]) {
+            return tool_usage_error(CMD, "%s is empty", flags[f]);
+        }
+    }
+    return -1;
+}
+
+/* The store a program would open. EXIT_OK, or EXIT_PROBLEMS after a
+ * message. *source says where the URL came from. */
+static int open_store(const args *a, progcache_store **out, const char **source)
+{
+    progcache_buf url = PROGCACHE_BUF_INIT, secret = PROGCACHE_BUF_INIT;
+    int code = EXIT_OK;
+    *source = "--url";
+    if (!a->url) {
+        *source = "$PROGCACHE_REMOTE";
+        int rc = progcache_default_remote(&url, &secret);
+        if (rc == PROGCACHE_ENOTFOUND) {
+            code = tool_error(CMD, "no remote tier is configured: set PROGCACHE_REMOTE (and "
+                                   "PROGCACHE_REMOTE_SECRET_FILE), or pass --url");
+            goto done;
+        }
+        if (rc) {
+            code = tool_lib_error(CMD, EXIT_PROBLEMS, "the remote tier cannot be used");
+            goto done;
+        }
+    }
+    if (a->secret_file && progcache_remote_secret_read(&secret, a->secret_file)) {
+        code = tool_lib_error(CMD, EXIT_PROBLEMS, "the remote tier cannot be used");
+        goto done;
+    }
+    progcache_redis_options ro = PROGCACHE_REDIS_OPTIONS_INIT;
+    ro.url = a->url ? a->url : (const char *)url.data;
+    ro.key_prefix = a->prefix;
+    ro.secret = secret.size ? secret.data : NULL;
+    ro.secret_len = secret.size;
+    /* Nothing is written, so nothing is queued. */
+    ro.flags = PROGCACHE_REDIS_SYNC_PUT;
+    if (progcache_store_redis_new(out, &ro) != PROGCACHE_OK)
+        code = tool_lib_error(CMD, EXIT_PROBLEMS, "the remote tier cannot be used");
+done:
+    if (secret.data)
+        memset(secret.data, 0, secret.capacity);
+    progcache_buf_free(&secret);
+    progcache_buf_free(&url);
+    return code;
+}
+
+/* ---- leases ---------------------------------------------------------------- */
+
+typedef struct lease_list {
+    int json;
+    size_t n;
+} lease_list;
+
+static void print_lease(void *ctx, const char *hash, const char *key16,
+                        const progcache_store_lease_info *info)
+{
+    lease_list *l = ctx;
+    if (l->json) {
+        printf("%s{\"hash\": \"%s\", \"key16\": ", l->n ? ", " : "", hash);
+        tool_json_string(stdout, key16);
+        printf(", \"holder\": ");
+        tool_json_string(stdout, info->holder);
+        printf(", \"ttl_ms\": %lld}", (long long)info->ttl_ms);
+    } else {
+        printf("  key %s... held by %s, %.1f s left (lease %.16s...)\n",
+               key16[0] ? key16 : "????????????????", info->holder[0] ? info->holder : "?",
+               (double)info->ttl_ms / 1000.0, hash);
+    }
+    l->n++;
+}
+
+/* --lease KEYHEX: that key's lease. EXIT_OK or an exit code. */
+static int show_one_lease(const args *a, progcache_store *store)
+{
+    size_t len;
+    unsigned char *key;
+    int code = tool_key_arg(CMD, a->lease, &key, &len);
+    if (code)
+        return code;
+    progcache_store_lease_info info = PROGCACHE_STORE_LEASE_INFO_INIT;
+    int rc = progcache_store_lease_holder(&info, store, key, len);
+    free(key);
+    if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND)
+        return tool_lib_error(CMD, EXIT_PROBLEMS, "cannot read the lease");
+    if (a->json) {
+        printf(", \"lease\": {\"key\": ");
+        tool_json_string(stdout, a->lease);
+        printf(", \"held\": %s", rc ? "false" : "true");
+        if (!rc) {
+            printf(", \"holder\": ");
+            tool_json_string(stdout, info.holder);
+            printf(", \"ttl_ms\": %lld", (long long)info.ttl_ms);
+        }
+        printf("}");
+    } else if (rc) {
+        printf("%-18s not held (nobody is compiling key %.16s...)\n", "lease", a->lease);
+    } else {
+        printf("%-18s key %.16s... held by %s, %.1f s left\n", "lease", a->lease,
+               info.holder[0] ? info.holder : "a holder that gives no name",
+               (double)info.ttl_ms / 1000.0);
+    }
+    return EXIT_OK;
+}
+
+/* ---- the report -------------------------------------------------------------- */
+
+static void print_text(const progcache_redis_status *st, const char *source)
+{
+    char a[64], b[64];
+    printf("%-18s %s (from %s)\n", "remote tier", st->where, source);
+    if (!st->reachable) {
+        printf("%-18s no: %s\n", "reachable", st->error);
+        return;
+    }
+    printf("%-18s yes\n", "reachable");
+    printf("%-18s %.3f ms (median of %u PINGs; %.3f to %.3f)\n", "latency",
+           st->ping_median_ms, st->pings, st->ping_min_ms, st->ping_max_ms);
+    if (st->auth)
+        printf("%-18s on (AUTH as %s)\n", "server auth", st->user[0] ? st->user : "the default user");
+    else
+        printf("%-18s off (no password in the URL)\n", "server auth");
+    printf("%-18s %s\n", "entry secret",
+           st->secret ? "on (values carry an HMAC-SHA256 tag, checked on every read)"
+                      : "off (values are not authenticated: docs/SECURITY.md)");
+    printf("%-18s %s\n", "key prefix", st->prefix);
+    tool_format_size_long(a, sizeof a, st->bytes);
+    printf("%-18s %llu (%s of artifacts)\n", "entries", (unsigned long long)st->entries, a);
+    if (st->server_version[0])
+        printf("%-18s redis %s\n", "server", st->server_version);
+    else
+        printf("%-18s %s\n", "server", "? (the server refused INFO)");
+    if (st->maxmemory_policy[0]) {
+        tool_format_size_long(a, sizeof a, st->used_memory);
+        tool_format_size_long(b, sizeof b, st->maxmemory);
+        printf("%-18s %s used, cap %s, maxmemory-policy %s\n", "memory", a,
+               st->maxmemory ? b : "none (maxmemory 0)", st->maxmemory_policy);
+    }
+}
+
+static void print_json(const progcache_redis_status *st, const char *source)
+{
+    printf(", \"where\": ");
+    tool_json_string(stdout, st->where);
+    printf(", \"source\": ");
+    tool_json_string(stdout, source);
+    printf(", \"reachable\": %s", st->reachable ? "true" : "false");
+    if (!st->reachable) {
+        printf(", \"error\": ");
+        tool_json_string(stdout, st->error);
+        return;
+    }
+    printf(", \"ping_median_ms\": %.3f, \"ping_min_ms\": %.3f, \"ping_max_ms\": %.3f, "
+           "\"pings\": %u",
+           st->ping_median_ms, st->ping_min_ms, st->ping_max_ms, st->pings);
+    printf(", \"auth\": %s, \"user\": ", st->auth ? "true" : "false");
+    tool_json_string(stdout, st->user);
+    printf(", \"secret\": %s, \"prefix\": ", st->secret ? "true" : "false");
+    tool_json_string(stdout, st->prefix);
+    printf(", \"entries\": %llu, \"bytes\": %llu, \"leases\": %llu",
+           (unsigned long long)st->entries, (unsigned long long)st->bytes,
+           (unsigned long long)st->leases);
+    printf(", \"server_version\": ");
+    tool_json_string(stdout, st->server_version);
+    printf(", \"maxmemory\": %llu, \"used_memory\": %llu, \"maxmemory_policy\": ",
+           (unsigned long long)st->maxmemory, (unsigned long long)st->used_memory);
+    tool_json_string(stdout, st->maxmemory_policy);
+    printf(", \"policy_ok\": %s", st->policy_ok ? "true" : "false");
+}
+
+/* The server evicts what a cache needs it to? A warning when not. */
+static void warn_policy(const progcache_redis_status *st)
+{
+    if (!st->reachable || !st->maxmemory_policy[0])
+        return;
+    if (!st->maxmemory)
+        fprintf(stderr,
+                "progcache %s: warning: the server has no memory cap (maxmemory 0): it grows "
+                "with every artifact until the machine runs out; set maxmemory and "
+                "maxmemory-policy allkeys-lru (docs/REMOTE.md, \"Sizing the server\")\n",
+                CMD);
+    if (st->policy_ok)
+        return;
+    fprintf(stderr,
+            "progcache %s: warning: the server's maxmemory-policy is %s: %s; set "
+            "maxmemory-policy allkeys-lru (docs/REMOTE.md, \"Sizing the server\")\n",
+            CMD, st->maxmemory_policy,
+            !strcmp(st->maxmemory_policy, "noeviction")
+                ? "when full it refuses every write, and nodes stop sharing what they compile"
+                : "it evicts only keys with an expiry, which progcache's entries have only "
+                  "with ttl_seconds set; when full it refuses the rest");
+}
+
+int cmd_remote(int argc, char **argv)
+{
+    args a;
+    int code = parse(&a, argc, argv);
+    if (code >= 0)
+        return code;
+    progcache_store *store = NULL;
+    const char *source;
+    if ((code = open_store(&a, &store, &source)))
+        return code;
+    progcache_redis_status st = PROGCACHE_REDIS_STATUS_INIT;
+    int rc = progcache_redis_status_get(&st, store, a.pings);
+    if (a.json)
+        tool_json_begin(stdout);
+    if (a.json)
+        print_json(&st, source);
+    else
+        print_text(&st, source);
+    int usable = rc == PROGCACHE_OK;
+    if (st.reachable && !st.error[0]) {
+        if (a.lease) {
+            code = show_one_lease(&a, store);
+        } else {
+            lease_list l = {a.json, 0};
+            if (a.json)
+                printf(", \"held\": [");
+            else
+                printf("%-18s %llu\n", "leases held now", (unsigned long long)st.leases);
+            if (progcache_redis_leases(store, print_lease, &l) != PROGCACHE_OK) {
+                usable = 0;
+                code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot list the leases");
+            }
+            if (a.json)
+                printf("]");
+        }
+    }
+    if (a.json)
+        printf(", \"usable\": %s}\n", usable && !code ? "true" : "false");
+    else
+        printf("%-18s %s\n", "status", usable && !code ? "usable" : "UNUSABLE");
+    fflush(stdout);
+    if (!usable && !code)
+        code = tool_error(CMD, "the remote tier is not usable: Redis %s: %s", st.where,
+                          st.error[0] ? st.error : progcache_error_last());
+    warn_policy(&st);
+    progcache_store_free(store);
+    return code;
+}
