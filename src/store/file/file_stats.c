@@ -286,6 +286,9 @@ static void file_stats_record(progcache_store *store, progcache_stat stat, uint6
 static int file_stats_get(progcache_stats *out, progcache_store *store)
 {
     progcache__stats_read(out, ((file_store *)store)->stats);
+    /* The cap in force for this directory, from its settings (the one
+     * recorded in the file is only the most recent process's). */
+    out->max_size = ((file_store *)store)->max_size;
     int rc = store->count(&out->entries, store);
     if (!rc)
         rc = store->total_size(&out->total_size, store);

@@ -11,6 +11,7 @@
 
 #include "error.h" /* PROGCACHE_PRINTF, PROGCACHE_COLD */
 #include "progcache/file.h"
+#include "progcache/settings.h"
 #include "progcache/sys/store.h"
 
 #define FILE_SHARDS 256
@@ -55,7 +56,23 @@ struct progcache_file {
     pthread_mutex_t evict_mutex; /* one eviction pass per process at a time */
     uid_t euid;     /* entries owned by anyone else are not trusted ... */
     gid_t root_gid; /* ... unless SHARED_GROUP and of the directory's group */
+    /* The settings in force (file_settings.c): defaults, progcache/config,
+     * the environment and the options, resolved at open into max_size,
+     * low_water, max_artifact_size and PROGCACHE_FILE_NO_FSYNC above. */
+    progcache_settings *settings;
 };
+
+/* Resolve fs's settings from o (and, unless PROGCACHE_FILE_NO_SETTINGS,
+ * the settings file under fs->root_fd and the environment) into
+ * fs->settings and the fields they decide. PROGCACHE_EINVAL for a value
+ * that cannot be used (the message names it and where it came from). */
+int progcache__file_settings_resolve(file_store *fs, const progcache_file_options *o);
+
+/* Whether the directory open as root_fd (path, for messages) is a cache,
+ * or empty: its top level holds nothing but entries/, tmp/ and
+ * progcache/. PROGCACHE_OK, PROGCACHE_EINVAL naming the first name that
+ * does not belong, or PROGCACHE_EIO. Moves root_fd's directory offset. */
+int progcache__file_check_dir(int root_fd, const char *path);
 
 /* The seal of an entry: the extended attribute FILE_SEAL_XATTR, written on
  * the temp file before the rename so content and seal are published
@@ -115,7 +132,7 @@ int progcache__file_seal_check(int fd, const char name[FILE_NAME_LEN], const uns
  * else. An entry file: 62 lowercase hex digits. A shard directory: 2. A
  * temp file in tmp/: entry-<16 hex>, evict-<16 hex> (progcache) or entry-
  * and 8 of [a-z0-9_] (cuda.core's tempfile.mkstemp). A temp file in
- * progcache/: state-<16 hex> or stats-<16 hex>. The top level of a cache
+ * progcache/: state-<16 hex>, stats-<16 hex> or config-<16 hex>. The top level of a cache
  * directory: entries, tmp and progcache. */
 int progcache__file_is_entry_name(const char *name);
 int progcache__file_is_shard_name(const char *name);
