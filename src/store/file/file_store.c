@@ -48,18 +48,7 @@ void progcache__file_log(file_store *fs, int level, const char *fmt, ...)
 
 static int file_clear(progcache_store *store)
 {
-    file_store *fs = (file_store *)store;
-    if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot clear",
-                                fs->root);
-    int rc = PROGCACHE_OK;
-    for (int shard = 0; shard < FILE_SHARDS; shard++) {
-        int r = progcache__file_clear_shard(fs, shard);
-        if (r && !rc)
-            rc = r;
-    }
-    progcache__file_sweep_tmp(fs, 1);
-    return rc;
+    return progcache_file_clear(NULL, (file_store *)store, NULL, NULL);
 }
 
 static int file_count(uint64_t *out, progcache_store *store)

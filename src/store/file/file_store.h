@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "error.h" /* PROGCACHE_PRINTF, PROGCACHE_COLD */
+#include "progcache/admin.h"
 #include "progcache/file.h"
 #include "progcache/settings.h"
 #include "progcache/sys/store.h"
@@ -232,9 +233,11 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
  * used before atime_cutoff (seconds since 1970; 0: no age bound), with the
  * same move-aside-and-check as eviction, counting them as evictions. Waits
  * for the lock a running eviction holds. *removed and *removed_bytes say
- * what went. */
+ * what went. progress (optional, progcache/admin.h) hears "scanning" and
+ * "removing"; its non-zero value stops the pass and is returned. */
 int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cutoff,
-                          uint64_t *removed, uint64_t *removed_bytes);
+                          uint64_t *removed, uint64_t *removed_bytes,
+                          progcache_progress_fn progress, void *ctx);
 
 void progcache__file_log(file_store *fs, int level, const char *fmt, ...) PROGCACHE_PRINTF(3, 4)
     PROGCACHE_COLD;
