@@ -17,7 +17,7 @@
 #define MAX_JOBS 256
 
 static const char usage_text[] =
-    "usage: progcache warm [--arch sm_XY] [--dir DIR] [--jobs N] [--json]\n"
+    "usage: progcache warm [-a sm_XY] [-d DIR] [-j N] [--json]\n"
     "                      [--max-artifact-size SIZE] MANIFEST\n"
     "\n"
     "Compile every program listed in MANIFEST with NVRTC and store it in the cache,\n"
@@ -34,21 +34,24 @@ static const char usage_text[] =
     "standard input (relative sources are then relative to the current directory).\n"
     "\n"
     "options:\n"
-    "  --arch sm_XY   put -arch=sm_XY first among each program's NVRTC options,\n"
+    "  -a, --arch sm_XY  put -arch=sm_XY first among each program's NVRTC options,\n"
     "                 unless the line gives its own -arch\n"
-    "  --dir DIR      the cache directory (default: $PROGCACHE_DIR, else cuda.core's);\n"
-    "                 created if missing\n"
-    "  --jobs N       compile N programs at once (default: the number of CPUs)\n"
+    "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's);\n"
+    "                 created if missing; its size cap (the setting max_size) applies\n"
+    "  -j, --jobs N   compile N programs at once (default: the number of CPUs)\n"
     "  --json         print one JSON object with every program's key and outcome\n"
     "  --max-artifact-size SIZE  the largest manifest, source file or compiled\n"
-    "                 program accepted (default 1G; K, M, G)\n"
-    "  --help         this text\n"
+    "                 program accepted (default: the setting max_artifact_size, 1G)\n"
+    "  -q, --quiet    no progress bar\n"
+    "  -h, --help     this text\n"
     "\n"
     "On a terminal a progress bar is drawn on standard error. At the end each\n"
     "program is printed as 'STATUS KEY MANIFEST:LINE SOURCE' (STATUS: compiled,\n"
     "cached or failed) with a summary, and why each failure failed.\n"
-    "Exit status: 0 every program is in the cache; 1 a program failed to compile\n"
-    "or store, or a source file cannot be read; 2 bad usage or a malformed manifest.\n";
+    "Exit status: 0 every program is in the cache; 1 a program did not compile (or\n"
+    "its key cannot be derived safely); 2 bad usage or a malformed manifest; 3 the\n"
+    "cache could not be used or a program could not be stored, or a source file\n"
+    "cannot be read.\n";
 
 /* ---- the manifest --------------------------------------------------------- */
 
@@ -71,6 +74,7 @@ typedef struct program {
     size_t num_options;
 
     outcome result;
+    int program_error; /* FAILED because of the program (did not compile) */
     char key_hex[2 * PROGCACHE_KEY_SIZE + 1];
     double ms;
     char *error;
@@ -333,7 +337,8 @@ typedef struct warm_state {
     pthread_mutex_t lock;
     size_t next, done;
     size_t compiled, cached, failed;
-    int progress; /* draw a progress bar on stderr */
+    int broken; /* a failure that is the system's, not the program's */
+    tool_progress bar;
 } warm_state;
 
 static double now_ms(void)
@@ -343,17 +348,12 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void draw_progress(const warm_state *s)
+static void draw_progress(warm_state *s)
 {
-    enum { WIDTH = 30 };
-    size_t total = s->m->len, filled = total ? s->done * WIDTH / total : WIDTH;
-    char bar[WIDTH + 1];
-    for (size_t i = 0; i < WIDTH; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[WIDTH] = '\0';
-    fprintf(stderr, "\r[%s] %zu/%zu  compiled %zu, cached %zu, failed %zu", bar, s->done, total,
-            s->compiled, s->cached, s->failed);
-    fflush(stderr);
+    char note[96];
+    snprintf(note, sizeof note, "compiled %zu, cached %zu, failed %zu", s->compiled, s->cached,
+             s->failed);
+    tool_progress_note(&s->bar, "programs", s->done, s->m->len, note);
 }
 
 static void compile_one(program *p, progcache *cache)
@@ -380,6 +380,7 @@ static void compile_one(program *p, progcache *cache)
         progcache_key_hex(p->key_hex, r.key, sizeof r.key);
     if (rc) {
         p->result = FAILED;
+        p->program_error = rc == PROGCACHE_ECOMPILE || rc == PROGCACHE_EUNSAFEKEY;
         p->error = strdup(progcache_error_last());
     } else if (r.store_error && !r.stored) {
         /* Compiled, but not in the cache: warming did not happen. (A failed
@@ -413,8 +414,9 @@ static void *worker(void *arg)
             s->cached++;
         else
             s->failed++;
-        if (s->progress)
-            draw_progress(s);
+        if (p->result == FAILED && !p->program_error)
+            s->broken = 1;
+        draw_progress(s);
         pthread_mutex_unlock(&s->lock);
     }
 }
@@ -519,47 +521,46 @@ static int valid_arch(const char *arch)
 
 int cmd_warm(int argc, char **argv)
 {
-    const char *dir_arg = NULL, *arch = NULL, *v;
-    int json = 0, r;
+    static const tool_option options[] = {
+        {"arch", 'a', 1}, {"jobs", 'j', 1}, TOOL_MAX_ARTIFACT_SIZE_OPTION, {NULL, 0, 0}};
+    const char *arch = NULL;
+    uint64_t max = 0;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
-    manifest m = {NULL, PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT, NULL, 0};
-    for (int i = 1; i < argc; i++) {
-        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, &json);
-        if (c == TOOL_ARG_TAKEN)
-            continue;
-        if (c != TOOL_ARG_OTHER)
-            return c;
-        if ((r = tool_flag_value(CMD, argc, argv, &i, "--arch", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
+    manifest m = {NULL, 0, NULL, 0};
+    tool_parser p;
+    tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
+    for (int c; (c = tool_next(&p)) != TOOL_END;) {
+        const char *v = p.arg;
+        char *end;
+        switch (c) {
+        case TOOL_EXIT: return p.code;
+        case 'a':
             if (!valid_arch(v))
                 return tool_usage_error(CMD,
                                         "--arch \"%s\": give an architecture such as sm_90, "
                                         "sm_90a or compute_80",
                                         v);
             arch = v;
-        } else if ((r = tool_max_size_arg(CMD, argc, argv, &i, &m.max_size))) {
-            if (r < 0)
-                return EXIT_USAGE;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--jobs", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            char *end;
+            break;
+        case 'j':
             errno = 0;
             jobs = strtol(v, &end, 10);
             if (end == v || *end || errno || jobs < 1 || jobs > MAX_JOBS)
                 return tool_usage_error(CMD, "--jobs \"%s\": give a number from 1 to %d", v,
                                         MAX_JOBS);
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return tool_usage_error(CMD, "unknown option \"%s\" (run 'progcache warm --help')",
-                                    argv[i]);
-        } else if (m.path) {
-            return tool_usage_error(CMD, "more than one MANIFEST (\"%s\" and \"%s\")", m.path,
-                                    argv[i]);
-        } else {
-            m.path = argv[i];
+            break;
+        case TOOL_OPT_MAX_ARTIFACT_SIZE:
+            if (tool_max_size_value(CMD, v, &max))
+                return EXIT_USAGE;
+            break;
+        default:
+            if (m.path)
+                return tool_usage_error(CMD, "more than one MANIFEST (\"%s\" and \"%s\")", m.path,
+                                        v);
+            m.path = v;
         }
     }
+    int json = p.json;
     if (!m.path)
         return tool_usage_error(CMD, "give a MANIFEST (run 'progcache warm --help')");
     if (jobs < 1)
@@ -571,27 +572,27 @@ int cmd_warm(int argc, char **argv)
     warm_state s;
     memset(&s, 0, sizeof s);
     pthread_mutex_init(&s.lock, NULL);
-    int code = read_manifest(&m, arch);
+    int code = tool_resolve_dir(CMD, p.dir, &dir);
+    if (!code)
+        code = tool_input_bound(CMD, dir, max, &m.max_size);
+    if (!code)
+        code = read_manifest(&m, arch);
     if (code)
         goto done;
-    if ((code = tool_resolve_dir(CMD, dir_arg, &dir)))
-        goto done;
-    if ((code = tool_open_cache(CMD, dir, TOOL_CREATE, m.max_size, &s.cache)))
+    if ((code = tool_open_cache(CMD, dir, TOOL_CREATE, max, &s.cache)))
         goto done;
     s.m = &m;
-    s.progress = !json && isatty(STDERR_FILENO);
+    tool_progress_start(&s.bar);
     double t = now_ms();
-    if (s.progress)
-        draw_progress(&s);
+    draw_progress(&s);
     run_workers(&s, (unsigned)jobs);
-    if (s.progress)
-        fputc('\n', stderr);
+    tool_progress_end(&s.bar);
     double ms = now_ms() - t;
     if (json)
         print_json(&s, dir, arch, ms);
     else
         print_text(&s, dir, arch, ms);
-    code = s.failed ? EXIT_PROBLEMS : EXIT_OK;
+    code = s.broken ? EXIT_FAILED : s.failed ? EXIT_NO : EXIT_OK;
 done:
     progcache_close(s.cache);
     pthread_mutex_destroy(&s.lock);

@@ -88,7 +88,8 @@ typedef struct progcache_settings progcache_settings;
  * then the environment. CONSTRUCTOR. Reads only; a missing directory or
  * file is not an error (the defaults and the environment apply).
  * @param out [out] release with progcache_settings_free().
- * @param dir the cache directory; NULL: progcache_default_dir().
+ * @param dir the cache directory; NULL: progcache_default_dir(); "": no
+ *            directory (the defaults and the environment alone).
  * @return PROGCACHE_OK; PROGCACHE_EINVAL (a value that cannot be used, an
  *         unknown name in the file, a directory that is not a cache: the
  *         message names the setting and its file and line, or its
@@ -113,7 +114,8 @@ PROGCACHE_API const progcache_setting *progcache_settings_find(const progcache_s
                                                                const char *name);
 
 /* progcache_settings_path() : the settings file these came from (whether
- * or not it exists): "<dir>/progcache/config". Borrowed. */
+ * or not it exists): "<dir>/progcache/config"; NULL without a directory.
+ * Borrowed. */
 PROGCACHE_API const char *progcache_settings_path(const progcache_settings *settings);
 
 /*

@@ -150,11 +150,14 @@ int progcache_settings_load(progcache_settings **out, const char *dir)
         rc = progcache__error(PROGCACHE_ENOMEM, "out of memory reading the settings");
         goto done;
     }
-    if ((rc = progcache__settings_init(s, dir)))
+    if ((rc = progcache__settings_init(s, *dir ? dir : NULL)))
         goto done;
     /* A directory that does not exist yet has no settings file: the
-     * defaults and the environment are what a program would get. */
-    root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+     * defaults and the environment are what a program would get. "": no
+     * directory at all. */
+    root_fd = *dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (!*dir)
+        errno = ENOENT;
     if (root_fd < 0 && errno != ENOENT) {
         rc = progcache__error_errno(progcache__code_from_errno(errno), errno,
                                     "cannot use cache directory %s", dir);
