@@ -64,6 +64,17 @@ printf '%s\n' "$src" >"$work/manifest"
 run 0 "$bin" warm --arch sm_90 --dir "$dir" "$work/manifest"
 run 2 "$bin" prune --dir "$dir" --max-size lots
 run 2 "$bin" nosuchcommand
+run 2 "$bin" stat
+run 0 "$bin" help ls
+run 0 "$bin" -d "$dir" -q stats --charts
+run 0 "$bin" config -d "$dir"
+run 0 "$bin" config -d "$dir" --json
+run 0 "$bin" config -d "$dir" max_size 10G
+run 0 "$bin" config -d "$dir" max_size
+run 2 "$bin" config -d "$dir" max_size 10X
+run 2 "$bin" config -d "$dir" max_szie 1G
+run 0 "$bin" config -d "$dir" --unset max_size
+run 2 "$bin" ls -d "$dir" --jsno
 if [ -x "$sample" ]; then
   run 0 "$sample" --arch sm_90 --cache-dir "$work/sample" --clear-cache
   run 0 "$sample" --arch sm_90 --cache-dir "$work/sample"

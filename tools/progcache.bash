@@ -9,7 +9,7 @@ _progcache()
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     local commands="stats ls verify prune clear get put export import warm key config help"
     local settings="max_size low_water_percent memory_size max_artifact_size no_fsync"
-    local common="-d --dir -q --quiet -h --help"
+    local common="-d --dir -h --help"
     local i cmd=
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
@@ -63,7 +63,7 @@ _progcache()
 
     if [[ -z $cmd ]]; then
         if [[ $cur == -* ]]; then
-            COMPREPLY=($(compgen -W "$common -V --version" -- "$cur"))
+            COMPREPLY=($(compgen -W "$common -q --quiet -V --version" -- "$cur"))
         else
             COMPREPLY=($(compgen -W "$commands" -- "$cur"))
         fi
@@ -72,14 +72,15 @@ _progcache()
 
     local opts
     case $cmd in
-    stats) opts="--json -z --zero" ;;
+    stats) opts="--json -z --zero --charts --no-charts" ;;
     ls) opts="--json -s --sort" ;;
-    verify) opts="--json -f --fix" ;;
-    prune) opts="--json -s --max-size -a --older-than" ;;
-    clear) opts="--json" ;;
+    verify) opts="--json -f --fix -q --quiet" ;;
+    prune) opts="--json -s --max-size -a --older-than -q --quiet" ;;
+    clear) opts="--json -q --quiet" ;;
     get) opts="-o --output -e --entry --max-artifact-size" ;;
-    put | export | import) opts="--max-artifact-size" ;;
-    warm) opts="--json -a --arch -j --jobs --max-artifact-size" ;;
+    put) opts="--max-artifact-size" ;;
+    export | import) opts="--max-artifact-size -q --quiet" ;;
+    warm) opts="--json -a --arch -j --jobs --max-artifact-size -q --quiet" ;;
     key) opts="-t --target -n --name --name-expression --name-expressions-bytes --extra-digest
                --header --nvrtc-version --max-artifact-size" ;;
     config) opts="--json -u --unset" ;;

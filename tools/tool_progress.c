@@ -71,8 +71,11 @@ static void draw(tool_progress *p, const char *note, double t)
     } else {
         snprintf(count, sizeof count, "%llu", (unsigned long long)p->done);
     }
+    /* A phase done within a millisecond still gets a (rough) rate. */
     double secs = (t - p->phase_start) / 1e3;
-    if (secs > 0.05 && p->done) {
+    if (secs < 0.001)
+        secs = 0.001;
+    if (p->done) {
         double per_s = (double)p->done / secs;
         format_rate(rate, sizeof rate, per_s, bytes);
         if (p->total && p->done < p->total) {
