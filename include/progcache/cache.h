@@ -81,7 +81,7 @@ typedef struct progcache_options {
 #define PROGCACHE_NO_REMOTE 0x100u
 
 #define PROGCACHE_OPTIONS_VERSION 2
-#define PROGCACHE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_OPTIONS_VERSION)
+#define PROGCACHE_OPTIONS_INIT PROGCACHE__INIT(progcache_options, PROGCACHE_OPTIONS_VERSION)
 
 /* progcache_options_init() : set opts to its defaults. NULL-safe. */
 PROGCACHE_API void progcache_options_init(progcache_options *opts);
