@@ -28,9 +28,10 @@ static const char usage_text[] =
     "  --nvrtc-version MAJOR.MINOR  derive the key for that NVRTC instead of the\n"
     "                             loaded one (offline use)\n"
     "  --max-artifact-size SIZE   the largest SOURCE_FILE read (default: the setting\n"
-    "                             max_artifact_size of DIR, 1G)\n"
-    "  -d, --dir DIR              the cache directory whose settings apply (default:\n"
-    "                             $PROGCACHE_DIR, else cuda.core's)\n"
+    "                             max_artifact_size of DIR, else of the environment,\n"
+    "                             1G)\n"
+    "  -d, --dir DIR              a cache directory whose settings apply (key reads\n"
+    "                             no cache: without it, none is looked at)\n"
     "  -h, --help                 this text\n"
     "\n"
     "Exit status: 0 key printed; 2 bad usage, or inputs the key cannot describe\n"
@@ -153,7 +154,9 @@ int cmd_key(int argc, char **argv)
     code = parse_args(&a, argc, argv);
     if (code >= 0)
         goto done;
-    if ((code = tool_input_bound(CMD, a.dir, a.max_size, &a.max_size)))
+    /* key needs no cache: without -d, the environment and the default
+     * bound, never the default directory (which may be anything). */
+    if ((code = tool_input_bound(CMD, a.dir ? a.dir : "", a.max_size, &a.max_size)))
         goto done;
 
     if (a.extra_digest_hex) {

@@ -199,7 +199,7 @@ int tool_open_cache(const char *cmd, const char *path, tool_access access, uint6
  * given (--max-artifact-size) when not 0, else the setting
  * max_artifact_size of dir (its settings file, $PROGCACHE_MAX_ARTIFACT_SIZE,
  * else 1 GiB); dir NULL: the default directory, or, when there is none,
- * the environment and the default alone. EXIT_OK, or EXIT_FAILED after
+ * the environment and the default alone, as for dir "". EXIT_OK, or EXIT_FAILED after
  * saying which setting cannot be used. */
 int tool_input_bound(const char *cmd, const char *dir, uint64_t given, uint64_t *out);
 

@@ -75,6 +75,26 @@ def run_on_tty(args, env=None):
     return p.returncode, b"".join(chunks).decode("utf-8", "replace")
 
 
+def run_stdout_on_tty(args, env=None):
+    """Run with standard output on a pseudo-terminal; return what it wrote."""
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.Popen([BIN] + args, stdout=slave, stderr=subprocess.DEVNULL, env=env_with(env))
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    p.wait()
+    os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
 def fill(cache, n, size=1000, tag=b""):
     keys = []
     for i in range(n):
@@ -445,6 +465,12 @@ def test_stats_charts(tmp):
     check("size cap used" in out and "of 5.0G" in out, "cap gauge", out)
     rc, out, _ = run(["stats", "-d", cache])
     check("entries by last use" not in out, "no charts when stdout is not a terminal", out)
+    # On a terminal they come by themselves; --no-charts turns them off.
+    seen = run_stdout_on_tty(["stats", "-d", cache], {"LANG": "C"})
+    check("entries by last use" in seen and "hit rate" in seen and "size cap used" in seen,
+          "stats on a terminal draws the charts", seen[-500:])
+    seen = run_stdout_on_tty(["stats", "-d", cache, "--no-charts"], {"LANG": "C"})
+    check("entries by last use" not in seen and "size cap" in seen, "--no-charts", seen[-300:])
     rc, out, _ = run(["stats", "-d", cache, "--charts"], env={"LANG": "en_US.UTF-8"})
     check("\u2588" in out, "UTF-8 blocks in a UTF-8 locale", out)
 
