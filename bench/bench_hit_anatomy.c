@@ -33,7 +33,7 @@
 #include "progcache/progcache.h"
 #include "sha256.h"
 #include "store/file/file_store.h"
-#include "artifact/validate.h"
+#include "artifact/format.h"
 
 static const char *kernel_name = "kern";
 static const char *source_path; /* --source, passed on to the children */

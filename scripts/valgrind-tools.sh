@@ -39,7 +39,12 @@ key=$("$bin" key "$src" -- -arch=sm_90)
 
 run 0 "$bin" --version
 run 0 "$bin" key "$src" -- -arch=sm_90
-run 2 "$bin" key "$src" -- --include-path=/usr/include
+mkdir "$work/inc"
+printf '#pragma once\n' >"$work/inc/h.cuh"
+printf '#include "h.cuh"\n__global__ void k(){}\n' >"$work/inc.cu"
+printf '#define H "h.cuh"\n#include H\n__global__ void k(){}\n' >"$work/computed.cu"
+run 0 "$bin" key "$work/inc.cu" -- --include-path="$work/inc"
+run 2 "$bin" key "$work/computed.cu" -- --include-path="$work/inc"
 run 0 "$bin" put "$key" "$work/blob" --dir "$dir"
 run 0 "$bin" get "$key" --dir "$dir" -o "$work/back"
 cmp "$work/blob" "$work/back"

@@ -21,10 +21,12 @@ static const char usage_text[] =
     "  -n, --name NAME            NVRTC program name (default: default_program)\n"
     "  --name-expression EXPR     a name expression; repeat for several\n"
     "  --name-expressions-bytes   tag name expressions as Python bytes (b:), not str\n"
-    "  --extra-digest HEX         caller digest over the headers the compile reads\n"
-    "  --header FILE              digest FILE into the key (repeat for each header the\n"
-    "                             compile reads, in a fixed order); not with\n"
-    "                             --extra-digest\n"
+    "  --header NAME=FILE         pass FILE to NVRTC in memory as the header NAME (an\n"
+    "                             #include of exactly NAME reads it); repeat for several\n"
+    "  --extra-digest HEX         caller digest over the headers the compile reads:\n"
+    "                             then no header file is read (the override)\n"
+    "  --digest-file FILE         digest FILE into --extra-digest's place (repeat for\n"
+    "                             each, in a fixed order); not with --extra-digest\n"
     "  --nvrtc-version MAJOR.MINOR  derive the key for that NVRTC instead of the\n"
     "                             loaded one (offline use)\n"
     "  --max-artifact-size SIZE   the largest SOURCE_FILE read (default: the setting\n"
@@ -34,9 +36,16 @@ static const char usage_text[] =
     "                             no cache: without it, none is looked at)\n"
     "  -h, --help                 this text\n"
     "\n"
+    "Header files the source includes (from the working directory, -I paths,\n"
+    "--pre-include, absolute paths) are found, read and covered by the key, as\n"
+    "progcache_compile_or_load covers them; an include that cannot be resolved (a\n"
+    "computed #include MACRO, a missing file) is refused unless --extra-digest or\n"
+    "--digest-file is given.\n"
+    "\n"
     "Exit status: 0 key printed; 2 bad usage, or inputs the key cannot describe\n"
-    "safely (options that read or write outside files); 3 a file could not be read\n"
-    "(or is larger than the bound) or NVRTC could not be asked its version.\n";
+    "safely (options that read or write outside files, an include that cannot be\n"
+    "resolved); 3 a file could not be read (or is larger than the bound) or NVRTC\n"
+    "could not be asked its version.\n";
 
 #define CMD "key"
 
@@ -47,8 +56,11 @@ typedef struct key_args {
     const char *extra_digest_hex;
     const char **names;
     size_t num_names;
-    const char **headers;
-    size_t num_headers;
+    const char **digest_files;
+    size_t num_digest_files;
+    const char **header_specs; /* --header NAME=FILE, read once the bound is known */
+    size_t num_header_specs;
+    tool_headers memory;
     const char *dir; /* for the setting max_artifact_size */
 } key_args;
 
@@ -79,13 +91,21 @@ static int push(const char ***list, size_t *n, const char *item)
 }
 
 /* Fill args from argv. Returns -1 to continue, or an exit code. */
-enum { OPT_EXPR = 256, OPT_EXPR_BYTES, OPT_DIGEST, OPT_HEADER, OPT_NVRTC_VERSION };
+enum {
+    OPT_EXPR = 256,
+    OPT_EXPR_BYTES,
+    OPT_DIGEST,
+    OPT_HEADER,
+    OPT_DIGEST_FILE,
+    OPT_NVRTC_VERSION
+};
 static int parse_args(key_args *a, int argc, char **argv)
 {
     static const tool_option options[] = {
         {"target", 't', 1},          {"name", 'n', 1},
         {"name-expression", OPT_EXPR, 1}, {"name-expressions-bytes", OPT_EXPR_BYTES, 0},
         {"extra-digest", OPT_DIGEST, 1}, {"header", OPT_HEADER, 1},
+        {"digest-file", OPT_DIGEST_FILE, 1},
         {"nvrtc-version", OPT_NVRTC_VERSION, 1}, TOOL_MAX_ARTIFACT_SIZE_OPTION,
         {NULL, 0, 0}};
     tool_parser p;
@@ -107,7 +127,11 @@ static int parse_args(key_args *a, int argc, char **argv)
         case 'n': a->opts.name = v; break;
         case OPT_DIGEST: a->extra_digest_hex = v; break;
         case OPT_HEADER:
-            if (push(&a->headers, &a->num_headers, v))
+            if (push(&a->header_specs, &a->num_header_specs, v))
+                return tool_usage_error(CMD, "out of memory");
+            break;
+        case OPT_DIGEST_FILE:
+            if (push(&a->digest_files, &a->num_digest_files, v))
                 return tool_usage_error(CMD, "out of memory");
             break;
         case TOOL_OPT_MAX_ARTIFACT_SIZE:
@@ -134,9 +158,9 @@ static int parse_args(key_args *a, int argc, char **argv)
     a->dir = p.dir;
     if (!a->source_path)
         return tool_usage_error(CMD, "no SOURCE_FILE given (run 'progcache key --help')");
-    if (a->extra_digest_hex && a->num_headers)
-        return tool_usage_error(CMD, "--extra-digest and --header cannot be combined: give "
-                                     "the digest, or the headers to digest, not both");
+    if (a->extra_digest_hex && a->num_digest_files)
+        return tool_usage_error(CMD, "--extra-digest and --digest-file cannot be combined: "
+                                     "give the digest, or the files to digest, not both");
     return -1;
 }
 
@@ -158,6 +182,10 @@ int cmd_key(int argc, char **argv)
      * bound, never the default directory (which may be anything). */
     if ((code = tool_input_bound(CMD, a.dir ? a.dir : "", a.max_size, &a.max_size)))
         goto done;
+    for (size_t i = 0; i < a.num_header_specs; i++)
+        if ((code = tool_headers_add(&a.memory, CMD, "--header", a.header_specs[i], NULL,
+                                     a.max_size)))
+            goto done;
 
     if (a.extra_digest_hex) {
         /* An empty digest is a digest (as cuda.core's b""). */
@@ -172,10 +200,10 @@ int cmd_key(int argc, char **argv)
         }
         a.opts.extra_digest = digest;
         a.opts.extra_digest_len = digest_len;
-    } else if (a.num_headers) {
-        if ((rc = progcache_digest_files(header_digest, a.headers, a.num_headers))) {
+    } else if (a.num_digest_files) {
+        if ((rc = progcache_digest_files(header_digest, a.digest_files, a.num_digest_files))) {
             code = tool_lib_error(CMD, rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_FAILED,
-                                  "--header");
+                                  "--digest-file");
             goto done;
         }
         a.opts.extra_digest = header_digest;
@@ -189,8 +217,12 @@ int cmd_key(int argc, char **argv)
     a.opts.source_len = source_len; /* 0 only for an empty file, where strlen agrees */
     a.opts.name_expressions = a.names;
     a.opts.num_name_expressions = a.num_names;
+    a.opts.headers = a.memory.items;
+    a.opts.num_headers = a.memory.len;
 
-    rc = progcache_key_nvrtc(key, &a.opts);
+    /* The library's one derivation, headers on disk included: the key
+     * progcache_compile_or_load and `progcache warm` use. */
+    rc = progcache_key_nvrtc_files(key, &a.opts);
     if (rc) {
         fprintf(stderr, "progcache key: %s\n", progcache_error_last());
         code = rc == PROGCACHE_EUNSAFEKEY || rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_FAILED;
@@ -203,6 +235,8 @@ done:
     free(source);
     free(digest);
     free(a.names);
-    free(a.headers);
+    free(a.digest_files);
+    free(a.header_specs);
+    tool_headers_free(&a.memory);
     return code;
 }

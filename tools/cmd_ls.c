@@ -16,7 +16,10 @@ static const char usage_text[] =
     "in bytes (K, M, G: KiB, MiB, GiB); LAST-USE the local time of its last hit\n"
     "(atime); KIND is CUBIN, PTX, LTO-IR, fatbin or unknown; ARCH the target\n"
     "architecture (sm_90; '-' when unknown); KERNELS the kernel names, comma-\n"
-    "separated ('-' when none). A damaged entry ends with '(bad: REASON)'.\n"
+    "separated ('-' when none). An entry that records the lowered names of its\n"
+    "name expressions goes on with 'names: EXPR -> LOWERED; ...'. A header manifest\n"
+    "(what a compile that reads headers read) has KIND manifest. A damaged entry\n"
+    "ends with '(bad: REASON)'.\n"
     "\n"
     "options:\n"
     "  -d, --dir DIR   the cache directory (default: $PROGCACHE_DIR, else\n"
@@ -39,6 +42,8 @@ typedef struct row {
     char *arch;
     char **kernels;
     size_t num_kernels;
+    char **names; /* tagged expression, lowered name, tagged expression, ... */
+    size_t num_names;
 } row;
 
 typedef struct rows {
@@ -47,6 +52,31 @@ typedef struct rows {
 } rows;
 
 typedef enum sort_key { SORT_NAME, SORT_SIZE, SORT_AGE, SORT_LRU } sort_key;
+
+/* The lowered names kept with the entry, if any. A record that is not
+ * well formed shows as none. */
+static int collect_names(row *r, const progcache_entry_meta *meta)
+{
+    const unsigned char *rec;
+    size_t len, pos = 0;
+    const char *expr, *lowered;
+    if (!meta || progcache_entry_meta_find(&rec, &len, meta, PROGCACHE_RECORD_LOWERED_NAMES))
+        return 0;
+    while (progcache_lowered_names_next(rec, len, &pos, &expr, &lowered) == 1) {
+        char **names = realloc(r->names, (r->num_names + 2) * sizeof *names);
+        if (!names)
+            return -1;
+        r->names = names;
+        if (!(names[r->num_names] = strdup(expr)))
+            return -1;
+        if (!(names[r->num_names + 1] = strdup(lowered))) {
+            free(names[r->num_names]);
+            return -1;
+        }
+        r->num_names += 2;
+    }
+    return 0;
+}
 
 static int collect(void *ctx, const progcache_entry *e)
 {
@@ -83,7 +113,7 @@ static int collect(void *ctx, const progcache_entry *e)
         }
     }
     list->len++;
-    return 0;
+    return collect_names(r, e->meta);
 }
 
 static void free_rows(rows *list)
@@ -95,6 +125,9 @@ static void free_rows(rows *list)
         for (size_t k = 0; k < r->num_kernels; k++)
             free(r->kernels[k]);
         free(r->kernels);
+        for (size_t k = 0; k < r->num_names; k++)
+            free(r->names[k]);
+        free(r->names);
     }
     free(list->items);
 }
@@ -127,18 +160,22 @@ static void print_text(const rows *list, int header)
 {
     char size[24], when[32];
     if (header)
-        printf("%-64s  %6s  %-19s  %-7s %-8s %s\n", "NAME", "SIZE", "LAST-USE", "KIND", "ARCH",
+        printf("%-64s  %6s  %-19s  %-8s %-8s %s\n", "NAME", "SIZE", "LAST-USE", "KIND", "ARCH",
                "KERNELS");
     for (size_t i = 0; i < list->len; i++) {
         const row *r = &list->items[i];
         tool_format_size(size, sizeof size, r->size);
         tool_format_time(when, sizeof when, r->atime_ns / 1000000000);
-        printf("%s  %6s  %-19s  %-7s %-8s ", r->name, size, when, progcache_kind_name(r->kind),
+        printf("%s  %6s  %-19s  %-8s %-8s ", r->name, size, when, progcache_kind_name(r->kind),
                r->arch[0] ? r->arch : "-");
         if (!r->num_kernels)
             fputs("-", stdout);
         for (size_t k = 0; k < r->num_kernels; k++)
             printf("%s%s", k ? "," : "", r->kernels[k]);
+        /* An "s:" expression is printed as written; "b:" keeps its tag. */
+        for (size_t k = 0; k < r->num_names; k += 2)
+            printf("%s%s -> %s", k ? "; " : "  names: ",
+                   r->names[k][0] == 's' ? r->names[k] + 2 : r->names[k], r->names[k + 1]);
         if (!r->valid)
             printf("  (bad: %s)", r->reason);
         putchar('\n');
@@ -171,6 +208,14 @@ static void print_json(const char *dir, const rows *list)
             if (k)
                 printf(", ");
             tool_json_string(stdout, r->kernels[k]);
+        }
+        printf("], \"names\": [");
+        for (size_t k = 0; k < r->num_names; k += 2) {
+            printf("%s{\"expression\": ", k ? ", " : "");
+            tool_json_string(stdout, r->names[k] + 2);
+            printf(", \"bytes\": %s, \"lowered\": ", r->names[k][0] == 'b' ? "true" : "false");
+            tool_json_string(stdout, r->names[k + 1]);
+            printf("}");
         }
         printf("]}");
     }
@@ -207,7 +252,8 @@ int cmd_ls(int argc, char **argv)
     int code = tool_open_dir_file(CMD, p.dir, TOOL_READ, 0, &dir, &file);
     if (code)
         goto done;
-    int rc = progcache_file_foreach(file, PROGCACHE_ENTRIES_INSPECT, collect, &list);
+    int rc = progcache_file_foreach(file, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
+                                    collect, &list);
     if (rc == -1) {
         code = tool_error(CMD, "out of memory listing %s", dir);
         goto done;

@@ -172,6 +172,7 @@ int cmd_stats(int argc, char **argv)
         {"remote errors", "remote_errors", s.remote_errors},
         {"remote stores", "remote_stores", s.remote_stores},
         {"remote rejected", "remote_rejected", s.remote_rejected},
+        {"names learned", "names_learned", s.names_learned},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -28,7 +28,7 @@ _progcache()
         COMPREPLY=($(compgen -d -- "$cur"))
         return
         ;;
-    -o | --output | --header)
+    -o | --output | --header | --digest-file)
         COMPREPLY=($(compgen -f -- "$cur"))
         return
         ;;
@@ -82,7 +82,7 @@ _progcache()
     export | import) opts="--max-artifact-size -q --quiet" ;;
     warm) opts="--json -a --arch -j --jobs --max-artifact-size -q --quiet" ;;
     key) opts="-t --target -n --name --name-expression --name-expressions-bytes --extra-digest
-               --header --nvrtc-version --max-artifact-size" ;;
+               --header --digest-file --nvrtc-version --max-artifact-size" ;;
     config) opts="--json -u --unset" ;;
     esac
     if [[ $cur == -* ]]; then

@@ -134,7 +134,8 @@ int tool_max_size_value(const char *cmd, const char *text, uint64_t *max);
 /* ---- inputs and outputs the user names (tool_io.c) ------------------------- */
 
 /* tool_read_input flags */
-#define TOOL_INPUT_STDIN 0x1u /* "-" means standard input */
+#define TOOL_INPUT_STDIN 0x1u   /* "-" means standard input */
+#define TOOL_INPUT_REGULAR 0x2u /* only a regular file (a FIFO is refused, not waited on) */
 
 /* Read a whole input into a malloc'd, NUL-terminated *data, never more than
  * max bytes: a larger regular file is refused before it is read, a stream
@@ -172,6 +173,23 @@ int tool_output_write(const char *cmd, tool_output *out, const void *data, size_
  * the temp file. Returns EXIT_OK or EXIT_FAILED (message printed); the
  * struct is released either way. */
 int tool_output_close(const char *cmd, tool_output *out, int ok);
+
+/* ---- headers in memory (tool_headers.c) ------------------------------------- */
+
+/* The headers given with --header NAME=FILE, as the key options take them;
+ * names and contents are malloc'd. */
+typedef struct tool_headers {
+    progcache_header *items;
+    size_t len;
+} tool_headers;
+
+/* Add arg ("NAME=FILE"): read FILE (relative to the directory of base when
+ * base is not NULL and FILE is not absolute; at most max bytes; no NUL
+ * byte). what names the argument in messages ("--header", or
+ * "MANIFEST:LINE: --header"). EXIT_OK, or an exit code after a message. */
+int tool_headers_add(tool_headers *h, const char *cmd, const char *what, const char *arg,
+                     const char *base, uint64_t max);
+void tool_headers_free(tool_headers *h);
 
 /* ---- the cache directory --------------------------------------------------- */
 

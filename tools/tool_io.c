@@ -62,7 +62,10 @@ int tool_read_input(const char *cmd, const char *what, const char *path, unsigne
     if (max > (uint64_t)SIZE_MAX / 2)
         max = (uint64_t)SIZE_MAX / 2;
     /* O_NOCTTY: naming a terminal must not make it ours. */
-    int fd = use_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* TOOL_INPUT_REGULAR: O_NONBLOCK, so that a FIFO is refused below
+     * instead of waited on (a regular file reads as usual). */
+    int oflags = O_RDONLY | O_CLOEXEC | O_NOCTTY | (flags & TOOL_INPUT_REGULAR ? O_NONBLOCK : 0);
+    int fd = use_stdin ? STDIN_FILENO : open(path, oflags);
     if (fd < 0)
         return tool_error(cmd, "%s %s: cannot read: %s", what, name, strerror(errno));
     struct stat st;
@@ -75,6 +78,10 @@ int tool_read_input(const char *cmd, const char *what, const char *path, unsigne
     }
     if (S_ISDIR(st.st_mode)) {
         code = tool_error(cmd, "%s %s: cannot read: %s", what, name, strerror(EISDIR));
+        goto done;
+    }
+    if ((flags & TOOL_INPUT_REGULAR) && !S_ISREG(st.st_mode)) {
+        code = tool_error(cmd, "%s %s: not a regular file", what, name);
         goto done;
     }
     /* A regular file says its size: refuse before reading a byte. */

@@ -18,6 +18,7 @@
 #include "artifact.h"
 #include "common.h"
 #include "file.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +51,14 @@ typedef struct progcache_entry {
     /* progcache_file_verify with PROGCACHE_VERIFY_FIX: 1 when the entry
      * was removed. */
     int removed;
+
+    /* With PROGCACHE_ENTRIES_RECORDS: what is kept with the entry (its
+     * records: progcache_entry_meta_find; the lowered names of its name
+     * expressions: progcache_lowered_names_next), when the entry's seal
+     * vouches for it; else NULL. Added after the fields above: the
+     * library fills it, a caller built against an older header does not
+     * see it. */
+    const progcache_entry_meta *meta;
 } progcache_entry;
 
 /* Called once per entry; return 0 to go on, anything else to stop (the
@@ -68,6 +77,9 @@ typedef int (*progcache_progress_fn)(void *ctx, const char *what, uint64_t done,
 /* progcache_file_foreach() flags */
 #define PROGCACHE_ENTRIES_READ 0x1u    /* read each entry's bytes */
 #define PROGCACHE_ENTRIES_INSPECT 0x2u /* and inspect them (implies READ) */
+/* and the records kept with them (implies READ; costs a SHA-256 of each
+ * entry, to check its seal) */
+#define PROGCACHE_ENTRIES_RECORDS 0x4u
 
 /*
  * progcache_file_foreach() : call fn for every entry of the cache

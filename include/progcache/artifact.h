@@ -19,7 +19,12 @@ typedef enum progcache_kind {
     PROGCACHE_KIND_CUBIN = 1,   /* a CUDA ELF file (NVRTC's CUBIN) */
     PROGCACHE_KIND_PTX = 2,     /* PTX assembly text */
     PROGCACHE_KIND_LTOIR = 3,   /* NVVM IR for link-time optimisation */
-    PROGCACHE_KIND_FATBIN = 4   /* a fat binary (several CUBIN/PTX inside) */
+    PROGCACHE_KIND_FATBIN = 4,  /* a fat binary (several CUBIN/PTX inside) */
+    /* Not an artifact: progcache's record of the headers a compile read
+     * (docs/FORMAT.md, "Header manifests"), kept in the cache as an entry
+     * of its own. Cache listings (progcache_file_foreach, verify) report
+     * it; progcache_artifact_inspect(), which judges artifacts, does not. */
+    PROGCACHE_KIND_MANIFEST = 5
 } progcache_kind;
 
 /* progcache_kind_name() : "CUBIN", "PTX", "LTO-IR", "fatbin" or "unknown".

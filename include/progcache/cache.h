@@ -2,10 +2,18 @@
  * progcache/cache.h - the cache handle: open a cache directory, get and put
  * artifacts by key.
  *
- * A cache is one or more tiers (progcache/sys/store.h): by default an
- * optional in-memory LRU in front of a cuda.core-compatible cache directory.
- * A get walks the tiers top down and copies a hit into the tiers above; a put
- * writes every tier.
+ * A cache is one or more tiers (progcache/store.h), top (fastest) first:
+ *
+ *     memory tier  ->  home directory  ->  remote tier
+ *
+ * progcache_open() stacks an optional in-memory LRU, the cuda.core-compatible
+ * cache directory (the home tier, the cache's own record) and an optional
+ * shared remote tier (Redis; progcache/remote.h); progcache_open_tiers()
+ * stacks stores of the caller's choice, its own included
+ * (progcache/sys/store.h). A get walks the tiers top down and copies a hit,
+ * with its metadata, into the tiers above; a put writes the home tier, then
+ * the remote tiers, then the tiers above. A remote tier never fails a call:
+ * its failures are logged, counted and taken as misses.
  *
  * Thread and process safety: one progcache handle may be used by many
  * threads at once; many processes may open the same directory.
@@ -62,8 +70,8 @@ typedef struct progcache_options {
     progcache_log_fn log; /* optional */
     void *log_ctx;
 
-    /* A shared remote tier below the directory (Redis; progcache/remote.h):
-     * the tiers are then memory -> files -> Redis. NULL: the one named by
+    /* The remote tier, below the home directory (Redis; progcache/remote.h):
+     * the tiers are then memory -> home directory -> Redis. NULL: the one named by
      * $PROGCACHE_REMOTE (progcache_default_remote), if any, unless
      * PROGCACHE_NO_REMOTE. A remote tier that cannot be set up fails the
      * open, whether given here or by the environment (a malformed URL, an
@@ -152,13 +160,13 @@ PROGCACHE_API int progcache_remove(progcache *cache, const void *key, size_t key
 PROGCACHE_API int progcache_clear(progcache *cache);
 
 /* progcache_count() / progcache_total_size() : entries and bytes in the
- * bottom (persistent) tier. METHOD. */
+ * home tier (the cache directory). METHOD. */
 PROGCACHE_API int progcache_count(uint64_t *out, progcache *cache);
 PROGCACHE_API int progcache_total_size(uint64_t *out, progcache *cache);
 
-/* progcache_path() : the cache directory, or NULL for a cache opened with
- * progcache_open_tiers() without a file store. Borrowed; lives as long as
- * the handle. */
+/* progcache_path() : the cache directory progcache_open() opened, or NULL
+ * for a cache opened with progcache_open_tiers() (whose caller knows its
+ * tiers). Borrowed; lives as long as the handle. */
 PROGCACHE_API const char *progcache_path(const progcache *cache);
 
 /*

@@ -169,7 +169,9 @@ PROGCACHE_API const char *progcache_cuda_result_name(CUresult result);
  * The inputs are those of a key (progcache/key.h), so what is compiled is
  * exactly what the key describes: program->source, ->target, ->options (in
  * order, passed to nvrtcCompileProgram unchanged), ->name (NULL:
- * "default_program"), ->name_expressions. extra_digest, the bytes tag and the
+ * "default_program"), ->name_expressions, ->headers (passed to NVRTC in
+ * memory; a header's length need not end at a NUL, but may not hold one:
+ * PROGCACHE_EINVAL). extra_digest, the bytes tag and the
  * NVRTC version fields only matter to the key and are ignored here.
  * For PROGCACHE_TARGET_LTOIR, "-dlto" is added to NVRTC's options when no
  * option asks for LTO-IR already (NVRTC emits none without it); the key sees
@@ -249,7 +251,10 @@ typedef struct progcache_program {
     progcache_key_nvrtc_options nvrtc;
 
     /* Kernel to fetch after loading (its name in the binary: a lowered name
-     * for C++ kernels that are not extern "C"); NULL: load only. */
+     * for C++ kernels that are not extern "C"); NULL: load only. To fetch
+     * kernels by name expression ("matmul<16, Relu>"), list them in
+     * nvrtc.name_expressions instead: a result of version 3 gets each one's
+     * lowered name and kernel. */
     const char *kernel;
 
     unsigned int flags; /* PROGCACHE_PROGRAM_* */
@@ -265,7 +270,10 @@ typedef struct progcache_program {
     unsigned int wait_timeout_ms;
 } progcache_program;
 
-#define PROGCACHE_PROGRAM_VERSION 1
+/* Version 2: nvrtc is a progcache_key_nvrtc_options of version 2 (headers
+ * in memory), which moved the fields after it. A version-1 struct (built
+ * against an older header) is still read, in its own layout. */
+#define PROGCACHE_PROGRAM_VERSION 2
 /* Both versions set, the rest zero, with no warning in the caller's code
  * (as every _INIT macro, progcache/common.h): designated initializers in C,
  * a function in C++. */
@@ -388,9 +396,32 @@ typedef struct progcache_program_result {
      * Empty (size 0) when there was none. Owned by the result (freed by
      * progcache_program_result_release; reused by the next call). */
     progcache_buf cache_detail;
+
+    /* Version 3 (written only into a result of version 3 or later): the
+     * program's name expressions (program->nvrtc.name_expressions), in
+     * their order, num_names of them. lowered_names[i] is the lowered
+     * (mangled) name of expression i, on a miss and on a hit alike; with
+     * the library API kernels[i] is its kernel, and functions[i] its
+     * function with PROGCACHE_PROGRAM_GET_FUNCTION or the module API. An
+     * expression that names a variable rather than a kernel gets NULL
+     * there (fetch it with cuLibraryGetGlobal by its lowered name); so do
+     * all of them with PROGCACHE_PROGRAM_NO_LOAD. The arrays are the
+     * result's (released by progcache_program_result_release). */
+    size_t num_names;
+    const char *const *lowered_names;
+    CUkernel *kernels;
+    CUfunction *functions;
+    /* 1 when the cached entry had no lowered names (cuda.core and older
+     * progcache do not keep them) and this call compiled the program once
+     * to learn them; they are stored with the entry, so the next hit needs
+     * no compile (docs/CUDA.md, "Name expressions"). */
+    int names_learned;
+    /* The memory behind lowered_names, kernels and functions: the
+     * library's, not to be used directly. */
+    progcache_buf names_memory;
 } progcache_program_result;
 
-#define PROGCACHE_PROGRAM_RESULT_VERSION 2
+#define PROGCACHE_PROGRAM_RESULT_VERSION 3
 #define PROGCACHE_PROGRAM_RESULT_INIT                                          \
     PROGCACHE__INIT(progcache_program_result, PROGCACHE_PROGRAM_RESULT_VERSION)
 
@@ -398,7 +429,9 @@ typedef struct progcache_program_result {
  * progcache_compile_or_load() : get a program's artifact from the cache or
  * by compiling it, then load it and fetch its kernel.
  *
- * In order: derive the key (progcache_key_nvrtc); look it up; on a hit check
+ * In order: derive the key (progcache_key_nvrtc_files: header files the
+ * source includes are covered, checked through a manifest kept in the
+ * cache, a stat per header, docs/KEY.md); look it up; on a hit check
  * the artifact (its kind when the bytes match the seal the cache stored
  * with them and that seal says they were a whole artifact, else its whole
  * structure: a CUBIN must be a whole CUDA ELF file); on a miss compile
@@ -408,6 +441,13 @@ typedef struct progcache_program_result {
  * program->kernel. A cached artifact that fails the structure check or that
  * the driver refuses to load (CUDA_ERROR_INVALID_IMAGE, ...) is removed,
  * compiled again, stored and loaded: out->healed says so.
+ *
+ * Name expressions (program->nvrtc.name_expressions): a result of version 3
+ * gets each one's lowered name and kernel, on a miss (from NVRTC; stored
+ * with the entry as a record) and on a hit (from the record). An entry
+ * without the record (written by cuda.core) is read from its own kernels
+ * when that is certain, else the program is compiled once to learn the
+ * names, which are then stored with it (out->names_learned).
  *
  * Single-flight: a miss first takes the key's compile lock in the cache
  * directory. If another thread or process holds it, the call waits for that

@@ -43,6 +43,17 @@ PROGCACHE_API const char *progcache_target_name(progcache_target target);
 PROGCACHE_API int progcache_target_parse(progcache_target *out, const char *name);
 
 /*
+ * progcache_header : a header passed to NVRTC in memory (nvrtcCreateProgram's
+ * headers / includeNames): an #include of exactly name reads content
+ * instead of a file, wherever the directive is (quoted or angle brackets).
+ */
+typedef struct progcache_header {
+    const char *name;    /* as the #include directive spells it ("tile.h") */
+    const char *content; /* the header's text */
+    size_t length;       /* bytes of content; 0: strlen(content) */
+} progcache_header;
+
+/*
  * progcache_key_nvrtc_options : the inputs of a key. Start from
  * PROGCACHE_KEY_NVRTC_OPTIONS_INIT (or progcache_key_nvrtc_options_init());
  * zero means "default" for every field.
@@ -80,24 +91,38 @@ typedef struct progcache_key_nvrtc_options {
      * (nvrtcVersion). Set both to derive keys for another NVRTC, offline. */
     int nvrtc_major;
     int nvrtc_minor;
+
+    /* Version 2: headers in memory, passed to NVRTC (names must differ, as
+     * NVRTC requires). Their names and contents are in the key: it is
+     * cuda.core's key with an extra digest over them (docs/KEY.md, "Headers
+     * in memory"), combined with extra_digest when that is given too. The
+     * order does not matter. */
+    const progcache_header *headers;
+    size_t num_headers;
 } progcache_key_nvrtc_options;
 
-#define PROGCACHE_KEY_NVRTC_OPTIONS_VERSION 1
+#define PROGCACHE_KEY_NVRTC_OPTIONS_VERSION 2
 #define PROGCACHE_KEY_NVRTC_OPTIONS_INIT PROGCACHE__INIT(progcache_key_nvrtc_options, PROGCACHE_KEY_NVRTC_OPTIONS_VERSION)
 
 /* progcache_key_nvrtc_options_init() : set opts to its defaults. NULL-safe. */
 PROGCACHE_API void progcache_key_nvrtc_options_init(progcache_key_nvrtc_options *opts);
 
 /*
- * progcache_key_nvrtc() : derive the 32-byte key of an NVRTC compile.
+ * progcache_key_nvrtc() : derive the 32-byte key of an NVRTC compile, from
+ * its inputs alone (no file is read): cuda.core's make_program_cache_key.
+ *
+ * A source that includes files (an #include the in-memory headers do not
+ * answer) is refused unless extra_digest covers them: this function cannot
+ * see their bytes. progcache_key_nvrtc_files() reads and covers them.
  *
  * @param out   [out] PROGCACHE_KEY_SIZE bytes.
  * @param opts  the inputs (see progcache_key_nvrtc_options).
  * @return PROGCACHE_OK;
  *         PROGCACHE_EUNSAFEKEY when the inputs name outside files
  *           (-I/--include-path, -include/--pre-include, --pch, --use-pch,
- *           --pch-dir) or a program name with a directory part, and no
- *           extra_digest covers them; or when an option writes files as a side
+ *           --pch-dir), a program name with a directory part, or the source
+ *           (or a header in memory) includes a file, and no extra_digest
+ *           covers them; or when an option writes files as a side
  *           effect (--create-pch, --time, --fdevice-time-trace), which a cache
  *           hit would skip. The message names the option and says what to do;
  *         PROGCACHE_EINVAL for a bad argument (NULL source, unknown target,
@@ -108,6 +133,41 @@ PROGCACHE_API void progcache_key_nvrtc_options_init(progcache_key_nvrtc_options 
  */
 PROGCACHE_API int progcache_key_nvrtc(unsigned char out[PROGCACHE_KEY_SIZE],
                                       const progcache_key_nvrtc_options *opts);
+
+/*
+ * progcache_key_nvrtc_files() : the key of an NVRTC compile that reads
+ * header files: progcache_key_nvrtc() with the headers on disk covered.
+ *
+ * Every #include of the source, of the headers in memory and, recursively,
+ * of every header file they reach is found (each directive, whatever #if
+ * surrounds it) and resolved as NVRTC 13 resolves it: headers in memory
+ * first, then for "quoted" names the including file's directory (for the
+ * source, the program name's directory; none with --no-source-include),
+ * then each -I/--include-path in order; <angled> names the include paths
+ * only; absolute names themselves; --pre-include/-include files the
+ * working directory, then the include paths. The key is cuda.core's key
+ * with an extra digest over the headers in memory, the path and SHA-256 of
+ * every header file found, and the identity of the CUDA toolkit when its
+ * headers are included (they are covered by its identity rather than
+ * read): docs/KEY.md, "Headers on disk". A program that reads no file and
+ * has no header in memory gets progcache_key_nvrtc()'s key, byte for byte.
+ *
+ * With extra_digest given, nothing is read: the caller's digest is the
+ * explicit override, as in cuda.core, and the key is progcache_key_nvrtc's.
+ *
+ * progcache_compile_or_load(), `progcache key` and `progcache warm` derive
+ * keys this way (compile-or-load checks a manifest of the headers kept in
+ * the cache instead of reading them again: a stat per header).
+ *
+ * @return as progcache_key_nvrtc(), and PROGCACHE_EUNSAFEKEY when an
+ *         include cannot be resolved or seen (a computed `#include MACRO`,
+ *         a file that is missing everywhere NVRTC looks, a FIFO or device
+ *         where a header should be): the message names the include and the
+ *         file it appears in; PROGCACHE_EIO when a header cannot be read.
+ * Thread-safe.
+ */
+PROGCACHE_API int progcache_key_nvrtc_files(unsigned char out[PROGCACHE_KEY_SIZE],
+                                            const progcache_key_nvrtc_options *opts);
 
 /*
  * progcache_key_hex() : write key as 2*len lowercase hex digits and a NUL

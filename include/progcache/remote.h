@@ -70,7 +70,8 @@ typedef struct progcache_redis_options {
 
     /* A shared secret for authenticated entries; NULL/0: none. With a
      * secret, every value written carries an HMAC-SHA256 tag over the cache
-     * key and the payload, and a value read without a valid tag is rejected
+     * key, the envelope, the records and the payload, and a value read
+     * without a valid tag is rejected
      * (a miss, counted). At least PROGCACHE_REDIS_MIN_SECRET (16) bytes: a
      * shorter one is refused (PROGCACHE_EINVAL), never used or dropped;
      * 32 random bytes are best. Not referenced after
@@ -153,8 +154,16 @@ PROGCACHE_API void progcache_redis_options_init(progcache_redis_options *opts);
  * keeps working while its cache server restarts).
  *
  * Keys: an entry for key bytes K is the Redis string
- * <prefix><hex SHA-256(K)>, its value an envelope (format version, payload
- * length, SHA-256 of the payload, optional HMAC tag) checked on every read.
+ * <prefix><hex SHA-256(K)>, its value an envelope checked on every read:
+ * format version, the entry's kind and records (progcache_entry_meta, so a
+ * remote hit brings them along), lengths, a SHA-256 over K's hash, the
+ * records and the payload (so a value copied under another key's name is
+ * rejected), an optional HMAC tag, then the payload (docs/REMOTE.md).
+ * progcache_store_get_meta() reports PROGCACHE_SEAL_MATCHED for a value
+ * that passed these checks and PROGCACHE_SEAL_NONE for one written by an
+ * older progcache (which bound no key); never PROGCACHE_SEAL_WHOLE, since
+ * the writer's word on the bytes' structure comes from another machine.
+ * A value written by a newer progcache is a miss (counted: newer).
  * count and total_size SCAN the key space (slow on a large server: for
  * tools, not for the hot path); clear deletes every key under the prefix.
  *
@@ -187,13 +196,21 @@ typedef struct progcache_redis_counters {
     uint64_t stores;   /* values written */
     uint64_t store_errors;    /* writes that failed (also counted in errors,
                                  except values too large to send) */
-    uint64_t rejected;        /* values read that failed the envelope or HMAC check */
+    uint64_t rejected;        /* values read that failed the envelope or HMAC
+                                 check (damaged, another program's, copied
+                                 from another key, forged), or were larger
+                                 than max_artifact_size */
     uint64_t skipped_backoff; /* calls not attempted: the store was backing off */
     uint64_t dropped;         /* queued puts dropped: the queue was full */
     uint64_t backoffs;        /* times the store switched itself off */
+
+    /* Version 2. */
+    uint64_t newer; /* the part of misses that found a value written by a
+                       newer progcache (an envelope format this one does
+                       not read): not damage, not read */
 } progcache_redis_counters;
 
-#define PROGCACHE_REDIS_COUNTERS_VERSION 1
+#define PROGCACHE_REDIS_COUNTERS_VERSION 2
 #define PROGCACHE_REDIS_COUNTERS_INIT PROGCACHE__INIT(progcache_redis_counters, PROGCACHE_REDIS_COUNTERS_VERSION)
 
 /*

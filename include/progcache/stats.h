@@ -51,7 +51,11 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_REMOTE_ERRORS = 10,
     PROGCACHE_STAT_REMOTE_STORES = 11,
     PROGCACHE_STAT_REMOTE_REJECTED = 12,
-    PROGCACHE_STAT_LOOKUP_ERRORS = 13
+    PROGCACHE_STAT_LOOKUP_ERRORS = 13,
+    /* compile-or-load found an entry without the lowered names of its name
+     * expressions (written by cuda.core or an older progcache) and compiled
+     * once to learn them (docs/CUDA.md, "Name expressions") */
+    PROGCACHE_STAT_NAMES_LEARNED = 30
 } progcache_stat;
 
 /*
@@ -96,9 +100,13 @@ typedef struct progcache_stats {
     /* 1 when the directory has a statistics file (0 for a directory only
      * cuda.core has used, or one progcache could not write to). */
     int available;
+
+    /* Version 2: entries without lowered names for which compile-or-load
+     * compiled once to learn them (PROGCACHE_STAT_NAMES_LEARNED). */
+    uint64_t names_learned;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 1
+#define PROGCACHE_STATS_VERSION 2
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -34,6 +34,24 @@ int build_program(progcache_program_result *out, progcache *cache, const char *s
     return progcache_compile_or_load(out, cache, &program);
 }
 
+int build_program_named(progcache_program_result *out, progcache *cache, const char *source,
+                        const char *arch, const char *expression, unsigned flags)
+{
+    char arch_option[64];
+    snprintf(arch_option, sizeof arch_option, "-arch=%s", arch);
+    const char *options[] = {arch_option, "--std=c++17"};
+    const char *expressions[] = {expression};
+    progcache_program program = PROGCACHE_PROGRAM_INIT;
+    program.nvrtc.source = source;
+    program.nvrtc.target = PROGCACHE_TARGET_CUBIN;
+    program.nvrtc.options = options;
+    program.nvrtc.num_options = 2;
+    program.nvrtc.name_expressions = expressions;
+    program.nvrtc.num_name_expressions = 1;
+    program.flags = flags;
+    return progcache_compile_or_load(out, cache, &program);
+}
+
 int launch_matmul(const progcache_cuda_api *api, CUkernel kernel, launch_dims d,
                   const device_workload *w)
 {

@@ -317,6 +317,8 @@ static void print_extra_lines(const sample_args *args, const autotune_result *tu
 
 static char *generate_source(const sample_args *args)
 {
+    if (args->templated)
+        return kernel_source_templated();
     return args->kernel == KERNEL_FAST ? kernel_source_fast(&args->config, args->epilogue)
                                        : kernel_source(args->tile, args->epilogue);
 }
@@ -400,6 +402,11 @@ int main(int argc, char **argv)
     } else {
         line("Tile size:", "%d", args.tile);
     }
+    char expression[64] = "";
+    if (args.templated) {
+        templated_expression(expression, sizeof expression, args.tile, args.epilogue);
+        line("Name expression:", "%s", expression);
+    }
     line("Timed launches:", "warmup=%d, iterations=%d", args.warmup, args.iterations);
     putchar('\n');
 
@@ -410,11 +417,25 @@ int main(int argc, char **argv)
         flags |= PROGCACHE_PROGRAM_NO_LOAD;
     if (args.async_store)
         flags |= PROGCACHE_PROGRAM_ASYNC_STORE;
-    if (build_program(&res, cache, source, arch, flags)) {
+    if (args.templated ? build_program_named(&res, cache, source, arch, expression, flags)
+                       : build_program(&res, cache, source, arch, flags)) {
         status = fail("cannot build the kernel");
         goto done;
     }
     print_cache_lines(&res, disabled, g.api != NULL);
+    CUkernel kernel = res.kernel;
+    if (args.templated) {
+        /* The same on a miss and on a hit, in any process: NVRTC's lowered
+         * name, kept with the cache entry. */
+        line("Lowered name:", "%s%s", res.num_names ? res.lowered_names[0] : "(none)",
+             res.names_learned ? " (learned by compiling: the entry had none)" : "");
+        kernel = res.num_names ? res.kernels[0] : NULL;
+        if (g.api && !kernel) {
+            fprintf(stderr, PROG ": %s is not a kernel of the program\n", expression);
+            status = EXIT_FAILED;
+            goto done;
+        }
+    }
 
     if (!g.api) {
         line("Kernel time:", "skipped (no CUDA device)");
@@ -424,7 +445,7 @@ int main(int argc, char **argv)
              arch);
         status = EXIT_PASSED;
     } else if (args.autotune || (status = workload_setup(&w, &g, &args)) < 0) {
-        status = run_kernel(&g, &args, &w, res.kernel, &kernel_ms);
+        status = run_kernel(&g, &args, &w, kernel, &kernel_ms);
     }
     print_extra_lines(&args, tuned ? &tune : NULL, kernel_ms);
 

@@ -19,7 +19,7 @@ static const char usage_text[] =
     "       [--epilogue {identity,relu,gelu,sigmoid,tanh,silu}] [--cache-dir DIR]\n"
     "       [--clear-cache] [--warmup W] [--iterations I] [--arch sm_XY]\n"
     "       [--kernel {tiled,fast}] [--config BMxBNxBK:TMxTN] [--autotune]\n"
-    "       [--print-source] [--async-store] [--help]\n"
+    "       [--templated] [--print-source] [--async-store] [--help]\n"
     "\n"
     "Compile a matmul with bias and epilogue, C = epilogue(A @ B + bias), with NVRTC\n"
     "through a persistent program cache (cuda.core-compatible: the key and the\n"
@@ -49,6 +49,10 @@ static const char usage_text[] =
     "  --autotune            time the fast kernel's candidate tile shapes and use the\n"
     "                        fastest, remembered in the cache per device, size and\n"
     "                        epilogue; implies --kernel fast\n"
+    "  --templated           the tiled kernel as a template, matmul<TILE, Epilogue>,\n"
+    "                        instantiated by a name expression (\"matmul<16, Relu>\");\n"
+    "                        the kernel is found by its lowered name, kept with the\n"
+    "                        cache entry\n"
     "  --print-source        print the generated CUDA source and exit\n"
     "  --async-store         store a freshly compiled program in the background\n"
     "  --help                show this help and exit\n"
@@ -206,6 +210,8 @@ int sample_parse_args(sample_args *out, int argc, char **argv)
             out->print_source = 1;
         } else if (!strcmp(arg, "--async-store")) {
             out->async_store = 1;
+        } else if (!strcmp(arg, "--templated")) {
+            out->templated = 1;
         } else if (!strcmp(arg, "--autotune")) {
             out->autotune = 1;
         } else if (is_opt(arg, "--kernel")) {
@@ -298,6 +304,8 @@ int sample_parse_args(sample_args *out, int argc, char **argv)
     if (out->kernel == KERNEL_FAST && tile_given)
         return usage_error("--tile-size applies to --kernel tiled; the fast kernel's tile shape "
                            "is --config or --autotune");
+    if (out->templated && out->kernel == KERNEL_FAST)
+        return usage_error("--templated applies to the tiled kernel, not --kernel fast");
     if (out->autotune && out->config_given)
         return usage_error("--autotune and --config both choose the tile shape: give one");
     progcache_buf dflt = PROGCACHE_BUF_INIT;

@@ -45,6 +45,7 @@ typedef struct sample_args {
     fast_config config; /* --config, or the default */
     int config_given;
     int autotune;
+    int templated; /* --templated: matmul<TILE, Epilogue> by a name expression */
 } sample_args;
 
 /* Parse argv. Returns -1 to go on, or an exit status (--help: 0; bad
@@ -64,6 +65,16 @@ char *kernel_source(int tile, epilogue_kind epilogue);
 /* The body of the device function `float epilogue(float v)`, shared by
  * both kernels. */
 const char *epilogue_body(epilogue_kind e);
+
+/* ---- --templated (kernel_templated.c) ----------------------------------- */
+
+/* The templated kernel's source, matmul<TILE, Epilogue> and one struct per
+ * epilogue (malloc'd; the same text for every tile and epilogue). */
+char *kernel_source_templated(void);
+/* The epilogue's type in that source: "Relu". */
+const char *epilogue_type(epilogue_kind e);
+/* The name expression of one instantiation: "matmul<16, Relu>". */
+void templated_expression(char *out, size_t len, int tile, epilogue_kind epilogue);
 
 /* ---- the fast kernel (kernel_fast.c) ------------------------------------ */
 

@@ -30,6 +30,11 @@ typedef struct device_workload {
 int build_program(progcache_program_result *out, progcache *cache, const char *source,
                   const char *arch, unsigned flags);
 
+/* The same for a source whose kernel is instantiated by a name expression
+ * (--templated): out->lowered_names[0] and out->kernels[0] are its. */
+int build_program_named(progcache_program_result *out, progcache *cache, const char *source,
+                        const char *arch, const char *expression, unsigned flags);
+
 /* Launch kernel on w (matmul_epilogue's parameters) with dims once. */
 int launch_matmul(const progcache_cuda_api *api, CUkernel kernel, launch_dims dims,
                   const device_workload *w);

@@ -1,13 +1,14 @@
 /* Checks of cached artifacts before they go to the driver: "is it the kind
  * this program's target produces", and, unless the bytes are sealed (they
  * matched the seal stored with them, whose writer found a whole artifact),
- * the store's structure validators (src/store/validate.c). */
+ * the structure checks of their format (inspect.c). */
 #include "artifact/expect.h"
 
 #include <stdio.h>
 
+#include "artifact/format.h"
+#include "artifact/inspect.h"
 #include "error.h" /* PROGCACHE_HOT */
-#include "artifact/validate.h"
 
 PROGCACHE_HOT
 int progcache__artifact_check(const unsigned char *data, size_t size, progcache_target target,

@@ -1,6 +1,7 @@
-/* Internal: structural checks of cached artifacts (artifact.c). */
-#ifndef PROGCACHE_CUDA_ARTIFACT_H
-#define PROGCACHE_CUDA_ARTIFACT_H
+/* Internal: compile-or-load's check of cached bytes before they go to the
+ * driver (expect.c). */
+#ifndef PROGCACHE_ARTIFACT_EXPECT_H
+#define PROGCACHE_ARTIFACT_EXPECT_H
 
 #include <stddef.h>
 

@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "cache/cache.h"
+#include "cache/cache_stats.h"
 #include "error.h"
 #include "sha256.h"
 
@@ -25,6 +26,7 @@ struct job {
     size_t key_len;
     unsigned char *data;
     size_t size;
+    progcache_entry_meta meta; /* kind and a copy of the records */
     progcache_log_fn log;
     void *log_ctx;
 };
@@ -80,10 +82,12 @@ static void *worker_main(void *arg)
         a->busy = 1;
         pthread_mutex_unlock(&cache->async_lock);
 
-        int rc = progcache_put(cache, job->key, job->key_len, job->data, job->size);
+        int rc = progcache__cache_put_meta(cache, job->key, job->key_len, job->data, job->size,
+                                           &job->meta);
         progcache__flight_end(&job->flight); /* waiters may look now */
         if (rc)
             report(cache, job, rc);
+        progcache_entry_meta_release(&job->meta);
         progcache__free(job);
 
         pthread_mutex_lock(&cache->async_lock);
@@ -118,8 +122,8 @@ static int start_worker(progcache *cache)
 }
 
 int progcache__cache_put_async(progcache *cache, const void *key, size_t key_len,
-                               const void *data, size_t size, progcache__flight *flight,
-                               progcache_log_fn log, void *log_ctx)
+                               const void *data, size_t size, const progcache_entry_meta *meta,
+                               progcache__flight *flight, progcache_log_fn log, void *log_ctx)
 {
     if (!cache || !key || !key_len || (!data && size))
         return progcache__error(PROGCACHE_EINVAL, "progcache__cache_put_async: bad argument");
@@ -143,6 +147,16 @@ int progcache__cache_put_async(progcache *cache, const void *key, size_t key_len
     memcpy(job->key, key, key_len);
     if (size)
         memcpy(job->data, data, size);
+    job->meta = (progcache_entry_meta)PROGCACHE_ENTRY_META_INIT;
+    if (meta) {
+        job->meta.kind = meta->kind;
+        if (meta->records.size &&
+            progcache_buf_set(&job->meta.records, meta->records.data, meta->records.size)) {
+            progcache__free(job);
+            return progcache__error(PROGCACHE_ENOMEM, "out of memory copying the records of an "
+                                                      "artifact for the background store");
+        }
+    }
 
     pthread_mutex_lock(&cache->async_lock);
     int rc = cache->async ? PROGCACHE_OK : start_worker(cache);
@@ -160,8 +174,10 @@ int progcache__cache_put_async(progcache *cache, const void *key, size_t key_len
         pthread_cond_signal(&a->wake);
     }
     pthread_mutex_unlock(&cache->async_lock);
-    if (rc)
+    if (rc) {
+        progcache_entry_meta_release(&job->meta);
         progcache__free(job);
+    }
     return rc;
 }
 

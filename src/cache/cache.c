@@ -36,10 +36,7 @@
 
 void progcache_options_init(progcache_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_OPTIONS_VERSION);
 }
 
 void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)
@@ -370,11 +367,19 @@ static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cac
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_get: out is NULL");
 
+    /* The metadata travels with a hit copied into the tiers above, so the
+     * records a remote tier kept (lowered names, ...) reach the home tier
+     * even when the caller did not ask for them. */
+    progcache_entry_meta own = PROGCACHE_ENTRY_META_INIT;
+    if (!meta)
+        meta = &own;
+
     /* A tier that fails does not hide the tiers below it. When none of them
      * hits, the last failure's code is returned with that failure's own
      * message, kept whole: a tier below that misses may have set the
      * thread's message meanwhile, and it must not be reported under the
-     * failing tier's code. */
+     * failing tier's code. A remote tier's failure is never the caller's:
+     * logged, counted, and a miss. */
     int failed = PROGCACHE_OK;
     progcache__error_saved why;
     for (size_t i = 0; i < cache->num_tiers; i++) {
@@ -385,9 +390,15 @@ static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cac
                 progcache__error_discard(&why);
             for (size_t j = i; j-- > 0;)
                 put_upper(cache, j, key, key_len, out->data, out->size, meta);
+            progcache_entry_meta_release(&own);
             return PROGCACHE_OK;
         }
-        if (rc != PROGCACHE_ENOTFOUND) {
+        if (rc != PROGCACHE_ENOTFOUND && i > cache->home) {
+            progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_ERRORS, 1);
+            progcache__cache_log(cache, PROGCACHE_LOG_WARN,
+                                 "get from the remote %s tier failed; taken as a miss: %s",
+                                 tier_name(t), progcache_error_last());
+        } else if (rc != PROGCACHE_ENOTFOUND) {
             if (failed)
                 progcache__error_discard(&why);
             failed = rc;
@@ -398,6 +409,7 @@ static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cac
                                      tier_name(t), progcache_error_last());
         }
     }
+    progcache_entry_meta_release(&own);
     if (!failed)
         return PROGCACHE_ENOTFOUND;
     progcache__error_restore(&why);

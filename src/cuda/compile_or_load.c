@@ -9,7 +9,12 @@
  *     ("healed"); a freshly compiled artifact that the driver refuses is the
  *     caller's problem and is reported as such.
  *  3. Keep the hit path short: one key derivation, one read into a buffer
- *     the caller may reuse, one structure check, one library load. */
+ *     the caller may reuse, one structure check, one library load. A
+ *     program that reads headers adds a stat per header (program_key.c).
+ *  4. Never load the wrong kernel: a name expression's kernel comes from
+ *     NVRTC, from the record kept with the entry, or from the artifact's
+ *     own kernels where that is certain, else the program is compiled once
+ *     to learn it (program_names.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -24,10 +29,106 @@
 #include "cache/flight.h"
 #include "driver.h"
 #include "error.h"
+#include "cuda/program_key.h"
+#include "cuda/program_load.h"
+#include "cuda/program_names.h"
 #include "key/key_options.h"
 #include "options.h"
 #include "progcache/cuda.h"
 
+/* What one call carries between its steps besides the result. */
+typedef struct call {
+    progcache_program_result *out;
+    progcache *cache;
+    const progcache_program *program;
+    progcache__program_key key;  /* the headers the key covers */
+    progcache_buf lowered;       /* the name expressions' lowered names */
+    int names;                   /* lowered holds them */
+} call;
+
+
+/* progcache_program as version 1 laid it out, when progcache_key_nvrtc_options
+ * (embedded by value) had no headers: a caller built against that header
+ * passes this shape, and every field after nvrtc sits elsewhere. */
+typedef struct key_options_v1 {
+    unsigned int version;
+    const char *source;
+    size_t source_len;
+    progcache_target target;
+    const char *const *options;
+    size_t num_options;
+    const char *name;
+    const char *const *name_expressions;
+    size_t num_name_expressions;
+    int name_expressions_are_bytes;
+    const unsigned char *extra_digest;
+    size_t extra_digest_len;
+    int nvrtc_major;
+    int nvrtc_minor;
+} key_options_v1;
+
+typedef struct program_v1 {
+    unsigned int version;
+    key_options_v1 nvrtc;
+    const char *kernel;
+    unsigned int flags;
+    progcache_log_fn log;
+    void *log_ctx;
+    unsigned int wait_timeout_ms;
+} program_v1;
+
+/* A version-1 program into this version's struct (dst set to defaults). */
+static void program_from_v1(progcache_program *dst, const program_v1 *src)
+{
+    dst->nvrtc.version = src->nvrtc.version;
+    dst->nvrtc.source = src->nvrtc.source;
+    dst->nvrtc.source_len = src->nvrtc.source_len;
+    dst->nvrtc.target = src->nvrtc.target;
+    dst->nvrtc.options = src->nvrtc.options;
+    dst->nvrtc.num_options = src->nvrtc.num_options;
+    dst->nvrtc.name = src->nvrtc.name;
+    dst->nvrtc.name_expressions = src->nvrtc.name_expressions;
+    dst->nvrtc.num_name_expressions = src->nvrtc.num_name_expressions;
+    dst->nvrtc.name_expressions_are_bytes = src->nvrtc.name_expressions_are_bytes;
+    dst->nvrtc.extra_digest = src->nvrtc.extra_digest;
+    dst->nvrtc.extra_digest_len = src->nvrtc.extra_digest_len;
+    dst->nvrtc.nvrtc_major = src->nvrtc.nvrtc_major;
+    dst->nvrtc.nvrtc_minor = src->nvrtc.nvrtc_minor;
+    dst->kernel = src->kernel;
+    dst->flags = src->flags;
+    dst->log = src->log;
+    dst->log_ctx = src->log_ctx;
+    dst->wait_timeout_ms = src->wait_timeout_ms;
+}
+
+/* The caller's program as this library's struct: a version-1 one from its
+ * own layout, a later one by the versioned-struct rule (fields it did not
+ * know keep their defaults); its nvrtc member by the key options' rule. */
+static int load_program(progcache_program *p, const progcache_program *program)
+{
+    static const size_t program_size[] = {0, sizeof(program_v1), sizeof(progcache_program)};
+    progcache_program_init(p);
+    if (!program)
+        return PROGCACHE_OK;
+    int rc = progcache__options_load(p, program, program_size, PROGCACHE_PROGRAM_VERSION,
+                                     "progcache_compile_or_load", "progcache_program");
+    if (rc)
+        return rc;
+    progcache_key_nvrtc_options given;
+    if (program->version == 1) {
+        progcache_program_init(p);
+        program_from_v1(p, (const program_v1 *)(const void *)program);
+        given = p->nvrtc;
+    } else {
+        given = program->nvrtc;
+    }
+    if (given.version > 1 && program->version == 1)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_compile_or_load: a version-1 progcache_program holds "
+                                "a version-1 nvrtc member, not version %u",
+                                given.version);
+    return progcache__key_load(&p->nvrtc, &given, "progcache_compile_or_load");
+}
 
 void progcache_program_init(progcache_program *program)
 {
@@ -103,7 +204,8 @@ static void cache_failed(progcache_program_result *out, const progcache_program 
  * thread or process holding it. Returns 1 when the wait ended with that
  * compile's result in out->artifact (nothing left to compile). */
 static int join_flight(progcache__flight *flight, progcache_program_result *out,
-                       progcache *cache, const progcache_program *program)
+                       progcache_entry_meta *meta, progcache *cache,
+                       const progcache_program *program)
 {
     if (!cache || (program->flags & PROGCACHE_PROGRAM_NO_SINGLE_FLIGHT))
         return 0;
@@ -111,7 +213,7 @@ static int join_flight(progcache__flight *flight, progcache_program_result *out,
     double waited = 0;
     unsigned int timeout =
         program->wait_timeout_ms ? program->wait_timeout_ms : PROGCACHE__FLIGHT_WAIT_MS;
-    int rc = progcache__flight_begin(flight, &owner, &waited, &out->artifact, NULL, cache,
+    int rc = progcache__flight_begin(flight, &owner, &waited, &out->artifact, meta, cache,
                                      out->key, sizeof out->key, timeout);
     out->wait_ms += waited;
     if (waited > 0)
@@ -129,147 +231,140 @@ static int join_flight(progcache__flight *flight, progcache_program_result *out,
     return 1;
 }
 
-static int compile_and_store(progcache_program_result *out, progcache *cache,
-                             const progcache_program *program)
+/* Store the artifact in out (with its lowered names) under out->key:
+ * synchronously, or handed to the background thread (which takes flight
+ * over). A failure is recorded in out (rule 1), not returned. */
+static void store(call *c, progcache__flight *flight, const char *what)
 {
+    progcache_program_result *out = c->out;
+    const progcache_program *program = c->program;
+    progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
+    double t = progcache__clock_ms();
+    /* Headers that changed while NVRTC read them: the artifact may be of
+     * other bytes than the key covers, so it is not stored (the next call
+     * compiles again). */
+    int rc = c->key.reads ? progcache__program_key_unchanged(&c->key) : PROGCACHE_OK;
+    if (!rc && c->names)
+        rc = progcache__names_add_record(&meta, &program->nvrtc, &c->lowered);
+    if (rc) {
+        cache_failed(out, program, rc, STEP_STORE, what);
+        goto done;
+    }
+    if ((program->flags & PROGCACHE_PROGRAM_ASYNC_STORE) && flight &&
+        progcache__cache_put_async(c->cache, out->key, sizeof out->key, out->artifact.data,
+                                   out->artifact.size, &meta, flight, program->log,
+                                   program->log_ctx) == PROGCACHE_OK) {
+        /* The background put takes the compile lock over and drops it
+         * once the entry exists, so no waiter wakes to an empty cache. */
+        out->store_pending = 1;
+    } else {
+        int put = progcache__cache_put_meta(c->cache, out->key, sizeof out->key,
+                                            out->artifact.data, out->artifact.size, &meta);
+        if (put)
+            cache_failed(out, program, put, STEP_STORE, what);
+        if (has_v2(out))
+            out->stored = !put || progcache__cache_holds(c->cache, out->key, sizeof out->key);
+        if (put && !(has_v2(out) && out->stored))
+            goto done;
+    }
+    progcache__program_key_store(&c->key, c->cache, program->log, program->log_ctx);
+done:
+    out->store_ms += progcache__clock_ms() - t;
+    progcache_entry_meta_release(&meta);
+}
+
+/* Compile into out->artifact, with the lowered names into c->lowered. */
+static int compile(call *c, progcache_buf *into)
+{
+    double t = progcache__clock_ms();
+    const progcache_key_nvrtc_options *o = &c->program->nvrtc;
+    int rc = progcache_nvrtc_compile(into, &c->out->log,
+                                     o->num_name_expressions ? &c->lowered : NULL, o);
+    c->names = !rc && o->num_name_expressions;
+    c->out->compile_ms += progcache__clock_ms() - t;
+    return rc;
+}
+
+static int learn_names(call *c);
+
+static int compile_and_store(call *c)
+{
+    progcache_program_result *out = c->out;
+    const progcache_program *program = c->program;
     progcache__flight flight = PROGCACHE__FLIGHT_INIT;
-    if (join_flight(&flight, out, cache, program)) {
+    progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
+    int rc = PROGCACHE_OK;
+    if (join_flight(&flight, out, &meta, c->cache, program)) {
         /* Bytes found by looking again are checked like any hit (rule 2):
          * they may be the very entry a heal could not remove, or another
          * bad one. Unusable, they are compiled over: the store below
          * replaces the entry. */
         if (!progcache__artifact_check(out->artifact.data, out->artifact.size,
-                                       program->nvrtc.target, 0, out->heal_reason,
-                                       sizeof out->heal_reason))
-            return PROGCACHE_OK;
+                                       program->nvrtc.target, meta.seal == PROGCACHE_SEAL_WHOLE,
+                                       out->heal_reason, sizeof out->heal_reason)) {
+            /* The names come with the entry that appeared (a record of the
+             * compile we waited for); without them, the caller learns
+             * them as from any hit. */
+            if (out->version >= 3 && program->nvrtc.num_name_expressions) {
+                rc = progcache__names_of_entry(&c->lowered, &program->nvrtc, &meta,
+                                               &out->artifact);
+                c->names = rc == 1;
+                rc = rc < 0 ? rc : c->names ? PROGCACHE_OK : learn_names(c);
+            }
+            goto done;
+        }
         say(program, PROGCACHE_LOG_WARN, "progcache: the cached entry found on a second look is "
             "unusable (%s); compiling again", out->heal_reason);
         out->status = PROGCACHE_STATUS_MISS;
         out->healed = 1;
     }
-    double t = progcache__clock_ms();
-    int rc = progcache_nvrtc_compile(&out->artifact, &out->log, NULL, &program->nvrtc);
-    out->compile_ms += progcache__clock_ms() - t;
-    if (rc || !cache)
-        goto done;
-
-    t = progcache__clock_ms();
-    if (program->flags & PROGCACHE_PROGRAM_ASYNC_STORE) {
-        /* The background put takes the compile lock over and drops it once
-         * the entry exists, so no waiter wakes to an empty cache. */
-        if (progcache__cache_put_async(cache, out->key, sizeof out->key, out->artifact.data,
-                                       out->artifact.size, &flight, program->log,
-                                       program->log_ctx) == PROGCACHE_OK)
-            out->store_pending = 1;
-    }
-    if (!out->store_pending) {
-        int put = progcache_put(cache, out->key, sizeof out->key, out->artifact.data,
-                                out->artifact.size);
-        if (put)
-            cache_failed(out, program, put, STEP_STORE, "store");
-        if (has_v2(out))
-            out->stored = !put || progcache__cache_holds(cache, out->key, sizeof out->key);
-    }
-    out->store_ms += progcache__clock_ms() - t;
+    rc = compile(c, &out->artifact);
+    if (!rc && c->cache)
+        store(c, &flight, "store");
 done:
     progcache__flight_end(&flight);
+    progcache_entry_meta_release(&meta);
     return rc;
 }
 
-/* Driver results that mean "these bytes are no good", as opposed to "the
- * driver or the context is in trouble", which recompiling cannot fix.
- * CUDA_ERROR_NOT_FOUND (no such kernel) is not one: it is almost always a
- * wrong kernel name, and healing it would recompile on every call. */
-static int image_refused(CUresult r)
+/* A hit on an entry without the lowered names the call needs (written by
+ * cuda.core or an older progcache, or whose records could not be kept):
+ * compile once to learn them. The same bytes as the entry: the names are
+ * the entry's, and are stored with it (the same bytes again), so the next
+ * hit needs no compile. Other bytes (another NVRTC build, an entry not of
+ * this compile): the fresh artifact is used and replaces the entry. */
+static int learn_names(call *c)
 {
-    switch (r) {
-    case CUDA_ERROR_INVALID_IMAGE:
-    case CUDA_ERROR_INVALID_PTX:
-    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
-    case CUDA_ERROR_NO_BINARY_FOR_GPU:
-    case CUDA_ERROR_INVALID_SOURCE:
-    case CUDA_ERROR_INVALID_VALUE:
-    case CUDA_ERROR_SHARED_OBJECT_INIT_FAILED:
-    case CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND: return 1;
-    default: return 0;
-    }
-}
-
-static void unload(const progcache_cuda_api *api, progcache_program_result *out)
-{
-    if (api && out->library)
-        api->cuLibraryUnload(out->library);
-    if (api && out->module)
-        api->cuModuleUnload(out->module);
-    out->library = NULL;
-    out->kernel = NULL;
-    out->module = NULL;
-    out->function = NULL;
-}
-
-/* Load the artifact and fetch the kernel. *refused is set when the driver
- * rejected the bytes themselves (see image_refused). */
-PROGCACHE_HOT
-static int load(progcache_program_result *out, const progcache_program *program, int *refused)
-{
-    *refused = 0;
-    const progcache_cuda_api *api;
-    int rc = progcache_cuda_load(&api);
+    progcache_program_result *out = c->out;
+    const progcache_program *program = c->program;
+    char hex[2 * PROGCACHE_KEY_SIZE + 1];
+    progcache_key_hex(hex, out->key, sizeof out->key);
+    say(program, PROGCACHE_LOG_INFO, "progcache: entry %.16s... written without lowered names; "
+        "compiling once to learn them", hex);
+    progcache__cache_record(c->cache, PROGCACHE_STAT_NAMES_LEARNED, 1);
+    progcache_buf fresh = PROGCACHE_BUF_INIT;
+    int rc = compile(c, &fresh);
     if (rc)
-        return rc;
-    const char *kernel = program->kernel;
-    const char *target = progcache_target_name(program->nvrtc.target);
-    double t = progcache__clock_ms();
-    CUresult r;
-    if (program->flags & PROGCACHE_PROGRAM_MODULE_API) {
-        r = api->cuModuleLoadData(&out->module, out->artifact.data);
-        if (r) {
-            rc = progcache__cuda_error(r, "cuModuleLoadData of a %zu-byte %s", out->artifact.size,
-                                       target);
-            goto done;
-        }
-        if (kernel && (r = api->cuModuleGetFunction(&out->function, out->module, kernel))) {
-            rc = progcache__cuda_error(r, "cuModuleGetFunction of kernel '%s'", kernel);
-            goto done;
-        }
-    } else {
-        /* With PRESERVE_BINARY the driver keeps pointing at out->artifact,
-         * which release frees only after unloading. */
-        CUlibraryOption opt = CU_LIBRARY_BINARY_IS_PRESERVED;
-        void *value = (void *)(uintptr_t)1;
-        unsigned int nopt = (program->flags & PROGCACHE_PROGRAM_PRESERVE_BINARY) ? 1 : 0;
-        r = api->cuLibraryLoadData(&out->library, out->artifact.data, NULL, NULL, 0,
-                                   nopt ? &opt : NULL, nopt ? &value : NULL, nopt);
-        if (r) {
-            rc = progcache__cuda_error(r, "cuLibraryLoadData of a %zu-byte %s",
-                                       out->artifact.size, target);
-            goto done;
-        }
-        if (kernel && (r = api->cuLibraryGetKernel(&out->kernel, out->library, kernel))) {
-            rc = progcache__cuda_error(r, "cuLibraryGetKernel of kernel '%s'", kernel);
-            goto done;
-        }
-        if (kernel && (program->flags & PROGCACHE_PROGRAM_GET_FUNCTION)) {
-            r = api->cuKernelGetFunction(&out->function, out->kernel);
-            if (r) {
-                rc = progcache__cuda_error(r, "cuKernelGetFunction of kernel '%s' (is a context "
-                                              "current on this thread?)",
-                                           kernel);
-                /* The bytes loaded fine: this is about the context. */
-                r = CUDA_SUCCESS;
-                goto done;
-            }
-        }
+        goto done;
+    if (fresh.size != out->artifact.size || memcmp(fresh.data, out->artifact.data, fresh.size)) {
+        snprintf(out->heal_reason, sizeof out->heal_reason,
+                 "it had no lowered names, and compiling again gave other bytes (%zu, not %zu)",
+                 fresh.size, out->artifact.size);
+        say(program, PROGCACHE_LOG_WARN, "progcache: cached entry %.16s... %s; replacing it",
+            hex, out->heal_reason);
+        progcache_buf swap = out->artifact;
+        out->artifact = fresh;
+        fresh = swap;
+        out->healed = 1;
+        out->status = PROGCACHE_STATUS_MISS;
     }
+    if (out->version >= 3)
+        out->names_learned = 1;
+    store(c, NULL, "store of the lowered names");
 done:
-    out->load_ms += progcache__clock_ms() - t;
-    if (rc) {
-        *refused = image_refused(r);
-        unload(api, out);
-    }
+    progcache_buf_free(&fresh);
     return rc;
 }
-
 static int check_args(progcache_program_result *out, const progcache_program *program)
 {
     if (!out)
@@ -294,8 +389,11 @@ static int check_args(progcache_program_result *out, const progcache_program *pr
 }
 
 /* Forget the cached entry and build the program again (rule 2). */
-static int heal(progcache_program_result *out, progcache *cache, const progcache_program *program)
+static int heal(call *c)
 {
+    progcache_program_result *out = c->out;
+    progcache *cache = c->cache;
+    const progcache_program *program = c->program;
     char hex[2 * PROGCACHE_KEY_SIZE + 1];
     progcache_key_hex(hex, out->key, sizeof out->key);
     say(program, PROGCACHE_LOG_WARN, "progcache: cached entry %.16s... is unusable (%s); "
@@ -307,7 +405,7 @@ static int heal(progcache_program_result *out, progcache *cache, const progcache
         cache_failed(out, program, rc, STEP_REMOVE, "removal of the unusable entry");
     out->healed = 1;
     out->status = PROGCACHE_STATUS_MISS;
-    return compile_and_store(out, cache, program);
+    return compile_and_store(c);
 }
 
 static void reset(progcache_program_result *out)
@@ -332,10 +430,62 @@ static void reset(progcache_program_result *out)
         if (out->cache_detail.data)
             out->cache_detail.data[0] = '\0';
     }
+    if (out->version >= 3) {
+        out->num_names = 0;
+        out->lowered_names = NULL;
+        out->kernels = NULL;
+        out->functions = NULL;
+        out->names_learned = 0;
+        out->names_memory.size = 0;
+    }
 }
 
-/* The program struct's size in each version, for progcache__options_load. */
-static const size_t program_size[] = {0, sizeof(progcache_program)};
+/* The lookup and what a hit needs before it is used: its check (rule 2)
+ * and its names (rule 4). Sets *have when the cache had the entry. */
+PROGCACHE_HOT
+static int look_up(call *c, progcache_entry_meta *meta, int *have)
+{
+    progcache_program_result *out = c->out;
+    const progcache_program *program = c->program;
+    double t = progcache__clock_ms();
+    *have = 0;
+    if (!c->cache) {
+        out->status = PROGCACHE_STATUS_DISABLED;
+        out->lookup_ms = progcache__clock_ms() - t;
+        return PROGCACHE_OK;
+    }
+    int rc = progcache__cache_get_meta(&out->artifact, meta, c->cache, out->key, sizeof out->key);
+    if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND)
+        cache_failed(out, program, rc, STEP_LOOKUP, "lookup");
+    if (rc != PROGCACHE_OK) {
+        out->lookup_ms = progcache__clock_ms() - t;
+        return PROGCACHE_OK;
+    }
+    *have = 1;
+    out->status = PROGCACHE_STATUS_HIT;
+    if (progcache__artifact_check(out->artifact.data, out->artifact.size, program->nvrtc.target,
+                                  meta->seal == PROGCACHE_SEAL_WHOLE, out->heal_reason,
+                                  sizeof out->heal_reason)) {
+        out->lookup_ms = progcache__clock_ms() - t;
+        return heal(c);
+    }
+    /* Names matter to a result that returns them; an older result's
+     * caller names its kernel itself. */
+    if (out->version >= 3 && program->nvrtc.num_name_expressions) {
+        rc = progcache__names_of_entry(&c->lowered, &program->nvrtc, meta, &out->artifact);
+        c->names = rc == 1;
+        if (rc < 0) {
+            out->lookup_ms = progcache__clock_ms() - t;
+            return rc;
+        }
+    }
+    out->lookup_ms = progcache__clock_ms() - t;
+    if (out->version >= 3 && program->nvrtc.num_name_expressions && !c->names)
+        return learn_names(c);
+    /* A hit whose manifest was missing or out of date: keep the new one. */
+    progcache__program_key_store(&c->key, c->cache, program->log, program->log_ctx);
+    return PROGCACHE_OK;
+}
 
 PROGCACHE_HOT
 int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
@@ -344,67 +494,45 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
     /* The caller's program, as this library's version of the struct: an
      * older caller's keeps the defaults for what it did not know. */
     progcache_program p;
-    progcache_program_init(&p);
-    int rc = progcache__options_load(&p, program, program_size, PROGCACHE_PROGRAM_VERSION,
-                                     "progcache_compile_or_load", "progcache_program");
-    if (!rc && program)
-        rc = progcache__key_options_load(&p.nvrtc, &program->nvrtc, "progcache_compile_or_load");
+    int rc = load_program(&p, program);
     if (!rc)
         rc = check_args(out, program ? &p : NULL);
     if (rc)
         return rc;
-    program = &p;
     reset(out);
+    call c = {out, cache, &p, PROGCACHE__PROGRAM_KEY_INIT, PROGCACHE_BUF_INIT, 0};
     /* What the tier that hit knows of the bytes: the seal state, which
-     * spares a whole structure check. */
+     * spares a whole structure check, and the records (lowered names). */
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
 
     double t = progcache__clock_ms();
-    rc = progcache_key_nvrtc(out->key, &program->nvrtc);
+    rc = progcache__program_key_derive(out->key, &c.key, cache, &p.nvrtc);
     out->key_ms = progcache__clock_ms() - t;
     if (rc)
         goto done;
-    t = progcache__clock_ms();
     int have = 0;
-    if (!cache) {
-        out->status = PROGCACHE_STATUS_DISABLED;
-    } else {
-        rc = progcache__cache_get_meta(&out->artifact, &meta, cache, out->key, sizeof out->key);
-        if (rc == PROGCACHE_OK)
-            have = 1;
-        else if (rc != PROGCACHE_ENOTFOUND)
-            cache_failed(out, program, rc, STEP_LOOKUP, "lookup");
-        rc = PROGCACHE_OK;
-    }
-    if (have) {
-        out->status = PROGCACHE_STATUS_HIT;
-        if (progcache__artifact_check(out->artifact.data, out->artifact.size,
-                                      program->nvrtc.target, meta.seal == PROGCACHE_SEAL_WHOLE,
-                                      out->heal_reason,
-                                      sizeof out->heal_reason)) {
-            out->lookup_ms = progcache__clock_ms() - t;
-            rc = heal(out, cache, program);
-            goto loaded_or_not;
-        }
-    }
-    out->lookup_ms = progcache__clock_ms() - t;
-    if (!have)
-        rc = compile_and_store(out, cache, program);
-
-loaded_or_not:
-    if (rc || (program->flags & PROGCACHE_PROGRAM_NO_LOAD))
+    rc = look_up(&c, &meta, &have);
+    if (!rc && !have)
+        rc = compile_and_store(&c);
+    if (!rc && out->version >= 3 && c.names)
+        rc = progcache__names_to_result(out, &p.nvrtc, &c.lowered);
+    if (rc || (p.flags & PROGCACHE_PROGRAM_NO_LOAD))
         goto done;
     int refused = 0;
-    rc = load(out, program, &refused);
+    rc = progcache__program_load(out, &p, &refused);
     if (rc && refused && out->status == PROGCACHE_STATUS_HIT) {
         snprintf(out->heal_reason, sizeof out->heal_reason, "the driver refused it: %s",
                  progcache_error_last());
-        rc = heal(out, cache, program);
+        rc = heal(&c);
+        if (!rc && out->version >= 3 && c.names)
+            rc = progcache__names_to_result(out, &p.nvrtc, &c.lowered);
         if (!rc)
-            rc = load(out, program, &refused);
+            rc = progcache__program_load(out, &p, &refused);
     }
 done:
     progcache_entry_meta_release(&meta);
+    progcache__program_key_free(&c.key);
+    progcache_buf_free(&c.lowered);
     return rc;
 }
 
@@ -412,7 +540,7 @@ void progcache_program_result_release(progcache_program_result *result)
 {
     if (!result)
         return;
-    unload(progcache__cuda_loaded(), result);
+    progcache__program_unload(progcache__cuda_loaded(), result);
     progcache_buf_free(&result->artifact);
     progcache_buf_free(&result->log);
     unsigned int version = result->version;
@@ -420,7 +548,11 @@ void progcache_program_result_release(progcache_program_result *result)
     size_t size = sizeof *result;
     if (version >= 2)
         progcache_buf_free(&result->cache_detail);
-    else
+    if (version >= 3)
+        progcache_buf_free(&result->names_memory);
+    if (version == 2)
+        size = offsetof(progcache_program_result, num_names);
+    else if (version < 2)
         size = offsetof(progcache_program_result, lookup_error);
     memset(result, 0, size);
     result->version = version;

@@ -1,6 +1,7 @@
 /* NVRTC: C++ source to CUBIN, PTX or LTO-IR. */
 #include <nvrtc.h>
 #include <stdio.h>
+#include <limits.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -73,6 +74,20 @@ static int check_program(const progcache_key_nvrtc_options *p)
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_nvrtc_compile: the source holds a NUL byte within "
                                 "source_len; NVRTC would stop reading there");
+    if (p->num_headers && !p->headers)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_nvrtc_compile: headers is NULL");
+    for (size_t i = 0; i < p->num_headers; i++) {
+        const progcache_header *h = &p->headers[i];
+        if (!h->name || !h->content)
+            return progcache__error(PROGCACHE_EINVAL,
+                                    "progcache_nvrtc_compile: header %zu has no %s", i,
+                                    h->name ? "content" : "name");
+        if (h->length && memchr(h->content, '\0', h->length))
+            return progcache__error(PROGCACHE_EINVAL,
+                                    "progcache_nvrtc_compile: header \"%s\" holds a NUL byte "
+                                    "within its length; NVRTC would stop reading there",
+                                    h->name);
+    }
     return PROGCACHE_OK;
 }
 
@@ -184,6 +199,8 @@ int progcache_nvrtc_compile(progcache_buf *out, progcache_buf *log, progcache_bu
     const char **argv = NULL;
     nvrtcProgram prog = NULL;
     progcache_buf own_log = PROGCACHE_BUF_INIT;
+    char **header_texts = NULL;
+    const char **header_names = NULL;
     progcache_buf *logbuf = log ? log : &own_log;
 
     const char *source = program->source;
@@ -212,7 +229,36 @@ int progcache_nvrtc_compile(progcache_buf *out, progcache_buf *log, progcache_bu
     if (add_dlto)
         argv[argc++] = "-dlto";
 
-    nvrtcResult r = nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+    /* Headers in memory, as NVRTC wants them: NUL-terminated texts (a
+     * caller's length need not end at a NUL) and their names. */
+    size_t nh = program->num_headers;
+    if (nh > (size_t)INT_MAX) {
+        rc = progcache__error(PROGCACHE_EINVAL, "progcache_nvrtc_compile: %zu headers are more "
+                                                "than NVRTC takes", nh);
+        goto done;
+    }
+    if (nh) {
+        header_texts = progcache__calloc(nh, sizeof *header_texts);
+        header_names = progcache__calloc(nh, sizeof *header_names);
+        if (!header_texts || !header_names) {
+            rc = progcache__error(PROGCACHE_ENOMEM, "out of memory for the headers");
+            goto done;
+        }
+        for (size_t i = 0; i < nh; i++) {
+            const progcache_header *h = &program->headers[i];
+            size_t len = h->length ? h->length : strlen(h->content);
+            if (!(header_texts[i] = progcache__malloc(len + 1))) {
+                rc = progcache__error(PROGCACHE_ENOMEM, "out of memory copying header \"%s\"",
+                                      h->name);
+                goto done;
+            }
+            memcpy(header_texts[i], h->content, len);
+            header_texts[i][len] = '\0';
+            header_names[i] = h->name;
+        }
+    }
+    nvrtcResult r = nvrtcCreateProgram(&prog, source, name, (int)nh,
+                                       (const char *const *)header_texts, header_names);
     if (r != NVRTC_SUCCESS) {
         rc = nvrtc_failed(r, "nvrtcCreateProgram", name);
         goto done;
@@ -243,6 +289,10 @@ int progcache_nvrtc_compile(progcache_buf *out, progcache_buf *log, progcache_bu
         rc = fetch_lowered(lowered_names, prog, program, name);
 
 done:
+    for (size_t i = 0; header_texts && i < program->num_headers; i++)
+        progcache__free(header_texts[i]);
+    progcache__free(header_texts);
+    progcache__free((void *)header_names);
     if (prog)
         nvrtcDestroyProgram(&prog);
     progcache_buf_free(&own_log);

@@ -18,32 +18,38 @@ static const struct {
     const char *name;
     progcache__option_kind kind;
     const char *what;
+    int headers; /* reads headers the include scanner finds (key/include_resolve.c) */
 } known[] = {
-    /* Read files whose bytes are not in the key: need an extra digest. */
-    {"--include-path", PROGCACHE__OPTION_READS_FILES, "headers from an include path"},
-    {"--pre-include", PROGCACHE__OPTION_READS_FILES, "a pre-included header"},
-    {"-include", PROGCACHE__OPTION_READS_FILES, "a pre-included header"},
-    {"--pch", PROGCACHE__OPTION_READS_FILES, "automatic precompiled headers"},
-    {"-pch", PROGCACHE__OPTION_READS_FILES, "automatic precompiled headers"},
-    {"--use-pch", PROGCACHE__OPTION_READS_FILES, "a precompiled header file"},
-    {"-use-pch", PROGCACHE__OPTION_READS_FILES, "a precompiled header file"},
-    {"--pch-dir", PROGCACHE__OPTION_READS_FILES, "precompiled headers from a directory"},
-    {"-pch-dir", PROGCACHE__OPTION_READS_FILES, "precompiled headers from a directory"},
+    /* Read files whose bytes are not in the key: need an extra digest, or
+     * (headers) the include scanner. */
+    {"--include-path", PROGCACHE__OPTION_READS_FILES, "headers from an include path", 1},
+    {"--pre-include", PROGCACHE__OPTION_READS_FILES, "a pre-included header", 1},
+    {"-include", PROGCACHE__OPTION_READS_FILES, "a pre-included header", 1},
+    {"--pch", PROGCACHE__OPTION_READS_FILES, "automatic precompiled headers", 0},
+    {"-pch", PROGCACHE__OPTION_READS_FILES, "automatic precompiled headers", 0},
+    {"--use-pch", PROGCACHE__OPTION_READS_FILES, "a precompiled header file", 0},
+    {"-use-pch", PROGCACHE__OPTION_READS_FILES, "a precompiled header file", 0},
+    {"--pch-dir", PROGCACHE__OPTION_READS_FILES, "precompiled headers from a directory", 0},
+    {"-pch-dir", PROGCACHE__OPTION_READS_FILES, "precompiled headers from a directory", 0},
     /* Write files: a cache hit skips the compile, so the file would never
      * appear. No digest can fix that. */
-    {"--create-pch", PROGCACHE__OPTION_SIDE_EFFECT, "writes a precompiled header"},
-    {"-create-pch", PROGCACHE__OPTION_SIDE_EFFECT, "writes a precompiled header"},
-    {"--time", PROGCACHE__OPTION_SIDE_EFFECT, "writes a compile-time report"},
-    {"-time", PROGCACHE__OPTION_SIDE_EFFECT, "writes a compile-time report"},
-    {"--fdevice-time-trace", PROGCACHE__OPTION_SIDE_EFFECT, "writes a device time trace"},
-    {"-fdevice-time-trace", PROGCACHE__OPTION_SIDE_EFFECT, "writes a device time trace"},
+    {"--create-pch", PROGCACHE__OPTION_SIDE_EFFECT, "writes a precompiled header", 0},
+    {"-create-pch", PROGCACHE__OPTION_SIDE_EFFECT, "writes a precompiled header", 0},
+    {"--time", PROGCACHE__OPTION_SIDE_EFFECT, "writes a compile-time report", 0},
+    {"-time", PROGCACHE__OPTION_SIDE_EFFECT, "writes a compile-time report", 0},
+    {"--fdevice-time-trace", PROGCACHE__OPTION_SIDE_EFFECT, "writes a device time trace", 0},
+    {"-fdevice-time-trace", PROGCACHE__OPTION_SIDE_EFFECT, "writes a device time trace", 0},
 };
 
-progcache__option_kind progcache__option_classify(const char *option, const char **what)
+/* classify, also saying whether the option reads headers the include
+ * scanner covers. */
+static progcache__option_kind classify(const char *option, const char **what, int *headers)
 {
+    *headers = 0;
     if (option[0] == '-' && option[1] == 'I') {
         if (what)
             *what = "headers from an include path";
+        *headers = 1;
         return PROGCACHE__OPTION_READS_FILES;
     }
     const char *eq = strchr(option, '=');
@@ -52,10 +58,53 @@ progcache__option_kind progcache__option_classify(const char *option, const char
         if (strlen(known[i].name) == len && memcmp(known[i].name, option, len) == 0) {
             if (what)
                 *what = known[i].what;
+            *headers = known[i].headers;
             return known[i].kind;
         }
     }
     return PROGCACHE__OPTION_PLAIN;
+}
+
+progcache__option_kind progcache__option_classify(const char *option, const char **what)
+{
+    int headers;
+    return classify(option, what, &headers);
+}
+
+int progcache__option_reads_headers(const char *option)
+{
+    int headers;
+    return classify(option, NULL, &headers) == PROGCACHE__OPTION_READS_FILES && headers;
+}
+
+int progcache__key_check_options_scanned(const char *const *options, size_t num_options)
+{
+    const char *what = NULL;
+    int rc = progcache__key_check_options(options, num_options, NULL, 1);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < num_options; i++) {
+        /* A later NVRTC's bundled headers: a directory of headers on the
+         * search path that the scan does not know. */
+        const char *o = options[i] + (options[i][0] == '-' && options[i][1] == '-');
+        size_t n = strcspn(o, "=");
+        if (n == 20 && !memcmp(o, "-use-bundled-headers", 20))
+            return progcache__error(PROGCACHE_EUNSAFEKEY,
+                                    "NVRTC option \"%s\" makes NVRTC read headers from a "
+                                    "directory the cache key cannot cover by scanning includes: "
+                                    "pass an extra digest over the headers the program reads, "
+                                    "or remove the option",
+                                    options[i]);
+        int headers;
+        if (classify(options[i], &what, &headers) == PROGCACHE__OPTION_READS_FILES && !headers)
+            return progcache__error(PROGCACHE_EUNSAFEKEY,
+                                    "NVRTC option \"%s\" makes NVRTC read %s, which the cache "
+                                    "key cannot cover by scanning includes: pass an extra digest "
+                                    "over the files it reads (progcache_digest_files / "
+                                    "--extra-digest or --digest-file), or remove the option",
+                                    options[i], what);
+    }
+    return PROGCACHE_OK;
 }
 
 int progcache__key_check_options(const char *const *options, size_t num_options,
@@ -83,7 +132,9 @@ int progcache__key_check_options(const char *const *options, size_t num_options,
                                     "NVRTC option \"%s\" makes NVRTC read %s, whose bytes the "
                                     "cache key cannot see: pass an extra digest over the "
                                     "files it reads (progcache_digest_files / --extra-digest "
-                                    "or --header), or remove the option",
+                                    "or --digest-file), or derive the key with "
+                                    "progcache_key_nvrtc_files, which reads the headers, or "
+                                    "remove the option",
                                     options[i], what);
     }
     /* NVRTC resolves quoted #include directives relative to the directory
@@ -93,8 +144,9 @@ int progcache__key_check_options(const char *const *options, size_t num_options,
                                 "program name \"%s\" has a directory part, and NVRTC resolves "
                                 "quoted #include directives relative to it, so the cache key "
                                 "cannot see those headers: pass an extra digest over them "
-                                "(progcache_digest_files / --extra-digest or --header), or use "
-                                "a name without '/' or '\\'",
+                                "(progcache_digest_files / --extra-digest or --digest-file), "
+                                "derive the key with progcache_key_nvrtc_files, or use a name "
+                                "without '/' or '\\'",
                                 name);
     return PROGCACHE_OK;
 }

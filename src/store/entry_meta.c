@@ -5,21 +5,11 @@
 #include <string.h>
 
 #include "buf.h"
+#include "bytes.h"
 #include "error.h"
 #include "progcache/store.h"
 
 #define RECORD_HEADER 8
-
-static void put_le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 int progcache_entry_meta_add(progcache_entry_meta *meta, uint32_t tag, const void *data,
                              size_t len)
@@ -38,8 +28,8 @@ int progcache_entry_meta_add(progcache_entry_meta *meta, uint32_t tag, const voi
     int rc = progcache__buf_reserve(&meta->records, used + RECORD_HEADER + len);
     if (rc)
         return rc;
-    put_le32(meta->records.data + used, tag);
-    put_le32(meta->records.data + used + 4, (uint32_t)len);
+    progcache__put_le32(meta->records.data + used, tag);
+    progcache__put_le32(meta->records.data + used + 4, (uint32_t)len);
     if (len)
         memcpy(meta->records.data + used + RECORD_HEADER, data, len);
     progcache__buf_set_size(&meta->records, used + RECORD_HEADER + len);
@@ -54,7 +44,7 @@ int progcache_entry_meta_find(const unsigned char **data, size_t *len,
     const unsigned char *p = meta->records.data;
     size_t left = meta->records.size;
     while (left >= RECORD_HEADER) {
-        uint32_t t = get_le32(p), n = get_le32(p + 4);
+        uint32_t t = progcache__le32(p), n = progcache__le32(p + 4);
         if (n > left - RECORD_HEADER)
             break; /* not well formed: nothing in it is trusted */
         if (t == tag) {

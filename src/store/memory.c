@@ -57,10 +57,7 @@ static const size_t options_size[] = {0, sizeof(progcache_memory_options)};
 
 void progcache_memory_options_init(progcache_memory_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_MEMORY_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_MEMORY_OPTIONS_VERSION);
 }
 
 /* FNV-1a: only a table index (keys are compared in full), so a fast,

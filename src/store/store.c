@@ -5,9 +5,11 @@
 #include "store/store.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "error.h"
+#include "options.h"
 
 int progcache_error_set(int code, const char *fmt, ...)
 {
@@ -193,10 +195,7 @@ void progcache_store_free(progcache_store *store)
 
 void progcache_stats_init(progcache_stats *stats)
 {
-    if (!stats)
-        return;
-    memset(stats, 0, sizeof *stats);
-    stats->version = PROGCACHE_STATS_VERSION;
+    progcache__struct_init(stats, sizeof *stats, PROGCACHE_STATS_VERSION);
 }
 
 int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
@@ -209,12 +208,19 @@ int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
                                 "progcache_stats.version is %u; set it with PROGCACHE_STATS_INIT "
                                 "or progcache_stats_init()",
                                 out->version);
-    /* A store without statistics reports zeros and available 0. */
+    /* A store without statistics reports zeros and available 0. The ops
+     * fill a whole struct of this library's version; the caller gets as
+     * much of it as its version has. */
+    static const size_t sizes[] = {0, offsetof(progcache_stats, names_learned),
+                                   sizeof(progcache_stats)};
     unsigned int version = out->version;
-    memset(out, 0, sizeof *out);
-    out->version = version;
+    progcache_stats all;
+    progcache_stats_init(&all);
     const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
-    return ops && ops->get ? ops->get(out, store) : PROGCACHE_OK;
+    int rc = ops && ops->get ? ops->get(&all, store) : PROGCACHE_OK;
+    memcpy(out, &all, sizes[version]);
+    out->version = version;
+    return rc;
 }
 
 int progcache_store_stats_reset(progcache_store *store)

@@ -2,6 +2,7 @@
  * test-only fault injection. */
 #include "fs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -373,4 +374,22 @@ int progcache__fs_publish(int dirfd, const char *name, const char *temp_prefix, 
     else
         errno = saved;
     return ok ? 0 : -1;
+}
+
+int progcache__fs_each_name(int dirfd, progcache__fs_name_fn fn, void *ctx)
+{
+    DIR *dir = fdopendir(dirfd);
+    if (!dir) {
+        close(dirfd);
+        return 0;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(dir)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        rc = fn(ctx, dirfd, e->d_name, e->d_type);
+    }
+    closedir(dir); /* closes dirfd */
+    return rc;
 }

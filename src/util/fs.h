@@ -117,6 +117,13 @@ int progcache__fs_rename_aside(int olddirfd, const char *oldpath, int newdirfd,
 int progcache__fs_publish(int dirfd, const char *name, const char *temp_prefix, const void *data,
                           size_t size, int flags);
 
+/* Call fn for each name in the directory open as dirfd but "." and "..",
+ * with its d_type (DT_UNKNOWN on file systems that do not say). Takes
+ * dirfd over and closes it. fn returns 0 to go on, non-zero to stop (which
+ * is returned). A directory that cannot be read gives 0. */
+typedef int (*progcache__fs_name_fn)(void *ctx, int dirfd, const char *name, unsigned char type);
+int progcache__fs_each_name(int dirfd, progcache__fs_name_fn fn, void *ctx);
+
 /* mkdir -p for an absolute or relative path; 0 or -1 with errno. */
 int progcache__fs_mkdir_p(const char *path, mode_t mode);
 

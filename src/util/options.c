@@ -32,3 +32,11 @@ int progcache__options_load(void *dst, const void *src, const size_t *sizes,
     memcpy(dst, src, sizes[version]);
     return PROGCACHE_OK;
 }
+
+void progcache__struct_init(void *p, size_t size, unsigned int version)
+{
+    if (!p)
+        return;
+    memset(p, 0, size);
+    *(unsigned int *)p = version;
+}

@@ -17,6 +17,10 @@
 int progcache__options_load(void *dst, const void *src, const size_t *sizes,
                             unsigned int current, const char *fn, const char *name);
 
+/* Set a versioned struct of size bytes to its defaults: zeros, and version
+ * (its first member) set. The body of every _init() function. NULL-safe. */
+void progcache__struct_init(void *p, size_t size, unsigned int version);
+
 /* The version a struct says it is (its first member). */
 #define PROGCACHE__VERSION_OF(p) (*(const unsigned int *)(const void *)(p))
 

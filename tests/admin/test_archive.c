@@ -1,4 +1,4 @@
-/* Export and import (src/store/archive.c): a byte-identical round trip,
+/* Export and import (src/store/file/archive.c): a byte-identical round trip,
  * the strict member-name rules, and hostile archives (traversal, links,
  * pax overrides, bad checksums, truncation) refused before anything is
  * written. */

@@ -1,4 +1,4 @@
-/* Where an archive goes to and comes from (src/store/archive.c,
+/* Where an archive goes to and comes from (src/store/file/archive.c,
  * archive_import.c): export never replaces what is not a regular file
  * (character devices and FIFOs are written in place, directories, block
  * devices, sockets and dangling links refused); archives stream through
@@ -373,8 +373,8 @@ static int import_stream(progcache_store *dst, const void *bytes, size_t len)
         close(done[1]);
         ssize_t n = write(p[1], bytes, len);
         char c;
-        (void)read(done[0], &c, 1); /* until the parent is finished */
-        _exit(n == (ssize_t)len ? 0 : 1);
+        ssize_t waited = read(done[0], &c, 1); /* until the parent is finished */
+        _exit(n == (ssize_t)len && waited >= 0 ? 0 : 1);
     }
     close(p[1]);
     close(done[0]);

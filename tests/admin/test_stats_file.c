@@ -1,4 +1,4 @@
-/* Statistics (src/store/stats_file.c and the counting hooks): what each
+/* Statistics (src/store/file/file_stats.c and the counting hooks): what each
  * operation counts, many processes and threads counting at once without a
  * lost increment, reset, replacing a file of the wrong layout, and
  * read-only caches that read but never write the counters. */

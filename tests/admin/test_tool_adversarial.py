@@ -300,8 +300,14 @@ def test_bounds(tmp):
     src = os.path.join(tmp, "k.cu")
     with open(src, "w") as f:
         f.write(KERNEL)
-    rc, _, err = run(["key", src, "--header", fifo, "--", "-arch=sm_90"])
-    check(rc == 3 and "not a regular file" in err, "key --header FIFO: refused, not waited on", err)
+    rc, _, err = run(["key", src, "--digest-file", fifo, "--", "-arch=sm_90"])
+    check(rc == 3 and "not a regular file" in err, "key --digest-file FIFO: refused, not waited on", err)
+    rc, _, err = run(["key", src, "--header", "h.h=" + fifo, "--", "-arch=sm_90"])
+    check(rc == 3 and "not a regular file" in err, "key --header NAME=FIFO: refused, not waited on", err)
+    with open(src, "w") as f:
+        f.write('#include "h.h"\n' + KERNEL)
+    rc, _, err = run(["key", src, "--", "-arch=sm_90", "-I" + tmp, "--pre-include=header.fifo"])
+    check(rc == 2 and "not a regular file" in err, "key: a FIFO where a header is: refused", err)
 
     with open("/dev/zero", "rb") as zero:
         rc, _, err = run(["warm", "--dir", cache, "--max-artifact-size", "1M", "-"], stdin=zero,

@@ -1,4 +1,4 @@
-/* The artifact validators (src/store/validate.c): real NVRTC output of every
+/* The artifact validators (src/artifact/): real NVRTC output of every
  * kind is recognised with its architecture and kernel names; every
  * truncation of a CUBIN is rejected; bit flips, garbage and crafted
  * headers never crash and never read outside the buffer (run it under
@@ -12,7 +12,8 @@
 #include "alloc.h"
 #include "check.h"
 #include "progcache/cuda.h"
-#include "artifact/validate.h"
+#include "artifact/format.h"
+#include "artifact/inspect.h"
 
 static const char *kernels_src =
     "extern \"C\" __global__ void scale(float *a, float s, int n)"
@@ -343,6 +344,27 @@ static void test_fatbin(void)
     progcache_artifact_info_release(&info);
 }
 
+/* One info struct reused from artifact to artifact (as the admin walks
+ * do): nothing of an earlier artifact's architecture stays behind a
+ * shorter one (a PTX .target after a CUBIN for sm_100 read "sm_900"). */
+static void test_info_reused(void)
+{
+    static const char ptx[] = "//\n.version 8.0\n.target sm_90\n.address_size 64\n";
+    progcache_buf bin = PROGCACHE_BUF_INIT;
+    progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
+    compile(&bin, PROGCACHE_TARGET_CUBIN, "sm_100");
+    inspect(&info, bin.data, bin.size);
+    CHECK(info.kind == PROGCACHE_KIND_CUBIN && info.valid && !strcmp(info.arch, "sm_100"));
+    inspect(&info, ptx, sizeof ptx - 1);
+    CHECK(info.kind == PROGCACHE_KIND_PTX && info.valid);
+    if (strcmp(info.arch, "sm_90")) {
+        fprintf(stderr, "PTX after a CUBIN: arch \"%s\"\n", info.arch);
+        CHECK(!"the PTX .target alone");
+    }
+    progcache_artifact_info_release(&info);
+    progcache_buf_free(&bin);
+}
+
 static void test_reference_cache(void)
 {
     const char *ref = test_reference_dir();
@@ -420,6 +442,7 @@ int main(void)
     test_cubin_truncations();
     test_crafted_elf();
     test_fatbin();
+    test_info_reused();
     test_bit_flips();
     test_reference_cache();
     puts("test_validate: ok");

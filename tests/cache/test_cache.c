@@ -591,9 +591,79 @@ static void test_open_default_dir(void)
     free(dir);
 }
 
+/* A remote tier (SHARED) below the home directory: a hit copied up keeps
+ * the entry's records even through progcache_get, which asks for none; a
+ * remote tier that fails is a miss, never the caller's failure. */
+static void test_remote_tier_meta(void)
+{
+    char *dir = test_mkdtemp("cache-remote-meta");
+    progcache_store *home = NULL, *remote_inner = memory_store();
+    CHECK_OK(progcache_store_file_new(&home, dir, NULL));
+    flaky_store *remote = flaky_new();
+    progcache_store_free(remote->inner);
+    remote->inner = remote_inner;
+    remote->base.flags = PROGCACHE_STORE_SHARED;
+    /* The wrapped memory store keeps metadata; pass it through. */
+    progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
+    CHECK_OK(progcache_entry_meta_add(&meta, PROGCACHE_RECORD_LOWERED_NAMES, "names", 5));
+    CHECK_OK(progcache_store_put_meta(remote_inner, "k", 1, "value", 5, &meta));
+    remote->base.get_meta = NULL; /* a plain tier first: bytes only */
+    progcache_store *tiers[] = {home, &remote->base};
+    progcache *cache = NULL;
+    CHECK_OK(progcache_open_tiers(&cache, tiers, 2, NULL));
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    CHECK_OK(progcache_get(&buf, cache, "k", 1));
+    CHECK(buf.size == 5 && !memcmp(buf.data, "value", 5));
+    progcache_close(cache);
+
+    /* Now a remote tier that serves records: they land in the home. */
+    test_rmtree(dir);
+    CHECK_OK(progcache_store_file_new(&home, dir, NULL));
+    CHECK_OK(progcache_store_memory_new(&remote_inner, NULL));
+    CHECK_OK(progcache_store_put_meta(remote_inner, "k", 1, "value", 5, &meta));
+    remote_inner->flags = PROGCACHE_STORE_SHARED;
+    progcache_store *tiers2[] = {home, remote_inner};
+    CHECK_OK(progcache_open_tiers(&cache, tiers2, 2, NULL));
+    CHECK_OK(progcache_get(&buf, cache, "k", 1));
+    progcache_entry_meta got = PROGCACHE_ENTRY_META_INIT;
+    CHECK_OK(progcache_store_get_meta(&buf, &got, home, "k", 1));
+    const unsigned char *rec;
+    size_t len;
+    CHECK_OK(progcache_entry_meta_find(&rec, &len, &got, PROGCACHE_RECORD_LOWERED_NAMES));
+    CHECK(len == 5 && !memcmp(rec, "names", 5));
+    CHECK(got.seal == PROGCACHE_SEAL_MATCHED || got.seal == PROGCACHE_SEAL_WHOLE);
+    progcache_close(cache);
+
+    /* A failing remote tier: a miss, counted, logged. */
+    test_rmtree(dir);
+    CHECK_OK(progcache_store_file_new(&home, dir, NULL));
+    remote = flaky_new();
+    remote->base.flags = PROGCACHE_STORE_SHARED;
+    remote->fail_get = 1;
+    log_record logs = {0, ""};
+    progcache_options opts = PROGCACHE_OPTIONS_INIT;
+    opts.log = record_log;
+    opts.log_ctx = &logs;
+    progcache_store *tiers3[] = {home, &remote->base};
+    CHECK_OK(progcache_open_tiers(&cache, tiers3, 2, &opts));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, cache, "k", 1));
+    CHECK(logs.warnings == 1 && strstr(logs.last, "remote flaky tier failed"));
+    progcache_stats st = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_stats_get(&st, cache));
+    CHECK(st.remote_errors == 1 && st.misses == 1 && st.lookup_errors == 0);
+    progcache_close(cache);
+
+    progcache_entry_meta_release(&got);
+    progcache_entry_meta_release(&meta);
+    progcache_buf_free(&buf);
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     test_tiers();
+    test_remote_tier_meta();
     test_three_tiers();
     test_failing_tiers();
     test_threads();

@@ -1,10 +1,10 @@
-/* Fuzz target: the artifact validators (src/store/validate.c) on arbitrary
+/* Fuzz target: the artifact validators (src/artifact/) on arbitrary
  * bytes, with kernel-name extraction on. They parse hostile input (a shared
  * cache directory, an imported archive) before the driver sees it. */
 #include <stddef.h>
 #include <stdint.h>
 
-#include "artifact/validate.h"
+#include "artifact/inspect.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* The Redis store's options and URL parsing (src/store/redis_config.c),
+/* The Redis store's options and URL parsing (src/store/redis/redis_config.c),
  * and the entry points' behaviour with and without hiredis. Needs no
  * server: runs in every build. */
 #include "check.h"

@@ -74,7 +74,8 @@ static void test_limits_and_counters(void)
         PROGCACHE__RC_HITS,    PROGCACHE__RC_MISSES,       PROGCACHE__RC_ERRORS,
         PROGCACHE__RC_TIMEOUTS, PROGCACHE__RC_STORES,      PROGCACHE__RC_STORE_ERRORS,
         PROGCACHE__RC_REJECTED, PROGCACHE__RC_SKIPPED,     PROGCACHE__RC_DROPPED,
-        PROGCACHE__RC_BACKOFFS};
+        PROGCACHE__RC_BACKOFFS, PROGCACHE__RC_NEWER};
+    CHECK(sizeof all / sizeof all[0] == PROGCACHE__RC_COUNT);
     progcache__redis_health_init(&h, 3, 1000);
     for (int i = 0; i < PROGCACHE__RC_COUNT; i++)
         for (int j = 0; j <= i; j++)
@@ -82,7 +83,11 @@ static void test_limits_and_counters(void)
     progcache_redis_counters c = snapshot(&h);
     CHECK(c.hits == 1 && c.misses == 2 && c.errors == 3 && c.timeouts == 4);
     CHECK(c.stores == 5 && c.store_errors == 6 && c.rejected == 7);
-    CHECK(c.skipped_backoff == 8 && c.dropped == 9 && c.backoffs == 10);
+    CHECK(c.skipped_backoff == 8 && c.dropped == 9 && c.backoffs == 10 && c.newer == 11);
+    /* A caller of version 1 has no newer field: it is not written. */
+    progcache_redis_counters v1 = {.version = 1, .newer = 12345};
+    progcache__redis_counters_fill(&v1, &h);
+    CHECK(v1.backoffs == 10 && v1.newer == 12345);
     uint64_t t0 = progcache__redis_now_ms(), t1 = progcache__redis_now_ms();
     CHECK(t0 > 0 && t1 >= t0);
 }

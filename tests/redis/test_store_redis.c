@@ -299,22 +299,22 @@ static void test_corruption(void)
     CHECK_OK(progcache_store_put(s, "key", 3, payload, 1000));
     size_t len;
     char *good = test_redis_get(&server, name, &len);
-    CHECK(len == 48 + 1000);
+    CHECK(len == 56 + 1000);
     char *v = malloc(len);
     CHECK(v != NULL);
 
     expect_rejected(s, name, "key", 3, good, len - 1); /* truncated */
     memcpy(v, good, len);
-    v[48 + 500] ^= 0x10; /* a flipped payload bit */
+    v[56 + 500] ^= 0x10; /* a flipped payload bit */
     expect_rejected(s, name, "key", 3, v, len);
     memcpy(v, good, len);
-    v[4] = 2; /* a future format version */
+    v[4] = 0; /* a format version that never was (a newer one: test_redis_meta) */
     expect_rejected(s, name, "key", 3, v, len);
     memcpy(v, good, len);
     v[8] ^= 1; /* the length */
     expect_rejected(s, name, "key", 3, v, len);
     memcpy(v, good, len);
-    v[20] ^= 1; /* the digest */
+    v[30] ^= 1; /* the digest */
     expect_rejected(s, name, "key", 3, v, len);
     expect_rejected(s, name, "key", 3, "hello, not an envelope", 22);
     expect_rejected(s, name, "key", 3, "", 0);
@@ -407,7 +407,8 @@ static void test_max_artifact_size(void)
     CHECK_OK(progcache_store_put(wide, "huge", 4, v, (size_t)4 << 20));
     check_miss(s, "huge", 4);
     CHECK(counters(s).rejected == 2);
-    expect_logged(&log, 3, "it is more than 1080 bytes");
+    /* The bound: 1000, the envelope (88) and the largest records (1 MiB). */
+    expect_logged(&log, 3, "it is more than 1049664 bytes");
     /* The dropped connection is not a failure, and the next call works. */
     check_get(s, "ok", 2, v, 1000);
     progcache_redis_counters c = counters(s);
@@ -427,6 +428,21 @@ static void test_max_artifact_size(void)
     free(v);
 }
 
+/* Recompute the digest of a format-2 value (header bytes before the
+ * records): what anyone who can write to the server can do. */
+static void redigest(unsigned char *v, size_t len, size_t header, const void *key,
+                     size_t key_len)
+{
+    unsigned char *msg = malloc(24 + 32 + len - header);
+    CHECK(msg != NULL);
+    memcpy(msg, v, 24);
+    msg[5] = 0;
+    CHECK_OK(progcache__sha256_oneshot(msg + 24, key, key_len));
+    memcpy(msg + 56, v + header, len - header);
+    CHECK_OK(progcache__sha256_oneshot(v + 24, msg, 56 + len - header));
+    free(msg);
+}
+
 static void test_hmac(void)
 {
     progcache_store *w = open_store(server.url, PROGCACHE_REDIS_SYNC_PUT, "mac:", SECRET);
@@ -441,7 +457,7 @@ static void test_hmac(void)
     CHECK_OK(progcache_store_put(w, "kern", 4, "trusted code", 12));
     size_t len;
     char *tagged = test_redis_get(&server, name, &len);
-    CHECK(len == 80 + 12 && tagged[5] == 1);
+    CHECK(len == 88 + 12 && tagged[5] == 1);
     check_get(same, "kern", 4, "trusted code", 12);
     check_get(plain, "kern", 4, "trusted code", 12); /* no secret: digest only */
     check_miss(wrong, "kern", 4);
@@ -451,8 +467,8 @@ static void test_hmac(void)
     char *evil = malloc(len);
     CHECK(evil != NULL);
     memcpy(evil, tagged, len);
-    memcpy(evil + 80, "EVIL code!!!", 12);
-    CHECK_OK(progcache__sha256_oneshot((unsigned char *)evil + 16, evil + 80, 12));
+    memcpy(evil + 88, "EVIL code!!!", 12);
+    redigest((unsigned char *)evil, len, 88, "kern", 4);
     test_redis_set(&server, name, evil, len);
     check_miss(same, "kern", 4);
     CHECK(counters(same).rejected == 1);
@@ -471,10 +487,10 @@ static void test_hmac(void)
     /* Missing tag: the tag stripped from a good value. */
     char *stripped = malloc(len);
     CHECK(stripped != NULL);
-    memcpy(stripped, tagged, 48);
+    memcpy(stripped, tagged, 56);
     stripped[5] = 0;
-    memcpy(stripped + 48, tagged + 80, 12);
-    test_redis_set(&server, name, stripped, 48 + 12);
+    memcpy(stripped + 56, tagged + 88, 12);
+    test_redis_set(&server, name, stripped, 56 + 12);
     check_miss(same, "kern", 4);
     CHECK(counters(same).rejected == 4);
     check_get(plain, "kern", 4, "trusted code", 12);

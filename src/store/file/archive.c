@@ -31,7 +31,6 @@
 #include "fs.h"
 #include "options.h"
 #include "store/file/file_admin.h"
-#include "artifact/validate.h"
 
 #define TAR_RECORD (20 * TAR_BLOCK) /* archives are padded to whole records */
 
@@ -150,58 +149,6 @@ int progcache__tar_parse(tar_header *out, const unsigned char block[TAR_BLOCK], 
     return 1;
 }
 
-int progcache__tar_pax(tar_header *next, int *has_path, int *has_size, const char *data, size_t len,
-                       char *why, size_t why_len)
-{
-    size_t pos = 0;
-    while (pos < len) {
-        /* "<length> <key>=<value>\n", length counting the whole record. */
-        size_t rec = 0, i = pos;
-        while (i < len && data[i] >= '0' && data[i] <= '9' && rec < PAX_MAX)
-            rec = rec * 10 + (size_t)(data[i++] - '0');
-        if (i == pos || i >= len || data[i] != ' ' || rec <= i - pos + 1 || rec > len - pos ||
-            data[pos + rec - 1] != '\n') {
-            snprintf(why, why_len, "malformed pax extended header record at byte %zu", pos);
-            return -1;
-        }
-        const char *key = data + i + 1, *end = data + pos + rec - 1;
-        const char *eq = memchr(key, '=', (size_t)(end - key));
-        if (!eq) {
-            snprintf(why, why_len, "pax extended header record without '=' at byte %zu", pos);
-            return -1;
-        }
-        size_t key_len = (size_t)(eq - key), value_len = (size_t)(end - eq - 1);
-        if (key_len == 4 && !memcmp(key, "path", 4)) {
-            if (value_len >= sizeof next->name || memchr(eq + 1, '\0', value_len)) {
-                snprintf(why, why_len, "pax path of %zu bytes is not a cache entry name",
-                         value_len);
-                return -1;
-            }
-            memcpy(next->name, eq + 1, value_len);
-            next->name[value_len] = '\0';
-            *has_path = 1;
-        } else if (key_len == 4 && !memcmp(key, "size", 4)) {
-            uint64_t v = 0;
-            if (value_len == 0 || value_len > 19) {
-                snprintf(why, why_len, "malformed pax size");
-                return -1;
-            }
-            for (size_t k = 0; k < value_len; k++) {
-                char c = eq[1 + k];
-                if (c < '0' || c > '9') {
-                    snprintf(why, why_len, "malformed pax size");
-                    return -1;
-                }
-                v = v * 10 + (uint64_t)(c - '0');
-            }
-            next->size = v;
-            *has_size = 1;
-        }
-        pos += rec;
-    }
-    return 0;
-}
-
 int progcache__tar_make(unsigned char block[TAR_BLOCK], const char *name, uint64_t size,
                         int64_t mtime)
 {
@@ -316,6 +263,51 @@ static int write_bytes(export_ctx *x, const void *data, size_t len)
     return PROGCACHE_OK;
 }
 
+/* Before an entry with records (its seal vouches for them): a pax
+ * extended header carrying them as the extended attribute they are in
+ * the cache directory, which GNU tar --xattrs restores too. */
+static int write_records(export_ctx *x, const progcache_entry *e)
+{
+    const progcache_buf *records = &e->meta->records;
+    /* "<length> <key>=<value>\n", the length counting its own digits. */
+    size_t body = 1 + (sizeof PAX_RECORDS_KEY - 1) + 1 + records->size + 1, len = body + 1;
+    char digits[24];
+    for (;;) {
+        int n = snprintf(digits, sizeof digits, "%zu", len);
+        if (body + (size_t)n == len)
+            break;
+        len = body + (size_t)n;
+    }
+    unsigned char block[TAR_BLOCK];
+    char name[100];
+    snprintf(name, sizeof name, "entries/%.2s/PaxHeaders/%s", e->name, e->name + 2);
+    if (progcache__tar_make(block, name, len, e->mtime_ns / 1000000000) != 0)
+        return progcache__error(PROGCACHE_EIO, "the records of entry %s do not fit an archive",
+                                e->name);
+    block[156] = 'x';
+    /* The type changed: the header's checksum again (8 bytes at 148: six
+     * octal digits, NUL, space; computed with the field as spaces). */
+    memset(block + 148, ' ', 8);
+    unsigned sum = 0;
+    for (size_t i = 0; i < TAR_BLOCK; i++)
+        sum += block[i];
+    snprintf((char *)block + 148, 8, "%06o", sum);
+    block[155] = ' ';
+    int rc = write_bytes(x, block, sizeof block);
+    if (!rc)
+        rc = write_bytes(x, digits, strlen(digits));
+    if (!rc)
+        rc = write_bytes(x, " " PAX_RECORDS_KEY "=", sizeof PAX_RECORDS_KEY + 1);
+    if (!rc)
+        rc = write_bytes(x, records->data, records->size);
+    if (!rc)
+        rc = write_bytes(x, "\n", 1);
+    static const unsigned char zeros[TAR_BLOCK];
+    if (!rc && len % TAR_BLOCK)
+        rc = write_bytes(x, zeros, TAR_BLOCK - len % TAR_BLOCK);
+    return rc;
+}
+
 static int export_visit(void *ctx, file_walk_item *item)
 {
     export_ctx *x = ctx;
@@ -324,11 +316,14 @@ static int export_visit(void *ctx, file_walk_item *item)
         return progcache__error(PROGCACHE_EIO, "cannot export entry %s: %s", e->name, e->error);
     unsigned char block[TAR_BLOCK];
     char name[80];
+    int rc = e->meta ? write_records(x, e) : PROGCACHE_OK;
+    if (rc)
+        return rc;
     snprintf(name, sizeof name, "entries/%.2s/%s", e->name, e->name + 2);
     if (progcache__tar_make(block, name, e->size, e->mtime_ns / 1000000000) != 0)
         return progcache__error(PROGCACHE_EIO, "entry %s is too large for a ustar archive",
                                 e->name);
-    int rc = write_bytes(x, block, sizeof block);
+    rc = write_bytes(x, block, sizeof block);
     if (!rc)
         rc = write_bytes(x, e->data, (size_t)e->size);
     static const unsigned char zeros[TAR_BLOCK];
@@ -381,19 +376,14 @@ int progcache__archive_args(file_store **fs, progcache_archive_result *out,
     if (rc)
         return rc;
     if (out) {
-        unsigned int version = out->version;
-        memset(out, 0, sizeof *out);
-        out->version = version;
+        progcache__struct_init(out, sizeof *out, out->version);
     }
     return PROGCACHE_OK;
 }
 
 void progcache_archive_options_init(progcache_archive_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_ARCHIVE_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_ARCHIVE_OPTIONS_VERSION);
 }
 
 /* The whole archive to fd, from its current position. fsync'ed when fd is
@@ -410,7 +400,8 @@ static int export_to(file_store *fs, int fd, const char *name,
         uint64_t bytes;
         progcache__file_totals(fs, &bytes, &x.expected);
     }
-    int rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT, export_visit, &x);
+    int rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
+                                  export_visit, &x);
     if (!rc)
         rc = write_trailer(&x);
     if (!rc)

@@ -32,7 +32,17 @@ typedef struct tar_header {
     char type;      /* typeflag; '\0' is normalised to '0' */
     uint64_t size;
     int64_t mtime;
+    /* From a pax header before it: the entry's records (the extended
+     * attribute user.progcache.records, as GNU tar --xattrs writes it),
+     * records_len bytes at records_at (within the pax header's data for
+     * progcache__tar_pax; in the archive once import placed them). */
+    uint64_t records_at;
+    size_t records_len;
 } tar_header;
+
+/* The pax record that carries an entry's records (docs/FORMAT.md,
+ * "Archives"). */
+#define PAX_RECORDS_KEY "SCHILY.xattr.user.progcache.records"
 
 /* Parse one 512-byte block: 1 a header, 0 an all-zero block (the end),
  * -1 not a valid ustar header (why says what). */
@@ -40,8 +50,9 @@ int progcache__tar_parse(tar_header *out, const unsigned char block[TAR_BLOCK], 
                          size_t why_len);
 
 /* Apply the records of a pax extended header (data, len bytes) to the next
- * member: path and size override its header. 0, or -1 (why) when the
- * records are malformed. */
+ * member: path and size override its header; PAX_RECORDS_KEY sets
+ * records_at and records_len. 0, or -1 (why) when the records are
+ * malformed. */
 int progcache__tar_pax(tar_header *next, int *has_path, int *has_size, const char *data, size_t len,
                        char *why, size_t why_len);
 

@@ -37,7 +37,8 @@
 #include "fs.h"
 #include "store/file/archive.h"
 #include "store/file/file_admin.h"
-#include "artifact/validate.h"
+#include "artifact/inspect.h"
+#include "artifact/manifest_kind.h"
 
 #define SPOOL_CHUNK 65536
 /* After the end of a streamed archive, padding (tar pads to 10 KiB
@@ -193,6 +194,8 @@ typedef struct member {
     int shard;
     uint64_t offset, size;
     int64_t mtime;
+    uint64_t records_at; /* its records (a pax header before it), in the archive */
+    size_t records_len;
 } member;
 
 typedef struct member_list {
@@ -251,6 +254,7 @@ static int read_pax(source *src, const tar_header *h, uint64_t pos, uint64_t dat
     if (!rc && progcache__tar_pax(pending, has_path, has_size, text, (size_t)h->size, why,
                                   sizeof why) != 0)
         rc = refuse(src->name, pos, "%s", why);
+    pending->records_at += data; /* from within the records to the archive */
     progcache__free(text);
     return rc;
 }
@@ -283,6 +287,8 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
             memcpy(h.name, pending.name, sizeof h.name);
         if (has_size)
             h.size = pending.size;
+        h.records_at = pending.records_at;
+        h.records_len = pending.records_len;
         uint64_t data = pos + TAR_BLOCK;
         if (!src->stream && h.size > src->size - data)
             return refuse(path, pos, "member \"%s\" runs past the end of the archive", h.name);
@@ -317,6 +323,8 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
             (rc = opts->on_progress(opts->ctx, "checking", next, src->stream ? 0 : src->size)))
             return rc;
         has_path = has_size = 0;
+        pending.records_at = 0;
+        pending.records_len = 0;
         member m;
         memset(&m, 0, sizeof m);
         if (h.type != '0' && h.type != '5') {
@@ -339,6 +347,8 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
             m.offset = data;
             m.size = h.size;
             m.mtime = h.mtime;
+            m.records_at = h.records_at;
+            m.records_len = h.records_len;
             if ((rc = add_member(list, &m)))
                 return rc;
         }
@@ -357,6 +367,7 @@ static int import_from(file_store *fs, int fd, const char *name,
     member_list list = {NULL, 0, 0};
     progcache_buf data = PROGCACHE_BUF_INIT;
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
+    progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
     source src;
     int rc = source_open(&src, fs, fd, name);
     if (!rc)
@@ -370,9 +381,17 @@ static int import_from(file_store *fs, int fd, const char *name,
         if ((rc = source_read(&src, data.data, (size_t)m->size, m->offset)))
             break;
         progcache__buf_set_size(&data, (size_t)m->size);
-        if ((rc = progcache__validate(&info, data.data, data.size, 1)))
+        if ((rc = progcache__inspect_entry(&info, data.data, data.size, 1)))
             break;
-        if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size, NULL)))
+        /* Its records (lowered names...) go in with it, sealed with it. */
+        if (m->records_len) {
+            if ((rc = progcache__buf_reserve(&meta.records, m->records_len)) ||
+                (rc = source_read(&src, meta.records.data, m->records_len, m->records_at)))
+                break;
+            progcache__buf_set_size(&meta.records, m->records_len);
+        }
+        if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size,
+                                          m->records_len ? &meta : NULL)))
             break;
         out->entries++;
         out->bytes += m->size;
@@ -394,6 +413,7 @@ static int import_from(file_store *fs, int fd, const char *name,
     progcache__free(list.items);
     progcache_buf_free(&data);
     progcache_artifact_info_release(&info);
+    progcache_entry_meta_release(&meta);
     return rc;
 }
 

@@ -166,6 +166,22 @@ void progcache__file_account(file_store *fs, int shard, int64_t bytes, int64_t c
 
 /* ---- walking a shard --------------------------------------------------- */
 
+typedef struct {
+    int shard;
+    file_entry_fn fn;
+    void *ctx;
+} scan_ctx;
+
+static int scan_name(void *ctx, int dirfd, const char *name, unsigned char type)
+{
+    scan_ctx *sc = ctx;
+    struct stat st;
+    if ((type != DT_REG && type != DT_UNKNOWN) || !progcache__file_is_entry_name(name) ||
+        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    return sc->fn(sc->ctx, sc->shard, name, &st);
+}
+
 int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void *ctx)
 {
     char rel[16];
@@ -173,24 +189,8 @@ int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void
     int dirfd = progcache__fs_open_dir(fs->root_fd, rel);
     if (dirfd < 0)
         return 0;
-    DIR *dir = fdopendir(dirfd);
-    if (!dir) {
-        close(dirfd);
-        return 0;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while (!rc && (e = readdir(dir)) != NULL) {
-        if ((e->d_type != DT_REG && e->d_type != DT_UNKNOWN) ||
-            !progcache__file_is_entry_name(e->d_name))
-            continue;
-        struct stat st;
-        if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        rc = fn(ctx, shard, e->d_name, &st);
-    }
-    closedir(dir);
-    return rc;
+    scan_ctx sc = {shard, fn, ctx};
+    return progcache__fs_each_name(dirfd, scan_name, &sc);
 }
 
 static int sum_entry(void *ctx, int shard, const char *name, const struct stat *st)

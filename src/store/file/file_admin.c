@@ -24,7 +24,8 @@
 #include "fs.h"
 #include "options.h"
 #include "store/file/file_stats.h"
-#include "artifact/validate.h"
+#include "artifact/inspect.h"
+#include "artifact/manifest_kind.h"
 
 int progcache__admin_file(const progcache_file *file, const char *fn)
 {
@@ -142,6 +143,7 @@ typedef struct walk_state {
     void *ctx;
     progcache_buf data;
     progcache_artifact_info info;
+    progcache_entry_meta meta; /* records, with PROGCACHE_ENTRIES_RECORDS */
 } walk_state;
 
 static int visit(walk_state *w, int shard, const shard_item *it)
@@ -153,7 +155,9 @@ static int visit(walk_state *w, int shard, const shard_item *it)
     char errtext[160];
     struct stat st;
     int rc = 0;
-    if (w->flags & (PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT)) {
+    unsigned int reads =
+        PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS;
+    if (w->flags & reads) {
         item.fd = open_entry(w->fs, shard, it->name);
         if (item.fd < 0) {
             if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
@@ -173,10 +177,17 @@ static int visit(walk_state *w, int shard, const shard_item *it)
             }
         }
         if (e.data && (w->flags & PROGCACHE_ENTRIES_INSPECT)) {
-            rc = progcache__validate(&w->info, e.data, (size_t)e.size, 1);
+            rc = progcache__inspect_entry(&w->info, e.data, (size_t)e.size, 1);
             if (rc)
                 goto done;
             e.artifact = &w->info;
+        }
+        if (e.data && (w->flags & PROGCACHE_ENTRIES_RECORDS)) {
+            int whole;
+            if (progcache__file_seal_check(item.fd, e.name, e.data, (size_t)e.size, &w->meta,
+                                           &whole, NULL) == FILE_SEAL_MATCH &&
+                w->meta.records.size)
+                e.meta = &w->meta;
         }
     }
     rc = w->fn(w->ctx, &item);
@@ -188,7 +199,8 @@ done:
 
 int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, void *ctx)
 {
-    walk_state w = {fs, flags, fn, ctx, PROGCACHE_BUF_INIT, PROGCACHE_ARTIFACT_INFO_INIT};
+    walk_state w = {fs, flags, fn, ctx, PROGCACHE_BUF_INIT, PROGCACHE_ARTIFACT_INFO_INIT,
+                    PROGCACHE_ENTRY_META_INIT};
     shard_list list = {NULL, 0, 0, 0};
     int rc = PROGCACHE_OK;
     for (int shard = 0; shard < FILE_SHARDS && !rc; shard++) {
@@ -207,6 +219,7 @@ int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, vo
     progcache__free(list.items);
     progcache_buf_free(&w.data);
     progcache_artifact_info_release(&w.info);
+    progcache_entry_meta_release(&w.meta);
     return rc;
 }
 
@@ -232,7 +245,7 @@ int progcache_file_foreach(progcache_file *file, unsigned int flags, progcache_e
         return rc;
     if (!fn)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_foreach: fn is NULL");
-    if (flags & ~(PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT))
+    if (flags & ~(PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS))
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_foreach: unknown flags 0x%x",
                                 flags);
     foreach_ctx f = {fn, ctx};
@@ -278,10 +291,7 @@ int progcache_file_read_entry(progcache_buf *out, progcache_file *file, const ch
 
 void progcache_verify_options_init(progcache_verify_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_VERIFY_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_VERIFY_OPTIONS_VERSION);
 }
 
 /* The struct's size in each version, for progcache__options_load and for
@@ -387,28 +397,30 @@ static int not_regular_entry(verify_ctx *v, int shard, const char *name, const s
 typedef int (*name_fn)(verify_ctx *v, int dirfd, const char *rel, const char *name,
                        const struct stat *st);
 
+typedef struct {
+    verify_ctx *v;
+    const char *rel;
+    name_fn fn;
+} each_ctx;
+
+static int each_visit(void *ctx, int dirfd, const char *name, unsigned char type)
+{
+    each_ctx *ec = ctx;
+    struct stat st;
+    (void)type;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return 0;
+    return ec->fn(ec->v, dirfd, ec->rel, name, &st);
+}
+
 static int each_name(verify_ctx *v, const char *rel, name_fn fn)
 {
     int dirfd = *rel ? progcache__fs_open_dir(v->fs->root_fd, rel)
                      : openat(v->fs->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0)
         return 0;
-    DIR *dir = fdopendir(dirfd);
-    if (!dir) {
-        close(dirfd);
-        return 0;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while (!rc && (e = readdir(dir)) != NULL) {
-        struct stat st;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-            fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        rc = fn(v, dirfd, rel, e->d_name, &st);
-    }
-    closedir(dir);
-    return rc;
+    each_ctx ec = {v, rel, fn};
+    return progcache__fs_each_name(dirfd, each_visit, &ec);
 }
 
 static int check_top(verify_ctx *v, int dirfd, const char *rel, const char *name,
@@ -510,10 +522,7 @@ int progcache_file_verify(progcache_verify_result *out, progcache_file *file,
 
 void progcache_prune_options_init(progcache_prune_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_PRUNE_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_PRUNE_OPTIONS_VERSION);
 }
 
 /* The options struct's size in each version, for progcache__options_load. */
@@ -554,9 +563,7 @@ int progcache_file_prune(progcache_prune_result *out, progcache_file *file,
     if (rc)
         return rc;
     if (out) {
-        unsigned int version = out->version;
-        memset(out, 0, sizeof *out);
-        out->version = version;
+        progcache__struct_init(out, sizeof *out, out->version);
         out->removed = removed;
         out->removed_bytes = removed_bytes;
         progcache__file_totals(fs, &bytes, &count);

@@ -17,7 +17,8 @@
 #include "error.h"
 #include "fs.h"
 #include "sha256.h"
-#include "artifact/validate.h"
+#include "artifact/format.h"
+#include "artifact/inspect.h"
 #include "store/file/file_stats.h"
 
 /* A hit refreshes the entry's atime (the LRU clock) only when it is older
@@ -78,13 +79,13 @@ static int trusted(const file_store *fs, const struct stat *st)
  *    bit, a torn or truncated file, an edit in place). A match proves the
  *    bytes are exactly the ones that were put under this key, so their
  *    structure is not checked again here; when the writer also found them
- *    to be a whole artifact, *sealed tells the caller, which then need not
+ *    to be a whole artifact, meta->seal tells the caller, which then need not
  *    check their structure either (compile-or-load checks their kind,
- *    src/cuda/artifact.c). The hit path pays for every step;
+ *    src/artifact/expect.c). The hit path pays for every step;
  *  - without a seal this version can check (written by cuda.core, by an
  *    older progcache, or on a file system without user xattrs), bytes that
  *    announce an artifact (ELF, fatbin, LTO-IR or PTX magic or text) must
- *    be a whole one (src/store/validate.c: headers and tables inside the
+ *    be a whole one (src/artifact/: headers and tables inside the
  *    file). Other bytes (the store holds any values) pass. */
 static int intact(int fd, const char *rel, const unsigned char *data, size_t size,
                   progcache_entry_meta *meta, int *sealed, char *why, size_t why_len)

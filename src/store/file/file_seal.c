@@ -11,9 +11,10 @@
 #include <sys/xattr.h>
 
 #include "buf.h"
+#include "bytes.h"
 #include "error.h"
 #include "sha256.h"
-#include "artifact/validate.h"
+#include "artifact/inspect.h"
 
 /* The digest of a seal: SHA-256 over the tag and the entry's name, then,
  * when the entry has records, their length (8 bytes, little-endian) and
@@ -28,8 +29,7 @@ static int seal_digest(unsigned char out[PROGCACHE_SHA256_SIZE], const char name
     if (!records || !records->size)
         return progcache__sha256_two(out, prefix, sizeof prefix, data, size);
     unsigned char len[8];
-    for (int i = 0; i < 8; i++)
-        len[i] = (unsigned char)((uint64_t)records->size >> (8 * i));
+    progcache__put_le64(len, records->size);
     progcache__sha256 *ctx = progcache__sha256_new();
     if (!ctx)
         return PROGCACHE_ENOMEM;

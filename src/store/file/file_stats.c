@@ -25,8 +25,9 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "options.h"
 #include "fs.h"
-#include "store/file/file_store.h"
+#include "store/file/file_layout.h"
 
 #define STATS_MAGIC "PCSTATS1"
 #define STATS_VERSION 1
@@ -238,9 +239,9 @@ static uint64_t sum(const progcache__stats *stats, progcache__counter counter)
 
 void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
 {
-    unsigned int version = out->version;
-    memset(out, 0, sizeof *out);
-    out->version = version;
+    /* out is whole (progcache_store_stats_get reads into its own struct
+     * and copies the caller's version back). */
+    progcache__struct_init(out, sizeof *out, out->version);
     if (!stats)
         return;
     out->available = 1;
@@ -258,6 +259,7 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->remote_errors = sum(stats, PROGCACHE__REMOTE_ERRORS);
     out->remote_stores = sum(stats, PROGCACHE__REMOTE_STORES);
     out->remote_rejected = sum(stats, PROGCACHE__REMOTE_REJECTED);
+    out->names_learned = sum(stats, PROGCACHE__NAMES_LEARNED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }
@@ -274,31 +276,3 @@ int progcache__stats_zero(progcache__stats *stats)
     __atomic_store_n(&stats->map->header.since, (int64_t)time(NULL), __ATOMIC_RELAXED);
     return PROGCACHE_OK;
 }
-
-/* ---- the file store's statistics ops (progcache/sys/store.h) ------------- */
-
-PROGCACHE_HOT
-static void file_stats_record(progcache_store *store, progcache_stat stat, uint64_t n)
-{
-    progcache__stats_add(((file_store *)store)->stats, (progcache__counter)stat, n);
-}
-
-static int file_stats_get(progcache_stats *out, progcache_store *store)
-{
-    progcache__stats_read(out, ((file_store *)store)->stats);
-    /* The cap in force for this directory, from its settings (the one
-     * recorded in the file is only the most recent process's). */
-    out->max_size = ((file_store *)store)->max_size;
-    int rc = store->count(&out->entries, store);
-    if (!rc)
-        rc = store->total_size(&out->total_size, store);
-    return rc;
-}
-
-static int file_stats_reset(progcache_store *store)
-{
-    return progcache__stats_zero(((file_store *)store)->stats);
-}
-
-const progcache_store_stats_ops progcache__file_stats_ops = {
-    PROGCACHE_STORE_STATS_OPS_VERSION, file_stats_record, file_stats_get, file_stats_reset, NULL};

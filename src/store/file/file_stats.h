@@ -30,7 +30,8 @@ typedef enum progcache__counter {
     PROGCACHE__REMOTE_STORES = 11,
     PROGCACHE__REMOTE_REJECTED = 12,
     PROGCACHE__LOOKUP_ERRORS = 13,
-    PROGCACHE__COUNTERS_USED = 14,
+    /* 14-23 are reserved for the remote tier, 24-29 for precompiled headers. */
+    PROGCACHE__NAMES_LEARNED = 30,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 32
 } progcache__counter;
@@ -62,8 +63,5 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats);
  * the reset may be lost (each counter is zeroed by one atomic store, not
  * under a lock). PROGCACHE_EINVAL when the statistics are read-only. */
 int progcache__stats_zero(progcache__stats *stats);
-
-/* The file store's statistics ops: its vtable points here. */
-extern const progcache_store_stats_ops progcache__file_stats_ops;
 
 #endif

@@ -27,15 +27,11 @@
 #include "fs.h"
 #include "options.h"
 #include "sha256.h"
-#include "artifact/validate.h"
 #include "store/file/file_stats.h"
 
 void progcache_file_options_init(progcache_file_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_FILE_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_FILE_OPTIONS_VERSION);
 }
 
 void progcache__file_log(file_store *fs, int level, const char *fmt, ...)
@@ -77,6 +73,42 @@ static void file_free(progcache_store *store)
     progcache__free(fs->root);
     progcache__free(fs);
 }
+
+/* ---- statistics (progcache/stats, file_stats.c) behind the vtable -------- */
+
+/* The statistics file's counter positions are the public progcache_stat
+ * values: record passes them through. */
+_Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
+                   (int)PROGCACHE__CORRUPT_REMOVED == (int)PROGCACHE_STAT_CORRUPT_REMOVED &&
+                   (int)PROGCACHE__REMOTE_REJECTED == (int)PROGCACHE_STAT_REMOTE_REJECTED &&
+                   (int)PROGCACHE__LOOKUP_ERRORS == (int)PROGCACHE_STAT_LOOKUP_ERRORS,
+               "progcache__counter and progcache_stat must agree");
+
+PROGCACHE_HOT
+static void file_stats_record(progcache_store *store, progcache_stat stat, uint64_t n)
+{
+    progcache__stats_add(((file_store *)store)->stats, (progcache__counter)stat, n);
+}
+
+static int file_stats_get(progcache_stats *out, progcache_store *store)
+{
+    progcache__stats_read(out, ((file_store *)store)->stats);
+    /* The cap in force for this directory, from its settings (the one
+     * recorded in the file is only the most recent process's). */
+    out->max_size = ((file_store *)store)->max_size;
+    int rc = store->count(&out->entries, store);
+    if (!rc)
+        rc = store->total_size(&out->total_size, store);
+    return rc;
+}
+
+static int file_stats_reset(progcache_store *store)
+{
+    return progcache__stats_zero(((file_store *)store)->stats);
+}
+
+static const progcache_store_stats_ops file_stats_ops = {
+    PROGCACHE_STORE_STATS_OPS_VERSION, file_stats_record, file_stats_get, file_stats_reset, NULL};
 
 /* ---- the typed handle (progcache/file.h) -------------------------------- */
 
@@ -258,7 +290,7 @@ int progcache_store_file_new(progcache_store **out, const char *path,
     fs->base.flags = PROGCACHE_STORE_PERSISTENT;
     fs->base.get_meta = progcache__file_vget_meta;
     fs->base.put_meta = progcache__file_vput_meta;
-    fs->base.stats = &progcache__file_stats_ops;
+    fs->base.stats = &file_stats_ops;
     fs->flags = opts->flags;
     fs->log = opts->log;
     fs->log_ctx = opts->log_ctx;

@@ -14,11 +14,8 @@
 #include "progcache/file.h"
 #include "progcache/settings.h"
 #include "progcache/sys/store.h"
+#include "store/file/file_layout.h"
 
-#define FILE_SHARDS 256
-/* "entries/" + 2 + "/" + 62 + NUL */
-#define FILE_REL_PATH_MAX 80
-#define FILE_STATE_DIR "progcache"
 
 /* Accounting shared by every process that opens the directory: a small
  * file mapped with MAP_SHARED and updated with atomic adds, so a put costs
@@ -80,7 +77,7 @@ int progcache__file_check_dir(int root_fd, const char *path);
  * together (docs/FORMAT.md, "The seal"). Format 2, FILE_SEAL_SIZE bytes:
  *   [0]      FILE_SEAL_FORMAT (2)
  *   [1]      flags: FILE_SEAL_WHOLE when the writer found the bytes to be a
- *            whole artifact (src/store/validate.c)
+ *            whole artifact (src/artifact/inspect.c)
  *   [2..9]   the first 8 bytes of the entry's name (its SHA-256 of the
  *            key), so a mismatch can be told apart from damage
  *   [10..41] SHA-256(FILE_SEAL_TAG, the entry's 64-digit name, the bytes)
@@ -103,8 +100,6 @@ int progcache__file_check_dir(int root_fd, const char *path);
 #define FILE_SEAL_TAG "progcache.seal.2"
 #define FILE_SEAL_TAG_SIZE 17
 
-/* An entry's name: the 64 lowercase hex digits of SHA-256(key). */
-#define FILE_NAME_LEN 64
 
 /* Seal the bytes just written to fd as the entry named name, with meta's
  * records if any (best effort: a file system without user xattrs gets no

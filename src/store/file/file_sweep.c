@@ -24,28 +24,32 @@
 /* Remove from the directory rel the files named as is_temp says that a
  * crashed writer of ours (or cuda.core's) left: regular files of this
  * user, untouched for an hour. Anything else there is not ours to judge. */
+typedef struct {
+    const file_store *fs;
+    int (*is_temp)(const char *);
+    time_t cutoff;
+} sweep_ctx;
+
+static int sweep_name(void *ctx, int dirfd, const char *name, unsigned char type)
+{
+    const sweep_ctx *sc = ctx;
+    struct stat st;
+    (void)type;
+    if (sc->is_temp(name) && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode) && st.st_uid == sc->fs->euid && st.st_mtime < sc->cutoff)
+        (void)unlinkat(dirfd, name, 0);
+    return 0;
+}
+
 static void sweep_dir(file_store *fs, const char *rel, int (*is_temp)(const char *))
 {
     int dirfd = progcache__fs_open_dir(fs->root_fd, rel);
     if (dirfd < 0)
         return;
-    DIR *dir = fdopendir(dirfd);
-    if (!dir) {
-        close(dirfd);
-        return;
-    }
     /* Old enough that no live writer can still be between create and
      * rename; a young temp file may be another process's put in flight. */
-    time_t cutoff = time(NULL) - TMP_STALE_SECONDS;
-    struct dirent *e;
-    while ((e = readdir(dir)) != NULL) {
-        struct stat st;
-        if (!is_temp(e->d_name) || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        if (S_ISREG(st.st_mode) && st.st_uid == fs->euid && st.st_mtime < cutoff)
-            (void)unlinkat(dirfd, e->d_name, 0);
-    }
-    closedir(dir);
+    sweep_ctx sc = {fs, is_temp, time(NULL) - TMP_STALE_SECONDS};
+    (void)progcache__fs_each_name(dirfd, sweep_name, &sc);
 }
 
 void progcache__file_sweep_tmp(file_store *fs, int state_dir_too)

@@ -16,9 +16,8 @@
 
 typedef struct job {
     struct job *next;
-    size_t key_len;
-    size_t size;
-    unsigned char bytes[]; /* key, then data */
+    progcache__put_item item; /* pointing into bytes */
+    unsigned char bytes[];    /* key, records, then data */
 } job;
 
 struct progcache__put_queue {
@@ -26,7 +25,7 @@ struct progcache__put_queue {
     pthread_cond_t work; /* a job was queued, or stop was set */
     pthread_cond_t done_cond; /* a job was written */
     job *head, *tail;
-    uint64_t bytes; /* key and data bytes queued or being written */
+    uint64_t bytes; /* key, records and data bytes queued or being written */
     uint64_t max_bytes;
     uint64_t pushed, written; /* sequence numbers for flush */
     int started, stop;
@@ -80,9 +79,9 @@ static void *run(void *arg)
         if (!q->head)
             q->tail = NULL;
         pthread_mutex_unlock(&q->lock);
-        q->write(q->ctx, j->bytes, j->key_len, j->bytes + j->key_len, j->size);
+        q->write(q->ctx, &j->item);
         pthread_mutex_lock(&q->lock);
-        q->bytes -= j->key_len + j->size;
+        q->bytes -= j->item.key_len + j->item.records_len + j->item.size;
         q->written++;
         pthread_cond_broadcast(&q->done_cond);
         progcache__free(j);
@@ -107,17 +106,18 @@ static int start(progcache__put_queue *q)
     return PROGCACHE_OK;
 }
 
-int progcache__put_queue_push(progcache__put_queue *q, const void *key, size_t key_len,
-                              const void *data, size_t size)
+int progcache__put_queue_push(progcache__put_queue *q, const progcache__put_item *item)
 {
+    size_t key_len = item->key_len, records_len = item->records_len, size = item->size;
     if (getpid() != q->pid)
         return progcache__error(PROGCACHE_EREMOTE,
                                 "the put queue belongs to the parent process (the store was "
                                 "carried across fork()); writing in the caller's thread");
-    if (size > SIZE_MAX - sizeof(job) - key_len)
+    if (key_len > SIZE_MAX / 4 || records_len > SIZE_MAX / 4 ||
+        size > SIZE_MAX - sizeof(job) - key_len - records_len)
         return progcache__error(PROGCACHE_ENOMEM, "a value of %zu bytes is too large to queue",
                                 size);
-    uint64_t need = (uint64_t)key_len + size;
+    uint64_t need = (uint64_t)key_len + records_len + size;
     job *j = NULL;
     int rc = PROGCACHE_OK;
 
@@ -134,18 +134,22 @@ int progcache__put_queue_push(progcache__put_queue *q, const void *key, size_t k
         goto done;
     /* Allocated under the lock only so a full queue costs no allocation;
      * the copy is what keeps the caller's buffer free the moment we return. */
-    j = progcache__malloc(sizeof *j + key_len + size);
+    j = progcache__malloc(sizeof *j + key_len + records_len + size);
     if (!j) {
         rc = progcache__error(PROGCACHE_ENOMEM, "out of memory queueing a value of %zu bytes",
                               size);
         goto done;
     }
     j->next = NULL;
-    j->key_len = key_len;
-    j->size = size;
-    memcpy(j->bytes, key, key_len);
+    j->item = *item;
+    j->item.key = j->bytes;
+    j->item.records = j->bytes + key_len;
+    j->item.data = j->bytes + key_len + records_len;
+    memcpy(j->bytes, item->key, key_len);
+    if (records_len)
+        memcpy(j->bytes + key_len, item->records, records_len);
     if (size)
-        memcpy(j->bytes + key_len, data, size);
+        memcpy(j->bytes + key_len + records_len, item->data, size);
     if (q->tail)
         q->tail->next = j;
     else

@@ -24,10 +24,7 @@
 
 void progcache_redis_options_init(progcache_redis_options *opts)
 {
-    if (!opts)
-        return;
-    memset(opts, 0, sizeof *opts);
-    opts->version = PROGCACHE_REDIS_OPTIONS_VERSION;
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_REDIS_OPTIONS_VERSION);
 }
 
 /* ---- the URL ----------------------------------------------------------- */

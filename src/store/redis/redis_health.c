@@ -70,5 +70,7 @@ void progcache__redis_counters_fill(progcache_redis_counters *out,
     out->skipped_backoff = GET(PROGCACHE__RC_SKIPPED);
     out->dropped = GET(PROGCACHE__RC_DROPPED);
     out->backoffs = GET(PROGCACHE__RC_BACKOFFS);
+    if (out->version >= 2)
+        out->newer = GET(PROGCACHE__RC_NEWER);
 #undef GET
 }

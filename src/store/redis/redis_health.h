@@ -31,6 +31,7 @@ typedef enum progcache__redis_counter {
     PROGCACHE__RC_SKIPPED,
     PROGCACHE__RC_DROPPED,
     PROGCACHE__RC_BACKOFFS,
+    PROGCACHE__RC_NEWER,
     PROGCACHE__RC_COUNT
 } progcache__redis_counter;
 
@@ -62,7 +63,7 @@ void progcache__redis_ok(progcache__redis_health *h);
 unsigned int progcache__redis_failed(progcache__redis_health *h, int timeout, int reached,
                                      uint64_t now_ms);
 
-/* Copy the counters into out (fields of version 1). */
+/* Copy the counters into out: the fields of out->version (1 or more). */
 void progcache__redis_counters_fill(progcache_redis_counters *out,
                                     const progcache__redis_health *h);
 

@@ -1,6 +1,7 @@
 /* The Redis store's entry points in a build without hiredis: they exist so
  * that programs link either way, and say how to get the real thing. The
- * real ones are in redis_store.c, compiled instead when hiredis is found
+ * real ones are in redis_store.c (with redis_conn.c and redis_lease.c),
+ * compiled instead when hiredis is found
  * (src/CMakeLists.txt). */
 #include "progcache/remote.h"
 

@@ -1,0 +1,15 @@
+/* Internal: the names and sizes of a cache directory's layout
+ * (docs/FORMAT.md), for every file of store/file/. */
+#ifndef PROGCACHE_STORE_FILE_LAYOUT_H
+#define PROGCACHE_STORE_FILE_LAYOUT_H
+
+/* entries/<2 hex>/: one shard per first byte of the entry's name. */
+#define FILE_SHARDS 256
+/* "entries/" + 2 + "/" + 62 + NUL */
+#define FILE_REL_PATH_MAX 80
+/* progcache's own files (state, lock, stats, flight, config). */
+#define FILE_STATE_DIR "progcache"
+/* An entry's name: the 64 lowercase hex digits of SHA-256(key). */
+#define FILE_NAME_LEN 64
+
+#endif
