@@ -167,6 +167,23 @@ def test_parsing(tmp):
     check(rc == 2 and "NVRTC options go after '--'" in err, "key: an NVRTC option before --", err)
     rc, _, err = run(["key", "--name-ex", "x", src])
     check(rc == 2 and "ambiguous" in err, "key --name-ex: ambiguous", err)
+    # key --header NAME=FILE is read with the bound in force, wherever the
+    # options stand: --max-artifact-size after it, or the setting of -d DIR.
+    hsrc = os.path.join(tmp, "h.cu")
+    write(hsrc, b'#include "h.h"\nextern "C" __global__ void k(){}\n')
+    hdr = os.path.join(tmp, "h.h")
+    write(hdr, b"#define TWELVE 12\n")
+    ok = run(["key", "--header", "h.h=" + hdr, hsrc, "--", "-arch=sm_90"])
+    check(ok[0] == 0 and len(ok[1].strip()) == 64, "key --header NAME=FILE", ok)
+    rc, out, err = run(["key", "--header", "h.h=" + hdr, "--max-artifact-size", "8", hsrc])
+    check(rc == 3 and out == "" and "8 bytes" in err, "key --header, then a bound below it: 3", err)
+    small = os.path.join(tmp, "small")
+    check(run(["config", "-d", small, "max_artifact_size", "8"])[0] == 0, "set a small bound")
+    rc, out, err = run(["key", "-d", small, "--header", "h.h=" + hdr, hsrc])
+    check(rc == 3 and out == "", "key -d DIR: the directory's max_artifact_size bounds headers",
+          err)
+    again = run(["key", hsrc, "--digest-file", hdr, "--header=h.h=" + hdr, "--", "-arch=sm_90"])
+    check(again[0] == 0 and again[1] != ok[1], "key --digest-file with --header=NAME=FILE", again)
     # Errors.
     for args, needle in ((["ls", "--jsno", "-d", cache], 'did you mean "--json"'),
                          (["ls", "-d"], "-d needs a value"),
@@ -256,6 +273,18 @@ def test_dash(tmp):
     a = run(["key", src, "--", "-arch=sm_90"])
     b = run(["key", "-", "--", "-arch=sm_90"], stdin=open(src, "rb").read())
     check(a[0] == 0 and a[1] == b[1], "key -: standard input", (a, b))
+    # warm -: the manifest on standard input, sources relative to the
+    # working directory.
+    here = os.getcwd()
+    os.chdir(tmp)
+    try:
+        rc, out, err = run(["warm", "-a", "sm_90", "-d", cache, "--json", "-"],
+                           stdin=b"k.cu -- -arch=sm_90\n")
+    finally:
+        os.chdir(here)
+    w = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and w.get("compiled") == 1 and w["programs"][0]["key"] == a[1].strip(),
+          "warm -: the manifest from standard input", (rc, out, err))
 
 
 def test_progress(tmp):
@@ -312,6 +341,11 @@ def test_json(tmp):
         "clear": run(["clear", "--json", "-d", cache]),
         "stats --zero": run(["stats", "--json", "--zero", "-d", cache]),
     }
+    src = os.path.join(tmp, "k.cu")
+    write(src, b'extern "C" __global__ void k(){}\n')
+    manifest = os.path.join(tmp, "m.txt")
+    write(manifest, b"k.cu\n")
+    outputs["warm"] = run(["warm", "--json", "-a", "sm_90", "-d", cache, manifest])
     for name, (rc, out, err) in outputs.items():
         try:
             obj = json.loads(out)
