@@ -64,6 +64,10 @@ step "matmul kernels"
 JSON="$J/matmul.json" bash bench/run_matmul_bench.sh "$B" >"$OUT/matmul.md" 2>&1
 tail -30 "$OUT/matmul.md"
 
+step "headers on disk: what they add to a hit"
+"$B/bin/bench_headers" --json "$J/headers.json" | tee "$OUT/headers.md"
+"$B/bin/bench_headers" --memory --json "$J/headers_memory.json" | tee -a "$OUT/headers.md"
+
 step "the figures, drawn from this run"
 python3 scripts/plot_perf.py "$J" "$OUT/plots"
 step done

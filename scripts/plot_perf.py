@@ -5,9 +5,9 @@
 
 RESULTS_DIR (default bench/results/current) holds what the benchmarks write
 with --json FILE (bench_store_file, bench_cuda_core_store.py,
-bench_single_flight, bench_redis, bench_matmul, bench_hit_anatomy, and
-bench/run_sample_compare.sh with JSON=FILE; bench/run_gpu_all.sh writes
-them all to OUT/json/). Every *.json file there is read and recognised by
+bench_single_flight, bench_redis, bench_matmul, bench_hit_anatomy,
+bench_headers, and bench/run_sample_compare.sh with JSON=FILE;
+bench/run_gpu_all.sh writes them all to OUT/json/). Every *.json file there is read and recognised by
 its "bench" field; a figure whose data is missing is left as it is.
 OUT_DIR (default docs/perf) receives one SVG per figure. Plain Python 3,
 no packages: the SVG is written by hand, so the script runs wherever the
@@ -357,6 +357,20 @@ def fig_hit_anatomy(data, out):
                   caption_of(d), rows, parts, "microseconds")
 
 
+def fig_headers(data, out):
+    d, m = data.get("headers"), data.get("headers_memory")
+    if not d and not m:
+        return
+    runs = [(x["results"]["tier"], x["results"]["programs"]) for x in (d, m) if x]
+    counts = [p["headers"] for p in runs[0][1]]
+    labels = ["none" if n == 0 else "%d" % n for n in counts]
+    series = [(tier, [next((p["median_us"] for p in progs if p["headers"] == n), None)
+                      for n in counts]) for tier, progs in runs]
+    grouped_bars(os.path.join(out, "headers_hit.svg"),
+                 "A hit of a program that includes N header files (µs, median, log scale)",
+                 caption_of(d, m), labels, series, "µs", log=True)
+
+
 def fig_matmul(data, out):
     d = data.get("matmul")
     if not d:
@@ -386,7 +400,8 @@ def main():
     if not data:
         sys.exit(f"plot_perf: no benchmark output (*.json with a \"bench\" field) in {src}")
     os.makedirs(out, exist_ok=True)
-    for fig in (fig_store, fig_single_flight, fig_redis, fig_sample, fig_hit_anatomy, fig_matmul):
+    for fig in (fig_store, fig_single_flight, fig_redis, fig_sample, fig_hit_anatomy, fig_matmul,
+                fig_headers):
         fig(data, out)
 
 
