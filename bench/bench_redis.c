@@ -449,7 +449,8 @@ int main(int argc, char **argv)
             if (t == TIER_FILE)
                 fprintf(json, "\"queued_put_median_us\": null, \"throughput\": [");
             else
-                fprintf(json, "\"queued_put_median_us\": %.2f, \"throughput\": [", lat[t].queue_med);
+                fprintf(json, "\"queued_put_median_us\": %.2f, \"throughput\": [",
+                        lat[t].queue_med);
             for (int c = 0; c < cfg.num_clients; c++)
                 fprintf(json, "%s{\"clients\": %d, \"gets_per_s\": %.0f}", c ? ", " : "",
                         cfg.clients[c], tput[t][c]);

@@ -34,7 +34,8 @@ static const struct {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: progcache [-d DIR] [-q] <command> [options] [arguments]\n\n"
-                 "Persistent cache of CUDA programs compiled at run time (cuda.core-compatible).\n\n"
+                 "Persistent cache of CUDA programs compiled at run time "
+                 "(cuda.core-compatible).\n\n"
                  "commands:\n");
     for (size_t i = 0; i < NUM_COMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);

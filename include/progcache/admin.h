@@ -136,7 +136,8 @@ typedef struct progcache_verify_options {
 } progcache_verify_options;
 
 #define PROGCACHE_VERIFY_OPTIONS_VERSION 2
-#define PROGCACHE_VERIFY_OPTIONS_INIT PROGCACHE__INIT(progcache_verify_options, PROGCACHE_VERIFY_OPTIONS_VERSION)
+#define PROGCACHE_VERIFY_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_verify_options, PROGCACHE_VERIFY_OPTIONS_VERSION)
 PROGCACHE_API void progcache_verify_options_init(progcache_verify_options *opts);
 
 typedef struct progcache_verify_result {
@@ -150,7 +151,8 @@ typedef struct progcache_verify_result {
 } progcache_verify_result;
 
 #define PROGCACHE_VERIFY_RESULT_VERSION 2
-#define PROGCACHE_VERIFY_RESULT_INIT PROGCACHE__INIT(progcache_verify_result, PROGCACHE_VERIFY_RESULT_VERSION)
+#define PROGCACHE_VERIFY_RESULT_INIT \
+    PROGCACHE__INIT(progcache_verify_result, PROGCACHE_VERIFY_RESULT_VERSION)
 
 /*
  * progcache_file_verify() : check every entry of the cache directory, and
@@ -217,7 +219,8 @@ typedef struct progcache_prune_options {
 } progcache_prune_options;
 
 #define PROGCACHE_PRUNE_OPTIONS_VERSION 2
-#define PROGCACHE_PRUNE_OPTIONS_INIT PROGCACHE__INIT(progcache_prune_options, PROGCACHE_PRUNE_OPTIONS_VERSION)
+#define PROGCACHE_PRUNE_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_prune_options, PROGCACHE_PRUNE_OPTIONS_VERSION)
 PROGCACHE_API void progcache_prune_options_init(progcache_prune_options *opts);
 
 typedef struct progcache_prune_result {
@@ -229,7 +232,8 @@ typedef struct progcache_prune_result {
 } progcache_prune_result;
 
 #define PROGCACHE_PRUNE_RESULT_VERSION 1
-#define PROGCACHE_PRUNE_RESULT_INIT PROGCACHE__INIT(progcache_prune_result, PROGCACHE_PRUNE_RESULT_VERSION)
+#define PROGCACHE_PRUNE_RESULT_INIT \
+    PROGCACHE__INIT(progcache_prune_result, PROGCACHE_PRUNE_RESULT_VERSION)
 
 /*
  * progcache_file_prune() : trim the cache directory by size and/or age,
@@ -280,7 +284,8 @@ typedef struct progcache_archive_options {
 } progcache_archive_options;
 
 #define PROGCACHE_ARCHIVE_OPTIONS_VERSION 2
-#define PROGCACHE_ARCHIVE_OPTIONS_INIT PROGCACHE__INIT(progcache_archive_options, PROGCACHE_ARCHIVE_OPTIONS_VERSION)
+#define PROGCACHE_ARCHIVE_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_archive_options, PROGCACHE_ARCHIVE_OPTIONS_VERSION)
 PROGCACHE_API void progcache_archive_options_init(progcache_archive_options *opts);
 
 typedef struct progcache_archive_result {
@@ -291,7 +296,8 @@ typedef struct progcache_archive_result {
 } progcache_archive_result;
 
 #define PROGCACHE_ARCHIVE_RESULT_VERSION 1
-#define PROGCACHE_ARCHIVE_RESULT_INIT PROGCACHE__INIT(progcache_archive_result, PROGCACHE_ARCHIVE_RESULT_VERSION)
+#define PROGCACHE_ARCHIVE_RESULT_INIT \
+    PROGCACHE__INIT(progcache_archive_result, PROGCACHE_ARCHIVE_RESULT_VERSION)
 
 /*
  * progcache_file_export() : write every entry of the cache directory to a

@@ -116,8 +116,9 @@ PROGCACHE_API int progcache_default_dir(progcache_buf *out);
  * The options left 0 take the directory's settings (progcache/settings.h).
  * @return PROGCACHE_OK, PROGCACHE_EINVAL (bad options, a directory that is
  *         not a cache, a setting that cannot be used: the message names it
- *         and the settings file's line or the variable), PROGCACHE_EIO (the message names the path and why
- *         it cannot be used; or the remote tier's variable and why),
+ *         and the settings file's line or the variable), PROGCACHE_EIO (the
+ *         message names the path and why it cannot be used; or the remote
+ *         tier's variable and why),
  *         PROGCACHE_EREMOTE (a remote tier asked for in a build without
  *         hiredis) or PROGCACHE_ENOMEM.
  */

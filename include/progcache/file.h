@@ -80,7 +80,8 @@ typedef struct progcache_file_options {
 #define PROGCACHE_FILE_FSYNC 0x20u
 
 #define PROGCACHE_FILE_OPTIONS_VERSION 2
-#define PROGCACHE_FILE_OPTIONS_INIT PROGCACHE__INIT(progcache_file_options, PROGCACHE_FILE_OPTIONS_VERSION)
+#define PROGCACHE_FILE_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_file_options, PROGCACHE_FILE_OPTIONS_VERSION)
 PROGCACHE_API void progcache_file_options_init(progcache_file_options *opts);
 
 /*

@@ -278,9 +278,9 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     file = progcache_file_store(home);
     const progcache_settings *settings = progcache_file_settings(home);
     o.max_artifact_size = progcache_settings_find(settings, "max_artifact_size")->number;
-    uint64_t memory_size = opts->memory_size == PROGCACHE_SIZE_NONE ? 0
-                           : opts->memory_size ? opts->memory_size
-                                               : progcache_settings_find(settings, "memory_size")->number;
+    uint64_t memory_size = progcache_settings_find(settings, "memory_size")->number;
+    if (opts->memory_size)
+        memory_size = opts->memory_size == PROGCACHE_SIZE_NONE ? 0 : opts->memory_size;
 
     if (memory_size) {
         progcache_memory_options mem_opts;

@@ -43,7 +43,8 @@ static progcache_file *filled(const char *dir, unsigned n)
     static unsigned char value[1000];
     for (unsigned i = 0; i < n; i++) {
         unsigned char key[4] = {(unsigned char)i, (unsigned char)(i >> 8), 9, 9};
-        CHECK_OK(progcache_store_put(progcache_file_store(f), key, sizeof key, value, sizeof value));
+        CHECK_OK(
+            progcache_store_put(progcache_file_store(f), key, sizeof key, value, sizeof value));
     }
     return f;
 }

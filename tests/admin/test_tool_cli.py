@@ -493,8 +493,8 @@ def test_stats_charts(tmp):
           "stats --charts draws the charts", out + err)
     m = re.search(r"^  < 1 hour\s+5\s+\S+\s+#+$", out, re.M)
     check(m, "5 entries used within the hour", out)
-    check(re.search(r"^  < 4 KiB\s+4 .*#", out, re.M) and re.search(r"^  64 KiB-1 MiB\s+1 ", out, re.M),
-          "sizes bucketed", out)
+    check(re.search(r"^  < 4 KiB\s+4 .*#", out, re.M)
+          and re.search(r"^  64 KiB-1 MiB\s+1 ", out, re.M), "sizes bucketed", out)
     check(re.search(r"^hit rate\s+\[\.+\] 0\.0 %$", out, re.M), "hit rate gauge", out)
     check("size cap used" in out and "of 5.0G" in out, "cap gauge", out)
     rc, out, _ = run(["stats", "-d", cache])

@@ -237,7 +237,8 @@ static void test_bad_values(void)
     char *dir = test_mkdtemp("settingsbad");
     make_cache(dir);
     write_text(dir, "progcache/config", "# mine\nmax_size = lots\n");
-    expect_open_fails(dir, PROGCACHE_EINVAL, "/progcache/config:2: max_size = \"lots\": not a size");
+    expect_open_fails(dir, PROGCACHE_EINVAL,
+                      "/progcache/config:2: max_size = \"lots\": not a size");
     progcache_settings *s = NULL;
     CHECK_RC(PROGCACHE_EINVAL, progcache_settings_load(&s, dir));
     CHECK(s == NULL);

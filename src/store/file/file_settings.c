@@ -221,8 +221,9 @@ static int write_locked(file_store *fs, const char *name, const char *value)
                               PROGCACHE__PUBLISH_REPLACE | PROGCACHE__PUBLISH_FSYNC) != 0) {
         char why[128];
         int e = errno;
-        rc = progcache__error(progcache__code_from_errno(e), "cannot write the settings file %s: %s",
-                              path, progcache__fs_strerror(why, sizeof why, e));
+        rc = progcache__error(progcache__code_from_errno(e),
+                              "cannot write the settings file %s: %s", path,
+                              progcache__fs_strerror(why, sizeof why, e));
     }
 done:
     if (dirfd >= 0)

@@ -30,7 +30,8 @@ int main(int argc, char **argv)
              progcache_get(&out, cache, key, sizeof key) == PROGCACHE_OK &&
              out.size == sizeof value && !memcmp(out.data, value, sizeof value);
     progcache_stats s = PROGCACHE_STATS_INIT;
-    ok = ok && progcache_stats_get(&s, cache) == PROGCACHE_OK && s.max_size == PROGCACHE_MAX_SIZE_DEFAULT;
+    ok = ok && progcache_stats_get(&s, cache) == PROGCACHE_OK &&
+         s.max_size == PROGCACHE_MAX_SIZE_DEFAULT;
     progcache_buf_free(&out);
     progcache_close(cache);
     /* Something from progcache/cuda.h, which needs the CUDA headers. */
