@@ -45,6 +45,8 @@ printf '#include "h.cuh"\n__global__ void k(){}\n' >"$work/inc.cu"
 printf '#define H "h.cuh"\n#include H\n__global__ void k(){}\n' >"$work/computed.cu"
 run 0 "$bin" key "$work/inc.cu" -- --include-path="$work/inc"
 run 2 "$bin" key "$work/computed.cu" -- --include-path="$work/inc"
+run 0 "$bin" key "$work/inc.cu" --header h.cuh="$work/inc/h.cuh" -- -arch=sm_90
+run 3 "$bin" key "$work/inc.cu" --header h.cuh="$work/inc/h.cuh" --max-artifact-size 4
 run 0 "$bin" put "$key" "$work/blob" --dir "$dir"
 run 0 "$bin" get "$key" --dir "$dir" -o "$work/back"
 cmp "$work/blob" "$work/back"
