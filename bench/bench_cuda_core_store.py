@@ -80,7 +80,10 @@ def main():
     ap.add_argument("--cap-sizes", default="1000,20000,100000")
     ap.add_argument("--cap-seconds", type=float, default=10.0)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--json", default=None, help="also write the figures to this file "
+                    "(what scripts/plot_perf.py reads)")
     args = ap.parse_args()
+    results = {"value_size": VALUE_SIZE, "samples": args.samples, "sizes": [], "capped": []}
     base = args.dir or tempfile.mkdtemp(prefix="bench-cudacore-")
     value = bytes((i * 31 + 7) & 0xFF for i in range(VALUE_SIZE))
     print(f"cuda.core FileStreamProgramCache, {VALUE_SIZE}-byte values, {args.samples} samples, dir {base}\n")
@@ -89,11 +92,24 @@ def main():
     for n in [int(x) for x in args.sizes.split(",") if x]:
         h, h99, m, p = measure(os.path.join(base, f"n{n}"), n, args.samples, value)
         print(f"| {n} | {h:.1f} | {h99:.1f} | {m:.1f} | {p:.0f} |", flush=True)
+        results["sizes"].append({"entries": n, "hit_median_us": round(h, 2), "hit_p99_us": round(h99, 2),
+                                 "miss_median_us": round(m, 2), "put_median_us": round(p, 1)})
     print()
     for n in [int(x) for x in args.cap_sizes.split(",") if x]:
         rate, done = capped(os.path.join(base, f"cap{n}"), n, args.cap_seconds, value)
         print(f"puts with the cap full at {n} entries: {rate:.1f} puts/s ({done} puts in {args.cap_seconds:.0f} s)",
               flush=True)
+        results["capped"].append({"entries": n, "puts_per_s": round(rate, 1)})
+    if args.json:
+        import datetime, json, socket, sys
+        now = datetime.datetime.now(datetime.timezone.utc)
+        with open(args.json, "w") as f:
+            json.dump({"schema": 1, "bench": "cuda_core_store", "date": now.strftime("%Y-%m-%d"),
+                       "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                       "host": {"name": socket.gethostname(), "cpus": os.cpu_count()},
+                       "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+                       "results": results}, f)
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ static char *source(int n)
 int main(int argc, char **argv)
 {
     int samples = 2001, memory = 0;
-    const char *dir_arg = NULL;
+    const char *dir_arg = NULL, *json_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--samples") && i + 1 < argc)
             samples = atoi(argv[++i]);
@@ -52,8 +52,11 @@ int main(int argc, char **argv)
             dir_arg = argv[++i];
         else if (!strcmp(argv[i], "--memory"))
             memory = 1;
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json_path = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_headers [--samples N] [--dir DIR] [--memory]\n");
+            fprintf(stderr, "usage: bench_headers [--samples N] [--dir DIR] [--memory] "
+                            "[--json FILE]\n");
             return 2;
         }
     }
@@ -119,6 +122,11 @@ int main(int argc, char **argv)
     printf("bench_headers: HIT of progcache_compile_or_load (NO_LOAD), %s, %d samples each\n",
            memory ? "memory tier over the cache directory" : "cache directory", samples);
     printf("%-10s %12s %12s %18s\n", "headers", "median us", "p90 us", "extra per header");
+    /* The two tiers are two runs, so two benchmarks to plot_perf.py. */
+    FILE *json = bench_json_begin(json_path, memory ? "headers_memory" : "headers", argc, argv);
+    if (json)
+        fprintf(json, "{\"tier\": \"%s\", \"samples\": %d, \"programs\": [",
+                memory ? "memory tier over the cache directory" : "cache directory", samples);
     double base_median = 0;
     for (size_t c = 0; c < NUM_COUNTS; c++) {
         qsort(t[c], (size_t)samples, sizeof **t, bench_cmp_double);
@@ -130,8 +138,20 @@ int main(int argc, char **argv)
                    (median - base_median) / counts[c]);
         else
             printf("%-10s %12.1f %12.1f %18s\n", "none", median, p90, "-");
+        if (json) {
+            fprintf(json, "%s{\"headers\": %d, \"median_us\": %.1f, \"p90_us\": %.1f",
+                    c ? ", " : "", counts[c], median, p90);
+            if (counts[c])
+                fprintf(json, ", \"extra_per_header_us\": %.2f",
+                        (median - base_median) / counts[c]);
+            fputc('}', json);
+        }
         free(t[c]);
         free(sources[c]);
+    }
+    if (json) {
+        fputs("]}", json);
+        bench_json_end(json, json_path);
     }
     progcache_program_result_release(&r);
     progcache_close(cache);

@@ -239,16 +239,19 @@ static int load_sources(const char *path)
 int main(int argc, char **argv)
 {
     int runs = 15, is_child = argc >= 5 && !strcmp(argv[1], "--child");
-    const char *source_file = NULL;
+    const char *source_file = NULL, *json_path = NULL;
     for (int i = is_child ? 5 : 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+        if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json_path = argv[++i];
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--source") && i + 1 < argc)
             source_file = argv[++i];
         else if (!strcmp(argv[i], "--kernel") && i + 1 < argc)
             kernel_name = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_hit_anatomy [--runs N] [--source FILE --kernel NAME]\n");
+            fprintf(stderr, "usage: bench_hit_anatomy [--runs N] [--source FILE --kernel NAME] "
+                            "[--json FILE]\n");
             return 2;
         }
     }
@@ -322,6 +325,23 @@ int main(int argc, char **argv)
         printf("\n");
     }
     printf("| sum of medians | %.1f | %.1f | %.1f |\n", sum[0], sum[1], sum[2]);
+    FILE *json = bench_json_begin(json_path, "hit_anatomy", argc, argv);
+    if (json) {
+        static const char *round_names[ROUNDS] = {"first hit of the process", "same entry again",
+                                                  "another entry"};
+        fprintf(json, "{\"runs\": %d, \"heap_warm\": %s, \"rounds\": [", runs,
+                getenv("BENCH_HEAP_WARM") ? "true" : "false");
+        for (int r = 0; r < ROUNDS; r++) {
+            fprintf(json, "%s{\"round\": \"%s\", \"steps\": [", r ? ", " : "", round_names[r]);
+            for (int s = 0; s < STEPS; s++)
+                fprintf(json, "%s{\"step\": \"%s\", \"us\": %.2f, \"page_faults\": %.0f}",
+                        s ? ", " : "", step_names[s], median_of(steps, runs, r * STEPS + s),
+                        median_of(steps, runs, (ROUNDS + r) * STEPS + s));
+            fputs("]}", json);
+        }
+        fputs("]}", json);
+        bench_json_end(json, json_path);
+    }
     printf("\nprogcache_compile_or_load, first hit of a fresh process: lookup %.1f µs, "
            "load %.1f µs, page faults %.0f (key derivation included)\n",
            median_of(api, runs, PER_RUN - 3), median_of(api, runs, PER_RUN - 2),

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "sample_device.h"
 
 #ifdef BENCH_HAVE_CUBLAS
@@ -326,8 +327,11 @@ int main(int argc, char **argv)
     int sizes[MAX_SIZES] = {512, 1024, 2048, 4096, 8192};
     int num_sizes = 5;
     char dir[4096] = "";
+    const char *json_path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--json") && i + 1 < argc) {
+            json_path = argv[++i];
+        } else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
             num_sizes = 0;
             for (char *p = argv[++i]; *p && num_sizes < MAX_SIZES;) {
                 sizes[num_sizes++] = (int)strtol(p, &p, 10);
@@ -337,7 +341,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--cache-dir") && i + 1 < argc) {
             snprintf(dir, sizeof dir, "%s", argv[++i]);
         } else {
-            fprintf(stderr, "usage: bench_matmul [--sizes 512,1024,...] [--cache-dir DIR]\n");
+            fprintf(stderr, "usage: bench_matmul [--sizes 512,1024,...] [--cache-dir DIR] "
+                            "[--json FILE]\n");
             return 2;
         }
     }
@@ -445,6 +450,28 @@ int main(int argc, char **argv)
         for (int s = 0; s < num_sizes; s++)
             printf(" %.2f |", tflops(rows[s].n, rows[s].candidate_ms[i]));
         printf("\n");
+    }
+
+    FILE *json = bench_json_begin(json_path, "matmul", argc, argv);
+    if (json) {
+        fprintf(json, "{\"device\": \"%s\", \"arch\": \"%s\", \"sizes\": [", b.g.name, b.arch);
+        for (int s = 0; s < num_sizes; s++) {
+            const row *r = &rows[s];
+            fprintf(json,
+                    "%s{\"size\": %d, \"tflops\": {\"tiled 16\": %.3f, \"tiled 32\": %.3f, "
+                    "\"fast\": %.3f, \"autotuned\": %.3f, \"cuBLAS + epilogue\": %.3f, "
+                    "\"cuBLAS GEMM\": %.3f}, \"autotuned_shape\": \"%s\", "
+                    "\"autotune_cold_ms\": %.1f, \"autotune_warm_ms\": %.3f}",
+                    s ? ", " : "", r->n, tflops(r->n, r->ms[0]), tflops(r->n, r->ms[1]),
+                    tflops(r->n, r->ms[2]), tflops(r->n, r->ms[3]), tflops(r->n, r->ms[4]),
+                    tflops(r->n, r->ms[5]), r->tuned, r->tune_cold_ms, r->tune_warm_ms);
+        }
+        fprintf(json, "], \"compile_ms\": {");
+        for (int i = 0; i < 4; i++)
+            fprintf(json, "%s\"%s\": {\"cold\": %.1f, \"warm\": %.3f}", i ? ", " : "", names[i],
+                    cold[i], warm[i]);
+        fputs("}}", json);
+        bench_json_end(json, json_path);
     }
 
     int failed = 0;

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "progcache/progcache.h"
 
 typedef struct config {
@@ -314,10 +315,12 @@ static double throughput(const config *cfg, tier t, int clients)
 
 /* ---- main ------------------------------------------------------------------------ */
 
+static const char *json_path; /* --json FILE */
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_redis [--url URL] [--value-size N] [--entries N] "
-                    "[--samples N] [--seconds S] [--clients 1,16]\n");
+                    "[--samples N] [--seconds S] [--clients 1,16] [--json FILE]\n");
     exit(2);
 }
 
@@ -330,6 +333,8 @@ static void parse_args(config *cfg, int argc, char **argv)
             usage();
         if (!strcmp(a, "--url"))
             cfg->url = v;
+        else if (!strcmp(a, "--json"))
+            json_path = v;
         else if (!strcmp(a, "--value-size"))
             cfg->value_size = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--entries"))
@@ -429,6 +434,30 @@ int main(int argc, char **argv)
         for (int c = 0; c < cfg.num_clients; c++)
             printf(" %.0f | %.0f |", tput[t][c], tput[t][c] * (double)cfg.value_size / 1e6);
         printf("\n");
+    }
+
+    FILE *json = bench_json_begin(json_path, "redis", argc, argv);
+    if (json) {
+        fprintf(json, "{\"entries\": %zu, \"value_size\": %zu, \"samples\": %zu, \"tiers\": [",
+                cfg.entries, cfg.value_size, cfg.samples);
+        for (int t = 0; t < num_tiers; t++) {
+            fprintf(json,
+                    "%s{\"tier\": \"%s\", \"hit_median_us\": %.2f, \"hit_p99_us\": %.2f, "
+                    "\"miss_median_us\": %.2f, \"put_median_us\": %.2f, \"put_p99_us\": %.2f, ",
+                    t ? ", " : "", tier_name[t], lat[t].hit_med, lat[t].hit_p99, lat[t].miss_med,
+                    lat[t].put_med, lat[t].put_p99);
+            if (t == TIER_FILE)
+                fprintf(json, "\"queued_put_median_us\": null, \"throughput\": [");
+            else
+                fprintf(json, "\"queued_put_median_us\": %.2f, \"throughput\": [",
+                        lat[t].queue_med);
+            for (int c = 0; c < cfg.num_clients; c++)
+                fprintf(json, "%s{\"clients\": %d, \"gets_per_s\": %.0f}", c ? ", " : "",
+                        cfg.clients[c], tput[t][c]);
+            fputs("]}", json);
+        }
+        fputs("]}", json);
+        bench_json_end(json, json_path);
     }
 
     /* Leave nothing behind on a server we did not start. */

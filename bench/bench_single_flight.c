@@ -128,9 +128,11 @@ int main(int argc, char **argv)
 {
     int procs = 16, rounds = 5;
     const char *arch = "sm_90";
-    const char *dir = NULL;
+    const char *dir = NULL, *json_path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--procs") && i + 1 < argc)
+        if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json_path = argv[++i];
+        else if (!strcmp(argv[i], "--procs") && i + 1 < argc)
             procs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
@@ -140,7 +142,7 @@ int main(int argc, char **argv)
             dir = argv[++i];
         else {
             fprintf(stderr, "usage: bench_single_flight [--procs N] [--rounds N] [--arch sm_XY] "
-                            "[--dir DIR]\n");
+                            "[--dir DIR] [--json FILE]\n");
             return 2;
         }
     }
@@ -169,6 +171,10 @@ int main(int argc, char **argv)
                  {"progcache, PROGCACHE_PROGRAM_NO_SINGLE_FLIGHT (one compile per process, like "
                   "cuda.core)",
                   PROGCACHE_PROGRAM_NO_SINGLE_FLIGHT}};
+    FILE *json = bench_json_begin(json_path, "single_flight", argc, argv);
+    if (json)
+        fprintf(json, "{\"procs\": %d, \"rounds\": %d, \"arch\": \"%s\", \"modes\": [", procs,
+                rounds, arch);
     for (size_t m = 0; m < 2; m++) {
         double *walls = calloc((size_t)rounds, sizeof *walls);
         double *counts = calloc((size_t)rounds, sizeof *counts);
@@ -181,8 +187,18 @@ int main(int argc, char **argv)
         qsort(counts, (size_t)rounds, sizeof *counts, bench_cmp_double);
         printf("| %s | %.0f (min %.0f, max %.0f) | %.1f |\n", modes[m].name, counts[rounds / 2],
                counts[0], counts[rounds - 1], walls[rounds / 2]);
+        if (json)
+            fprintf(json,
+                    "%s{\"mode\": \"%s\", \"compiles_median\": %.0f, \"compiles_min\": %.0f, "
+                    "\"compiles_max\": %.0f, \"wall_ms_median\": %.1f}",
+                    m ? ", " : "", m ? "one compile per process" : "single-flight",
+                    counts[rounds / 2], counts[0], counts[rounds - 1], walls[rounds / 2]);
         free(walls);
         free(counts);
+    }
+    if (json) {
+        fputs("]}", json);
+        bench_json_end(json, json_path);
     }
     if (made)
         bench_remove_tree(dir);

@@ -171,9 +171,12 @@ int main(int argc, char **argv)
     const char *sizes = "10,1000,100000";
     size_t vsize = 5734; /* 5.6 KiB, as in the cuda.core anchor figures */
     size_t samples = 20000, cap_puts = 20000;
+    const char *json_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             base = argv[++i];
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json_path = argv[++i];
         else if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
             sizes = argv[++i];
         else if (!strcmp(argv[i], "--value-size") && i + 1 < argc)
@@ -184,7 +187,7 @@ int main(int argc, char **argv)
             cap_puts = strtoul(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: bench_store_file [--dir DIR] [--sizes 10,1000,100000] "
-                            "[--value-size N] [--samples N] [--cap-puts N]\n");
+                            "[--value-size N] [--samples N] [--cap-puts N] [--json FILE]\n");
             return 2;
         }
     }
@@ -210,6 +213,9 @@ int main(int argc, char **argv)
     printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     size_t last = 0;
     char dir[600];
+    FILE *json = bench_json_begin(json_path, "store_file", argc, argv);
+    if (json)
+        fprintf(json, "{\"value_size\": %zu, \"samples\": %zu, \"sizes\": [", vsize, samples);
     for (const char *p = sizes; *p;) {
         size_t n = strtoul(p, (char **)&p, 10);
         if (*p == ',')
@@ -222,6 +228,14 @@ int main(int argc, char **argv)
         printf("| %zu | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f |\n", n, r.hit_med,
                r.hit_p99, r.hit_noverify_med, r.miss_med, r.put_med, r.put_p99, r.put_nosync_med);
         fflush(stdout);
+        if (json)
+            fprintf(json,
+                    "%s{\"entries\": %zu, \"hit_median_us\": %.2f, \"hit_p99_us\": %.2f, "
+                    "\"hit_noverify_median_us\": %.2f, \"miss_median_us\": %.2f, "
+                    "\"put_median_us\": %.1f, \"put_p99_us\": %.1f, "
+                    "\"put_nofsync_median_us\": %.1f}",
+                    last ? ", " : "", n, r.hit_med, r.hit_p99, r.hit_noverify_med, r.miss_med,
+                    r.put_med, r.put_p99, r.put_nosync_med);
         last = n;
     }
     if (last && cap_puts) {
@@ -231,6 +245,14 @@ int main(int argc, char **argv)
         printf("\nputs with the cap full at %zu entries (new keys, each put over the cap):\n"
                "  fsync on:  %.0f puts/s (%zu puts)\n  fsync off: %.0f puts/s (%zu puts)\n",
                last, sync, cap_puts / 4, nosync, cap_puts);
+        if (json)
+            fprintf(json, "], \"capped\": {\"entries\": %zu, \"puts_per_s_fsync\": %.1f, "
+                          "\"puts_per_s_nofsync\": %.1f",
+                    last, sync, nosync);
+    }
+    if (json) {
+        fputs(last && cap_puts ? "}}" : "]}", json);
+        bench_json_end(json, json_path);
     }
     free(value);
     if (made)

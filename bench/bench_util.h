@@ -5,7 +5,9 @@
 
 #include <ftw.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "progcache/cuda.h"
 #include "progcache/progcache.h"
@@ -58,6 +60,55 @@ static inline int bench_device_arch_option(char *arch, size_t len, const char *p
     }
     snprintf(arch, len, "-arch=sm_%d%d", major, minor);
     return 0;
+}
+
+/* Machine-readable results (--json FILE), what scripts/plot_perf.py draws
+ * docs/PERFORMANCE.md's figures from: one JSON object,
+ *   {"schema": 1, "bench": NAME, "date": "YYYY-MM-DD", "time": ISO 8601 UTC,
+ *    "host": {"name", "cpus"}, "command": "bench_x --a b", "results": {...}}
+ * The benchmark writes the results object between bench_json_begin (which
+ * leaves the file after "results": ) and bench_json_end. NULL path: no
+ * file (both are no-ops). */
+static inline FILE *bench_json_begin(const char *path, const char *bench, int argc, char **argv)
+{
+    if (!path)
+        return NULL;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return NULL;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    char date[16], iso[32], host[256] = "";
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%d", &tm);
+    strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    gethostname(host, sizeof host - 1);
+    fprintf(f, "{\"schema\": 1, \"bench\": \"%s\", \"date\": \"%s\", \"time\": \"%s\", ", bench,
+            date, iso);
+    fprintf(f, "\"host\": {\"name\": \"%s\", \"cpus\": %ld}, \"command\": \"", host,
+            sysconf(_SC_NPROCESSORS_ONLN));
+    for (int i = 0; i < argc; i++) {
+        const char *a = i == 0 && strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[i];
+        fputs(i ? " " : "", f);
+        for (; *a; a++)
+            if (*a == '"' || *a == '\\')
+                fprintf(f, "\\%c", *a);
+            else if ((unsigned char)*a >= 0x20)
+                fputc(*a, f);
+    }
+    fputs("\", \"results\": ", f);
+    return f;
+}
+
+static inline void bench_json_end(FILE *f, const char *path)
+{
+    if (!f)
+        return;
+    fputs("}\n", f);
+    if (fclose(f) != 0)
+        perror(path);
 }
 
 #endif

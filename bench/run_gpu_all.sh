@@ -5,10 +5,15 @@
 # quotes (C and cuda.core side by side in the same run).
 #   bench/run_gpu_all.sh [OUT_DIR]     (SKIP_STORE=1: leave out the store and
 #                                      single-flight benches)
+# Each benchmark also writes its figures as JSON into OUT_DIR/json/, and the
+# figures of docs/PERFORMANCE.md are drawn from them into OUT_DIR/plots/
+# (scripts/plot_perf.py). To publish a run: copy OUT_DIR/json/*.json over
+# bench/results/current/ and run python3 scripts/plot_perf.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/gpu-out}}
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$OUT/json"
+J=$OUT/json
 B=/tmp/progcache-gpu-build
 step() { echo "== $* ($(date -u +%H:%M:%S))"; }
 
@@ -36,19 +41,33 @@ step "first load (driver) and first hit (store) of a fresh process"
 
 if [ -z "${SKIP_STORE:-}" ]; then
 step "single-flight, 16 processes"
-"$B/bin/bench_single_flight" --procs 16 --rounds 5 | tee "$OUT/single_flight.md"
+"$B/bin/bench_single_flight" --procs 16 --rounds 5 --json "$J/single_flight.json" |
+  tee "$OUT/single_flight.md"
 
 step "file store: progcache"
-"$B/bin/bench_store_file" --samples 20000 --cap-puts 20000 | tee "$OUT/store_c.md"
+"$B/bin/bench_store_file" --samples 20000 --cap-puts 20000 --json "$J/store_file.json" |
+  tee "$OUT/store_c.md"
 step "file store: cuda.core"
-python3 bench/bench_cuda_core_store.py --samples 20000 --cap-sizes 1000,20000 --cap-seconds 8 |
-  tee "$OUT/store_py.md"
+python3 bench/bench_cuda_core_store.py --samples 20000 --cap-sizes 1000,20000 --cap-seconds 8 \
+  --json "$J/cuda_core_store.json" | tee "$OUT/store_py.md"
 fi
 
 step "the first hit of a fresh process, taken apart"
-bash bench/run_hit_anatomy.sh "$B" 15 | tee "$OUT/hit_anatomy.md"
+JSON="$J/hit_anatomy.json" bash bench/run_hit_anatomy.sh "$B" 15 | tee "$OUT/hit_anatomy.md"
 
 step "persistentProgramCache: C vs cuda.core"
-bash bench/run_sample_compare.sh "$B" "${SAMPLE_RUNS:-7}" >"$OUT/sample_compare.md" 2>&1
+JSON="$J/sample_compare.json" bash bench/run_sample_compare.sh "$B" "${SAMPLE_RUNS:-7}" \
+  >"$OUT/sample_compare.md" 2>&1
 tail -60 "$OUT/sample_compare.md"
+
+step "matmul kernels"
+JSON="$J/matmul.json" bash bench/run_matmul_bench.sh "$B" >"$OUT/matmul.md" 2>&1
+tail -30 "$OUT/matmul.md"
+
+step "headers on disk: what they add to a hit"
+"$B/bin/bench_headers" --json "$J/headers.json" | tee "$OUT/headers.md"
+"$B/bin/bench_headers" --memory --json "$J/headers_memory.json" | tee -a "$OUT/headers.md"
+
+step "the figures, drawn from this run"
+python3 scripts/plot_perf.py "$J" "$OUT/plots"
 step done

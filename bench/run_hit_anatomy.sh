@@ -6,7 +6,8 @@
 # sample (and of any other builds of it given, for A/B runs) next to the
 # Python sample's, runs interleaved.
 #   bench/run_hit_anatomy.sh BUILD_DIR [RUNS [OTHER_SAMPLE_BINARY...]]
-#   (SKIP_ANATOMY=1: only the sample runs)
+#   (SKIP_ANATOMY=1: only the sample runs; JSON=FILE: the step table also
+#   as JSON, for scripts/plot_perf.py)
 set -uo pipefail
 B=$(cd "${1:?usage: $0 BUILD_DIR [RUNS [OTHER_SAMPLE_BINARY...]]}" && pwd)
 RUNS=${2:-15}
@@ -17,7 +18,8 @@ trap 'rm -rf "$D"' EXIT
 "$B/bin/persistentProgramCache" --print-source >"$D/sample.cu"
 if [ -z "${SKIP_ANATOMY:-}" ]; then
   echo "== bench_hit_anatomy, the sample's kernel"
-  "$B/bin/bench_hit_anatomy" --runs "$RUNS" --source "$D/sample.cu" --kernel matmul_epilogue
+  "$B/bin/bench_hit_anatomy" --runs "$RUNS" --source "$D/sample.cu" --kernel matmul_epilogue \
+    ${JSON:+--json "$JSON"}
   echo "== the same with a warm heap (BENCH_HEAP_WARM=1, diagnostic only)"
   BENCH_HEAP_WARM=1 "$B/bin/bench_hit_anatomy" --runs "$RUNS" --source "$D/sample.cu" \
     --kernel matmul_epilogue

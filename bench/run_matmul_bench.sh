@@ -25,7 +25,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit \
 nproc
 
 echo "== bench_matmul --sizes $SIZES"
-"$BIN/bench_matmul" --sizes "$SIZES" --cache-dir "$WORK/bench-cache"
+"$BIN/bench_matmul" --sizes "$SIZES" --cache-dir "$WORK/bench-cache" ${JSON:+--json "$JSON"}
 status=$?
 
 echo "== the sample at 4096, --kernel fast (MISS, then HIT)"

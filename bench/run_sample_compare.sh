@@ -4,6 +4,7 @@
 # (bench/persistent_program_cache_cudacore.py). Needs a GPU and cuda.core.
 #
 #   bench/run_sample_compare.sh BUILD_DIR [RUNS]
+#   (JSON=FILE: the timing tables also as JSON, for scripts/plot_perf.py)
 #
 # 1. Interop: the key of the C sample's --print-source output from cuda.core's
 #    make_program_cache_key equals progcache's (`progcache key`) and the
@@ -105,8 +106,10 @@ sys.exit(0 if ok else 1)
 PY
 
 echo "== timings ($RUNS runs each, medians)"
-python3 - "$C_SAMPLE" "$PY_SAMPLE" "$WORK" "$RUNS" <<'PY'
-import os, re, shutil, statistics, subprocess, sys, time
+python3 - "$C_SAMPLE" "$PY_SAMPLE" "$WORK" "$RUNS" "${JSON:-}" <<'PY'
+import datetime, json, os, re, shutil, socket, statistics, subprocess, sys, time
+json_path = sys.argv[5]
+json_cases = []
 
 c_sample, py_sample, work, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
@@ -178,6 +181,9 @@ def med(rows, k):
 
 def table(title, results, keys):
     c, py = results["C (progcache)"], results["Python (cuda.core)"]
+    json_cases.append({"case": title, "runs": len(c), "metrics": [
+        {"metric": label, "unit": unit, "c": round(med(c, k), 4), "python": round(med(py, k), 4)}
+        for k, label, unit, _ in keys]})
     print(f"\n### {title}\n")
     print("| metric | C (progcache) | Python (cuda.core) | C / Python |")
     print("| --- | ---: | ---: | ---: |")
@@ -200,6 +206,15 @@ table("HIT, M=N=K=512, tile 16, relu", case("hit", [], False), hit_keys)
 table("MISS, M=N=K=512, tile 16, relu", case("miss", [], True), miss_keys)
 runs = 3
 table("HIT, M=N=K=4096, tile 32, relu", case("hit4096", ["--m", "4096", "--n", "4096", "--k", "4096", "--tile-size", "32"], False), hit_keys)
+if json_path:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    with open(json_path, "w") as f:
+        json.dump({"schema": 1, "bench": "sample_compare", "date": now.strftime("%Y-%m-%d"),
+                   "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                   "host": {"name": socket.gethostname(), "cpus": os.cpu_count()},
+                   "command": "bench/run_sample_compare.sh BUILD_DIR %s" % sys.argv[4],
+                   "results": {"cases": json_cases}}, f)
+        f.write("\n")
 PY
 
 echo

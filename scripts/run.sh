@@ -18,6 +18,12 @@ args=("$@")
 if ! "${sample[@]}" --help >/dev/null 2>&1; then
   echo "progcache: the sample did not build" >&2; exit 1
 fi
+# The first run empties the cache (--clear-cache): a directory of its own
+# in the build tree, never the shared default ($PROGCACHE_DIR or cuda.core's,
+# which the sample uses without --cache-dir) unless asked for by name.
+if ! printf '%s\n' "${args[@]}" | grep -q -- '--cache-dir'; then
+  args+=(--cache-dir "$BUILD_DIR/sample-cache")
+fi
 if [ -z "$(ls /dev/nvidia0 2>/dev/null)" ] && ! printf '%s\n' "${args[@]}" | grep -q -- '--arch'; then
   echo "(no CUDA device here: running the cache flow for --arch sm_90)"
   args+=(--arch sm_90)

@@ -45,6 +45,8 @@ printf '#include "h.cuh"\n__global__ void k(){}\n' >"$work/inc.cu"
 printf '#define H "h.cuh"\n#include H\n__global__ void k(){}\n' >"$work/computed.cu"
 run 0 "$bin" key "$work/inc.cu" -- --include-path="$work/inc"
 run 2 "$bin" key "$work/computed.cu" -- --include-path="$work/inc"
+run 0 "$bin" key "$work/inc.cu" --header h.cuh="$work/inc/h.cuh" -- -arch=sm_90
+run 3 "$bin" key "$work/inc.cu" --header h.cuh="$work/inc/h.cuh" --max-artifact-size 4
 run 0 "$bin" put "$key" "$work/blob" --dir "$dir"
 run 0 "$bin" get "$key" --dir "$dir" -o "$work/back"
 cmp "$work/blob" "$work/back"
@@ -60,9 +62,9 @@ run 0 "$bin" import --dir "$work/other" "$work/a.tar"
 run 0 "$bin" export --dir "$dir" -
 cp "$work/out" "$work/b.tar"
 run 0 "$bin" import --dir "$work/other2" - <"$work/b.tar"
-run 1 "$bin" put "$key" /dev/zero --dir "$dir" --max-artifact-size 1M
+run 3 "$bin" put "$key" /dev/zero --dir "$dir" --max-artifact-size 1M
 ln -s /dev/full "$work/full" # never the device itself: a broken build could replace it
-run 1 "$bin" export --dir "$dir" "$work/full"
+run 3 "$bin" export --dir "$dir" "$work/full"
 run 0 "$bin" prune --dir "$dir" --max-size 1K --older-than 1h
 run 0 "$bin" clear --dir "$dir"
 printf '%s\n' "$src" >"$work/manifest"
@@ -84,6 +86,17 @@ if command -v redis-server >/dev/null; then
   PROGCACHE_REMOTE=redis://127.0.0.1:$port run 0 "$bin" remote --json --lease "$key"
   kill "$(cat "$work/redis.pid")"
 fi
+run 2 "$bin" stat
+run 0 "$bin" help ls
+run 0 "$bin" -d "$dir" -q stats --charts
+run 0 "$bin" config -d "$dir"
+run 0 "$bin" config -d "$dir" --json
+run 0 "$bin" config -d "$dir" max_size 10G
+run 0 "$bin" config -d "$dir" max_size
+run 2 "$bin" config -d "$dir" max_size 10X
+run 2 "$bin" config -d "$dir" max_szie 1G
+run 0 "$bin" config -d "$dir" --unset max_size
+run 2 "$bin" ls -d "$dir" --jsno
 if [ -x "$sample" ]; then
   run 0 "$sample" --arch sm_90 --cache-dir "$work/sample" --clear-cache
   run 0 "$sample" --arch sm_90 --cache-dir "$work/sample"

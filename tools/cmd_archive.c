@@ -7,7 +7,7 @@
 #include "tool.h"
 
 static const char export_usage[] =
-    "usage: progcache export [--dir DIR] [--max-artifact-size SIZE] ARCHIVE\n"
+    "usage: progcache export [-d DIR] [--max-artifact-size SIZE] ARCHIVE\n"
     "\n"
     "Write every entry of a cache directory to ARCHIVE, a POSIX tar (ustar) file\n"
     "holding entries/<2 hex>/<62 hex>, the cache directory's own layout: import it\n"
@@ -22,17 +22,19 @@ static const char export_usage[] =
     "symbolic link is followed (one that leads nowhere is refused).\n"
     "\n"
     "options:\n"
-    "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
-    "  --max-artifact-size SIZE  the largest entry read (default 1G; K, M, G)\n"
-    "  --help      this text\n"
+    "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --max-artifact-size SIZE  the largest entry read (default: the setting\n"
+    "                 max_artifact_size, 1G)\n"
+    "  -q, --quiet    no progress bar (drawn on a terminal)\n"
+    "  -h, --help     this text\n"
     "\n"
     "Prints: exported N entries (SIZE) from DIR to ARCHIVE (on standard error\n"
     "when ARCHIVE is '-')\n"
-    "Exit status: 0 written; 1 the cache or the archive could not be read or\n"
-    "written; 2 bad usage.\n";
+    "Exit status: 0 written; 2 bad usage; 3 the cache or the archive could not be\n"
+    "read or written.\n";
 
 static const char import_usage[] =
-    "usage: progcache import [--dir DIR] [--max-artifact-size SIZE] ARCHIVE\n"
+    "usage: progcache import [-d DIR] [--max-artifact-size SIZE] ARCHIVE\n"
     "\n"
     "Add the entries of ARCHIVE (written by 'progcache export', or by\n"
     "'tar -cf ARCHIVE entries' in a cache directory) to a cache directory, which is\n"
@@ -46,13 +48,16 @@ static const char import_usage[] =
     "(copied to an unlinked temporary file while it is checked).\n"
     "\n"
     "options:\n"
-    "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
-    "  --max-artifact-size SIZE  the largest entry accepted (default 1G; K, M, G)\n"
-    "  --help      this text\n"
+    "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --max-artifact-size SIZE  the largest entry accepted (default: the setting\n"
+    "                 max_artifact_size, 1G)\n"
+    "  -q, --quiet    no progress bar (drawn on a terminal)\n"
+    "  -h, --help     this text\n"
     "\n"
+    "The directory's size cap (the setting max_size) applies to what is imported.\n"
     "Prints: imported N entries (SIZE) from ARCHIVE into DIR\n"
-    "Exit status: 0 imported; 1 the archive was refused or could not be read, or\n"
-    "the cache refused a put; 2 bad usage.\n";
+    "Exit status: 0 imported; 2 bad usage; 3 the archive was refused or could not\n"
+    "be read, or the cache refused a put.\n";
 
 typedef struct {
     const char *cmd;   /* "export" or "import" */
@@ -60,9 +65,25 @@ typedef struct {
     int exporting;
 } archive_command;
 
+typedef struct archive_ctx {
+    const archive_command *c;
+    tool_progress bar;
+} archive_ctx;
+
+static int tool_progress_cb_of_archive(void *ctx, const char *what, uint64_t done,
+                                       uint64_t total)
+{
+    return tool_progress_cb(&((archive_ctx *)ctx)->bar, what, done, total);
+}
+
 static int warn_invalid(void *ctx, const progcache_entry *e)
 {
-    const archive_command *c = ctx;
+    archive_ctx *x = ctx;
+    const archive_command *c = x->c;
+    if (e->artifact && !e->artifact->valid && x->bar.drawn) {
+        fputs("\r\033[K", stderr); /* the warning on a line of its own */
+        x->bar.drawn = 0;
+    }
     if (e->artifact && !e->artifact->valid)
         fprintf(stderr, "progcache %s: warning: entry %s is not a valid artifact (%s); %s\n",
                 c->cmd, e->name, e->artifact->reason,
@@ -73,26 +94,22 @@ static int warn_invalid(void *ctx, const progcache_entry *e)
 
 static int run(const archive_command *c, int argc, char **argv)
 {
-    const char *dir_arg = NULL, *archive = NULL;
-    uint64_t max = PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
-    int r;
-    for (int i = 1; i < argc; i++) {
-        int cc = tool_common_arg(c->cmd, c->usage, argc, argv, &i, &dir_arg, NULL);
-        if (cc == TOOL_ARG_TAKEN)
-            continue;
-        if (cc != TOOL_ARG_OTHER)
-            return cc;
-        if ((r = tool_max_size_arg(c->cmd, argc, argv, &i, &max))) {
-            if (r < 0)
+    static const tool_option options[] = {TOOL_MAX_ARTIFACT_SIZE_OPTION, {NULL, 0, 0}};
+    const char *archive = NULL;
+    uint64_t max = 0;
+    tool_parser p;
+    tool_parser_init(&p, c->cmd, c->usage, argc, argv, options, 0);
+    for (int k; (k = tool_next(&p)) != TOOL_END;) {
+        if (k == TOOL_EXIT)
+            return p.code;
+        if (k == TOOL_OPT_MAX_ARTIFACT_SIZE) {
+            if (tool_max_size_value(c->cmd, p.arg, &max))
                 return EXIT_USAGE;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return tool_usage_error(c->cmd, "unknown option \"%s\" (run 'progcache %s --help')",
-                                    argv[i], c->cmd);
         } else if (archive) {
             return tool_usage_error(c->cmd, "more than one ARCHIVE (\"%s\" and \"%s\")", archive,
-                                    argv[i]);
+                                    p.arg);
         } else {
-            archive = argv[i];
+            archive = p.arg;
         }
     }
     if (!archive)
@@ -101,13 +118,16 @@ static int run(const archive_command *c, int argc, char **argv)
     char *dir = NULL;
     progcache_file *file = NULL;
     /* Export reads an existing cache; import creates one if missing. */
-    int code = tool_open_dir_file(c->cmd, dir_arg, c->exporting ? TOOL_READ : TOOL_CREATE, max,
+    int code = tool_open_dir_file(c->cmd, p.dir, c->exporting ? TOOL_READ : TOOL_CREATE, max,
                                    &dir, &file);
     if (code)
         goto done;
     progcache_archive_options opts = PROGCACHE_ARCHIVE_OPTIONS_INIT;
+    archive_ctx ctx = {c, {0}};
+    tool_progress_start(&ctx.bar);
     opts.on_entry = warn_invalid;
-    opts.ctx = (void *)c;
+    opts.on_progress = tool_progress_cb_of_archive;
+    opts.ctx = &ctx;
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
     int dash = !strcmp(archive, "-"), rc;
     if (c->exporting)
@@ -117,8 +137,9 @@ static int run(const archive_command *c, int argc, char **argv)
     else
         rc = dash ? progcache_file_import_fd(&res, file, STDIN_FILENO, "(standard input)", &opts)
                   : progcache_file_import(&res, file, archive, &opts);
+    tool_progress_end(&ctx.bar);
     if (rc != PROGCACHE_OK) {
-        code = tool_lib_error(c->cmd, EXIT_PROBLEMS,
+        code = tool_lib_error(c->cmd, EXIT_FAILED,
                               c->exporting ? "export failed" : "import failed");
         goto done;
     }

@@ -8,8 +8,8 @@
 #define CMD "get"
 
 static const char usage_text[] =
-    "usage: progcache get KEYHEX [--dir DIR] [-o FILE] [--max-artifact-size SIZE]\n"
-    "       progcache get --entry NAME [--dir DIR] [-o FILE]\n"
+    "usage: progcache get [options] KEYHEX\n"
+    "       progcache get [options] --entry NAME\n"
     "\n"
     "Write the artifact stored under a key to FILE, or to standard output. KEYHEX\n"
     "is the key in hex (the 64 digits 'progcache key' prints, or any other key's\n"
@@ -17,20 +17,22 @@ static const char usage_text[] =
     "an entry by the file name 'progcache ls' prints instead (not counted).\n"
     "\n"
     "options:\n"
-    "  --dir DIR      the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  -d, --dir DIR      the cache directory (default: $PROGCACHE_DIR, else\n"
+    "                     cuda.core's)\n"
     "  -o, --output FILE  write to FILE instead of standard output ('-': standard\n"
-    "                 output). A regular FILE is replaced once the artifact is\n"
-    "                 complete (written to a temporary file beside it, then\n"
-    "                 renamed); a device or a FIFO is written in place (a FIFO\n"
-    "                 must have a reader); a directory, block device or socket\n"
-    "                 is refused; a symbolic link is followed\n"
-    "  --entry NAME   look up by entry file name (64 hex digits), not by key\n"
+    "                     output). A regular FILE is replaced once the artifact is\n"
+    "                     complete (written to a temporary file beside it, then\n"
+    "                     renamed); a device or a FIFO is written in place (a FIFO\n"
+    "                     must have a reader); a directory, block device or socket\n"
+    "                     is refused; a symbolic link is followed\n"
+    "  -e, --entry NAME   look up by entry file name (64 hex digits), not by key\n"
     "  --max-artifact-size SIZE  the largest artifact read from the cache or its\n"
-    "                 remote tier (default 1G; K, M, G)\n"
-    "  --help         this text\n"
+    "                     remote tier (default: the setting max_artifact_size, 1G)\n"
+    "  -h, --help         this text\n"
     "\n"
-    "Exit status: 0 written; 1 no such entry (a miss), an I/O error, or standard\n"
-    "output could not be written; 2 bad usage.\n";
+    "Exit status: 0 written; 1 no such entry (a miss); 2 bad usage; 3 the cache or\n"
+    "FILE could not be read or written (an I/O error, a damaged entry), or standard\n"
+    "output could not be written.\n";
 
 static int write_out(const char *path, const progcache_buf *data)
 {
@@ -50,34 +52,26 @@ static int write_out(const char *path, const progcache_buf *data)
 
 int cmd_get(int argc, char **argv)
 {
-    const char *dir_arg = NULL, *out_path = NULL, *key_hex = NULL, *entry = NULL, *v;
-    uint64_t max = PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
-    int r;
-    for (int i = 1; i < argc; i++) {
-        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, NULL);
-        if (c == TOOL_ARG_TAKEN)
-            continue;
-        if (c != TOOL_ARG_OTHER)
-            return c;
-        if ((r = tool_flag_value(CMD, argc, argv, &i, "-o", &v)) ||
-            (r = tool_flag_value(CMD, argc, argv, &i, "--output", &v))) {
-            if (r < 0)
+    static const tool_option options[] = {
+        {"output", 'o', 1}, {"entry", 'e', 1}, TOOL_MAX_ARTIFACT_SIZE_OPTION, {NULL, 0, 0}};
+    const char *out_path = NULL, *key_hex = NULL, *entry = NULL;
+    uint64_t max = 0;
+    tool_parser p;
+    tool_parser_init(&p, CMD, usage_text, argc, argv, options, 0);
+    for (int c; (c = tool_next(&p)) != TOOL_END;) {
+        switch (c) {
+        case TOOL_EXIT: return p.code;
+        case 'o': out_path = p.arg; break;
+        case 'e': entry = p.arg; break;
+        case TOOL_OPT_MAX_ARTIFACT_SIZE:
+            if (tool_max_size_value(CMD, p.arg, &max))
                 return EXIT_USAGE;
-            out_path = v;
-        } else if ((r = tool_max_size_arg(CMD, argc, argv, &i, &max))) {
-            if (r < 0)
-                return EXIT_USAGE;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--entry", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            entry = v;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return tool_usage_error(CMD, "unknown option \"%s\" (run 'progcache get --help')",
-                                    argv[i]);
-        } else if (key_hex) {
-            return tool_usage_error(CMD, "more than one key (\"%s\" and \"%s\")", key_hex, argv[i]);
-        } else {
-            key_hex = argv[i];
+            break;
+        default:
+            if (key_hex)
+                return tool_usage_error(CMD, "more than one key (\"%s\" and \"%s\")", key_hex,
+                                        p.arg);
+            key_hex = p.arg;
         }
     }
     if (!key_hex == !entry)
@@ -91,7 +85,7 @@ int cmd_get(int argc, char **argv)
     progcache *cache = NULL;
     progcache_file *file = NULL;
     progcache_buf data = PROGCACHE_BUF_INIT;
-    int code = tool_resolve_dir(CMD, dir_arg, &dir);
+    int code = tool_resolve_dir(CMD, p.dir, &dir);
     if (code)
         goto done;
     int rc;
@@ -108,12 +102,14 @@ int cmd_get(int argc, char **argv)
         rc = progcache_get(&data, cache, key, key_len);
     }
     if (rc == PROGCACHE_ENOTFOUND) {
-        code = tool_error(CMD, "no entry for %s \"%s\" in %s (a miss)", entry ? "entry" : "key",
-                          entry ? entry : key_hex, dir);
+        /* Looked and did not find: 1, told apart from could-not-look (3). */
+        fprintf(stderr, "progcache get: no entry for %s \"%s\" in %s (a miss)\n",
+                entry ? "entry" : "key", entry ? entry : key_hex, dir);
+        code = EXIT_NO;
         goto done;
     }
     if (rc) {
-        code = tool_lib_error(CMD, rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_PROBLEMS,
+        code = tool_lib_error(CMD, rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_FAILED,
                               "cannot read the entry");
         goto done;
     }

@@ -17,8 +17,8 @@ static const char usage_text[] =
     "the strings ProgramOptions.as_bytes(\"nvrtc\", target) returns).\n"
     "\n"
     "options:\n"
-    "  --target cubin|ptx|ltoir   what NVRTC produces (default: cubin)\n"
-    "  --name NAME                NVRTC program name (default: default_program)\n"
+    "  -t, --target cubin|ptx|ltoir  what NVRTC produces (default: cubin)\n"
+    "  -n, --name NAME            NVRTC program name (default: default_program)\n"
     "  --name-expression EXPR     a name expression; repeat for several\n"
     "  --name-expressions-bytes   tag name expressions as Python bytes (b:), not str\n"
     "  --header NAME=FILE         pass FILE to NVRTC in memory as the header NAME (an\n"
@@ -29,8 +29,12 @@ static const char usage_text[] =
     "                             each, in a fixed order); not with --extra-digest\n"
     "  --nvrtc-version MAJOR.MINOR  derive the key for that NVRTC instead of the\n"
     "                             loaded one (offline use)\n"
-    "  --max-artifact-size SIZE   the largest SOURCE_FILE read (default 1G; K, M, G)\n"
-    "  --help                     this text\n"
+    "  --max-artifact-size SIZE   the largest SOURCE_FILE read (default: the setting\n"
+    "                             max_artifact_size of DIR, else of the environment,\n"
+    "                             1G)\n"
+    "  -d, --dir DIR              a cache directory whose settings apply (key reads\n"
+    "                             no cache: without it, none is looked at)\n"
+    "  -h, --help                 this text\n"
     "\n"
     "Header files the source includes (from the working directory, -I paths,\n"
     "--pre-include, absolute paths) are found, read and covered by the key, as\n"
@@ -38,9 +42,10 @@ static const char usage_text[] =
     "computed #include MACRO, a missing file) is refused unless --extra-digest or\n"
     "--digest-file is given.\n"
     "\n"
-    "Exit status: 0 key printed; 1 a file could not be read (or is larger than the\n"
-    "bound) or NVRTC could not be asked its version; 2 bad usage, or inputs the\n"
-    "key cannot describe safely (options that read or write outside files).\n";
+    "Exit status: 0 key printed; 2 bad usage, or inputs the key cannot describe\n"
+    "safely (options that read or write outside files, an include that cannot be\n"
+    "resolved); 3 a file could not be read (or is larger than the bound) or NVRTC\n"
+    "could not be asked its version.\n";
 
 #define CMD "key"
 
@@ -53,7 +58,10 @@ typedef struct key_args {
     size_t num_names;
     const char **digest_files;
     size_t num_digest_files;
+    const char **header_specs; /* --header NAME=FILE, read once the bound is known */
+    size_t num_header_specs;
     tool_headers memory;
+    const char *dir; /* for the setting max_artifact_size */
 } key_args;
 
 static int parse_version(const char *text, int *major, int *minor)
@@ -72,28 +80,6 @@ static int parse_version(const char *text, int *major, int *minor)
     return 0;
 }
 
-/* "--flag VALUE" or "--flag=VALUE". Returns 1 and sets *value when argv[*i]
- * is flag; 0 when it is not; -1 (usage error printed) when VALUE is missing. */
-static int flag_value(int argc, char **argv, int *i, const char *flag, const char **value)
-{
-    size_t n = strlen(flag);
-    const char *arg = argv[*i];
-    if (strncmp(arg, flag, n))
-        return 0;
-    if (arg[n] == '=') {
-        *value = arg + n + 1;
-        return 1;
-    }
-    if (arg[n])
-        return 0;
-    if (*i + 1 >= argc) {
-        tool_usage_error(CMD, "%s needs a value (run 'progcache key --help')", flag);
-        return -1;
-    }
-    *value = argv[++*i];
-    return 1;
-}
-
 static int push(const char ***list, size_t *n, const char *item)
 {
     const char **p = realloc(*list, (*n + 1) * sizeof *p);
@@ -105,76 +91,71 @@ static int push(const char ***list, size_t *n, const char *item)
 }
 
 /* Fill args from argv. Returns -1 to continue, or an exit code. */
+enum {
+    OPT_EXPR = 256,
+    OPT_EXPR_BYTES,
+    OPT_DIGEST,
+    OPT_HEADER,
+    OPT_DIGEST_FILE,
+    OPT_NVRTC_VERSION
+};
 static int parse_args(key_args *a, int argc, char **argv)
 {
-    const char *v;
-    int r;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (!strcmp(arg, "--")) {
-            a->opts.options = (const char *const *)(argv + i + 1);
-            a->opts.num_options = (size_t)(argc - i - 1);
-            break;
-        }
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            fputs(usage_text, stdout);
-            return EXIT_OK;
-        }
-        if (!strcmp(arg, "--name-expressions-bytes")) {
-            a->opts.name_expressions_are_bytes = 1;
-        } else if ((r = flag_value(argc, argv, &i, "--target", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
+    static const tool_option options[] = {
+        {"target", 't', 1},          {"name", 'n', 1},
+        {"name-expression", OPT_EXPR, 1}, {"name-expressions-bytes", OPT_EXPR_BYTES, 0},
+        {"extra-digest", OPT_DIGEST, 1}, {"header", OPT_HEADER, 1},
+        {"digest-file", OPT_DIGEST_FILE, 1},
+        {"nvrtc-version", OPT_NVRTC_VERSION, 1}, TOOL_MAX_ARTIFACT_SIZE_OPTION,
+        {NULL, 0, 0}};
+    tool_parser p;
+    tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_REST);
+    p.hint = "NVRTC options go after '--'";
+    for (int c; (c = tool_next(&p)) != TOOL_END;) {
+        const char *v = p.arg;
+        switch (c) {
+        case TOOL_EXIT: return p.code;
+        case OPT_EXPR_BYTES: a->opts.name_expressions_are_bytes = 1; break;
+        case 't':
             if (progcache_target_parse(&a->opts.target, v))
                 return tool_usage_error(CMD, "--target: %s", progcache_error_last());
-        } else if ((r = flag_value(argc, argv, &i, "--name-expression", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
+            break;
+        case OPT_EXPR:
             if (push(&a->names, &a->num_names, v))
                 return tool_usage_error(CMD, "out of memory");
-        } else if ((r = flag_value(argc, argv, &i, "--name", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            a->opts.name = v;
-        } else if ((r = flag_value(argc, argv, &i, "--extra-digest", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            a->extra_digest_hex = v;
-        } else if ((r = flag_value(argc, argv, &i, "--header", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            int code = tool_headers_add(&a->memory, CMD, "--header", v, NULL, a->max_size);
-            if (code)
-                return code;
-        } else if ((r = flag_value(argc, argv, &i, "--digest-file", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
+            break;
+        case 'n': a->opts.name = v; break;
+        case OPT_DIGEST: a->extra_digest_hex = v; break;
+        case OPT_HEADER:
+            if (push(&a->header_specs, &a->num_header_specs, v))
+                return tool_usage_error(CMD, "out of memory");
+            break;
+        case OPT_DIGEST_FILE:
             if (push(&a->digest_files, &a->num_digest_files, v))
                 return tool_usage_error(CMD, "out of memory");
-        } else if ((r = tool_max_size_arg(CMD, argc, argv, &i, &a->max_size))) {
-            if (r < 0)
+            break;
+        case TOOL_OPT_MAX_ARTIFACT_SIZE:
+            if (tool_max_size_value(CMD, v, &a->max_size))
                 return EXIT_USAGE;
-        } else if ((r = flag_value(argc, argv, &i, "--nvrtc-version", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
+            break;
+        case OPT_NVRTC_VERSION:
             if (parse_version(v, &a->opts.nvrtc_major, &a->opts.nvrtc_minor))
                 return tool_usage_error(CMD,
                                         "--nvrtc-version \"%s\": give MAJOR.MINOR, such as 13.0",
                                         v);
-        } else if (arg[0] == '-' && arg[1]) {
-            return tool_usage_error(CMD,
-                                    "unknown option \"%s\" (NVRTC options go after '--'; run "
-                                    "'progcache key --help')",
-                                    arg);
-        } else if (a->source_path) {
-            return tool_usage_error(CMD,
-                                    "more than one source file (\"%s\" and \"%s\"); NVRTC "
-                                    "options go after '--'",
-                                    a->source_path, arg);
-        } else {
-            a->source_path = arg;
+            break;
+        default:
+            if (a->source_path)
+                return tool_usage_error(CMD,
+                                        "more than one source file (\"%s\" and \"%s\"); NVRTC "
+                                        "options go after '--'",
+                                        a->source_path, v);
+            a->source_path = v;
         }
     }
+    a->opts.options = (const char *const *)p.rest;
+    a->opts.num_options = (size_t)p.nrest;
+    a->dir = p.dir;
     if (!a->source_path)
         return tool_usage_error(CMD, "no SOURCE_FILE given (run 'progcache key --help')");
     if (a->extra_digest_hex && a->num_digest_files)
@@ -194,10 +175,17 @@ int cmd_key(int argc, char **argv)
 
     memset(&a, 0, sizeof a);
     progcache_key_nvrtc_options_init(&a.opts);
-    a.max_size = PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
     code = parse_args(&a, argc, argv);
     if (code >= 0)
         goto done;
+    /* key needs no cache: without -d, the environment and the default
+     * bound, never the default directory (which may be anything). */
+    if ((code = tool_input_bound(CMD, a.dir ? a.dir : "", a.max_size, &a.max_size)))
+        goto done;
+    for (size_t i = 0; i < a.num_header_specs; i++)
+        if ((code = tool_headers_add(&a.memory, CMD, "--header", a.header_specs[i], NULL,
+                                     a.max_size)))
+            goto done;
 
     if (a.extra_digest_hex) {
         /* An empty digest is a digest (as cuda.core's b""). */
@@ -214,7 +202,7 @@ int cmd_key(int argc, char **argv)
         a.opts.extra_digest_len = digest_len;
     } else if (a.num_digest_files) {
         if ((rc = progcache_digest_files(header_digest, a.digest_files, a.num_digest_files))) {
-            code = tool_lib_error(CMD, rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_PROBLEMS,
+            code = tool_lib_error(CMD, rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_FAILED,
                                   "--digest-file");
             goto done;
         }
@@ -237,7 +225,7 @@ int cmd_key(int argc, char **argv)
     rc = progcache_key_nvrtc_files(key, &a.opts);
     if (rc) {
         fprintf(stderr, "progcache key: %s\n", progcache_error_last());
-        code = rc == PROGCACHE_EUNSAFEKEY || rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_PROBLEMS;
+        code = rc == PROGCACHE_EUNSAFEKEY || rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_FAILED;
         goto done;
     }
     progcache_key_hex(hex, key, sizeof key);
@@ -248,6 +236,7 @@ done:
     free(digest);
     free(a.names);
     free(a.digest_files);
+    free(a.header_specs);
     tool_headers_free(&a.memory);
     return code;
 }

@@ -8,7 +8,7 @@
 #define CMD "ls"
 
 static const char usage_text[] =
-    "usage: progcache ls [--dir DIR] [--sort name|size|age|lru] [--json]\n"
+    "usage: progcache ls [-d DIR] [-s name|size|age|lru] [--json]\n"
     "\n"
     "List the entries of a cache directory, one per line:\n"
     "  NAME  SIZE  LAST-USE  KIND  ARCH  KERNELS\n"
@@ -22,14 +22,15 @@ static const char usage_text[] =
     "ends with '(bad: REASON)'.\n"
     "\n"
     "options:\n"
-    "  --dir DIR    the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
-    "  --sort KEY   name (default), size (largest first), age (oldest written\n"
+    "  -d, --dir DIR   the cache directory (default: $PROGCACHE_DIR, else\n"
+    "               cuda.core's)\n"
+    "  -s, --sort KEY  name (default), size (largest first), age (oldest written\n"
     "               first) or lru (least recently used first: eviction order)\n"
     "  --json       print one JSON object instead: {\"schema\": 1, \"dir\": ...,\n"
     "               \"entries\": [one object per entry]}\n"
-    "  --help       this text\n"
+    "  -h, --help   this text\n"
     "\n"
-    "Exit status: 0 listed; 1 the directory cannot be read; 2 bad usage.\n";
+    "Exit status: 0 listed; 2 bad usage; 3 the directory cannot be read.\n";
 
 typedef struct row {
     char name[65];
@@ -191,8 +192,12 @@ static void print_json(const char *dir, const rows *list)
         const row *r = &list->items[i];
         printf("%s\n  {\"name\": ", i ? "," : "");
         tool_json_string(stdout, r->name);
-        printf(", \"size\": %llu, \"atime_ns\": %lld, \"mtime_ns\": %lld, \"kind\": ",
-               (unsigned long long)r->size, (long long)r->atime_ns, (long long)r->mtime_ns);
+        /* Times in whole milliseconds, integers JavaScript reads exactly;
+         * the nanoseconds, which it cannot, as decimal strings. */
+        printf(", \"size\": %llu, \"atime_ms\": %lld, \"mtime_ms\": %lld, "
+               "\"atime_ns\": \"%lld\", \"mtime_ns\": \"%lld\", \"kind\": ",
+               (unsigned long long)r->size, (long long)(r->atime_ns / 1000000),
+               (long long)(r->mtime_ns / 1000000), (long long)r->atime_ns, (long long)r->mtime_ns);
         tool_json_string(stdout, progcache_kind_name(r->kind));
         printf(", \"valid\": %s, \"reason\": ", r->valid ? "true" : "false");
         tool_json_string(stdout, r->reason);
@@ -219,36 +224,32 @@ static void print_json(const char *dir, const rows *list)
 
 int cmd_ls(int argc, char **argv)
 {
-    const char *dir_arg = NULL, *v;
-    int json = 0, r;
+    static const tool_option options[] = {{"sort", 's', 1}, {NULL, 0, 0}};
     sort_key sort = SORT_NAME;
-    for (int i = 1; i < argc; i++) {
-        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, &json);
-        if (c == TOOL_ARG_TAKEN)
-            continue;
-        if (c != TOOL_ARG_OTHER)
-            return c;
-        if ((r = tool_flag_value(CMD, argc, argv, &i, "--sort", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            if (!strcmp(v, "name"))
-                sort = SORT_NAME;
-            else if (!strcmp(v, "size"))
-                sort = SORT_SIZE;
-            else if (!strcmp(v, "age"))
-                sort = SORT_AGE;
-            else if (!strcmp(v, "lru"))
-                sort = SORT_LRU;
-            else
-                return tool_usage_error(CMD, "--sort \"%s\": use name, size, age or lru", v);
-        } else {
-            return tool_unexpected_arg(CMD, argv[i]);
-        }
+    tool_parser p;
+    tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
+    for (int c; (c = tool_next(&p)) != TOOL_END;) {
+        if (c == TOOL_EXIT)
+            return p.code;
+        if (c != 's')
+            return tool_unexpected_arg(CMD, p.arg);
+        const char *v = p.arg;
+        if (!strcmp(v, "name"))
+            sort = SORT_NAME;
+        else if (!strcmp(v, "size"))
+            sort = SORT_SIZE;
+        else if (!strcmp(v, "age"))
+            sort = SORT_AGE;
+        else if (!strcmp(v, "lru"))
+            sort = SORT_LRU;
+        else
+            return tool_usage_error(CMD, "--sort \"%s\": use name, size, age or lru", v);
     }
+    int json = p.json;
     char *dir = NULL;
     progcache_file *file = NULL;
     rows list = {NULL, 0, 0};
-    int code = tool_open_dir_file(CMD, dir_arg, TOOL_READ, 0, &dir, &file);
+    int code = tool_open_dir_file(CMD, p.dir, TOOL_READ, 0, &dir, &file);
     if (code)
         goto done;
     int rc = progcache_file_foreach(file, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
@@ -258,7 +259,7 @@ int cmd_ls(int argc, char **argv)
         goto done;
     }
     if (rc) {
-        code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot list the cache");
+        code = tool_lib_error(CMD, EXIT_FAILED, "cannot list the cache");
         goto done;
     }
     int (*order)(const void *, const void *) = sort == SORT_SIZE  ? by_size

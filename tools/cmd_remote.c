@@ -29,7 +29,7 @@ static const char usage_text[] =
     "                     prints it): who holds it and for how long still\n"
     "  --pings N          PINGs for the latency (default 5, at most 1000)\n"
     "  --json             print one JSON object instead of text\n"
-    "  --help             this text\n"
+    "  -h, --help         this text\n"
     "\n"
     "Exit status: 0 the tier is usable; 1 it is not (not configured, unreachable,\n"
     "AUTH refused, a URL or secret file that cannot be used, a build without\n"
@@ -41,44 +41,54 @@ typedef struct args {
     int json;
 } args;
 
+/* -1: go on; else the exit code (--help printed, or a usage error). */
 static int parse(args *a, int argc, char **argv)
 {
+    enum { OPT_URL = 256, OPT_SECRET_FILE, OPT_PREFIX, OPT_LEASE, OPT_PINGS };
+    static const tool_option options[] = {
+        {"url", OPT_URL, 1},       {"secret-file", OPT_SECRET_FILE, 1}, {"prefix", OPT_PREFIX, 1},
+        {"lease", OPT_LEASE, 1},   {"pings", OPT_PINGS, 1},             {NULL, 0, 0}};
     memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r;
-        if (tool_is_help(argv[i])) {
-            fputs(usage_text, stdout);
-            return EXIT_OK;
-        }
-        if (!strcmp(argv[i], "--json")) {
-            a->json = 1;
+    tool_parser p;
+    tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
+    for (int c; (c = tool_next(&p)) != TOOL_END;) {
+        const char **dest = NULL, *flag = NULL;
+        switch (c) {
+        case TOOL_EXIT:
+            return p.code;
+        case OPT_URL:
+            dest = &a->url, flag = "--url";
+            break;
+        case OPT_SECRET_FILE:
+            dest = &a->secret_file, flag = "--secret-file";
+            break;
+        case OPT_PREFIX:
+            dest = &a->prefix, flag = "--prefix";
+            break;
+        case OPT_LEASE:
+            dest = &a->lease, flag = "--lease";
+            break;
+        case OPT_PINGS: {
+            char *end;
+            unsigned long n = strtoul(p.arg, &end, 10);
+            if (!*p.arg || *end || n == 0 || n > 1000)
+                return tool_usage_error(CMD, "--pings \"%s\": give a number from 1 to 1000",
+                                        p.arg);
+            a->pings = (unsigned int)n;
             continue;
         }
-        const char *const flags[] = {"--url", "--secret-file", "--prefix", "--lease", "--pings"};
-        const char **dest[] = {&a->url, &a->secret_file, &a->prefix, &a->lease, &v};
-        size_t f = 0;
-        for (; f < sizeof flags / sizeof flags[0]; f++)
-            if ((r = tool_flag_value(CMD, argc, argv, &i, flags[f], dest[f])) != 0)
-                break;
-        if (f == sizeof flags / sizeof flags[0])
-            return tool_unexpected_arg(CMD, argv[i]);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (dest[f] == &v) {
-            char *end;
-            unsigned long n = strtoul(v, &end, 10);
-            if (!*v || *end || n == 0 || n > 1000)
-                return tool_usage_error(CMD, "--pings \"%s\": give a number from 1 to 1000", v);
-            a->pings = (unsigned int)n;
-        } else if (!**dest[f]) {
-            return tool_usage_error(CMD, "%s is empty", flags[f]);
+        default: /* a positional argument: remote takes none */
+            return tool_unexpected_arg(CMD, p.arg);
         }
+        if (!*p.arg)
+            return tool_usage_error(CMD, "%s is empty", flag);
+        *dest = p.arg;
     }
+    a->json = p.json;
     return -1;
 }
 
-/* The store a program would open. EXIT_OK, or EXIT_PROBLEMS after a
+/* The store a program would open. EXIT_OK, or EXIT_NO after a
  * message. *source says where the URL came from. */
 static int open_store(const args *a, progcache_store **out, const char **source)
 {
@@ -89,17 +99,18 @@ static int open_store(const args *a, progcache_store **out, const char **source)
         *source = "$PROGCACHE_REMOTE";
         int rc = progcache_default_remote(&url, &secret);
         if (rc == PROGCACHE_ENOTFOUND) {
-            code = tool_error(CMD, "no remote tier is configured: set PROGCACHE_REMOTE (and "
-                                   "PROGCACHE_REMOTE_SECRET_FILE), or pass --url");
+            tool_error(CMD, "no remote tier is configured: set PROGCACHE_REMOTE (and "
+                            "PROGCACHE_REMOTE_SECRET_FILE), or pass --url");
+            code = EXIT_NO; /* the answer: not usable */
             goto done;
         }
         if (rc) {
-            code = tool_lib_error(CMD, EXIT_PROBLEMS, "the remote tier cannot be used");
+            code = tool_lib_error(CMD, EXIT_NO, "the remote tier cannot be used");
             goto done;
         }
     }
     if (a->secret_file && progcache_remote_secret_read(&secret, a->secret_file)) {
-        code = tool_lib_error(CMD, EXIT_PROBLEMS, "the remote tier cannot be used");
+        code = tool_lib_error(CMD, EXIT_NO, "the remote tier cannot be used");
         goto done;
     }
     progcache_redis_options ro = PROGCACHE_REDIS_OPTIONS_INIT;
@@ -110,7 +121,7 @@ static int open_store(const args *a, progcache_store **out, const char **source)
     /* Nothing is written, so nothing is queued. */
     ro.flags = PROGCACHE_REDIS_SYNC_PUT;
     if (progcache_store_redis_new(out, &ro) != PROGCACHE_OK)
-        code = tool_lib_error(CMD, EXIT_PROBLEMS, "the remote tier cannot be used");
+        code = tool_lib_error(CMD, EXIT_NO, "the remote tier cannot be used");
 done:
     if (secret.data)
         memset(secret.data, 0, secret.capacity);
@@ -156,7 +167,7 @@ static int show_one_lease(const args *a, progcache_store *store)
     int rc = progcache_store_lease_holder(&info, store, key, len);
     free(key);
     if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND)
-        return tool_lib_error(CMD, EXIT_PROBLEMS, "cannot read the lease");
+        return tool_lib_error(CMD, EXIT_NO, "cannot read the lease");
     if (a->json) {
         printf(", \"lease\": {\"key\": ");
         tool_json_string(stdout, a->lease);
@@ -295,7 +306,7 @@ int cmd_remote(int argc, char **argv)
                 printf("%-18s %llu\n", "leases held now", (unsigned long long)st.leases);
             if (progcache_redis_leases(store, print_lease, &l) != PROGCACHE_OK) {
                 usable = 0;
-                code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot list the leases");
+                code = tool_lib_error(CMD, EXIT_NO, "cannot list the leases");
             }
             if (a.json)
                 printf("]");
@@ -306,9 +317,11 @@ int cmd_remote(int argc, char **argv)
     else
         printf("%-18s %s\n", "status", usable && !code ? "usable" : "UNUSABLE");
     fflush(stdout);
-    if (!usable && !code)
-        code = tool_error(CMD, "the remote tier is not usable: Redis %s: %s", st.where,
-                          st.error[0] ? st.error : progcache_error_last());
+    if (!usable && !code) {
+        tool_error(CMD, "the remote tier is not usable: Redis %s: %s", st.where,
+                   st.error[0] ? st.error : progcache_error_last());
+        code = EXIT_NO; /* the answer: not usable */
+    }
     warn_policy(&st);
     progcache_store_free(store);
     return code;

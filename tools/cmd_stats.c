@@ -1,27 +1,32 @@
 /* progcache stats: the cache directory's counters, entries and size. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tool.h"
 
 #define CMD "stats"
 
 static const char usage_text[] =
-    "usage: progcache stats [--dir DIR] [--json] [--zero]\n"
+    "usage: progcache stats [-d DIR] [--json] [-z]\n"
     "\n"
     "Show the statistics of a cache directory: entries, total size, the size cap\n"
-    "last used, the hit rate and every counter (hits, misses, stores, evictions,\n"
-    "corrupt entries removed, the PCH tier's hits and time saved, ...). The\n"
-    "counters are shared by every process using the directory and kept until\n"
-    "zeroed.\n"
+    "in force (the setting max_size, and where it comes from: 'progcache config'),\n"
+    "the hit rate and every counter (hits, misses, stores, evictions, corrupt\n"
+    "entries removed, ...). The counters are shared by every process using the\n"
+    "directory and kept until zeroed. On a terminal, small charts of the entries\n"
+    "by last use and by size follow.\n"
     "\n"
     "options:\n"
-    "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
     "  --json      print one JSON object instead of text\n"
-    "  --zero      reset the counters to zero (entries are kept)\n"
-    "  --help      this text\n"
+    "  -z, --zero  reset the counters to zero (entries are kept)\n"
+    "  --charts    draw the charts even when standard output is not a terminal\n"
+    "  --no-charts do not draw them\n"
+    "  -h, --help  this text\n"
     "\n"
-    "Exit status: 0 shown or zeroed; 1 the directory cannot be read; 2 bad usage.\n";
+    "Exit status: 0 shown or zeroed; 2 bad usage; 3 the directory or its settings\n"
+    "cannot be read.\n";
 
 typedef struct counter {
     const char *label; /* text output */
@@ -29,19 +34,34 @@ typedef struct counter {
     uint64_t value;
 } counter;
 
-static void print_text(const char *dir, const progcache_stats *s, const counter *c, size_t n)
+/* Where the cap in force comes from: "default", "the settings file
+ * <path>:<line>", "PROGCACHE_MAX_SIZE". */
+static void cap_origin(char *out, size_t len, const progcache_setting *cap)
+{
+    if (!cap)
+        snprintf(out, len, "unknown");
+    else if (cap->source == PROGCACHE_SETTING_FILE)
+        snprintf(out, len, "settings file %s", cap->origin);
+    else
+        snprintf(out, len, "%s", cap->origin);
+}
+
+static void print_text(const char *dir, const progcache_stats *s, const progcache_setting *cap,
+                       const counter *c, size_t n)
 {
     char buf[96];
     printf("%-22s %s\n", "cache directory", dir);
     printf("%-22s %llu\n", "entries", (unsigned long long)s->entries);
     tool_format_size_long(buf, sizeof buf, s->total_size);
     printf("%-22s %s (%llu bytes)\n", "total size", buf, (unsigned long long)s->total_size);
+    char from[4200];
+    cap_origin(from, sizeof from, cap);
     if (s->max_size) {
         tool_format_size_long(buf, sizeof buf, s->max_size);
-        printf("%-22s %s (%llu bytes)\n", "size cap (last used)", buf,
-               (unsigned long long)s->max_size);
+        printf("%-22s %s (%llu bytes; %s)\n", "size cap", buf, (unsigned long long)s->max_size,
+               from);
     } else {
-        printf("%-22s %s\n", "size cap (last used)", "none recorded");
+        printf("%-22s none (%s)\n", "size cap", from);
     }
     uint64_t lookups = s->hits + s->misses;
     if (lookups)
@@ -61,7 +81,8 @@ static void print_text(const char *dir, const progcache_stats *s, const counter 
     }
 }
 
-static void print_json(const char *dir, const progcache_stats *s, const counter *c, size_t n)
+static void print_json(const char *dir, const progcache_stats *s, const progcache_setting *cap,
+                       const counter *c, size_t n)
 {
     tool_json_begin(stdout);
     printf(", \"dir\": ");
@@ -73,6 +94,11 @@ static void print_json(const char *dir, const progcache_stats *s, const counter 
         printf(", \"max_size\": %llu", (unsigned long long)s->max_size);
     else
         printf(", \"max_size\": null");
+    printf(", \"max_size_source\": \"%s\"",
+           !cap || cap->source == PROGCACHE_SETTING_DEFAULT ? "default"
+           : cap->source == PROGCACHE_SETTING_FILE          ? "file"
+           : cap->source == PROGCACHE_SETTING_ENV           ? "environment"
+                                                            : "options");
     uint64_t lookups = s->hits + s->misses;
     if (lookups)
         printf(", \"hit_rate\": %.6f", (double)s->hits / (double)lookups);
@@ -89,28 +115,31 @@ static void print_json(const char *dir, const progcache_stats *s, const counter 
 
 int cmd_stats(int argc, char **argv)
 {
-    const char *dir_arg = NULL;
-    int json = 0, zero = 0;
-    for (int i = 1; i < argc; i++) {
-        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, &json);
-        if (c == TOOL_ARG_TAKEN)
-            continue;
-        if (c != TOOL_ARG_OTHER)
-            return c;
-        if (!strcmp(argv[i], "--zero")) {
+    enum { OPT_CHARTS = 256, OPT_NO_CHARTS };
+    static const tool_option options[] = {
+        {"zero", 'z', 0}, {"charts", OPT_CHARTS, 0}, {"no-charts", OPT_NO_CHARTS, 0}, {NULL, 0, 0}};
+    int zero = 0, charts = isatty(STDOUT_FILENO);
+    tool_parser p;
+    tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
+    for (int c; (c = tool_next(&p)) != TOOL_END;) {
+        if (c == TOOL_EXIT)
+            return p.code;
+        if (c == 'z')
             zero = 1;
-        } else {
-            return tool_unexpected_arg(CMD, argv[i]);
-        }
+        else if (c == OPT_CHARTS || c == OPT_NO_CHARTS)
+            charts = c == OPT_CHARTS;
+        else
+            return tool_unexpected_arg(CMD, p.arg);
     }
+    int json = p.json;
     char *dir = NULL;
     progcache_file *file = NULL;
-    int code = tool_open_dir_file(CMD, dir_arg, zero ? TOOL_WRITE : TOOL_READ, 0, &dir, &file);
+    int code = tool_open_dir_file(CMD, p.dir, zero ? TOOL_WRITE : TOOL_READ, 0, &dir, &file);
     if (code)
         goto done;
     if (zero) {
         if (progcache_store_stats_reset(progcache_file_store(file)) != PROGCACHE_OK) {
-            code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot zero the statistics");
+            code = tool_lib_error(CMD, EXIT_FAILED, "cannot zero the statistics");
             goto done;
         }
         if (json) {
@@ -125,7 +154,7 @@ int cmd_stats(int argc, char **argv)
     }
     progcache_stats s = PROGCACHE_STATS_INIT;
     if (progcache_store_stats_get(&s, progcache_file_store(file)) != PROGCACHE_OK) {
-        code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot read the statistics");
+        code = tool_lib_error(CMD, EXIT_FAILED, "cannot read the statistics");
         goto done;
     }
     const counter counters[] = {
@@ -162,10 +191,15 @@ int cmd_stats(int argc, char **argv)
         {"PCH fallbacks", "pch_fallbacks", s.pch_fallbacks},
     };
     size_t n = sizeof counters / sizeof counters[0];
-    if (json)
-        print_json(dir, &s, counters, n);
-    else
-        print_text(dir, &s, counters, n);
+    const progcache_setting *cap =
+        progcache_settings_find(progcache_file_settings(file), "max_size");
+    if (json) {
+        print_json(dir, &s, cap, counters, n);
+    } else {
+        print_text(dir, &s, cap, counters, n);
+        if (charts && (code = tool_stats_charts(CMD, file, &s)))
+            goto done;
+    }
 done:
     progcache_file_close(file);
     free(dir);

@@ -8,7 +8,7 @@
 #define CMD "verify"
 
 static const char usage_text[] =
-    "usage: progcache verify [--dir DIR] [--fix] [--json]\n"
+    "usage: progcache verify [-d DIR] [-f] [--json]\n"
     "\n"
     "Check every entry of a cache directory: a CUBIN must be a whole CUDA ELF file\n"
     "(headers, tables and sections inside the file), PTX whole text with a .version\n"
@@ -25,17 +25,19 @@ static const char usage_text[] =
     "and never removed. Then a summary line.\n"
     "\n"
     "options:\n"
-    "  --dir DIR   the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
-    "  --fix       remove bad entries (only if still the file that was checked; other\n"
+    "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else\n"
+    "              cuda.core's)\n"
+    "  -f, --fix   remove bad entries (only if still the file that was checked; other\n"
     "              processes may use the cache meanwhile); a directory at an entry's\n"
     "              path, an entry too large to read and files that are not entries\n"
     "              are left alone\n"
     "  --json      print one JSON object instead of text\n"
-    "  --help      this text\n"
+    "  -q, --quiet no progress bar (drawn on a terminal)\n"
+    "  -h, --help  this text\n"
     "\n"
     "Exit status: 0 every entry is good (files that are not entries do not count);\n"
-    "1 problems were found (even if --fix removed them) or the directory cannot be\n"
-    "read; 2 bad usage.\n";
+    "1 problems were found (even if --fix removed them); 2 bad usage; 3 the\n"
+    "directory cannot be read.\n";
 
 typedef struct verify_out {
     int json;
@@ -46,6 +48,8 @@ typedef struct verify_out {
     char **foreign;
     size_t num_foreign;
     int out_of_memory;
+    tool_progress bar;
+    uint64_t checked, expected; /* for the bar: entries so far, of about */
 } verify_out;
 
 static int report_foreign(void *ctx, const char *path, const char *what)
@@ -76,8 +80,15 @@ static int report_foreign(void *ctx, const char *path, const char *what)
 static int report(void *ctx, const progcache_entry *e)
 {
     verify_out *o = ctx;
+    o->checked++;
+    tool_progress_note(&o->bar, "verifying", o->checked,
+                       o->expected > o->checked ? o->expected : o->checked, NULL);
     if (!e->error)
         return 0;
+    if (o->bar.drawn && !o->json) { /* the verdict on a line of its own */
+        fputs("\r\033[K", stderr);
+        o->bar.drawn = 0;
+    }
     const char *kind =
         progcache_kind_name(e->artifact ? e->artifact->kind : PROGCACHE_KIND_UNKNOWN);
     if (o->json) {
@@ -97,27 +108,30 @@ static int report(void *ctx, const progcache_entry *e)
 
 int cmd_verify(int argc, char **argv)
 {
-    const char *dir_arg = NULL;
-    int json = 0, fix = 0;
-    for (int i = 1; i < argc; i++) {
-        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, &json);
-        if (c == TOOL_ARG_TAKEN)
-            continue;
-        if (c != TOOL_ARG_OTHER)
-            return c;
-        if (!strcmp(argv[i], "--fix")) {
-            fix = 1;
-        } else {
-            return tool_unexpected_arg(CMD, argv[i]);
-        }
+    static const tool_option options[] = {{"fix", 'f', 0}, {NULL, 0, 0}};
+    int fix = 0;
+    tool_parser p;
+    tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
+    for (int c; (c = tool_next(&p)) != TOOL_END;) {
+        if (c == TOOL_EXIT)
+            return p.code;
+        if (c != 'f')
+            return tool_unexpected_arg(CMD, p.arg);
+        fix = 1;
     }
+    int json = p.json;
     char *dir = NULL;
     progcache_file *file = NULL;
-    verify_out o = {json, NULL, 0, NULL, 0, 0};
-    int code = tool_open_dir_file(CMD, dir_arg, fix ? TOOL_WRITE : TOOL_READ, 0, &dir, &file);
+    verify_out o;
+    memset(&o, 0, sizeof o);
+    o.json = json;
+    int code = tool_open_dir_file(CMD, p.dir, fix ? TOOL_WRITE : TOOL_READ, 0, &dir, &file);
     if (code)
         goto done;
     o.dir = dir;
+    tool_progress_start(&o.bar);
+    if (o.bar.on)
+        (void)progcache_store_count(&o.expected, progcache_file_store(file));
     progcache_verify_options opts = PROGCACHE_VERIFY_OPTIONS_INIT;
     opts.flags = fix ? PROGCACHE_VERIFY_FIX : 0;
     opts.on_entry = report;
@@ -131,6 +145,7 @@ int cmd_verify(int argc, char **argv)
         printf(", \"problems\": [");
     }
     int rc = progcache_file_verify(&res, file, &opts);
+    tool_progress_end(&o.bar);
     if (json) {
         printf("%s], \"checked\": %llu, \"bad\": %llu, \"removed\": %llu, \"not_entries\": [",
                o.problems ? "\n  " : "", (unsigned long long)res.checked,
@@ -149,7 +164,7 @@ int cmd_verify(int argc, char **argv)
         goto done;
     }
     if (rc) {
-        code = tool_lib_error(CMD, EXIT_PROBLEMS, "cannot check the cache");
+        code = tool_lib_error(CMD, EXIT_FAILED, "cannot check the cache");
         goto done;
     }
     if (!json) {
@@ -163,7 +178,7 @@ int cmd_verify(int argc, char **argv)
             printf("; %llu files that are not entries left alone", (unsigned long long)res.foreign);
         putchar('\n');
     }
-    code = res.bad ? EXIT_PROBLEMS : EXIT_OK;
+    code = res.bad ? EXIT_NO : EXIT_OK;
 done:
     for (size_t i = 0; i < o.num_foreign; i++)
         free(o.foreign[i]);

@@ -10,14 +10,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "progcache/cuda.h"
-#include "tool.h"
+#include "warm.h"
 
 #define CMD "warm"
 #define MAX_JOBS 256
 
 static const char usage_text[] =
-    "usage: progcache warm [--arch sm_XY] [--dir DIR] [--jobs N] [--json]\n"
+    "usage: progcache warm [-a sm_XY] [-d DIR] [-j N] [--json]\n"
     "                      [--max-artifact-size SIZE] MANIFEST\n"
     "\n"
     "Compile every program listed in MANIFEST with NVRTC and store it in the cache,\n"
@@ -36,305 +35,25 @@ static const char usage_text[] =
     "standard input (relative sources are then relative to the current directory).\n"
     "\n"
     "options:\n"
-    "  --arch sm_XY   put -arch=sm_XY first among each program's NVRTC options,\n"
+    "  -a, --arch sm_XY  put -arch=sm_XY first among each program's NVRTC options,\n"
     "                 unless the line gives its own -arch\n"
-    "  --dir DIR      the cache directory (default: $PROGCACHE_DIR, else cuda.core's);\n"
-    "                 created if missing\n"
-    "  --jobs N       compile N programs at once (default: the number of CPUs)\n"
+    "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's);\n"
+    "                 created if missing; its size cap (the setting max_size) applies\n"
+    "  -j, --jobs N   compile N programs at once (default: the number of CPUs)\n"
     "  --json         print one JSON object with every program's key and outcome\n"
     "  --max-artifact-size SIZE  the largest manifest, source file or compiled\n"
-    "                 program accepted (default 1G; K, M, G)\n"
-    "  --help         this text\n"
+    "                 program accepted (default: the setting max_artifact_size, 1G)\n"
+    "  -q, --quiet    no progress bar\n"
+    "  -h, --help     this text\n"
     "\n"
     "On a terminal a progress bar is drawn on standard error. At the end each\n"
     "program is printed as 'STATUS KEY MANIFEST:LINE SOURCE' (STATUS: compiled,\n"
     "cached or failed) with a summary, and why each failure failed.\n"
-    "Exit status: 0 every program is in the cache; 1 a program failed to compile\n"
-    "or store, or a source file cannot be read; 2 bad usage or a malformed manifest.\n";
+    "Exit status: 0 every program is in the cache; 1 a program did not compile (or\n"
+    "its key cannot be derived safely); 2 bad usage or a malformed manifest; 3 the\n"
+    "cache could not be used or a program could not be stored, or a source file\n"
+    "cannot be read.\n";
 
-/* ---- the manifest --------------------------------------------------------- */
-
-typedef enum outcome { PENDING, COMPILED, CACHED, FAILED } outcome;
-
-typedef struct program {
-    int line;
-    char *source_arg;  /* as written */
-    char *source_path; /* resolved against the manifest's directory */
-    char *source;
-    size_t source_len;
-    progcache_target target;
-    char *name;
-    char **exprs;
-    size_t num_exprs;
-    int exprs_bytes;
-    unsigned char *digest;
-    size_t digest_len;
-    tool_headers headers; /* --header NAME=FILE: in memory */
-    char **options; /* including the -arch warm adds */
-    size_t num_options;
-
-    outcome result;
-    char key_hex[2 * PROGCACHE_KEY_SIZE + 1];
-    double ms;
-    char *error;
-} program;
-
-typedef struct manifest {
-    const char *path;
-    uint64_t max_size; /* bound on the manifest and each source */
-    program *items;
-    size_t len;
-} manifest;
-
-typedef struct words {
-    char **items;
-    size_t len;
-} words;
-
-static int push_word(words *w, char *word)
-{
-    char **items = realloc(w->items, (w->len + 1) * sizeof *items);
-    if (!items)
-        return -1;
-    items[w->len++] = word;
-    w->items = items;
-    return 0;
-}
-
-static void free_words(words *w)
-{
-    for (size_t i = 0; i < w->len; i++)
-        free(w->items[i]);
-    free(w->items);
-    w->items = NULL;
-    w->len = 0;
-}
-
-/* Split one line into words: blanks separate, '#' at the start of a word
- * ends the line, '...' is literal, "..." and bare words take \-escapes.
- * 0, or -1 with *why set. */
-static int split_line(words *out, const char *p, const char **why)
-{
-    while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == '\r')
-            p++;
-        if (!*p || *p == '#')
-            break;
-        size_t cap = strlen(p) + 1, len = 0;
-        char *word = malloc(cap);
-        if (!word) {
-            *why = "out of memory";
-            return -1;
-        }
-        char quote = 0;
-        for (; *p && (quote || (*p != ' ' && *p != '\t' && *p != '\r')); p++) {
-            if (quote == '\'') {
-                if (*p == '\'')
-                    quote = 0;
-                else
-                    word[len++] = *p;
-            } else if (*p == '\\' && p[1]) {
-                word[len++] = *++p;
-            } else if (quote == '"' && *p == '"') {
-                quote = 0;
-            } else if (!quote && (*p == '\'' || *p == '"')) {
-                quote = *p;
-            } else {
-                word[len++] = *p;
-            }
-        }
-        word[len] = '\0';
-        if (quote) {
-            free(word);
-            *why = "a quote is not closed";
-            return -1;
-        }
-        if (push_word(out, word)) {
-            free(word);
-            *why = "out of memory";
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static char *join_path(const char *manifest_path, const char *file)
-{
-    const char *slash = strrchr(manifest_path, '/');
-    if (file[0] == '/' || !slash) {
-        return strdup(file);
-    }
-    size_t dir_len = (size_t)(slash - manifest_path) + 1;
-    char *out = malloc(dir_len + strlen(file) + 1);
-    if (out) {
-        memcpy(out, manifest_path, dir_len);
-        strcpy(out + dir_len, file);
-    }
-    return out;
-}
-
-static int has_arch(char **options, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strncmp(options[i], "-arch", 5) || !strncmp(options[i], "--gpu-architecture", 18))
-            return 1;
-    return 0;
-}
-
-static int line_error(const manifest *m, int line, const char *fmt, const char *detail)
-{
-    fprintf(stderr, "progcache warm: %s:%d: ", m->path, line);
-    fprintf(stderr, fmt, detail);
-    fputc('\n', stderr);
-    return EXIT_USAGE;
-}
-
-/* One line's words into p. Returns EXIT_OK or an exit code (printed). */
-static int parse_program(program *p, const manifest *m, words *w, const char *arch)
-{
-    p->source_arg = w->items[0];
-    w->items[0] = NULL;
-    p->target = PROGCACHE_TARGET_CUBIN;
-    size_t i = 1;
-    for (; i < w->len; i++) {
-        const char *a = w->items[i];
-        const char *value = i + 1 < w->len ? w->items[i + 1] : NULL;
-        if (!strcmp(a, "--")) {
-            i++;
-            break;
-        }
-        if (!strcmp(a, "--name-expressions-bytes")) {
-            p->exprs_bytes = 1;
-            continue;
-        }
-        if (strcmp(a, "--target") && strcmp(a, "--name") && strcmp(a, "--name-expression") &&
-            strcmp(a, "--extra-digest") && strcmp(a, "--header"))
-            return line_error(m, p->line, "unknown option \"%s\" (NVRTC options go after '--')", a);
-        if (!value)
-            return line_error(m, p->line, "%s needs a value", a);
-        i++;
-        if (!strcmp(a, "--target")) {
-            if (progcache_target_parse(&p->target, value) != PROGCACHE_OK)
-                return line_error(m, p->line, "--target \"%s\": use cubin, ptx or ltoir", value);
-        } else if (!strcmp(a, "--name")) {
-            free(p->name);
-            if (!(p->name = strdup(value)))
-                return line_error(m, p->line, "%s", "out of memory");
-        } else if (!strcmp(a, "--header")) {
-            char what[PATH_MAX + 64];
-            snprintf(what, sizeof what, "%s:%d: --header", m->path, p->line);
-            int code = tool_headers_add(&p->headers, CMD, what, value,
-                                        strcmp(m->path, "-") ? m->path : NULL, m->max_size);
-            if (code)
-                return code;
-        } else if (!strcmp(a, "--name-expression")) {
-            char **e = realloc(p->exprs, (p->num_exprs + 1) * sizeof *e);
-            if (!e || !(e[p->num_exprs] = strdup(value))) {
-                p->exprs = e ? e : p->exprs;
-                return line_error(m, p->line, "%s", "out of memory");
-            }
-            p->exprs = e;
-            p->num_exprs++;
-        } else {
-            free(p->digest);
-            if (!(p->digest = tool_decode_hex(value, &p->digest_len)))
-                return line_error(m, p->line,
-                                  "--extra-digest \"%s\" is not hex (an even number of digits)",
-                                  value);
-        }
-    }
-    size_t given = w->len - (i < w->len ? i : w->len);
-    int add = arch && !has_arch(w->items + (w->len - given), given);
-    p->options = calloc(given + 1, sizeof *p->options);
-    if (!p->options)
-        return line_error(m, p->line, "%s", "out of memory");
-    if (add) {
-        size_t n = strlen(arch) + 7;
-        if (!(p->options[p->num_options] = malloc(n)))
-            return line_error(m, p->line, "%s", "out of memory");
-        snprintf(p->options[p->num_options++], n, "-arch=%s", arch);
-    }
-    for (size_t k = w->len - given; k < w->len; k++) {
-        p->options[p->num_options++] = w->items[k];
-        w->items[k] = NULL;
-    }
-    if (!(p->source_path = join_path(m->path, p->source_arg)))
-        return line_error(m, p->line, "%s", "out of memory");
-    return EXIT_OK;
-}
-
-static void free_program(program *p)
-{
-    free(p->source_arg);
-    free(p->source_path);
-    free(p->source);
-    free(p->name);
-    for (size_t i = 0; i < p->num_exprs; i++)
-        free(p->exprs[i]);
-    free(p->exprs);
-    free(p->digest);
-    tool_headers_free(&p->headers);
-    for (size_t i = 0; i < p->num_options; i++)
-        free(p->options[i]);
-    free(p->options);
-    free(p->error);
-}
-
-static int read_manifest(manifest *m, const char *arch)
-{
-    size_t size;
-    unsigned char *bytes = NULL;
-    int code = tool_read_input(CMD, "manifest", m->path, TOOL_INPUT_STDIN, m->max_size, &bytes,
-                               &size);
-    if (code)
-        return code;
-    char *text = (char *)bytes;
-    if (memchr(text, '\0', size)) {
-        free(text);
-        return tool_usage_error(CMD, "manifest \"%s\" is not a text file", m->path);
-    }
-    int line = 0;
-    words w = {NULL, 0};
-    for (char *p = text, *next; p && *p && !code; p = next) {
-        line++;
-        next = strchr(p, '\n');
-        if (next)
-            *next++ = '\0';
-        const char *why = NULL;
-        if (split_line(&w, p, &why) != 0) {
-            code = line_error(m, line, "%s", why);
-            break;
-        }
-        if (w.len == 0)
-            continue;
-        program *items = realloc(m->items, (m->len + 1) * sizeof *items);
-        if (!items) {
-            code = tool_error(CMD, "out of memory");
-            break;
-        }
-        m->items = items;
-        program *prog = &m->items[m->len++];
-        memset(prog, 0, sizeof *prog);
-        prog->line = line;
-        code = parse_program(prog, m, &w, arch);
-        free_words(&w);
-    }
-    free_words(&w);
-    free(text);
-    if (!code && m->len == 0)
-        code = tool_usage_error(CMD, "manifest \"%s\" lists no program", m->path);
-    /* Every source is read before anything is compiled: a typo in the
-     * manifest should not surface after an hour of compiling. */
-    for (size_t i = 0; !code && i < m->len; i++) {
-        program *p = &m->items[i];
-        char what[PATH_MAX + 64];
-        snprintf(what, sizeof what, "%s:%d: source file", m->path, p->line);
-        unsigned char *src = NULL;
-        code = tool_read_input(CMD, what, p->source_path, 0, m->max_size, &src, &p->source_len);
-        p->source = (char *)src;
-    }
-    return code;
-}
 
 /* ---- compiling ---------------------------------------------------------------- */
 
@@ -344,7 +63,8 @@ typedef struct warm_state {
     pthread_mutex_t lock;
     size_t next, done;
     size_t compiled, cached, failed;
-    int progress; /* draw a progress bar on stderr */
+    int broken; /* a failure that is the system's, not the program's */
+    tool_progress bar;
 } warm_state;
 
 static double now_ms(void)
@@ -354,17 +74,12 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void draw_progress(const warm_state *s)
+static void draw_progress(warm_state *s)
 {
-    enum { WIDTH = 30 };
-    size_t total = s->m->len, filled = total ? s->done * WIDTH / total : WIDTH;
-    char bar[WIDTH + 1];
-    for (size_t i = 0; i < WIDTH; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[WIDTH] = '\0';
-    fprintf(stderr, "\r[%s] %zu/%zu  compiled %zu, cached %zu, failed %zu", bar, s->done, total,
-            s->compiled, s->cached, s->failed);
-    fflush(stderr);
+    char note[96];
+    snprintf(note, sizeof note, "compiled %zu, cached %zu, failed %zu", s->compiled, s->cached,
+             s->failed);
+    tool_progress_note(&s->bar, "programs", s->done, s->m->len, note);
 }
 
 static void compile_one(program *p, progcache *cache)
@@ -393,6 +108,7 @@ static void compile_one(program *p, progcache *cache)
         progcache_key_hex(p->key_hex, r.key, sizeof r.key);
     if (rc) {
         p->result = FAILED;
+        p->program_error = rc == PROGCACHE_ECOMPILE || rc == PROGCACHE_EUNSAFEKEY;
         p->error = strdup(progcache_error_last());
     } else if (r.store_error && !r.stored) {
         /* Compiled, but not in the cache: warming did not happen. (A failed
@@ -426,8 +142,9 @@ static void *worker(void *arg)
             s->cached++;
         else
             s->failed++;
-        if (s->progress)
-            draw_progress(s);
+        if (p->result == FAILED && !p->program_error)
+            s->broken = 1;
+        draw_progress(s);
         pthread_mutex_unlock(&s->lock);
     }
 }
@@ -532,47 +249,46 @@ static int valid_arch(const char *arch)
 
 int cmd_warm(int argc, char **argv)
 {
-    const char *dir_arg = NULL, *arch = NULL, *v;
-    int json = 0, r;
+    static const tool_option options[] = {
+        {"arch", 'a', 1}, {"jobs", 'j', 1}, TOOL_MAX_ARTIFACT_SIZE_OPTION, {NULL, 0, 0}};
+    const char *arch = NULL;
+    uint64_t max = 0;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
-    manifest m = {NULL, PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT, NULL, 0};
-    for (int i = 1; i < argc; i++) {
-        int c = tool_common_arg(CMD, usage_text, argc, argv, &i, &dir_arg, &json);
-        if (c == TOOL_ARG_TAKEN)
-            continue;
-        if (c != TOOL_ARG_OTHER)
-            return c;
-        if ((r = tool_flag_value(CMD, argc, argv, &i, "--arch", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
+    manifest m = {NULL, 0, NULL, 0};
+    tool_parser p;
+    tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
+    for (int c; (c = tool_next(&p)) != TOOL_END;) {
+        const char *v = p.arg;
+        char *end;
+        switch (c) {
+        case TOOL_EXIT: return p.code;
+        case 'a':
             if (!valid_arch(v))
                 return tool_usage_error(CMD,
                                         "--arch \"%s\": give an architecture such as sm_90, "
                                         "sm_90a or compute_80",
                                         v);
             arch = v;
-        } else if ((r = tool_max_size_arg(CMD, argc, argv, &i, &m.max_size))) {
-            if (r < 0)
-                return EXIT_USAGE;
-        } else if ((r = tool_flag_value(CMD, argc, argv, &i, "--jobs", &v))) {
-            if (r < 0)
-                return EXIT_USAGE;
-            char *end;
+            break;
+        case 'j':
             errno = 0;
             jobs = strtol(v, &end, 10);
             if (end == v || *end || errno || jobs < 1 || jobs > MAX_JOBS)
                 return tool_usage_error(CMD, "--jobs \"%s\": give a number from 1 to %d", v,
                                         MAX_JOBS);
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return tool_usage_error(CMD, "unknown option \"%s\" (run 'progcache warm --help')",
-                                    argv[i]);
-        } else if (m.path) {
-            return tool_usage_error(CMD, "more than one MANIFEST (\"%s\" and \"%s\")", m.path,
-                                    argv[i]);
-        } else {
-            m.path = argv[i];
+            break;
+        case TOOL_OPT_MAX_ARTIFACT_SIZE:
+            if (tool_max_size_value(CMD, v, &max))
+                return EXIT_USAGE;
+            break;
+        default:
+            if (m.path)
+                return tool_usage_error(CMD, "more than one MANIFEST (\"%s\" and \"%s\")", m.path,
+                                        v);
+            m.path = v;
         }
     }
+    int json = p.json;
     if (!m.path)
         return tool_usage_error(CMD, "give a MANIFEST (run 'progcache warm --help')");
     if (jobs < 1)
@@ -584,32 +300,32 @@ int cmd_warm(int argc, char **argv)
     warm_state s;
     memset(&s, 0, sizeof s);
     pthread_mutex_init(&s.lock, NULL);
-    int code = read_manifest(&m, arch);
+    int code = tool_resolve_dir(CMD, p.dir, &dir);
+    if (!code)
+        code = tool_input_bound(CMD, dir, max, &m.max_size);
+    if (!code)
+        code = warm_read_manifest(&m, arch);
     if (code)
         goto done;
-    if ((code = tool_resolve_dir(CMD, dir_arg, &dir)))
-        goto done;
-    if ((code = tool_open_cache(CMD, dir, TOOL_CREATE, m.max_size, &s.cache)))
+    if ((code = tool_open_cache(CMD, dir, TOOL_CREATE, max, &s.cache)))
         goto done;
     s.m = &m;
-    s.progress = !json && isatty(STDERR_FILENO);
+    tool_progress_start(&s.bar);
     double t = now_ms();
-    if (s.progress)
-        draw_progress(&s);
+    draw_progress(&s);
     run_workers(&s, (unsigned)jobs);
-    if (s.progress)
-        fputc('\n', stderr);
+    tool_progress_end(&s.bar);
     double ms = now_ms() - t;
     if (json)
         print_json(&s, dir, arch, ms);
     else
         print_text(&s, dir, arch, ms);
-    code = s.failed ? EXIT_PROBLEMS : EXIT_OK;
+    code = s.broken ? EXIT_FAILED : s.failed ? EXIT_NO : EXIT_OK;
 done:
     progcache_close(s.cache);
     pthread_mutex_destroy(&s.lock);
     for (size_t i = 0; i < m.len; i++)
-        free_program(&m.items[i]);
+        warm_free_program(&m.items[i]);
     free(m.items);
     free(dir);
     return code;

@@ -2,6 +2,7 @@
  * helpers they share (argument parsing, opening the cache directory,
  * formatting) live here too. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,22 +28,30 @@ static const struct {
     {"warm", cmd_warm, "compile the programs of a manifest into the cache"},
     {"key", cmd_key, "print the cache key of an NVRTC compile"},
     {"remote", cmd_remote, "check the remote tier: reachable, latency, entries, leases"},
+    {"config", cmd_config, "show or change the cache directory's settings (max_size, ...)"},
 };
+#define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: progcache <command> [options]\n\n"
-                 "Persistent cache of CUDA programs compiled at run time (cuda.core-compatible).\n\n"
+    fprintf(out, "usage: progcache [-d DIR] [-q] <command> [options] [arguments]\n\n"
+                 "Persistent cache of CUDA programs compiled at run time "
+                 "(cuda.core-compatible).\n\n"
                  "commands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    for (size_t i = 0; i < NUM_COMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\nRun 'progcache <command> --help' for a command's options.\n"
-                 "  --help       this text\n  --version    print the version\n\n"
-                 "The cache directory is --dir, else $PROGCACHE_DIR, else cuda.core's default\n"
-                 "($XDG_CACHE_HOME/cuda-python/program-cache or\n"
-                 "~/.cache/cuda-python/program-cache).\n"
-                 "Exit status: 0 success; 1 a check found problems or an operation failed;\n"
-                 "2 bad usage.\n");
+    fprintf(out, "\nRun 'progcache help <command>' (or 'progcache <command> --help') for its\n"
+                 "options.\n\n"
+                 "options (before or after the command):\n"
+                 "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's\n"
+                 "                 $XDG_CACHE_HOME/cuda-python/program-cache or\n"
+                 "                 ~/.cache/cuda-python/program-cache)\n"
+                 "  -q, --quiet    no progress bar on standard error\n"
+                 "  -h, --help     this text\n"
+                 "  -V, --version  print the version\n\n"
+                 "Exit status: 0 success; 1 looked and the answer is no (a miss, bad entries,\n"
+                 "programs that did not compile); 2 bad usage; 3 could not do it (the cache, a\n"
+                 "file, a setting or standard output could not be used).\n");
 }
 
 /* "progcache <cmd>: <message>" on stderr; returns exit_code. */
@@ -63,17 +72,11 @@ int tool_usage_error(const char *cmd, const char *fmt, ...)
     return code;
 }
 
-int tool_unexpected_arg(const char *cmd, const char *arg)
-{
-    return tool_usage_error(cmd, "unexpected argument \"%s\" (run 'progcache %s --help')", arg,
-                            cmd);
-}
-
 int tool_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int code = report(cmd, EXIT_PROBLEMS, fmt, ap);
+    int code = report(cmd, EXIT_FAILED, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -84,111 +87,7 @@ int tool_lib_error(const char *cmd, int exit_code, const char *what)
     return exit_code;
 }
 
-/* ---- argument parsing ---------------------------------------------------- */
-
-int tool_flag_value(const char *cmd, int argc, char **argv, int *i, const char *flag,
-                    const char **value)
-{
-    size_t n = strlen(flag);
-    const char *arg = argv[*i];
-    if (strncmp(arg, flag, n))
-        return 0;
-    if (arg[n] == '=') {
-        *value = arg + n + 1;
-        return 1;
-    }
-    if (arg[n])
-        return 0;
-    if (*i + 1 >= argc) {
-        tool_usage_error(cmd, "%s needs a value (run 'progcache %s --help')", flag, cmd);
-        return -1;
-    }
-    *value = argv[++*i];
-    return 1;
-}
-
-int tool_is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
-
-int tool_common_arg(const char *cmd, const char *usage, int argc, char **argv, int *i,
-                    const char **dir, int *json)
-{
-    const char *v;
-    if (tool_is_help(argv[*i])) {
-        fputs(usage, stdout);
-        return EXIT_OK;
-    }
-    if (json && !strcmp(argv[*i], "--json")) {
-        *json = 1;
-        return TOOL_ARG_TAKEN;
-    }
-    int r = tool_flag_value(cmd, argc, argv, i, "--dir", &v);
-    if (r < 0)
-        return EXIT_USAGE;
-    if (r > 0) {
-        *dir = v;
-        return TOOL_ARG_TAKEN;
-    }
-    return TOOL_ARG_OTHER;
-}
-
-/* Leading decimal digits of text into *out; returns the rest, or NULL when
- * there are none or they overflow. */
-static const char *parse_count(const char *text, uint64_t *out)
-{
-    uint64_t v = 0;
-    const char *p = text;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > (UINT64_MAX - 9) / 10)
-            return NULL;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    *out = v;
-    return p == text ? NULL : p;
-}
-
-int tool_parse_size(const char *text, uint64_t *out)
-{
-    uint64_t v;
-    const char *p = parse_count(text, &v);
-    if (!p)
-        return -1;
-    unsigned shift = 0;
-    switch (*p) {
-    case 'k': case 'K': shift = 10; p++; break;
-    case 'm': case 'M': shift = 20; p++; break;
-    case 'g': case 'G': shift = 30; p++; break;
-    case 't': case 'T': shift = 40; p++; break;
-    default: break;
-    }
-    if (shift && *p == 'i')
-        p++;
-    if (*p == 'B' || (*p == 'b' && !shift))
-        p++;
-    if (*p || (shift && v > (UINT64_MAX >> shift)))
-        return -1;
-    *out = v << shift;
-    return 0;
-}
-
-int tool_parse_age(const char *text, uint64_t *out)
-{
-    uint64_t v, unit;
-    const char *p = parse_count(text, &v);
-    if (!p || !p[0] || p[1])
-        return -1;
-    switch (*p) {
-    case 's': unit = 1; break;
-    case 'm': unit = 60; break;
-    case 'h': unit = 3600; break;
-    case 'd': unit = 86400; break;
-    case 'w': unit = 7 * 86400; break;
-    default: return -1;
-    }
-    if (v > UINT64_MAX / unit)
-        return -1;
-    *out = v * unit;
-    return 0;
-}
+/* ---- arguments -------------------------------------------------------------- */
 
 static int hex_value(char c)
 {
@@ -229,22 +128,6 @@ int tool_key_arg(const char *cmd, const char *key_hex, unsigned char **key, size
                             "KEYHEX \"%s\" is not hex: give an even number of hex digits, such "
                             "as the 64 'progcache key' prints",
                             key_hex);
-}
-
-int tool_max_size_arg(const char *cmd, int argc, char **argv, int *i, uint64_t *max)
-{
-    const char *v;
-    int r = tool_flag_value(cmd, argc, argv, i, "--max-artifact-size", &v);
-    if (r <= 0)
-        return r;
-    if (tool_parse_size(v, max) != 0 || *max == 0) {
-        tool_usage_error(cmd,
-                         "--max-artifact-size \"%s\": give a size in bytes, or with a suffix "
-                         "K, M, G (powers of 1024), such as 2G",
-                         v);
-        return -1;
-    }
-    return 1;
 }
 
 /* ---- the cache directory --------------------------------------------------- */
@@ -290,7 +173,7 @@ int tool_open_file(const char *cmd, const char *path, tool_access access, uint64
     opts.flags = flags_for(access);
     opts.max_artifact_size = max;
     if (progcache_file_open(out, path, &opts) != PROGCACHE_OK)
-        return tool_lib_error(cmd, EXIT_PROBLEMS, "cannot open the cache");
+        return tool_lib_error(cmd, EXIT_FAILED, "cannot open the cache");
     return EXIT_OK;
 }
 
@@ -319,7 +202,27 @@ int tool_open_cache(const char *cmd, const char *path, tool_access access, uint6
     opts.log = tool_log;
     opts.log_ctx = (void *)cmd;
     if (progcache_open(out, path, &opts) != PROGCACHE_OK)
-        return tool_lib_error(cmd, EXIT_PROBLEMS, "cannot open the cache");
+        return tool_lib_error(cmd, EXIT_FAILED, "cannot open the cache");
+    return EXIT_OK;
+}
+
+int tool_input_bound(const char *cmd, const char *dir, uint64_t given, uint64_t *out)
+{
+    *out = given;
+    if (given)
+        return EXIT_OK;
+    progcache_settings *s = NULL;
+    progcache_buf def = PROGCACHE_BUF_INIT;
+    int rc;
+    if (dir || (rc = progcache_default_dir(&def)) == PROGCACHE_OK)
+        rc = progcache_settings_load(&s, dir ? dir : (const char *)def.data);
+    else /* no directory at all: the environment's value, else the default */
+        rc = progcache_settings_load(&s, "");
+    progcache_buf_free(&def);
+    if (rc)
+        return tool_lib_error(cmd, EXIT_FAILED, "cannot use the settings");
+    *out = progcache_settings_find(s, "max_artifact_size")->number;
+    progcache_settings_free(s);
     return EXIT_OK;
 }
 
@@ -390,26 +293,98 @@ static int finish_stdout(const char *cmd, int code)
         return code;
     fprintf(stderr, "progcache%s%s: cannot write standard output: %s\n", cmd ? " " : "",
             cmd ? cmd : "", strerror(err));
-    return code > EXIT_PROBLEMS ? code : EXIT_PROBLEMS;
+    return code == EXIT_USAGE ? code : EXIT_FAILED;
+}
+
+/* A subcommand by name, or NULL. */
+static tool_command_fn find(const char *name)
+{
+    for (size_t i = 0; i < NUM_COMMANDS; i++)
+        if (!strcmp(name, commands[i].name))
+            return commands[i].fn;
+    return NULL;
+}
+
+static int unknown_command(const char *name)
+{
+    const char *names[NUM_COMMANDS];
+    for (size_t i = 0; i < NUM_COMMANDS; i++)
+        names[i] = commands[i].name;
+    const char *near = tool_suggest(name, names, NUM_COMMANDS);
+    if (near)
+        fprintf(stderr, "progcache: unknown command '%s'; did you mean '%s'?\n", name, near);
+    else
+        fprintf(stderr, "progcache: unknown command '%s' (run 'progcache --help')\n", name);
+    return EXIT_USAGE;
+}
+
+/* The options before the subcommand: -d, -q, -h, -V. Returns the index
+ * of the subcommand in argv, or -1 with *code set. */
+static int global_options(int argc, char **argv, int *code)
+{
+    static const struct option longs[] = {{"dir", required_argument, NULL, 'd'},
+                                          {"quiet", no_argument, NULL, 'q'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {"version", no_argument, NULL, 'V'},
+                                          {NULL, 0, NULL, 0}};
+    opterr = 0;
+    int c;
+    /* "+": stop at the first argument that is not an option, the
+     * subcommand, whose own options follow it. */
+    while ((c = getopt_long(argc, argv, "+:d:qhV", longs, NULL)) != -1) {
+        switch (c) {
+        case 'd': tool_global.dir = optarg; break;
+        case 'q': tool_global.quiet = 1; break;
+        case 'h':
+            usage(stdout);
+            *code = finish_stdout(NULL, EXIT_OK);
+            return -1;
+        case 'V':
+            printf("progcache %s\n", progcache_version_string());
+            *code = finish_stdout(NULL, EXIT_OK);
+            return -1;
+        case ':':
+            fprintf(stderr, "progcache: %s needs a value (run 'progcache --help')\n",
+                    argv[optind - 1]);
+            *code = EXIT_USAGE;
+            return -1;
+        default:
+            fprintf(stderr, "progcache: unknown option \"%s\" before the command (run "
+                            "'progcache --help')\n",
+                    argv[optind - 1]);
+            *code = EXIT_USAGE;
+            return -1;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        *code = EXIT_USAGE;
+        return -1;
+    }
+    return optind;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return EXIT_USAGE;
+    int code = EXIT_OK;
+    int at = global_options(argc, argv, &code);
+    if (at < 0)
+        return code;
+    const char *name = argv[at];
+    if (!strcmp(name, "help")) {
+        /* progcache help [COMMAND]: the command's --help. */
+        if (at + 1 >= argc) {
+            usage(stdout);
+            return finish_stdout(NULL, EXIT_OK);
+        }
+        tool_command_fn fn = find(argv[at + 1]);
+        if (!fn)
+            return unknown_command(argv[at + 1]);
+        char *help_argv[] = {argv[at + 1], "--help", NULL};
+        return finish_stdout(argv[at + 1], fn(2, help_argv));
     }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        usage(stdout);
-        return finish_stdout(NULL, EXIT_OK);
-    }
-    if (!strcmp(argv[1], "--version")) {
-        printf("progcache %s\n", progcache_version_string());
-        return finish_stdout(NULL, EXIT_OK);
-    }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return finish_stdout(commands[i].name, commands[i].fn(argc - 1, argv + 1));
-    fprintf(stderr, "progcache: unknown command '%s' (run 'progcache --help')\n", argv[1]);
-    return EXIT_USAGE;
+    tool_command_fn fn = find(name);
+    if (!fn)
+        return unknown_command(name);
+    return finish_stdout(name, fn(argc - at, argv + at));
 }

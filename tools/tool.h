@@ -7,8 +7,12 @@
 
 #include "progcache/progcache.h"
 
-/* Exit codes of every subcommand. */
-enum { EXIT_OK = 0, EXIT_PROBLEMS = 1, EXIT_USAGE = 2 };
+/* Exit codes of every subcommand (docs/CLI.md, "Exit status"): 1 when the
+ * command looked and the answer is no (a miss, bad entries, programs that
+ * did not compile), 3 when it could not look (the cache, a file, a
+ * setting or standard output could not be used), so scripts can tell a
+ * miss from a broken cache. */
+enum { EXIT_OK = 0, EXIT_NO = 1, EXIT_USAGE = 2, EXIT_FAILED = 3 };
 
 /* A subcommand: argv[0] is the subcommand's name. Returns the exit code. */
 typedef int (*tool_command_fn)(int argc, char **argv);
@@ -25,6 +29,7 @@ int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_warm(int argc, char **argv);
 int cmd_remote(int argc, char **argv);
+int cmd_config(int argc, char **argv);
 
 #if defined(__GNUC__)
 #define TOOL_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -35,39 +40,78 @@ int cmd_remote(int argc, char **argv);
 /* Print "progcache <cmd>: <message>\n" to stderr and return EXIT_USAGE. */
 int tool_usage_error(const char *cmd, const char *fmt, ...) TOOL_PRINTF(2, 3);
 
-/* The usage error for an argument a subcommand does not take:
- * "unexpected argument "ARG" (run 'progcache <cmd> --help')"; EXIT_USAGE. */
-int tool_unexpected_arg(const char *cmd, const char *arg);
-
 /* Print "progcache <cmd>: <what>: <progcache_error_last()>" and return code. */
 int tool_lib_error(const char *cmd, int exit_code, const char *what);
 
-/* Print "progcache <cmd>: <message>\n" to stderr and return EXIT_PROBLEMS. */
+/* Print "progcache <cmd>: <message>\n" to stderr and return EXIT_FAILED. */
 int tool_error(const char *cmd, const char *fmt, ...) TOOL_PRINTF(2, 3);
 
-/* ---- argument parsing ---------------------------------------------------- */
+/* ---- the command line (tool_args.c) ----------------------------------------
+ * getopt_long's rules for every subcommand: short and long forms, --opt=V
+ * and --opt V, unambiguous abbreviations of long options, options before
+ * and after the positional arguments, "--" ends the options. The options
+ * every subcommand takes (-d/--dir, -q/--quiet, -h/--help, and --json where
+ * it has one) may also come before the subcommand: progcache -d D stats. */
 
-/* "--flag VALUE" or "--flag=VALUE" at argv[*i]. Returns 1 and sets *value
- * (advancing *i past a separate VALUE) when argv[*i] is flag; 0 when it is
- * not; -1 when VALUE is missing (a usage error for cmd was printed). */
-int tool_flag_value(const char *cmd, int argc, char **argv, int *i, const char *flag,
-                    const char **value);
+/* The options that may come before the subcommand; a subcommand's own
+ * -d/-q override them. */
+typedef struct tool_globals {
+    const char *dir; /* -d DIR, --dir DIR */
+    int quiet;       /* -q, --quiet: no progress bar */
+} tool_globals;
+extern tool_globals tool_global;
 
-/* Whether argv[i] asks for help (--help, -h). */
-int tool_is_help(const char *arg);
+/* One option of a subcommand besides the common ones. */
+typedef struct tool_option {
+    const char *name; /* the long name, without "--" */
+    int id;           /* a letter: also the short option -<id>; else >= 256 */
+    int has_arg;
+} tool_option;
 
-/* The arguments every subcommand takes, for its argument loop: --help
- * (prints usage, returns EXIT_OK), --json (when json is not NULL) and
- * --dir DIR / --dir=DIR. Returns TOOL_ARG_TAKEN (go on with the next
- * argument), TOOL_ARG_OTHER (not one of these), or an exit code to return
- * (EXIT_OK after --help, EXIT_USAGE when --dir lacks its value). */
-enum { TOOL_ARG_TAKEN = -1, TOOL_ARG_OTHER = -2 };
-int tool_common_arg(const char *cmd, const char *usage, int argc, char **argv, int *i,
-                    const char **dir, int *json);
+/* tool_parser flags */
+#define TOOL_JSON 0x1u /* takes --json */
+#define TOOL_REST 0x2u /* what follows "--" is not positional: left in rest */
 
-/* "512M", "2G", "100K", "1T", "4096" (bytes; K/M/G/T are powers of 1024,
- * an optional trailing "B" or "iB" is accepted). 0, or -1 for anything
- * else (including overflow). */
+/* What tool_next() returns besides an option's id. */
+enum { TOOL_END = -1, TOOL_EXIT = -2, TOOL_ARG = -3 };
+
+typedef struct tool_parser {
+    const char *cmd, *usage;
+    int argc;
+    char **argv;
+    const tool_option *opts;
+    unsigned int flags;
+    const char *arg; /* the option's value, or the positional argument */
+    const char *dir; /* -d/--dir: the global one, or the subcommand's */
+    int json;        /* --json was given */
+    int code;        /* the exit code, with TOOL_EXIT */
+    char **rest;     /* TOOL_REST: the arguments after "--" */
+    int nrest;
+    int positional_only; /* after "--": no more options */
+    const char *hint;    /* added to "unknown option" messages, or NULL */
+} tool_parser;
+
+/* opts ends with an entry whose name is NULL (NULL: none). */
+void tool_parser_init(tool_parser *p, const char *cmd, const char *usage, int argc, char **argv,
+                      const tool_option *opts, unsigned int flags);
+
+/* The next option (its id, p->arg its value), positional argument
+ * (TOOL_ARG, p->arg), TOOL_END, or TOOL_EXIT: --help was printed
+ * (p->code 0) or a usage error (p->code 2, message printed). The common
+ * options are handled inside. */
+int tool_next(tool_parser *p);
+
+/* The usage error for a positional argument a subcommand does not take:
+ * "unexpected argument "ARG" (run 'progcache <cmd> --help')"; EXIT_USAGE. */
+int tool_unexpected_arg(const char *cmd, const char *arg);
+
+/* The smallest edit distance (insert, delete, substitute, swap two
+ * neighbours) from word to one of names, if at most 2 (1 for words of up
+ * to 4 letters): that name, else NULL. For "did you mean ...?". */
+const char *tool_suggest(const char *word, const char *const *names, size_t n);
+
+/* A size (progcache_parse_size: K, M, G, T, P are powers of 1024; 1.5G).
+ * 0, or -1 for anything else. */
 int tool_parse_size(const char *text, uint64_t *out);
 
 /* "7d", "12h", "30m", "45s", "2w": seconds. A unit is required. 0 or -1. */
@@ -81,9 +125,12 @@ unsigned char *tool_decode_hex(const char *text, size_t *len);
  * after saying what a key looks like. */
 int tool_key_arg(const char *cmd, const char *key_hex, unsigned char **key, size_t *len);
 
-/* --max-artifact-size SIZE at argv[*i] (tool_flag_value's 1, 0, -1; -1
- * also for a size that is not one, after a usage error). */
-int tool_max_size_arg(const char *cmd, int argc, char **argv, int *i, uint64_t *max);
+/* --max-artifact-size SIZE, taken by the subcommands that read inputs:
+ * its entry in a tool_option table, and its value (EXIT_OK, or
+ * EXIT_USAGE after a message). */
+#define TOOL_OPT_MAX_ARTIFACT_SIZE 0x1001
+#define TOOL_MAX_ARTIFACT_SIZE_OPTION {"max-artifact-size", TOOL_OPT_MAX_ARTIFACT_SIZE, 1}
+int tool_max_size_value(const char *cmd, const char *text, uint64_t *max);
 
 /* ---- inputs and outputs the user names (tool_io.c) ------------------------- */
 
@@ -97,7 +144,7 @@ int tool_max_size_arg(const char *cmd, int argc, char **argv, int *i, uint64_t *
  * given max + 1 bytes, so memory stays bounded by max. A FIFO is read as a
  * pipe is: the open waits for its writer, as cat's does. A directory is
  * refused. what names the input in messages ("FILE", "manifest").
- * EXIT_OK, or EXIT_PROBLEMS after printing "progcache <cmd>: ..." naming
+ * EXIT_OK, or EXIT_FAILED after printing "progcache <cmd>: ..." naming
  * the input, its size (or "more than N bytes"), the bound and the option
  * that raises it. */
 int tool_read_input(const char *cmd, const char *what, const char *path, unsigned int flags,
@@ -121,10 +168,10 @@ typedef struct tool_output {
 
 /* Open path. EXIT_OK, or an exit code after a message. */
 int tool_output_open(const char *cmd, const char *path, tool_output *out);
-/* Write len bytes; EXIT_OK or EXIT_PROBLEMS after a message. */
+/* Write len bytes; EXIT_OK or EXIT_FAILED after a message. */
 int tool_output_write(const char *cmd, tool_output *out, const void *data, size_t len);
 /* ok: complete it (fsync, rename the temp file into place); else discard
- * the temp file. Returns EXIT_OK or EXIT_PROBLEMS (message printed); the
+ * the temp file. Returns EXIT_OK or EXIT_FAILED (message printed); the
  * struct is released either way. */
 int tool_output_close(const char *cmd, tool_output *out, int ok);
 
@@ -167,11 +214,48 @@ int tool_open_file(const char *cmd, const char *path, tool_access access, uint64
 int tool_open_cache(const char *cmd, const char *path, tool_access access, uint64_t max,
                     progcache **out);
 
+/* The bound on what a subcommand reads (tool_read_input) and stores:
+ * given (--max-artifact-size) when not 0, else the setting
+ * max_artifact_size of dir (its settings file, $PROGCACHE_MAX_ARTIFACT_SIZE,
+ * else 1 GiB); dir NULL: the default directory, or, when there is none,
+ * the environment and the default alone, as for dir "". EXIT_OK, or EXIT_FAILED after
+ * saying which setting cannot be used. */
+int tool_input_bound(const char *cmd, const char *dir, uint64_t given, uint64_t *out);
+
 /* Both steps for a subcommand that works on the file store: resolve the
  * directory into *dir (malloc'd, NULL when that failed; the caller frees
  * it), then open its store. EXIT_OK or an exit code (message printed). */
 int tool_open_dir_file(const char *cmd, const char *dir_arg, tool_access access, uint64_t max,
                         char **dir, progcache_file **out);
+
+/* ---- progress bars (tool_progress.c) -------------------------------------- */
+
+/* A progress bar on standard error, drawn only when it is a terminal and
+ * --quiet was not given: "[####......] 40/100 importing  12/s  ETA 0:05",
+ * redrawn at most ten times a second (and at each phase's end), and ended
+ * with a newline. */
+typedef struct tool_progress {
+    int on;
+    char what[24];
+    uint64_t done, total;
+    double phase_start, last_draw; /* ms, monotonic */
+    int drawn;
+} tool_progress;
+
+void tool_progress_start(tool_progress *p);
+/* A progcache_progress_fn (ctx: the tool_progress); returns 0. */
+int tool_progress_cb(void *ctx, const char *what, uint64_t done, uint64_t total);
+/* Draw (if due) with an extra note after the numbers (NULL: none). */
+void tool_progress_note(tool_progress *p, const char *what, uint64_t done, uint64_t total,
+                        const char *note);
+void tool_progress_end(tool_progress *p);
+
+/* ---- the shape of a cache (stats_charts.c) -------------------------------- */
+
+/* Small bar charts of file's entries by last use and by size, the hit
+ * rate and how full the cap is, on standard output (UTF-8 blocks when the
+ * locale says UTF-8, else '#'). EXIT_OK, or EXIT_FAILED (message printed). */
+int tool_stats_charts(const char *cmd, progcache_file *file, const progcache_stats *s);
 
 /* ---- output ------------------------------------------------------------------ */
 

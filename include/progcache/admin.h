@@ -65,6 +65,15 @@ typedef struct progcache_entry {
  * calling function then returns that value). */
 typedef int (*progcache_entry_fn)(void *ctx, const progcache_entry *entry);
 
+/* Progress of a long operation, for a progress bar: what is being done
+ * ("checking", "importing", "exporting", "scanning", "removing"), done
+ * of total steps of it (total 0: not known, as for an archive read from a
+ * stream). Called after each step, so often: a caller that draws should
+ * draw only every so often. Return 0 to go on, anything else to stop (the
+ * calling function then returns that value). */
+typedef int (*progcache_progress_fn)(void *ctx, const char *what, uint64_t done,
+                                     uint64_t total);
+
 /* progcache_file_foreach() flags */
 #define PROGCACHE_ENTRIES_READ 0x1u    /* read each entry's bytes */
 #define PROGCACHE_ENTRIES_INSPECT 0x2u /* and inspect them (implies READ) */
@@ -127,7 +136,8 @@ typedef struct progcache_verify_options {
 } progcache_verify_options;
 
 #define PROGCACHE_VERIFY_OPTIONS_VERSION 2
-#define PROGCACHE_VERIFY_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_VERIFY_OPTIONS_VERSION)
+#define PROGCACHE_VERIFY_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_verify_options, PROGCACHE_VERIFY_OPTIONS_VERSION)
 PROGCACHE_API void progcache_verify_options_init(progcache_verify_options *opts);
 
 typedef struct progcache_verify_result {
@@ -141,7 +151,8 @@ typedef struct progcache_verify_result {
 } progcache_verify_result;
 
 #define PROGCACHE_VERIFY_RESULT_VERSION 2
-#define PROGCACHE_VERIFY_RESULT_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_VERIFY_RESULT_VERSION)
+#define PROGCACHE_VERIFY_RESULT_INIT \
+    PROGCACHE__INIT(progcache_verify_result, PROGCACHE_VERIFY_RESULT_VERSION)
 
 /*
  * progcache_file_verify() : check every entry of the cache directory, and
@@ -201,10 +212,15 @@ typedef struct progcache_prune_options {
     /* Remove every entry not used for this many seconds (by its atime,
      * which progcache refreshes on each hit). 0: no age bound. */
     uint64_t older_than;
+    /* Version 2. Optional: progress, "scanning" the 256 shard directories,
+     * then "removing" the entries to remove. */
+    progcache_progress_fn on_progress;
+    void *ctx; /* passed to on_progress */
 } progcache_prune_options;
 
-#define PROGCACHE_PRUNE_OPTIONS_VERSION 1
-#define PROGCACHE_PRUNE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_PRUNE_OPTIONS_VERSION)
+#define PROGCACHE_PRUNE_OPTIONS_VERSION 2
+#define PROGCACHE_PRUNE_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_prune_options, PROGCACHE_PRUNE_OPTIONS_VERSION)
 PROGCACHE_API void progcache_prune_options_init(progcache_prune_options *opts);
 
 typedef struct progcache_prune_result {
@@ -216,7 +232,8 @@ typedef struct progcache_prune_result {
 } progcache_prune_result;
 
 #define PROGCACHE_PRUNE_RESULT_VERSION 1
-#define PROGCACHE_PRUNE_RESULT_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_PRUNE_RESULT_VERSION)
+#define PROGCACHE_PRUNE_RESULT_INIT \
+    PROGCACHE__INIT(progcache_prune_result, PROGCACHE_PRUNE_RESULT_VERSION)
 
 /*
  * progcache_file_prune() : trim the cache directory by size and/or age,
@@ -232,6 +249,22 @@ typedef struct progcache_prune_result {
 PROGCACHE_API int progcache_file_prune(progcache_prune_result *out, progcache_file *file,
                                        const progcache_prune_options *opts);
 
+/*
+ * progcache_file_clear() : remove every entry of the cache directory, as
+ * progcache_store_clear() does, reporting progress ("removing", one step
+ * per shard directory of 256). Files that are not entries are left alone.
+ * @param out      [out, optional] removed: the entries removed (from the
+ *                 directory's accounting: entries other processes add or
+ *                 remove meanwhile may be counted or not); entries and
+ *                 total_size: what is left.
+ * @param progress optional.
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL (read-only store); PROGCACHE_EIO
+ *         (an entry could not be removed: the message names it; the
+ *         others were); progress's non-zero value if it stopped.
+ */
+PROGCACHE_API int progcache_file_clear(progcache_prune_result *out, progcache_file *file,
+                                       progcache_progress_fn progress, void *ctx);
+
 /* ===========================================================================
  * export / import
  * ======================================================================== */
@@ -242,11 +275,17 @@ typedef struct progcache_archive_options {
      * (import) the archive, with entry->artifact filled in (so a caller
      * can name entries that are not valid artifacts) and entry->data. */
     progcache_entry_fn on_entry;
-    void *ctx;
+    void *ctx; /* passed to on_entry and on_progress */
+    /* Version 2. Optional: progress. Export: "exporting", one step per
+     * entry, of the directory's entry count. Import: "checking", the
+     * archive's bytes (of its size; 0 for a stream), then "importing",
+     * one step per entry. */
+    progcache_progress_fn on_progress;
 } progcache_archive_options;
 
-#define PROGCACHE_ARCHIVE_OPTIONS_VERSION 1
-#define PROGCACHE_ARCHIVE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_ARCHIVE_OPTIONS_VERSION)
+#define PROGCACHE_ARCHIVE_OPTIONS_VERSION 2
+#define PROGCACHE_ARCHIVE_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_archive_options, PROGCACHE_ARCHIVE_OPTIONS_VERSION)
 PROGCACHE_API void progcache_archive_options_init(progcache_archive_options *opts);
 
 typedef struct progcache_archive_result {
@@ -257,7 +296,8 @@ typedef struct progcache_archive_result {
 } progcache_archive_result;
 
 #define PROGCACHE_ARCHIVE_RESULT_VERSION 1
-#define PROGCACHE_ARCHIVE_RESULT_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_ARCHIVE_RESULT_VERSION)
+#define PROGCACHE_ARCHIVE_RESULT_INIT \
+    PROGCACHE__INIT(progcache_archive_result, PROGCACHE_ARCHIVE_RESULT_VERSION)
 
 /*
  * progcache_file_export() : write every entry of the cache directory to a

@@ -64,7 +64,8 @@ typedef struct progcache_artifact_info {
 } progcache_artifact_info;
 
 #define PROGCACHE_ARTIFACT_INFO_VERSION 1
-#define PROGCACHE_ARTIFACT_INFO_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_ARTIFACT_INFO_VERSION)
+#define PROGCACHE_ARTIFACT_INFO_INIT \
+    PROGCACHE__INIT(progcache_artifact_info, PROGCACHE_ARTIFACT_INFO_VERSION)
 
 /*
  * progcache_artifact_inspect() : classify and check artifact bytes, and

@@ -23,6 +23,7 @@
 
 #include "common.h"
 #include "file.h"
+#include "settings.h"
 #include "store.h"
 
 #ifdef __cplusplus
@@ -35,17 +36,35 @@ struct progcache_redis_options; /* progcache/remote.h */
 typedef struct progcache_options {
     unsigned int version; /* PROGCACHE_OPTIONS_VERSION */
 
-    /* Size cap of the cache directory in bytes; 0: no cap (see
-     * progcache_file_options.max_size). */
+    /*
+     * The numeric options below follow one rule (progcache/settings.h):
+     * 0 means "not set": the value comes from the cache directory's
+     * settings file (progcache/config), overridden by its environment
+     * variable, else the built-in default. Any other value is used as
+     * given, over both. For the sizes that can be switched off,
+     * PROGCACHE_SIZE_NONE says "none" explicitly. So a program that sets
+     * nothing honours what the directory's owner and the environment ask
+     * for, and one that sets a value gets exactly that value.
+     */
+
+    /* Size cap of the cache directory in bytes; least recently used
+     * entries are evicted above it. 0: the setting max_size
+     * ($PROGCACHE_MAX_SIZE; PROGCACHE_MAX_SIZE_DEFAULT, 5 GiB, by
+     * default); PROGCACHE_SIZE_NONE: no cap. */
     uint64_t max_size;
-    /* Eviction target in percent of max_size; 0: 90. */
+    /* Eviction target in percent of max_size, 1-100; 0: the setting
+     * low_water_percent (90 by default). */
     unsigned int low_water_percent;
 
-    /* Bytes of in-process memory tier in front of the directory; 0: none. */
+    /* Bytes of in-process memory tier in front of the directory. 0: the
+     * setting memory_size (none by default); PROGCACHE_SIZE_NONE: no
+     * memory tier. */
     uint64_t memory_size;
 
-    /* PROGCACHE_FILE_* flags, passed to the file store, and
-     * PROGCACHE_NO_REMOTE below. */
+    /* PROGCACHE_FILE_* flags, passed to the file store (among them
+     * PROGCACHE_FILE_NO_SETTINGS: ignore the settings file and its
+     * variables; PROGCACHE_FILE_NO_FSYNC / PROGCACHE_FILE_FSYNC: override
+     * the setting no_fsync), and PROGCACHE_NO_REMOTE below. */
     unsigned int flags;
 
     progcache_log_fn log; /* optional */
@@ -63,7 +82,8 @@ typedef struct progcache_options {
     const struct progcache_redis_options *remote;
 
     /* Version 2. The largest artifact the cache stores or reads, in bytes,
-     * in every tier; 0: PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT (1 GiB). */
+     * in every tier; 0: the setting max_artifact_size
+     * (PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT, 1 GiB, by default). */
     uint64_t max_artifact_size;
 } progcache_options;
 
@@ -71,7 +91,7 @@ typedef struct progcache_options {
 #define PROGCACHE_NO_REMOTE 0x100u
 
 #define PROGCACHE_OPTIONS_VERSION 2
-#define PROGCACHE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_OPTIONS_VERSION)
+#define PROGCACHE_OPTIONS_INIT PROGCACHE__INIT(progcache_options, PROGCACHE_OPTIONS_VERSION)
 
 /* progcache_options_init() : set opts to its defaults. NULL-safe. */
 PROGCACHE_API void progcache_options_init(progcache_options *opts);
@@ -95,9 +115,12 @@ PROGCACHE_API int progcache_default_dir(progcache_buf *out);
  * @param out  [out] the handle; release with progcache_close().
  * @param path the cache directory; NULL: progcache_default_dir().
  * @param opts NULL for defaults.
+ * The options left 0 take the directory's settings (progcache/settings.h).
  * @return PROGCACHE_OK, PROGCACHE_EINVAL (bad options, a directory that is
- *         not a cache), PROGCACHE_EIO (the message names the path and why
- *         it cannot be used; or the remote tier's variable and why),
+ *         not a cache, a setting that cannot be used: the message names it
+ *         and the settings file's line or the variable), PROGCACHE_EIO (the
+ *         message names the path and why it cannot be used; or the remote
+ *         tier's variable and why),
  *         PROGCACHE_EREMOTE (a remote tier asked for in a build without
  *         hiredis) or PROGCACHE_ENOMEM.
  */

@@ -18,6 +18,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#if defined(__cplusplus)
+/* PROGCACHE__INIT for C++ (below). A template, so outside extern "C". */
+template <typename T> inline T progcache__init(unsigned int version)
+{
+    T value = T();
+    value.version = version;
+    return value;
+}
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -138,9 +148,22 @@ PROGCACHE_API int progcache_buf_set(progcache_buf *buf, const void *data, size_t
  * struct was never initialised) or one newer than the library knows is
  * refused with PROGCACHE_EINVAL.
  *
- * The _INIT macros set the version and zero the rest. C gets a designated initializer so that -Wextra
- * stays quiet in callers' code; C++ (before C++20) has no such syntax.
+ * The _INIT macros set the version and zero the rest, without a warning in
+ * the caller's code in C or C++ (-Wall -Wextra -pedantic: tests/headers):
+ * C gets a designated initializer; C++ gets progcache__init<T>(), which
+ * value-initializes the struct (every field zero) and sets its version
+ * (C++ before C++20 has no designated initializers, and g++ warns under
+ * -Wmissing-field-initializers about {version}, and even about C++20's
+ * {.version = v}). PROGCACHE__INIT(T, v) is what each _INIT macro expands
+ * to.
  */
+#if defined(__cplusplus)
+#define PROGCACHE__INIT(T, v) (::progcache__init<T>(v))
+#else
+#define PROGCACHE__INIT(T, v) {.version = (v)}
+#endif
+/* The earlier form, kept for macros written against it: in C++ it warns
+ * under -Wmissing-field-initializers; use PROGCACHE__INIT. */
 #if defined(__cplusplus)
 #define PROGCACHE__OPTIONS_INIT(v) {v}
 #else

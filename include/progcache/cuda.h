@@ -289,11 +289,18 @@ typedef struct progcache_program {
  * in memory), which moved the fields after it. A version-1 struct (built
  * against an older header) is still read, in its own layout. */
 #define PROGCACHE_PROGRAM_VERSION 2
-/* Designated initializers in C, so that -Wextra's missing-field-initializers
- * stays quiet in callers' code; C++ before C++20 has none, so C++ code built
- * with -Wextra is better served by progcache_program_init(). */
-#ifdef __cplusplus
-#define PROGCACHE_PROGRAM_INIT {PROGCACHE_PROGRAM_VERSION, {PROGCACHE_KEY_NVRTC_OPTIONS_VERSION}}
+/* Both versions set, the rest zero, with no warning in the caller's code
+ * (as every _INIT macro, progcache/common.h): designated initializers in C,
+ * a function in C++. */
+#if defined(__cplusplus)
+static inline progcache_program progcache__program_init_value(void)
+{
+    progcache_program program = progcache_program();
+    program.version = PROGCACHE_PROGRAM_VERSION;
+    program.nvrtc.version = PROGCACHE_KEY_NVRTC_OPTIONS_VERSION;
+    return program;
+}
+#define PROGCACHE_PROGRAM_INIT (progcache__program_init_value())
 #else
 #define PROGCACHE_PROGRAM_INIT                                                 \
     {.version = PROGCACHE_PROGRAM_VERSION,                                     \
@@ -430,11 +437,8 @@ typedef struct progcache_program_result {
 } progcache_program_result;
 
 #define PROGCACHE_PROGRAM_RESULT_VERSION 3
-#ifdef __cplusplus
-#define PROGCACHE_PROGRAM_RESULT_INIT {PROGCACHE_PROGRAM_RESULT_VERSION}
-#else
-#define PROGCACHE_PROGRAM_RESULT_INIT {.version = PROGCACHE_PROGRAM_RESULT_VERSION}
-#endif
+#define PROGCACHE_PROGRAM_RESULT_INIT                                          \
+    PROGCACHE__INIT(progcache_program_result, PROGCACHE_PROGRAM_RESULT_VERSION)
 
 /*
  * progcache_compile_or_load() : get a program's artifact from the cache or

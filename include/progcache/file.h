@@ -29,11 +29,14 @@ typedef struct progcache_file progcache_file;
 typedef struct progcache_file_options {
     unsigned int version; /* PROGCACHE_FILE_OPTIONS_VERSION */
 
-    /* Size cap in bytes; 0: no cap. When a put takes the total over the cap,
-     * the least recently used entries are evicted until the total is at the
-     * low-water mark. */
+    /* Size cap in bytes. When a put takes the total over the cap, the
+     * least recently used entries are evicted until the total is at the
+     * low-water mark. 0: not set, take the directory's setting max_size
+     * (progcache/settings.h: its settings file, $PROGCACHE_MAX_SIZE, else
+     * PROGCACHE_MAX_SIZE_DEFAULT, 5 GiB); PROGCACHE_SIZE_NONE: no cap. */
     uint64_t max_size;
-    /* Low-water mark in percent of max_size; 0: 90. */
+    /* Low-water mark in percent of max_size, 1-100; 0: the setting
+     * low_water_percent (90 by default). */
     unsigned int low_water_percent;
 
     unsigned int flags; /* PROGCACHE_FILE_* below */
@@ -42,12 +45,14 @@ typedef struct progcache_file_options {
     void *log_ctx;
 
     /* Version 2. The largest entry put accepts and get reads, in bytes;
-     * 0: PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT (1 GiB). */
+     * 0: the setting max_artifact_size (PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT,
+     * 1 GiB, by default). */
     uint64_t max_artifact_size;
 } progcache_file_options;
 
 /* Skip fsync of entries and directories: faster puts, but a completed put
- * may be lost (never torn) if the machine loses power. */
+ * may be lost (never torn) if the machine loses power. Without this flag
+ * the setting no_fsync decides (false by default). */
 #define PROGCACHE_FILE_NO_FSYNC 0x1u
 /* Open an existing cache for reading only: no directory is created, and
  * put/remove/clear fail with PROGCACHE_EINVAL. */
@@ -65,9 +70,18 @@ typedef struct progcache_file_options {
  * caught only by compile-or-load's own structure check and by the driver
  * refusing to load. */
 #define PROGCACHE_FILE_NO_VERIFY 0x8u
+/* The options alone decide: the directory's settings file and the
+ * variables that override it (PROGCACHE_MAX_SIZE, ...) are not read, and
+ * an option left 0 takes the built-in default (progcache/settings.h). */
+#define PROGCACHE_FILE_NO_SETTINGS 0x10u
+/* fsync every put, whatever the setting no_fsync says (the way a program
+ * overrides a settings file or variable that turned fsync off). Not with
+ * PROGCACHE_FILE_NO_FSYNC. */
+#define PROGCACHE_FILE_FSYNC 0x20u
 
 #define PROGCACHE_FILE_OPTIONS_VERSION 2
-#define PROGCACHE_FILE_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_FILE_OPTIONS_VERSION)
+#define PROGCACHE_FILE_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_file_options, PROGCACHE_FILE_OPTIONS_VERSION)
 PROGCACHE_API void progcache_file_options_init(progcache_file_options *opts);
 
 /*
@@ -81,6 +95,14 @@ PROGCACHE_API void progcache_file_options_init(progcache_file_options *opts);
  * directory (a home, a project), which a cache would sweep and clear, so
  * it is refused, read-only opens included. A cache removes only files it
  * names itself (docs/RELIABILITY.md, "What the cache may delete").
+ *
+ * The size cap and the other values left 0 in opts come from the
+ * directory's settings (progcache/settings.h): its settings file,
+ * progcache/config, then the environment. A value there that cannot be
+ * used fails the open with PROGCACHE_EINVAL naming the setting and the
+ * file's line or the variable; a settings file that cannot be read (not a
+ * regular file, no permission) fails it too. progcache_file_settings()
+ * says what is in force and where each value came from.
  *
  * When progcache/lock, progcache/state or progcache/stats cannot be used (not
  * a regular file, no permission, the file size limit), the store still

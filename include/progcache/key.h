@@ -102,7 +102,8 @@ typedef struct progcache_key_nvrtc_options {
 } progcache_key_nvrtc_options;
 
 #define PROGCACHE_KEY_NVRTC_OPTIONS_VERSION 2
-#define PROGCACHE_KEY_NVRTC_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_KEY_NVRTC_OPTIONS_VERSION)
+#define PROGCACHE_KEY_NVRTC_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_key_nvrtc_options, PROGCACHE_KEY_NVRTC_OPTIONS_VERSION)
 
 /* progcache_key_nvrtc_options_init() : set opts to its defaults. NULL-safe. */
 PROGCACHE_API void progcache_key_nvrtc_options_init(progcache_key_nvrtc_options *opts);

@@ -13,6 +13,7 @@
 #include "artifact.h"
 #include "store.h"
 #include "file.h"
+#include "settings.h"
 #include "cache.h"
 #include "stats.h"
 #include "admin.h"

@@ -116,7 +116,8 @@ typedef struct progcache_redis_options {
 #define PROGCACHE_REDIS_MIN_SECRET 16
 
 #define PROGCACHE_REDIS_OPTIONS_VERSION 2
-#define PROGCACHE_REDIS_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_OPTIONS_VERSION)
+#define PROGCACHE_REDIS_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_redis_options, PROGCACHE_REDIS_OPTIONS_VERSION)
 
 /*
  * progcache_default_remote() : the remote tier named by the environment,
@@ -232,7 +233,8 @@ typedef struct progcache_redis_counters {
 } progcache_redis_counters;
 
 #define PROGCACHE_REDIS_COUNTERS_VERSION 3
-#define PROGCACHE_REDIS_COUNTERS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_COUNTERS_VERSION)
+#define PROGCACHE_REDIS_COUNTERS_INIT \
+    PROGCACHE__INIT(progcache_redis_counters, PROGCACHE_REDIS_COUNTERS_VERSION)
 
 /*
  * progcache_redis_counters_get() : a snapshot of store's counters. METHOD.
@@ -293,7 +295,8 @@ typedef struct progcache_redis_status {
 } progcache_redis_status;
 
 #define PROGCACHE_REDIS_STATUS_VERSION 1
-#define PROGCACHE_REDIS_STATUS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_REDIS_STATUS_VERSION)
+#define PROGCACHE_REDIS_STATUS_INIT \
+    PROGCACHE__INIT(progcache_redis_status, PROGCACHE_REDIS_STATUS_VERSION)
 
 /*
  * progcache_redis_status_get() : connect to store's server as the store

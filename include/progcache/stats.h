@@ -178,7 +178,7 @@ typedef struct progcache_stats {
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 2
-#define PROGCACHE_STATS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_STATS_VERSION)
+#define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */
 PROGCACHE_API void progcache_stats_init(progcache_stats *stats);

@@ -67,7 +67,8 @@ typedef struct progcache_entry_meta {
 } progcache_entry_meta;
 
 #define PROGCACHE_ENTRY_META_VERSION 1
-#define PROGCACHE_ENTRY_META_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_ENTRY_META_VERSION)
+#define PROGCACHE_ENTRY_META_INIT \
+    PROGCACHE__INIT(progcache_entry_meta, PROGCACHE_ENTRY_META_VERSION)
 
 /* Record tags: values below 0x10000 are progcache's; use others for your
  * own. */
@@ -204,7 +205,8 @@ typedef struct progcache_store_counters {
 } progcache_store_counters;
 
 #define PROGCACHE_STORE_COUNTERS_VERSION 2
-#define PROGCACHE_STORE_COUNTERS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_STORE_COUNTERS_VERSION)
+#define PROGCACHE_STORE_COUNTERS_INIT \
+    PROGCACHE__INIT(progcache_store_counters, PROGCACHE_STORE_COUNTERS_VERSION)
 
 /*
  * progcache_store_counters_get() : a snapshot of store's counters.
@@ -296,7 +298,8 @@ typedef struct progcache_store_lease_info {
 } progcache_store_lease_info;
 
 #define PROGCACHE_STORE_LEASE_INFO_VERSION 1
-#define PROGCACHE_STORE_LEASE_INFO_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_STORE_LEASE_INFO_VERSION)
+#define PROGCACHE_STORE_LEASE_INFO_INIT \
+    PROGCACHE__INIT(progcache_store_lease_info, PROGCACHE_STORE_LEASE_INFO_VERSION)
 
 /*
  * progcache_store_lease_holder() : who holds key's lease now (for progress
@@ -323,7 +326,8 @@ typedef struct progcache_memory_options {
 } progcache_memory_options;
 
 #define PROGCACHE_MEMORY_OPTIONS_VERSION 1
-#define PROGCACHE_MEMORY_OPTIONS_INIT PROGCACHE__OPTIONS_INIT(PROGCACHE_MEMORY_OPTIONS_VERSION)
+#define PROGCACHE_MEMORY_OPTIONS_INIT \
+    PROGCACHE__INIT(progcache_memory_options, PROGCACHE_MEMORY_OPTIONS_VERSION)
 PROGCACHE_API void progcache_memory_options_init(progcache_memory_options *opts);
 
 /*

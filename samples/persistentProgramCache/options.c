@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "progcache/progcache.h"
 #include "sample.h"
 
 #define PROG "persistentProgramCache"
-#define DEFAULT_CACHE_DIR "~/.cache/cuda-samples/persistentProgramCache"
 
 static const char usage_text[] =
     "usage: " PROG " [--device N] [--m M] [--n N] [--k K] [--tile-size {16,32}]\n"
@@ -33,7 +33,10 @@ static const char usage_text[] =
     "                        (default: 16)\n"
     "  --epilogue E          identity, relu, gelu (exact, erf form), sigmoid, tanh or\n"
     "                        silu (default: relu)\n"
-    "  --cache-dir DIR       cache directory (default: " DEFAULT_CACHE_DIR ")\n"
+    "  --cache-dir DIR       cache directory (default: $PROGCACHE_DIR, else cuda.core's\n"
+    "                        default, $XDG_CACHE_HOME/cuda-python/program-cache or\n"
+    "                        ~/.cache/cuda-python/program-cache, shared with Python\n"
+    "                        programs using cuda.core)\n"
     "  --clear-cache         empty the cache before compiling\n"
     "  --warmup W            untimed launches before timing (default: 5)\n"
     "  --iterations I        timed launches (default: 20)\n"
@@ -191,7 +194,7 @@ int sample_parse_args(sample_args *out, int argc, char **argv)
     out->iterations = 20;
     out->kernel = KERNEL_TILED;
     out->config = fast_default_config;
-    const char *cache_dir = DEFAULT_CACHE_DIR;
+    const char *cache_dir = NULL; /* --cache-dir, else progcache_default_dir() */
     int kernel_given = 0, tile_given = 0;
 
     for (int i = 1; i < argc; i++) {
@@ -305,7 +308,18 @@ int sample_parse_args(sample_args *out, int argc, char **argv)
         return usage_error("--templated applies to the tiled kernel, not --kernel fast");
     if (out->autotune && out->config_given)
         return usage_error("--autotune and --config both choose the tile shape: give one");
+    progcache_buf dflt = PROGCACHE_BUF_INIT;
+    if (!cache_dir) {
+        /* The library's own default: $PROGCACHE_DIR, then cuda.core's. */
+        if (progcache_default_dir(&dflt) != PROGCACHE_OK) {
+            fprintf(stderr, PROG ": no cache directory: %s; or give --cache-dir DIR\n",
+                    progcache_error_last());
+            return EXIT_USAGE;
+        }
+        cache_dir = (const char *)dflt.data;
+    }
     out->cache_dir = absolute_dir(cache_dir);
+    progcache_buf_free(&dflt);
     if (!out->cache_dir)
         return EXIT_USAGE;
     return -1;

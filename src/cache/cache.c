@@ -287,6 +287,9 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
         path = (const char *)dir.data;
     }
 
+    /* The file store resolves the directory's settings (its settings file,
+     * the environment, then these options: progcache/settings.h); the
+     * other tiers take theirs from what it resolved. */
     progcache_file_options file_opts;
     progcache_file_options_init(&file_opts);
     file_opts.max_size = opts->max_size;
@@ -295,13 +298,20 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     file_opts.log = opts->log;
     file_opts.log_ctx = opts->log_ctx;
     file_opts.max_artifact_size = opts->max_artifact_size;
-    if ((rc = progcache_store_file_new(&file, path, &file_opts)))
+    progcache_file *home = NULL;
+    if ((rc = progcache_file_open(&home, path, &file_opts)))
         goto done;
+    file = progcache_file_store(home);
+    const progcache_settings *settings = progcache_file_settings(home);
+    o.max_artifact_size = progcache_settings_find(settings, "max_artifact_size")->number;
+    uint64_t memory_size = progcache_settings_find(settings, "memory_size")->number;
+    if (opts->memory_size)
+        memory_size = opts->memory_size == PROGCACHE_SIZE_NONE ? 0 : opts->memory_size;
 
-    if (opts->memory_size) {
+    if (memory_size) {
         progcache_memory_options mem_opts;
         progcache_memory_options_init(&mem_opts);
-        mem_opts.max_size = opts->memory_size;
+        mem_opts.max_size = memory_size;
         if ((rc = progcache_store_memory_new(&tiers[num_tiers], &mem_opts)))
             goto done;
         num_tiers++;

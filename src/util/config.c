@@ -1,5 +1,7 @@
 /* Configuration from the environment. This file is the only place the
- * library calls getenv (docs/CONFIG.md lists every variable). */
+ * library calls getenv (docs/CONFIG.md lists every variable): the cache
+ * directory, the remote tier, and the variables that override a cache
+ * directory's settings (PROGCACHE_MAX_SIZE, ...). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -16,6 +18,7 @@
 #include "fs.h"
 #include "progcache/cache.h"
 #include "progcache/remote.h"
+#include "settings.h"
 
 static int join(progcache_buf *out, const char *a, const char *b)
 {
@@ -342,4 +345,18 @@ char **progcache__pch_helper_env(const char *tmpdir)
     }
     env[n] = NULL;
     return env;
+}
+
+int progcache__settings_apply_env(progcache_settings *s)
+{
+    for (size_t i = 0; i < progcache_settings_count(s); i++) {
+        const char *var = s->item[i].variable;
+        const char *value = var ? getenv(var) : NULL;
+        if (!value || !*value) /* empty counts as unset, as for every variable */
+            continue;
+        int rc = progcache__settings_assign(s, (int)i, value, PROGCACHE_SETTING_ENV, var);
+        if (rc)
+            return rc;
+    }
+    return PROGCACHE_OK;
 }

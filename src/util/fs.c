@@ -349,23 +349,30 @@ int progcache__fs_mkdir_p(const char *path, mode_t mode)
 }
 
 int progcache__fs_publish(int dirfd, const char *name, const char *temp_prefix, const void *data,
-                          size_t size, int replace)
+                          size_t size, int flags)
 {
     char temp[64];
     int fd = progcache__fs_create_temp(dirfd, temp_prefix, 0666, temp, sizeof temp);
     if (fd < 0)
         return -1;
     int ok = progcache__fs_write_full(fd, data, size) == 0;
+    if (ok && (flags & PROGCACHE__PUBLISH_FSYNC))
+        ok = progcache__fs_fsync(fd) == 0;
+    int saved = errno;
     close(fd);
+    errno = saved;
     if (ok) {
-        if (replace)
+        if (flags & PROGCACHE__PUBLISH_REPLACE)
             ok = progcache__fs_renameat(dirfd, temp, dirfd, name) == 0;
         else
             ok = progcache__fs_linkat(dirfd, temp, dirfd, name) == 0 || errno == EEXIST;
     }
-    int saved = errno;
+    saved = errno;
     (void)unlinkat(dirfd, temp, 0); /* after a rename: already gone */
-    errno = saved;
+    if (ok && (flags & PROGCACHE__PUBLISH_FSYNC))
+        ok = progcache__fs_fsync(dirfd) == 0;
+    else
+        errno = saved;
     return ok ? 0 : -1;
 }
 

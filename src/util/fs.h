@@ -106,11 +106,16 @@ int progcache__fs_rename_aside(int olddirfd, const char *oldpath, int newdirfd,
 /* Publish a small file: write data under a fresh temp name made of
  * temp_prefix and 16 hex digits in dirfd, then link it to name (never over
  * what another process published first: an existing name counts as
- * success) or, with replace, rename it over name. The temp name is gone
- * afterwards either way. 0 or -1 with errno. For progcache's own files
- * (state, stats), which every process must see whole or not at all. */
+ * success) or, with PROGCACHE__PUBLISH_REPLACE, rename it over name. With
+ * PROGCACHE__PUBLISH_FSYNC the file is fsync'ed before it takes the name
+ * and the directory after, so the new file survives a power loss whole.
+ * The temp name is gone afterwards either way. 0 or -1 with errno. For
+ * progcache's own files (state, stats, config), which every process must
+ * see whole or not at all. */
+#define PROGCACHE__PUBLISH_REPLACE 0x1
+#define PROGCACHE__PUBLISH_FSYNC 0x2
 int progcache__fs_publish(int dirfd, const char *name, const char *temp_prefix, const void *data,
-                          size_t size, int replace);
+                          size_t size, int flags);
 
 /* Call fn for each name in the directory open as dirfd but "." and "..",
  * with its d_type (DT_UNKNOWN on file systems that do not say). Takes

@@ -123,7 +123,7 @@ def test_ls(tmp):
           "ls leaves atime alone")
     check(run(["ls", "--dir", cache, "--sort", "color"])[0] == 2, "ls --sort bad: exit 2")
     rc, _, err = run(["ls", "--dir", os.path.join(tmp, "nope")])
-    check(rc == 1 and "nope" in err, "ls on a missing directory: exit 1 naming it", err)
+    check(rc == 3 and "nope" in err, "ls on a missing directory: exit 3 naming it", err)
 
 
 def test_stats_get_put(tmp):
@@ -156,7 +156,7 @@ def test_stats_get_put(tmp):
     check(os.path.exists(entry_path(cache, hashlib.sha256(bytes.fromhex("abcd" * 16)).hexdigest())),
           "put: entry at entries/<sha256(key)>")
     rc, _, err = run(["put", "abcd" * 16, os.path.join(tmp, "missing.bin"), "--dir", cache])
-    check(rc == 1 and "missing.bin" in err, "put of a missing file: exit 1 naming it", err)
+    check(rc == 3 and "missing.bin" in err, "put of a missing file: exit 3 naming it", err)
     rc, _, err = run(["put", "xyz", payload, "--dir", cache])
     check(rc == 2 and "xyz" in err, "put bad hex: exit 2", err)
     check(run(["get", "--dir", cache])[0] == 2, "get without a key: exit 2")
@@ -319,8 +319,8 @@ def test_prune_clear(tmp):
     s = json.loads(run(["stats", "--dir", cache2, "--json"])[1])
     check(s["entries"] == 0 and s["total_size"] == 0, "stats after clear", s)
     rc, _, err = run(["clear", "--dir", os.path.join(tmp, "never")])
-    check(rc == 1 and "never" in err and not os.path.exists(os.path.join(tmp, "never")),
-          "clear of a missing directory: exit 1, nothing created", err)
+    check(rc == 3 and "never" in err and not os.path.exists(os.path.join(tmp, "never")),
+          "clear of a missing directory: exit 3, nothing created", err)
 
 
 def test_export_import(tmp):
@@ -369,7 +369,7 @@ def test_export_import(tmp):
         target = os.path.join(tmp, "victim-" + name)
         before = sorted(os.listdir(tmp))
         rc, out, err = run(["import", "--dir", target, path])
-        check(rc in (1, 2), "hostile %s refused with exit 1/2" % name, out + err)
+        check(rc == 3, "hostile %s refused with exit 3" % name, out + err)
         check(entry_files(target) == {}, "hostile %s: nothing imported" % name)
         after = sorted(os.listdir(tmp))
         check(set(after) - set(before) <= {"victim-" + name}, "hostile %s: nothing written outside" % name,
@@ -406,7 +406,7 @@ def test_export_import(tmp):
     hostile("absolute", absolute)
     hostile("hardlink", hardlink)
     rc, _, err = run(["import", "--dir", os.path.join(tmp, "x"), os.path.join(tmp, "none.tar")])
-    check(rc == 1 and "none.tar" in err, "import of a missing archive names it", err)
+    check(rc == 3 and "none.tar" in err, "import of a missing archive names it", err)
     check(run(["import", "--dir", empty])[0] == 2, "import without ARCHIVE: exit 2")
     check(run(["export", "--dir", cache])[0] == 2, "export without ARCHIVE: exit 2")
 
@@ -556,7 +556,7 @@ def test_warm(tmp):
     with open(missing, "w") as f:
         f.write("a.cu\nnot-there.cu\n")
     rc, _, err = run(["warm", "--arch", "sm_90", missing, "--dir", cache])
-    check(rc == 1 and "not-there.cu" in err and "missing.txt:2" in err, "missing source: exit 1, line named", err)
+    check(rc == 3 and "not-there.cu" in err and "missing.txt:2" in err, "missing source: exit 3, line named", err)
     check(run(["warm", "--arch", "90", manifest, "--dir", cache])[0] == 2, "warm bad --arch: exit 2")
     check(run(["warm", "--jobs", "0", manifest, "--dir", cache])[0] == 2, "warm bad --jobs: exit 2")
     check(run(["warm", "--dir", cache])[0] == 2, "warm without MANIFEST: exit 2")

@@ -125,20 +125,20 @@ def test_export_targets(tmp):
     full = private_node(os.path.join(tmp, "full"), 7)
     if full:
         rc, out, err = run(["export", "--dir", cache, full])
-        check(rc == 1 and "No space left on device" in err and full in err,
-              "export to a full device: exit 1 naming it and the cause", err)
+        check(rc == 3 and "No space left on device" in err and full in err,
+              "export to a full device: exit 3 naming it and the cause", err)
         check(kind(full) == "chr", "export leaves the device node a device", kind(full))
     elif os.geteuid() != 0:
         # Not root: nothing can replace /dev/full, so the real one is safe.
         rc, out, err = run(["export", "--dir", cache, "/dev/full"])
-        check(rc == 1 and "No space left on device" in err, "export to /dev/full: exit 1", err)
+        check(rc == 3 and "No space left on device" in err, "export to /dev/full: exit 3", err)
         check(kind("/dev/full") == "chr", "/dev/full is still a device")
     # Through a link, the real devices are safe with any build: the link
     # is what an old build replaced.
     to_full = os.path.join(tmp, "to-full")
     os.symlink("/dev/full", to_full)
     rc, _, err = run(["export", "--dir", cache, to_full])
-    check(rc == 1 and "No space left on device" in err, "export to a link to /dev/full fails", err)
+    check(rc == 3 and "No space left on device" in err, "export to a link to /dev/full fails", err)
     check(kind(to_full) == "link" and kind("/dev/full") == "chr", "the link stays a link")
     to_null = os.path.join(tmp, "to-null")
     os.symlink("/dev/null", to_null)
@@ -166,25 +166,25 @@ def test_export_targets(tmp):
     check(kind(fifo) == "fifo", "the FIFO is still a FIFO")
     # Nobody reading: refused at once, not waited on.
     rc, _, err = run(["export", "--dir", cache, fifo])
-    check(rc == 1 and "nothing is reading" in err, "export to a FIFO without reader: refused", err)
+    check(rc == 3 and "nothing is reading" in err, "export to a FIFO without reader: refused", err)
     check(kind(fifo) == "fifo", "the unread FIFO is still a FIFO")
 
     # A directory, a socket, a dangling link: refused, left as they are.
     d = os.path.join(tmp, "dir")
     os.mkdir(d)
     rc, _, err = run(["export", "--dir", cache, d])
-    check(rc == 1 and "directory" in err and kind(d) == "dir" and os.listdir(d) == [],
+    check(rc == 3 and "directory" in err and kind(d) == "dir" and os.listdir(d) == [],
           "export to a directory: refused", err)
     sock_path = os.path.join(tmp, "sock")
     s = socket.socket(socket.AF_UNIX)
     s.bind(sock_path)
     rc, _, err = run(["export", "--dir", cache, sock_path])
-    check(rc == 1 and "socket" in err and kind(sock_path) == "sock", "export to a socket: refused", err)
+    check(rc == 3 and "socket" in err and kind(sock_path) == "sock", "export to a socket: refused", err)
     s.close()
     dangling = os.path.join(tmp, "dangling")
     os.symlink(os.path.join(tmp, "nowhere"), dangling)
     rc, _, err = run(["export", "--dir", cache, dangling])
-    check(rc == 1 and "symbolic link" in err and not os.path.exists(os.path.join(tmp, "nowhere")),
+    check(rc == 3 and "symbolic link" in err and not os.path.exists(os.path.join(tmp, "nowhere")),
           "export to a dangling link: refused, nothing created", err)
 
     # '-': the archive on standard output, the report on standard error.
@@ -207,7 +207,7 @@ def test_export_targets(tmp):
         data = f.read()
     into3 = os.path.join(tmp, "into3")
     rc, out, err = run(["import", "--dir", into3, "-"], input=data[:700])
-    check(rc == 1 and "standard input" in err and entries(into3) == {},
+    check(rc == 3 and "standard input" in err and entries(into3) == {},
           "import - of a cut archive: refused, nothing imported", err)
 
 
@@ -220,17 +220,17 @@ def test_get_targets(tmp):
     full = private_node(os.path.join(tmp, "full"), 7)
     if full:
         rc, _, err = run(["get", key, "--dir", cache, "-o", full])
-        check(rc == 1 and "No space left on device" in err and kind(full) == "chr",
-              "get -o a full device: exit 1, still a device", err)
+        check(rc == 3 and "No space left on device" in err and kind(full) == "chr",
+              "get -o a full device: exit 3, still a device", err)
     fifo = os.path.join(tmp, "fifo")
     os.mkfifo(fifo)
     rc, _, err = run(["get", key, "--dir", cache, "-o", fifo])
-    check(rc == 1 and "nothing is reading" in err and kind(fifo) == "fifo",
+    check(rc == 3 and "nothing is reading" in err and kind(fifo) == "fifo",
           "get -o a FIFO without reader: refused, not waited on", err)
     d = os.path.join(tmp, "d")
     os.mkdir(d)
     rc, _, err = run(["get", key, "--dir", cache, "-o", d])
-    check(rc == 1 and "directory" in err and kind(d) == "dir", "get -o a directory: refused", err)
+    check(rc == 3 and "directory" in err and kind(d) == "dir", "get -o a directory: refused", err)
     # A link to a regular file: the file gets the bytes, the link stays.
     real, link = os.path.join(tmp, "real"), os.path.join(tmp, "link")
     with open(real, "wb") as f:
@@ -271,19 +271,19 @@ def test_bounds(tmp):
 
     rc, _, err = run(["put", "ab" * 32, "/dev/zero", "--dir", cache, "--max-artifact-size", "16M"],
                      preexec_fn=limit)
-    check(rc == 1 and '"/dev/zero"' in err and "more than 16777216 bytes" in err
-          and "--max-artifact-size" in err, "put /dev/zero: exit 1, bounded, named", err)
+    check(rc == 3 and '"/dev/zero"' in err and "more than 16777216 bytes" in err
+          and "--max-artifact-size" in err, "put /dev/zero: exit 3, bounded, named", err)
     with open("/dev/zero", "rb") as zero:
         rc, _, err = run(["put", "ab" * 32, "-", "--dir", cache, "--max-artifact-size", "16M"],
                          stdin=zero, preexec_fn=limit)
-    check(rc == 1 and "standard input" in err and "more than 16777216 bytes" in err,
-          "put - < /dev/zero: exit 1", err)
+    check(rc == 3 and "standard input" in err and "more than 16777216 bytes" in err,
+          "put - < /dev/zero: exit 3", err)
     check(entries(cache) == {}, "nothing stored from /dev/zero")
     big = os.path.join(tmp, "big.bin")
     with open(big, "wb") as f:
         f.truncate(2 << 20)
     rc, _, err = run(["put", "ab" * 32, big, "--dir", cache, "--max-artifact-size", "1M"])
-    check(rc == 1 and "2.0 MiB (2097152 bytes)" in err and "1.0 MiB (1048576 bytes)" in err,
+    check(rc == 3 and "2.0 MiB (2097152 bytes)" in err and "1.0 MiB (1048576 bytes)" in err,
           "put of a file over the bound: its size and the bound", err)
     rc, _, err = run(["put", "ab" * 32, big, "--dir", cache, "--max-artifact-size", "3M"])
     check(rc == 0, "put under a raised bound", err)
@@ -293,7 +293,7 @@ def test_bounds(tmp):
 
     rc, _, err = run(["key", "/dev/zero", "--max-artifact-size", "1M", "--", "-arch=sm_90"],
                      preexec_fn=limit)
-    check(rc == 1 and "source file" in err and "more than 1048576 bytes" in err,
+    check(rc == 3 and "source file" in err and "more than 1048576 bytes" in err,
           "key /dev/zero: bounded", err)
     fifo = os.path.join(tmp, "header.fifo")
     os.mkfifo(fifo)
@@ -301,9 +301,9 @@ def test_bounds(tmp):
     with open(src, "w") as f:
         f.write(KERNEL)
     rc, _, err = run(["key", src, "--digest-file", fifo, "--", "-arch=sm_90"])
-    check(rc == 1 and "not a regular file" in err, "key --digest-file FIFO: refused, not waited on", err)
+    check(rc == 3 and "not a regular file" in err, "key --digest-file FIFO: refused, not waited on", err)
     rc, _, err = run(["key", src, "--header", "h.h=" + fifo, "--", "-arch=sm_90"])
-    check(rc == 1 and "not a regular file" in err, "key --header NAME=FIFO: refused, not waited on", err)
+    check(rc == 3 and "not a regular file" in err, "key --header NAME=FIFO: refused, not waited on", err)
     with open(src, "w") as f:
         f.write('#include "h.h"\n' + KERNEL)
     rc, _, err = run(["key", src, "--", "-arch=sm_90", "-I" + tmp, "--pre-include=header.fifo"])
@@ -312,14 +312,14 @@ def test_bounds(tmp):
     with open("/dev/zero", "rb") as zero:
         rc, _, err = run(["warm", "--dir", cache, "--max-artifact-size", "1M", "-"], stdin=zero,
                          preexec_fn=limit)
-    check(rc == 1 and "manifest" in err and "more than 1048576 bytes" in err,
+    check(rc == 3 and "manifest" in err and "more than 1048576 bytes" in err,
           "warm - < /dev/zero: the manifest is bounded", err)
     manifest = os.path.join(tmp, "m.txt")
     with open(manifest, "w") as f:
         f.write("/dev/zero\n")
     rc, _, err = run(["warm", "--dir", cache, "--max-artifact-size", "1M", manifest],
                      preexec_fn=limit)
-    check(rc == 1 and "m.txt:1" in err and "more than 1048576 bytes" in err,
+    check(rc == 3 and "m.txt:1" in err and "more than 1048576 bytes" in err,
           "warm: a source is bounded, its line named", err)
 
     # import: a member over the bound is refused from its header, from a file
@@ -334,11 +334,11 @@ def test_bounds(tmp):
         f.write(buf.getvalue())
     into = os.path.join(tmp, "into")
     rc, out, err = run(["import", "--dir", into, "--max-artifact-size", "1M", archive])
-    check(rc == 1 and "maximum artifact size" in err and "2097152 bytes" in err,
+    check(rc == 3 and "maximum artifact size" in err and "2097152 bytes" in err,
           "import: a member over the bound is refused", err)
     rc, out, err = run(["import", "--dir", into, "--max-artifact-size", "1M", "-"],
                        input=buf.getvalue())
-    check(rc == 1 and "maximum artifact size" in err, "import -: a member over the bound", err)
+    check(rc == 3 and "maximum artifact size" in err, "import -: a member over the bound", err)
     check(entries(into) == {}, "import over the bound: nothing imported")
     rc, out, err = run(["import", "--dir", into, "--max-artifact-size", "4M", archive])
     check(rc == 0 and len(entries(into)) == 1, "import under a raised bound", err)
@@ -377,20 +377,20 @@ def test_stdout_full(tmp):
         want = "progcache%s: cannot write standard output: No space left on device" % (
             " " + name if name else "")
         label = " ".join(a for a in args if not a.startswith(tmp) and a != cache)
-        check(rc == 1 and want in err, "%s > /dev/full: exit 1 and says so" % label, err)
+        check(rc == 3 and want in err, "%s > /dev/full: exit 3 and says so" % label, err)
     # export -: the archive itself is standard output.
     make_cache(cache, 1)
     with open("/dev/full", "wb") as full:
         rc, _, err = run(["export", "--dir", cache, "-"], stdout=full)
-    check(rc == 1 and "standard output" in err and "No space left on device" in err,
-          "export - > /dev/full: exit 1", err)
+    check(rc == 3 and "standard output" in err and "No space left on device" in err,
+          "export - > /dev/full: exit 3", err)
     # A usage error keeps its status 2.
     with open("/dev/full", "wb") as full:
         rc, _, err = run(["ls", "--dir", cache, "--bogus"], stdout=full)
     check(rc == 2, "a usage error stays exit 2", err)
     # A closed standard output is an error too.
     rc, _, err = run(["ls", "--dir", cache], stdout=None, preexec_fn=lambda: os.close(1))
-    check(rc == 1 and "cannot write standard output" in err, "ls >&-: exit 1", err)
+    check(rc == 3 and "cannot write standard output" in err, "ls >&-: exit 3", err)
 
 
 # ---- item 11: JSON with any path bytes ------------------------------------------------

@@ -93,7 +93,7 @@ def test_foreign_directory(tmp):
     for args in (["put", KEY_A, value], ["ls"], ["stats"], ["verify"], ["verify", "--fix"],
                  ["clear"], ["prune", "--older-than", "1s"]):
         rc, out, err = run(args + ["--dir", home])
-        check(rc == 1 and "not a cache directory" in err and ".bashrc" in err and
+        check(rc == 3 and "not a cache directory" in err and ".bashrc" in err and
               "choose an empty or new directory" in err,
               "%s on a home directory: refused" % args[0], "%r %s %s" % (rc, out, err))
     check(read(old) == b"a user's file", "the home's tmp/old-file is still there")
@@ -203,8 +203,8 @@ def test_ulimit(tmp):
     rc, out, err = run(["put", KEY_B, value, "--dir", cache], limit_fsize=50000)
     check(rc is not None and rc != -signal.SIGXFSZ, "put under ulimit -f: not killed by SIGXFSZ",
           "%r %s" % (rc, err))
-    check(rc == 1 and "file size limit (ulimit -f) of 50000 bytes" in err,
-          "put under ulimit -f: exit 1, the limit in the message", "%r %s" % (rc, err))
+    check(rc == 3 and "file size limit (ulimit -f) of 50000 bytes" in err,
+          "put under ulimit -f: exit 3, the limit in the message", "%r %s" % (rc, err))
     leftovers = [n for d in ("tmp", "progcache") for n in os.listdir(os.path.join(cache, d))
                  if n.startswith(("entry-", "state-", "stats-"))]
     check(leftovers == [], "no temp files left", leftovers)

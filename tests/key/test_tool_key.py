@@ -103,7 +103,7 @@ def test_headers(tmp):
           "--digest-file with --extra-digest: %r" % err)
     missing = os.path.join(tmp, "missing.h")
     rc, out, err = run(["--digest-file", missing, src] + opts)
-    check(rc == 1 and missing in err and out == "", "--digest-file of a missing file: rc=%d %r" % (rc, err))
+    check(rc == 3 and missing in err and out == "", "--digest-file of a missing file: rc=%d %r" % (rc, err))
     # --header is now a header in memory, NAME=FILE; a bare FILE says so.
     rc, out, err = run(["--header", a, src] + opts)
     check(rc == 2 and "NAME=FILE" in err and "--digest-file" in err, "--header FILE: %r" % err)
@@ -188,7 +188,7 @@ def test_usage(tmp):
         check(rc == 2 and out == "" and err.startswith("progcache key: ") and needle in err,
               "usage error %s: rc=%d %r" % (args, rc, err))
     rc, out, err = run([os.path.join(tmp, "nope.cu")])
-    check(rc == 1 and "nope.cu" in err, "missing source: rc=%d %r" % (rc, err))
+    check(rc == 3 and "nope.cu" in err, "missing source: rc=%d %r" % (rc, err))
     # Defaults: cubin, default_program, the loaded NVRTC.
     rc, plain, _ = run([src, "--", "-arch=sm_90"])
     rc2, explicit, _ = run(["--target", "cubin", "--name", "default_program", src, "--", "-arch=sm_90"])

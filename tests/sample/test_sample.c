@@ -194,7 +194,8 @@ static void test_bad_input(void)
     const char *help[] = {"--help", NULL};
     run(&out, help);
     CHECK(out.status == 0 && sample_contains(&out, "usage: persistentProgramCache"));
-    CHECK(sample_contains(&out, "~/.cache/cuda-samples/persistentProgramCache"));
+    CHECK(sample_contains(&out, "$PROGCACHE_DIR") &&
+          sample_contains(&out, "~/.cache/cuda-python/program-cache"));
     sample_output_free(&out);
 }
 
@@ -226,16 +227,28 @@ static void test_cache_dir_paths(void)
     snprintf(home, sizeof home, "%s/home", scratch);
     CHECK(mkdir(home, 0755) == 0);
     snprintf(env_home, sizeof env_home, "HOME=%s", home);
-    const char *env[] = {env_home, NULL};
+    /* Without --cache-dir: cuda.core's default, under HOME here... */
+    const char *env[] = {env_home, "PROGCACHE_DIR=", "XDG_CACHE_HOME=", NULL};
     const char *dflt[] = {"--arch", "sm_90", NULL};
     sample_run r = {exe, dflt, NULL, env};
     sample_output out;
     sample_exec(&out, &r, scratch);
     CHECK(out.status == 0);
-    snprintf(want, sizeof want, "%s/.cache/cuda-samples/persistentProgramCache", home);
+    snprintf(want, sizeof want, "%s/.cache/cuda-python/program-cache", home);
     CHECK(!strcmp(sample_value(&out, "Cache directory:"), want));
     CHECK(!strcmp(sample_value(&out, "Cache status:"), "MISS"));
     sample_output_free(&out);
+
+    /* ... and $PROGCACHE_DIR when it is set, as for every progcache program. */
+    char env_dir[2200];
+    snprintf(env_dir, sizeof env_dir, "PROGCACHE_DIR=%s/fromenv", home);
+    const char *env2[] = {env_home, env_dir, NULL};
+    r.env = env2;
+    sample_exec(&out, &r, scratch);
+    snprintf(want, sizeof want, "%s/fromenv", home);
+    CHECK(out.status == 0 && !strcmp(sample_value(&out, "Cache directory:"), want));
+    sample_output_free(&out);
+    r.env = env;
 
     const char *tilde[] = {"--arch", "sm_90", "--cache-dir", "~/elsewhere/./c", NULL};
     r.args = tilde;

@@ -13,6 +13,7 @@
 #include "store/file/archive.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -188,6 +189,7 @@ typedef struct export_ctx {
     uint64_t written;
     unsigned char *buf; /* WRITE_BUFFER bytes not yet written */
     size_t buffered;
+    uint64_t expected; /* entries, from the accounting: the progress total */
 } export_ctx;
 
 /* Write all of buf to fd. SIGPIPE is blocked meanwhile (and one it raised
@@ -333,7 +335,13 @@ static int export_visit(void *ctx, file_walk_item *item)
     x->out->bytes += e->size;
     if (e->artifact && !e->artifact->valid)
         x->out->invalid++;
-    return x->opts && x->opts->on_entry ? x->opts->on_entry(x->opts->ctx, e) : 0;
+    if (x->opts && x->opts->on_entry && (rc = x->opts->on_entry(x->opts->ctx, e)))
+        return rc;
+    if (x->opts && x->opts->on_progress) {
+        uint64_t total = x->expected > x->out->entries ? x->expected : x->out->entries;
+        return x->opts->on_progress(x->opts->ctx, "exporting", x->out->entries, total);
+    }
+    return 0;
 }
 
 /* The end: two zero blocks, then zeros to a whole record. */
@@ -346,7 +354,8 @@ static int write_trailer(export_ctx *x)
 }
 
 /* The options struct's size in each version, for progcache__options_load. */
-static const size_t archive_options_size[] = {0, sizeof(progcache_archive_options)};
+static const size_t archive_options_size[] = {0, offsetof(progcache_archive_options, on_progress),
+                                              sizeof(progcache_archive_options)};
 
 int progcache__archive_args(file_store **fs, progcache_archive_result *out,
                             progcache_file *file, const progcache_archive_options *caller,
@@ -383,10 +392,14 @@ static int export_to(file_store *fs, int fd, const char *name,
                      const progcache_archive_options *opts, progcache_archive_result *out)
 {
     progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
-    export_ctx x = {fd, name, opts, out ? out : &local, 0, NULL, 0};
+    export_ctx x = {fd, name, opts, out ? out : &local, 0, NULL, 0, 0};
     struct stat st;
     if (!(x.buf = progcache__malloc(WRITE_BUFFER)))
         return progcache__error(PROGCACHE_ENOMEM, "out of memory writing archive %s", name);
+    if (opts && opts->on_progress) {
+        uint64_t bytes;
+        progcache__file_totals(fs, &bytes, &x.expected);
+    }
     int rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
                                   export_visit, &x);
     if (!rc)

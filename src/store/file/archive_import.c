@@ -260,7 +260,8 @@ static int read_pax(source *src, const tar_header *h, uint64_t pos, uint64_t dat
 }
 
 /* Check every header and collect the entries. */
-static int scan_archive(member_list *list, source *src, uint64_t max_entry)
+static int scan_archive(member_list *list, source *src, uint64_t max_entry,
+                        const progcache_archive_options *opts)
 {
     const char *path = src->name;
     unsigned char block[TAR_BLOCK];
@@ -318,6 +319,9 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry)
             pos = next;
             continue;
         }
+        if (opts && opts->on_progress &&
+            (rc = opts->on_progress(opts->ctx, "checking", next, src->stream ? 0 : src->size)))
+            return rc;
         has_path = has_size = 0;
         pending.records_at = 0;
         pending.records_len = 0;
@@ -367,7 +371,7 @@ static int import_from(file_store *fs, int fd, const char *name,
     source src;
     int rc = source_open(&src, fs, fd, name);
     if (!rc)
-        rc = scan_archive(&list, &src, fs->max_artifact_size);
+        rc = scan_archive(&list, &src, fs->max_artifact_size, opts);
     if (!rc)
         source_drain(&src);
     for (size_t i = 0; !rc && i < list.len; i++) {
@@ -402,6 +406,8 @@ static int import_from(file_store *fs, int fd, const char *name,
             e.artifact = &info;
             rc = opts->on_entry(opts->ctx, &e);
         }
+        if (!rc && opts && opts->on_progress)
+            rc = opts->on_progress(opts->ctx, "importing", i + 1, list.len);
     }
     source_close(&src);
     progcache__free(list.items);

@@ -526,7 +526,8 @@ void progcache_prune_options_init(progcache_prune_options *opts)
 }
 
 /* The options struct's size in each version, for progcache__options_load. */
-static const size_t prune_options_size[] = {0, sizeof(progcache_prune_options)};
+static const size_t prune_options_size[] = {0, offsetof(progcache_prune_options, on_progress),
+                                            sizeof(progcache_prune_options)};
 
 int progcache_file_prune(progcache_prune_result *out, progcache_file *file,
                          const progcache_prune_options *opts)
@@ -558,7 +559,7 @@ int progcache_file_prune(progcache_prune_result *out, progcache_file *file,
     }
     uint64_t removed, removed_bytes, bytes, count;
     rc = progcache__file_prune(fs, opts->max_size ? opts->max_size : UINT64_MAX, cutoff, &removed,
-                               &removed_bytes);
+                               &removed_bytes, opts->on_progress, opts->ctx);
     if (rc)
         return rc;
     if (out) {

@@ -137,7 +137,8 @@ static int evict_one(file_store *fs, const candidate *c)
  * the entry was last used before atime_cutoff (0: no age bound). The
  * caller holds the lock. PROGCACHE_OK or PROGCACHE_ENOMEM. */
 static int evict_pass(file_store *fs, uint64_t trigger, uint64_t target, int64_t atime_cutoff,
-                      uint64_t *removed, uint64_t *removed_bytes)
+                      uint64_t *removed, uint64_t *removed_bytes, progcache_progress_fn progress,
+                      void *ctx)
 {
     int rc = PROGCACHE_OK;
     double started = progcache__clock_ms();
@@ -151,6 +152,8 @@ static int evict_pass(file_store *fs, uint64_t trigger, uint64_t target, int64_t
         if (!list.failed)
             progcache__file_remeasure_shard(fs, shard, &list.sum, b, c);
         total += (uint64_t)list.sum.bytes;
+        if (progress && (rc = progress(ctx, "scanning", (uint64_t)shard + 1, FILE_SHARDS)))
+            goto done;
     }
     __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
     if (list.failed) {
@@ -164,8 +167,14 @@ static int evict_pass(file_store *fs, uint64_t trigger, uint64_t target, int64_t
         goto done;
     if (list.len > 1)
         qsort(list.items, list.len, sizeof *list.items, older_first);
-    size_t evicted = 0;
+    size_t evicted = 0, planned = 0;
     uint64_t freed = 0;
+    if (progress) { /* how many the loop below removes when nothing changes meanwhile */
+        uint64_t left = total;
+        while (planned < list.len &&
+               (left > target || list.items[planned].atime.tv_sec < atime_cutoff))
+            left -= list.items[planned++].size;
+    }
     for (size_t i = 0; i < list.len; i++) {
         /* Oldest first: once neither bound applies, none later will. */
         if (total <= target && list.items[i].atime.tv_sec >= atime_cutoff)
@@ -175,6 +184,8 @@ static int evict_pass(file_store *fs, uint64_t trigger, uint64_t target, int64_t
             freed += list.items[i].size;
             evicted++;
         }
+        if (progress && (rc = progress(ctx, "removing", i + 1, planned > i ? planned : i + 1)))
+            break;
     }
     progcache__stats_add(fs->stats, PROGCACHE__EVICTIONS, evicted);
     progcache__stats_add(fs->stats, PROGCACHE__EVICTED_BYTES, freed);
@@ -208,14 +219,15 @@ int progcache__file_evict_if_needed(file_store *fs)
     progcache__file_totals(fs, &bytes, &count);
     if (bytes > fs->max_size) {
         progcache__file_sweep_tmp(fs, 1);
-        (void)evict_pass(fs, fs->max_size, fs->low_water, 0, NULL, NULL);
+        (void)evict_pass(fs, fs->max_size, fs->low_water, 0, NULL, NULL, NULL, NULL);
     }
     progcache__file_unlock(fs);
     return PROGCACHE_OK;
 }
 
 int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cutoff,
-                          uint64_t *removed, uint64_t *removed_bytes)
+                          uint64_t *removed, uint64_t *removed_bytes,
+                          progcache_progress_fn progress, void *ctx)
 {
     *removed = *removed_bytes = 0;
     if (fs->flags & PROGCACHE_FILE_READONLY)
@@ -223,7 +235,8 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
                                 fs->root);
     progcache__file_lock(fs);
     progcache__file_sweep_tmp(fs, 1);
-    int rc = evict_pass(fs, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes);
+    int rc = evict_pass(fs, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes, progress,
+                        ctx);
     progcache__file_unlock(fs);
     return rc;
 }

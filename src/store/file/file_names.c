@@ -49,7 +49,7 @@ int progcache__file_is_tmp_name(const char *name)
 
 int progcache__file_is_state_tmp_name(const char *name)
 {
-    return is_ours(name, "state-") || is_ours(name, "stats-");
+    return is_ours(name, "state-") || is_ours(name, "stats-") || is_ours(name, "config-");
 }
 
 int progcache__file_is_layout_name(const char *name)

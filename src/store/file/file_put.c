@@ -18,7 +18,9 @@ const char *progcache__file_errno_hint(int errnum)
 {
     switch (errnum) {
     case ENOSPC:
-    case EDQUOT: return " (the disk is full: free space or set a size cap)";
+    case EDQUOT:
+        return " (the disk is full: free space, or lower the size cap: progcache config "
+               "max_size)";
     case EROFS: return " (read-only file system: choose another cache directory)";
     case EACCES:
     case EPERM: return " (no permission: choose another directory or fix its permissions)";

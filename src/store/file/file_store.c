@@ -44,18 +44,7 @@ void progcache__file_log(file_store *fs, int level, const char *fmt, ...)
 
 static int file_clear(progcache_store *store)
 {
-    file_store *fs = (file_store *)store;
-    if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot clear",
-                                fs->root);
-    int rc = PROGCACHE_OK;
-    for (int shard = 0; shard < FILE_SHARDS; shard++) {
-        int r = progcache__file_clear_shard(fs, shard);
-        if (r && !rc)
-            rc = r;
-    }
-    progcache__file_sweep_tmp(fs, 1);
-    return rc;
+    return progcache_file_clear(NULL, (file_store *)store, NULL, NULL);
 }
 
 static int file_count(uint64_t *out, progcache_store *store)
@@ -80,6 +69,7 @@ static void file_free(progcache_store *store)
     if (fs->root_fd >= 0)
         close(fs->root_fd);
     pthread_mutex_destroy(&fs->evict_mutex);
+    progcache_settings_free(fs->settings);
     progcache__free(fs->root);
     progcache__free(fs);
 }
@@ -109,6 +99,9 @@ static void file_stats_record(progcache_store *store, progcache_stat stat, uint6
 static int file_stats_get(progcache_stats *out, progcache_store *store)
 {
     progcache__stats_read(out, ((file_store *)store)->stats);
+    /* The cap in force for this directory, from its settings (the one
+     * recorded in the file is only the most recent process's). */
+    out->max_size = ((file_store *)store)->max_size;
     int rc = store->count(&out->entries, store);
     if (!rc)
         rc = store->total_size(&out->total_size, store);
@@ -171,9 +164,14 @@ static int check_options(const progcache_file_options *opts)
                                 "1-100 (0 for the default, 90)",
                                 opts->low_water_percent);
     if (opts->flags & ~(PROGCACHE_FILE_NO_FSYNC | PROGCACHE_FILE_READONLY |
-                        PROGCACHE_FILE_SHARED_GROUP | PROGCACHE_FILE_NO_VERIFY))
+                        PROGCACHE_FILE_SHARED_GROUP | PROGCACHE_FILE_NO_VERIFY |
+                        PROGCACHE_FILE_NO_SETTINGS | PROGCACHE_FILE_FSYNC))
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_options.flags has unknown bits 0x%x",
                                 opts->flags);
+    if ((opts->flags & PROGCACHE_FILE_NO_FSYNC) && (opts->flags & PROGCACHE_FILE_FSYNC))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_file_options.flags has both PROGCACHE_FILE_NO_FSYNC and "
+                                "PROGCACHE_FILE_FSYNC; give one");
     return PROGCACHE_OK;
 }
 
@@ -187,14 +185,14 @@ static int check_options(const progcache_file_options *opts)
  * stack buffer (a cache's top level fits in one call; the second returns
  * 0), no DIR and no second descriptor. The read moves root_fd's directory
  * offset, which nothing uses: root_fd serves only *at() calls. */
-static int check_cache_dir(file_store *fs, const char *path)
+int progcache__file_check_dir(int root_fd, const char *path)
 {
     union {
         struct dirent64 align;
         char bytes[4096];
     } buf;
     for (;;) {
-        ssize_t n = getdents64(fs->root_fd, buf.bytes, sizeof buf.bytes);
+        ssize_t n = getdents64(root_fd, buf.bytes, sizeof buf.bytes);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -217,7 +215,7 @@ static int check_cache_dir(file_store *fs, const char *path)
             struct stat st;
             int is_dir = e->d_type == DT_DIR;
             if (e->d_type == DT_UNKNOWN)
-                is_dir = fstatat(fs->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                is_dir = fstatat(root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                          S_ISDIR(st.st_mode);
             if (!is_dir)
                 return progcache__error(PROGCACHE_EINVAL,
@@ -242,7 +240,7 @@ static int open_layout(file_store *fs, const char *path)
         return open_error(path, "cannot stat it", errno);
     fs->root_gid = root_st.st_gid;
     fs->euid = geteuid();
-    int rc = check_cache_dir(fs, path);
+    int rc = progcache__file_check_dir(fs->root_fd, path);
     if (rc || readonly)
         return rc;
     if (progcache__fs_mkdirat(fs->root_fd, "entries", 0777) != 0)
@@ -300,19 +298,19 @@ int progcache_store_file_new(progcache_store **out, const char *path,
     fs->base.put_meta = progcache__file_vput_meta;
     fs->base.stats = &file_stats_ops;
     fs->flags = opts->flags;
-    fs->max_size = opts->max_size;
-    unsigned int pct = opts->low_water_percent ? opts->low_water_percent : 90;
-    fs->low_water = opts->max_size / 100 * pct + opts->max_size % 100 * pct / 100;
     fs->log = opts->log;
     fs->log_ctx = opts->log_ctx;
-    fs->max_artifact_size =
-        opts->max_artifact_size ? opts->max_artifact_size : PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
     fs->root = progcache__strdup(path);
     if (!fs->root) {
         rc = progcache__error(PROGCACHE_ENOMEM, "out of memory opening cache %s", path);
         goto fail;
     }
     rc = open_layout(fs, path);
+    if (rc)
+        goto fail;
+    /* The size cap and the other settings: the directory's settings file,
+     * the environment, then opts (progcache/settings.h). */
+    rc = progcache__file_settings_resolve(fs, opts);
     if (rc)
         goto fail;
     rc = progcache__file_state_open(fs);

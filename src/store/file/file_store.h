@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 
 #include "error.h" /* PROGCACHE_PRINTF, PROGCACHE_COLD */
+#include "progcache/admin.h"
 #include "progcache/file.h"
+#include "progcache/settings.h"
 #include "progcache/sys/store.h"
 #include "store/file/file_layout.h"
 
@@ -52,7 +54,23 @@ struct progcache_file {
     pthread_mutex_t evict_mutex; /* one eviction pass per process at a time */
     uid_t euid;     /* entries owned by anyone else are not trusted ... */
     gid_t root_gid; /* ... unless SHARED_GROUP and of the directory's group */
+    /* The settings in force (file_settings.c): defaults, progcache/config,
+     * the environment and the options, resolved at open into max_size,
+     * low_water, max_artifact_size and PROGCACHE_FILE_NO_FSYNC above. */
+    progcache_settings *settings;
 };
+
+/* Resolve fs's settings from o (and, unless PROGCACHE_FILE_NO_SETTINGS,
+ * the settings file under fs->root_fd and the environment) into
+ * fs->settings and the fields they decide. PROGCACHE_EINVAL for a value
+ * that cannot be used (the message names it and where it came from). */
+int progcache__file_settings_resolve(file_store *fs, const progcache_file_options *o);
+
+/* Whether the directory open as root_fd (path, for messages) is a cache,
+ * or empty: its top level holds nothing but entries/, tmp/ and
+ * progcache/. PROGCACHE_OK, PROGCACHE_EINVAL naming the first name that
+ * does not belong, or PROGCACHE_EIO. Moves root_fd's directory offset. */
+int progcache__file_check_dir(int root_fd, const char *path);
 
 /* The seal of an entry: the extended attribute FILE_SEAL_XATTR, written on
  * the temp file before the rename so content and seal are published
@@ -110,7 +128,7 @@ int progcache__file_seal_check(int fd, const char name[FILE_NAME_LEN], const uns
  * else. An entry file: 62 lowercase hex digits. A shard directory: 2. A
  * temp file in tmp/: entry-<16 hex>, evict-<16 hex> (progcache) or entry-
  * and 8 of [a-z0-9_] (cuda.core's tempfile.mkstemp). A temp file in
- * progcache/: state-<16 hex> or stats-<16 hex>. The top level of a cache
+ * progcache/: state-<16 hex>, stats-<16 hex> or config-<16 hex>. The top level of a cache
  * directory: entries, tmp and progcache. */
 int progcache__file_is_entry_name(const char *name);
 int progcache__file_is_shard_name(const char *name);
@@ -210,9 +228,11 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
  * used before atime_cutoff (seconds since 1970; 0: no age bound), with the
  * same move-aside-and-check as eviction, counting them as evictions. Waits
  * for the lock a running eviction holds. *removed and *removed_bytes say
- * what went. */
+ * what went. progress (optional, progcache/admin.h) hears "scanning" and
+ * "removing"; its non-zero value stops the pass and is returned. */
 int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cutoff,
-                          uint64_t *removed, uint64_t *removed_bytes);
+                          uint64_t *removed, uint64_t *removed_bytes,
+                          progcache_progress_fn progress, void *ctx);
 
 void progcache__file_log(file_store *fs, int level, const char *fmt, ...) PROGCACHE_PRINTF(3, 4)
     PROGCACHE_COLD;

@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "fs.h"
+#include "store/file/file_admin.h"
 #include "store/file/file_store.h"
 
 /* Temp files older than this belong to a writer that crashed: no live
@@ -86,4 +87,45 @@ int progcache__file_clear_shard(file_store *fs, int shard)
     progcache__file_scan_shard(fs, shard, clear_entry, &cc);
     close(cc.dirfd);
     return cc.rc;
+}
+
+/* ---- clear ------------------------------------------------------------------ */
+
+int progcache_file_clear(progcache_prune_result *out, progcache_file *file,
+                         progcache_progress_fn progress, void *ctx)
+{
+    file_store *fs = file;
+    int rc = progcache__admin_file(file, "progcache_file_clear");
+    if (rc)
+        return rc;
+    if (out && (out->version == 0 || out->version > PROGCACHE_PRUNE_RESULT_VERSION))
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_clear: out->version is not set "
+                                                  "(PROGCACHE_PRUNE_RESULT_INIT)");
+    if (fs->flags & PROGCACHE_FILE_READONLY)
+        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot clear",
+                                fs->root);
+    uint64_t bytes0, count0, bytes, count;
+    progcache__file_totals(fs, &bytes0, &count0);
+    /* As the store's clear (file_store.c), shard by shard, saying so. */
+    for (int shard = 0; shard < FILE_SHARDS; shard++) {
+        int r = progcache__file_clear_shard(fs, shard);
+        if (r && !rc)
+            rc = r;
+        if (progress && (r = progress(ctx, "removing", (uint64_t)shard + 1, FILE_SHARDS))) {
+            rc = r;
+            break;
+        }
+    }
+    progcache__file_sweep_tmp(fs, 1);
+    progcache__file_totals(fs, &bytes, &count);
+    if (out) {
+        unsigned int version = out->version;
+        memset(out, 0, sizeof *out);
+        out->version = version;
+        out->removed = count0 > count ? count0 - count : 0;
+        out->removed_bytes = bytes0 > bytes ? bytes0 - bytes : 0;
+        out->entries = count;
+        out->total_size = bytes;
+    }
+    return rc;
 }

@@ -1,0 +1,265 @@
+/* A cache directory's settings file, progcache/config (progcache/settings.h,
+ * docs/CONFIG.md): read with the rules of every file of ours (never
+ * followed through a link, never waited on, read with a bound), written
+ * whole under the directory's lock, and resolved with the environment and
+ * the program's options into what a store uses. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "error.h"
+#include "fs.h"
+#include "settings.h"
+#include "store/file/file_store.h"
+
+/* Read root_fd's settings file into *text (*exists 0 when there is none).
+ * for_use: refuse a file every user may write (a writer replacing it
+ * anyway need not). */
+static int read_text(progcache_buf *text, int root_fd, const char *path, int *exists,
+                     int for_use)
+{
+    struct stat st;
+    *exists = 0;
+    int fd = progcache__fs_open_regular(root_fd, PROGCACHE__SETTINGS_REL, O_RDONLY, 0, &st);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return PROGCACHE_OK;
+        if (errno == PROGCACHE__FS_ENOTREG || errno == ELOOP)
+            return progcache__error(PROGCACHE_EIO,
+                                    "the settings file %s is %s, not a regular file; remove it "
+                                    "(progcache config writes a new one)",
+                                    path, errno == ELOOP ? "a symbolic link"
+                                                         : progcache__fs_type_name(st.st_mode));
+        return progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                      "cannot read the settings file %s", path);
+    }
+    int rc = PROGCACHE_OK;
+    if (st.st_size > PROGCACHE__SETTINGS_FILE_MAX) {
+        rc = progcache__error(PROGCACHE_EIO,
+                              "the settings file %s is %lld bytes, more than the %d a settings "
+                              "file may hold; it is not one (docs/CONFIG.md)",
+                              path, (long long)st.st_size, PROGCACHE__SETTINGS_FILE_MAX);
+        goto done;
+    }
+    if (for_use && (st.st_mode & S_IWOTH)) {
+        rc = progcache__error(PROGCACHE_EINVAL,
+                              "the settings file %s can be written by every user (mode %04o): "
+                              "anyone could change this cache's settings; chmod o-w it",
+                              path, (unsigned)(st.st_mode & 07777));
+        goto done;
+    }
+    /* One byte over the bound tells a file that grew meanwhile. */
+    if ((rc = progcache__buf_reserve(text, PROGCACHE__SETTINGS_FILE_MAX + 1)))
+        goto done;
+    ssize_t n = progcache__fs_read_full(fd, text->data, PROGCACHE__SETTINGS_FILE_MAX + 1);
+    if (n < 0) {
+        rc = progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                    "cannot read the settings file %s", path);
+        goto done;
+    }
+    if (n > PROGCACHE__SETTINGS_FILE_MAX) {
+        rc = progcache__error(PROGCACHE_EIO, "the settings file %s holds more than %d bytes",
+                              path, PROGCACHE__SETTINGS_FILE_MAX);
+        goto done;
+    }
+    progcache__buf_set_size(text, (size_t)n);
+    *exists = 1;
+done:
+    close(fd);
+    return rc;
+}
+
+/* Defaults, then root_fd's file, then (unless skipped) the environment. */
+static int load(progcache_settings *s, int root_fd, int with_file_and_env)
+{
+    if (!with_file_and_env)
+        return PROGCACHE_OK;
+    progcache_buf text = PROGCACHE_BUF_INIT;
+    int exists = 0;
+    int rc = root_fd >= 0 ? read_text(&text, root_fd, s->path, &exists, 1) : PROGCACHE_OK;
+    if (!rc && exists)
+        rc = progcache__settings_apply_file(s, (const char *)text.data, text.size);
+    if (!rc)
+        rc = progcache__settings_apply_env(s);
+    progcache_buf_free(&text);
+    return rc;
+}
+
+int progcache__file_settings_resolve(file_store *fs, const progcache_file_options *o)
+{
+    progcache_settings *s = progcache__calloc(1, sizeof *s);
+    if (!s)
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory opening cache %s", fs->root);
+    int rc = progcache__settings_init(s, fs->root);
+    if (!rc)
+        rc = load(s, fs->root_fd, !(o->flags & PROGCACHE_FILE_NO_SETTINGS));
+    if (!rc)
+        rc = progcache__settings_api(s, PROGCACHE__SET_MAX_SIZE, o->max_size,
+                                     "progcache_file_options.max_size");
+    if (!rc)
+        rc = progcache__settings_api(s, PROGCACHE__SET_LOW_WATER_PERCENT, o->low_water_percent,
+                                     "progcache_file_options.low_water_percent");
+    if (!rc)
+        rc = progcache__settings_api(s, PROGCACHE__SET_MAX_ARTIFACT_SIZE, o->max_artifact_size,
+                                     "progcache_file_options.max_artifact_size");
+    if (!rc && (o->flags & PROGCACHE_FILE_NO_FSYNC))
+        rc = progcache__settings_api(s, PROGCACHE__SET_NO_FSYNC, 1,
+                                     "PROGCACHE_FILE_NO_FSYNC");
+    if (!rc && (o->flags & PROGCACHE_FILE_FSYNC))
+        rc = progcache__settings_assign(s, PROGCACHE__SET_NO_FSYNC, "false",
+                                        PROGCACHE_SETTING_API, "the program's options");
+    if (rc) {
+        progcache_settings_free(s);
+        return rc;
+    }
+    fs->settings = s;
+    fs->max_size = s->item[PROGCACHE__SET_MAX_SIZE].number;
+    uint64_t pct = s->item[PROGCACHE__SET_LOW_WATER_PERCENT].number;
+    fs->low_water = fs->max_size / 100 * pct + fs->max_size % 100 * pct / 100;
+    fs->max_artifact_size = s->item[PROGCACHE__SET_MAX_ARTIFACT_SIZE].number;
+    if (s->item[PROGCACHE__SET_NO_FSYNC].number)
+        fs->flags |= PROGCACHE_FILE_NO_FSYNC;
+    else
+        fs->flags &= ~PROGCACHE_FILE_NO_FSYNC;
+    return PROGCACHE_OK;
+}
+
+const progcache_settings *progcache_file_settings(const progcache_file *file)
+{
+    return file ? file->settings : NULL;
+}
+
+int progcache_settings_load(progcache_settings **out, const char *dir)
+{
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_settings_load: out is NULL");
+    *out = NULL;
+    progcache_buf def = PROGCACHE_BUF_INIT;
+    int rc;
+    if (!dir) {
+        if ((rc = progcache_default_dir(&def)))
+            return rc;
+        dir = (const char *)def.data;
+    }
+    progcache_settings *s = progcache__calloc(1, sizeof *s);
+    int root_fd = -1;
+    if (!s) {
+        rc = progcache__error(PROGCACHE_ENOMEM, "out of memory reading the settings");
+        goto done;
+    }
+    if ((rc = progcache__settings_init(s, *dir ? dir : NULL)))
+        goto done;
+    /* A directory that does not exist yet has no settings file: the
+     * defaults and the environment are what a program would get. "": no
+     * directory at all. */
+    root_fd = *dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (!*dir)
+        errno = ENOENT;
+    if (root_fd < 0 && errno != ENOENT) {
+        rc = progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                    "cannot use cache directory %s", dir);
+        goto done;
+    }
+    if (root_fd >= 0 && (rc = progcache__file_check_dir(root_fd, dir)))
+        goto done;
+    rc = load(s, root_fd, 1);
+done:
+    if (root_fd >= 0)
+        close(root_fd);
+    progcache_buf_free(&def);
+    if (rc)
+        progcache_settings_free(s);
+    else
+        *out = s;
+    return rc;
+}
+
+/* Check name = value as a reader would; the message names the setting. */
+static int check_value(const char *dir, int idx, const char *name, const char *value)
+{
+    if (idx < 0)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "unknown setting \"%s\"; the settings file takes max_size, "
+                                "low_water_percent, memory_size, max_artifact_size, no_fsync",
+                                name);
+    progcache_settings probe;
+    int rc = progcache__settings_init(&probe, dir);
+    if (!rc && !probe.item[idx].in_file)
+        rc = progcache__error(PROGCACHE_EINVAL,
+                              "%s is read from the environment only (%s), not from the cache "
+                              "directory's settings file",
+                              name, probe.item[idx].variable);
+    if (!rc && value) {
+        if (!*value)
+            rc = progcache__error(PROGCACHE_EINVAL, "%s: the value is empty (to remove the "
+                                                    "setting, unset it)",
+                                  name);
+        else
+            rc = progcache__settings_assign(&probe, idx, value, PROGCACHE_SETTING_API, name);
+    }
+    progcache__settings_release(&probe);
+    return rc;
+}
+
+static int write_locked(file_store *fs, const char *name, const char *value)
+{
+    const char *path = fs->settings && fs->settings->path ? fs->settings->path : fs->root;
+    progcache_buf old = PROGCACHE_BUF_INIT, text = PROGCACHE_BUF_INIT;
+    int exists = 0, dirfd = -1;
+    int rc = read_text(&old, fs->root_fd, path, &exists, 0);
+    if (!rc)
+        rc = progcache__settings_edit(&text, exists ? (const char *)old.data : NULL,
+                                      exists ? old.size : 0, name, value);
+    if (rc)
+        goto done;
+    dirfd = progcache__fs_open_dir(fs->root_fd, FILE_STATE_DIR);
+    if (dirfd < 0 ||
+        progcache__fs_publish(dirfd, "config", "config-", text.data, text.size,
+                              PROGCACHE__PUBLISH_REPLACE | PROGCACHE__PUBLISH_FSYNC) != 0) {
+        char why[128];
+        int e = errno;
+        rc = progcache__error(progcache__code_from_errno(e),
+                              "cannot write the settings file %s: %s", path,
+                              progcache__fs_strerror(why, sizeof why, e));
+    }
+done:
+    if (dirfd >= 0)
+        close(dirfd);
+    progcache_buf_free(&old);
+    progcache_buf_free(&text);
+    return rc;
+}
+
+int progcache_settings_set(const char *dir, const char *name, const char *value)
+{
+    progcache_buf def = PROGCACHE_BUF_INIT;
+    int rc;
+    if (!name)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_settings_set: name is NULL");
+    if (!dir) {
+        if ((rc = progcache_default_dir(&def)))
+            return rc;
+        dir = (const char *)def.data;
+    }
+    progcache_store *store = NULL;
+    if ((rc = check_value(dir, progcache__settings_index(name), name, value)))
+        goto done;
+    /* The store, without reading the settings it is about to change (a
+     * file that cannot be parsed must still be mendable). */
+    progcache_file_options o;
+    progcache_file_options_init(&o);
+    o.flags = PROGCACHE_FILE_NO_SETTINGS;
+    if ((rc = progcache_store_file_new(&store, dir, &o)))
+        goto done;
+    file_store *fs = (file_store *)store;
+    progcache__file_lock(fs);
+    rc = write_locked(fs, name, value);
+    progcache__file_unlock(fs);
+done:
+    progcache_store_free(store);
+    progcache_buf_free(&def);
+    return rc;
+}
