@@ -29,35 +29,6 @@
 #include "progcache/progcache.h"
 #include "progcache/remote.h"
 
-/* The sample's 16x16 tiled matmul with bias and ReLU (as bench_single_flight),
- * made distinct per program and round by a leading comment. */
-static const char source[] =
-    "#define TILE 16\n"
-    "extern \"C\" __global__ void matmul_epilogue(const float *__restrict__ A,\n"
-    "    const float *__restrict__ B, const float *__restrict__ bias, float *__restrict__ C,\n"
-    "    int M, int N, int K) {\n"
-    "  __shared__ float As[TILE][TILE]; __shared__ float Bs[TILE][TILE];\n"
-    "  int tx = threadIdx.x, ty = threadIdx.y;\n"
-    "  int row = blockIdx.y * TILE + ty, col = blockIdx.x * TILE + tx;\n"
-    "  float acc = 0.0f;\n"
-    "  for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {\n"
-    "    int ac = t * TILE + tx, br = t * TILE + ty;\n"
-    "    As[ty][tx] = (row < M && ac < K) ? A[row * K + ac] : 0.0f;\n"
-    "    Bs[ty][tx] = (br < K && col < N) ? B[br * N + col] : 0.0f;\n"
-    "    __syncthreads();\n"
-    "    #pragma unroll\n"
-    "    for (int i = 0; i < TILE; ++i) acc += As[ty][i] * Bs[i][tx];\n"
-    "    __syncthreads();\n"
-    "  }\n"
-    "  if (row < M && col < N) { float v = acc + bias[col]; C[row * N + col] = v > 0.0f ? v : 0.0f; }\n"
-    "}\n";
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static pid_t server_pid;
 
@@ -143,8 +114,8 @@ static int child(const config *cfg, const char *dir, int remote, int go_fd, cons
         fprintf(stderr, "bench_fleet: %s\n", progcache_error_last());
         return 1;
     }
-    char *src = malloc(sizeof source + 96);
-    snprintf(src, sizeof source + 96, "// %s program %d\n%s", salt, prog, source);
+    char *src = malloc(sizeof bench_matmul_source + 96);
+    snprintf(src, sizeof bench_matmul_source + 96, "// %s program %d\n%s", salt, prog, bench_matmul_source);
     const char *opt[] = {cfg->arch_opt, "--std=c++17"};
     progcache_program p = PROGCACHE_PROGRAM_INIT;
     p.nvrtc.source = src;
@@ -194,7 +165,7 @@ static void round_once(const config *cfg, int programs, int remote, int round, d
     usleep(300000); /* let every process reach its read */
     char *bytes = malloc((size_t)total);
     memset(bytes, 'g', (size_t)total);
-    double t0 = now_ms();
+    double t0 = bench_now_us() / 1e3;
     if (write(go[1], bytes, (size_t)total) != total) {
         perror("write");
         exit(1);
@@ -209,7 +180,7 @@ static void round_once(const config *cfg, int programs, int remote, int round, d
         }
         *compiles += WEXITSTATUS(status) == 10;
     }
-    *wall = now_ms() - t0;
+    *wall = bench_now_us() / 1e3 - t0;
     close(go[1]);
     free(bytes);
     free(pids);

@@ -19,34 +19,6 @@
 #include "progcache/cuda.h"
 #include "progcache/progcache.h"
 
-/* The sample's 16x16 tiled matmul with bias and ReLU: a realistic compile. */
-static const char source[] =
-    "#define TILE 16\n"
-    "extern \"C\" __global__ void matmul_epilogue(const float *__restrict__ A,\n"
-    "    const float *__restrict__ B, const float *__restrict__ bias, float *__restrict__ C,\n"
-    "    int M, int N, int K) {\n"
-    "  __shared__ float As[TILE][TILE]; __shared__ float Bs[TILE][TILE];\n"
-    "  int tx = threadIdx.x, ty = threadIdx.y;\n"
-    "  int row = blockIdx.y * TILE + ty, col = blockIdx.x * TILE + tx;\n"
-    "  float acc = 0.0f;\n"
-    "  for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {\n"
-    "    int ac = t * TILE + tx, br = t * TILE + ty;\n"
-    "    As[ty][tx] = (row < M && ac < K) ? A[row * K + ac] : 0.0f;\n"
-    "    Bs[ty][tx] = (br < K && col < N) ? B[br * N + col] : 0.0f;\n"
-    "    __syncthreads();\n"
-    "    #pragma unroll\n"
-    "    for (int i = 0; i < TILE; ++i) acc += As[ty][i] * Bs[i][tx];\n"
-    "    __syncthreads();\n"
-    "  }\n"
-    "  if (row < M && col < N) { float v = acc + bias[col]; C[row * N + col] = v > 0.0f ? v : 0.0f; }\n"
-    "}\n";
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* A child: wait for the start signal, get the kernel, exit 10 if it
  * compiled, 11 if it did not (a hit, after waiting or not), 1 on error. */
@@ -60,8 +32,8 @@ static int child(const char *dir, const char *arch_opt, unsigned int flags, int 
     if (progcache_open(&cache, dir, NULL))
         return 1;
     /* A per-round comment makes each round's key new (an empty cache). */
-    char *src = malloc(sizeof source + 64);
-    snprintf(src, sizeof source + 64, "// round %s\n%s", salt, source);
+    char *src = malloc(sizeof bench_matmul_source + 64);
+    snprintf(src, sizeof bench_matmul_source + 64, "// round %s\n%s", salt, bench_matmul_source);
     const char *opts[] = {arch_opt, "--std=c++17"};
     progcache_program p = PROGCACHE_PROGRAM_INIT;
     p.nvrtc.source = src;
@@ -102,7 +74,7 @@ static void round_once(const char *dir, const char *arch_opt, int procs, unsigne
     }
     close(pipefd[0]);
     usleep(200000); /* let every child reach its read */
-    double t0 = now_ms();
+    double t0 = bench_now_us() / 1e3;
     char go[256];
     memset(go, 'g', sizeof go);
     if (write(pipefd[1], go, (size_t)procs) != procs) {
@@ -119,7 +91,7 @@ static void round_once(const char *dir, const char *arch_opt, int procs, unsigne
         }
         *compiles += WEXITSTATUS(status) == 10;
     }
-    *wall = now_ms() - t0;
+    *wall = bench_now_us() / 1e3 - t0;
     close(pipefd[1]);
     free(pids);
 }
