@@ -75,7 +75,8 @@ static int load_options(progcache_options *o, const progcache_options *opts, con
     return PROGCACHE_OK;
 }
 
-static int check_key(const progcache *cache, const void *key, size_t key_len, const char *fn)
+int progcache__cache_check_key(const progcache *cache, const void *key, size_t key_len,
+                               const char *fn)
 {
     if (!cache)
         return progcache__error(PROGCACHE_EINVAL, "%s: cache is NULL; open one with progcache_open",
@@ -404,7 +405,7 @@ PROGCACHE_HOT
 static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
                   const void *key, size_t key_len, size_t num_tiers)
 {
-    int rc = check_key(cache, key, key_len, "progcache_get");
+    int rc = progcache__cache_check_key(cache, key, key_len, "progcache_get");
     if (rc)
         return rc;
     if (!out)
@@ -530,7 +531,7 @@ static void drop_from_upper(progcache *cache, const void *key, size_t key_len)
 int progcache__cache_put_meta(progcache *cache, const void *key, size_t key_len,
                               const void *data, size_t size, const progcache_entry_meta *meta)
 {
-    int rc = check_key(cache, key, key_len, "progcache_put");
+    int rc = progcache__cache_check_key(cache, key, key_len, "progcache_put");
     if (rc)
         return rc;
     if (!data && size)
@@ -561,59 +562,4 @@ int progcache_put(progcache *cache, const void *key, size_t key_len, const void 
                   size_t size)
 {
     return progcache__cache_put_meta(cache, key, key_len, data, size, NULL);
-}
-
-/* ---- remove, clear, accounting ----------------------------------------- */
-
-int progcache_remove(progcache *cache, const void *key, size_t key_len)
-{
-    int rc = check_key(cache, key, key_len, "progcache_remove");
-    if (rc)
-        return rc;
-    int found = 0, failed = PROGCACHE_OK;
-    for (size_t i = cache->num_tiers; i-- > 0;) {
-        progcache_store *t = cache->tiers[i];
-        rc = t->remove(t, key, key_len);
-        if (rc == PROGCACHE_OK)
-            found = 1;
-        else if (rc != PROGCACHE_ENOTFOUND)
-            failed = rc;
-    }
-    if (failed)
-        return failed;
-    return found ? PROGCACHE_OK : PROGCACHE_ENOTFOUND;
-}
-
-int progcache_clear(progcache *cache)
-{
-    if (!cache)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_clear: cache is NULL");
-    int failed = PROGCACHE_OK;
-    for (size_t i = cache->num_tiers; i-- > 0;) {
-        progcache_store *t = cache->tiers[i];
-        int rc = t->clear(t);
-        if (rc)
-            failed = rc;
-    }
-    return failed;
-}
-
-int progcache_count(uint64_t *out, progcache *cache)
-{
-    if (!out)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_count: out is NULL");
-    if (!cache)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_count: cache is NULL");
-    progcache_store *t = cache->tiers[cache->home];
-    return t->count(out, t);
-}
-
-int progcache_total_size(uint64_t *out, progcache *cache)
-{
-    if (!out)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_total_size: out is NULL");
-    if (!cache)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_total_size: cache is NULL");
-    progcache_store *t = cache->tiers[cache->home];
-    return t->total_size(out, t);
 }

@@ -62,6 +62,11 @@ struct progcache {
  * NULL. */
 progcache_store *progcache__cache_lease_tier(const progcache *cache);
 
+/* The arguments every keyed call checks: PROGCACHE_OK, or PROGCACHE_EINVAL
+ * naming fn (a NULL cache, an empty key). */
+int progcache__cache_check_key(const progcache *cache, const void *key, size_t key_len,
+                               const char *fn);
+
 /* Pass a formatted message to the cache's log callback, if any. */
 void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)
     PROGCACHE_PRINTF(3, 4) PROGCACHE_COLD;
