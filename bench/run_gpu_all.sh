@@ -68,6 +68,9 @@ step "headers on disk: what they add to a hit"
 "$B/bin/bench_headers" --json "$J/headers.json" | tee "$OUT/headers.md"
 "$B/bin/bench_headers" --memory --json "$J/headers_memory.json" | tee -a "$OUT/headers.md"
 
+step "fast misses: the PCH tier (NVRTC only, 20 variants; a few minutes)"
+"$B/bin/bench_pch" | tee "$OUT/pch.md"
+
 step "the figures, drawn from this run"
 python3 scripts/plot_perf.py "$J" "$OUT/plots"
 step done
