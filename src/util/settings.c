@@ -8,6 +8,7 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "url_mask.h"
 
 typedef enum kind {
     SIZE_OR_NONE, /* bytes; 0 or "none": none */
@@ -198,24 +199,6 @@ static int parse_value(int idx, const char *text, uint64_t *number, const char *
     return -1;
 }
 
-/* A URL's password, if any, as "***": what `progcache config` prints must
- * be safe to paste into a bug report. */
-static char *redact_url(const char *url)
-{
-    char *copy = progcache__strdup(url);
-    if (!copy)
-        return NULL;
-    char *scheme = strstr(copy, "://");
-    char *auth = scheme ? scheme + 3 : NULL;
-    char *at = auth ? strchr(auth, '@') : NULL;
-    char *colon = auth ? strchr(auth, ':') : NULL;
-    if (at && colon && colon < at && at - colon > 1) {
-        memmove(colon + 4, at, strlen(at) + 1);
-        memcpy(colon + 1, "***", 3);
-    }
-    return copy;
-}
-
 /* Replace item idx's value and origin texts (either may be a static
  * string when owned is 0). */
 static int set_item(progcache_settings *s, int idx, char *value, char *origin, int owned,
@@ -248,7 +231,10 @@ int progcache__settings_assign(progcache_settings *s, int idx, const char *text,
                                     text, sp->name, why);
         return progcache__error(PROGCACHE_EINVAL, "%s \"%s\": %s", sp->name, text, why);
     }
-    char *value = idx == PROGCACHE__SET_REMOTE ? redact_url(text) : progcache__strdup(text);
+    /* A URL's password is never kept: what `progcache config` prints must be
+     * safe to paste into a bug report. */
+    char *value =
+        idx == PROGCACHE__SET_REMOTE ? progcache__url_masked(text) : progcache__strdup(text);
     char *where = progcache__strdup(origin);
     if (!value || !where) {
         progcache__free(value);

@@ -139,6 +139,18 @@ static void test_env_and_api(void)
     const progcache_setting *remote = progcache_settings_find(&s, "remote");
     CHECK(remote->source == PROGCACHE_SETTING_ENV && !strstr(remote->value, "hunter2") &&
           !strcmp(remote->value, "redis://user:***@host:6379/0"));
+    /* A password shorter than "***", one holding '@', a unix: socket's. */
+    const char *const urls[][2] = {
+        {"redis://:pw@127.0.0.1:1", "redis://:***@127.0.0.1:1"},
+        {"redis://u:p@ss@h/0", "redis://u:***@h/0"},
+        {"redis://h:6379/0", "redis://h:6379/0"},
+        {"unix:/run/r.sock?db=1&password=x&user=u", "unix:/run/r.sock?db=1&password=***&user=u"}};
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+        setenv("PROGCACHE_REMOTE", urls[i][0], 1);
+        CHECK_OK(progcache__settings_apply_env(&s));
+        remote = progcache_settings_find(&s, "remote");
+        CHECK(!strcmp(remote->value, urls[i][1]));
+    }
     /* The program's option over both; 0 leaves the setting alone. */
     CHECK_OK(progcache__settings_api(&s, PROGCACHE__SET_MAX_SIZE, 0, "opt"));
     CHECK(max->number == 2ull << 30);

@@ -10,6 +10,7 @@
 #include "error.h"
 #include "options.h"
 #include "sha256.h" /* progcache__hex_digit */
+#include "url_mask.h"
 
 #define DEFAULT_TIMEOUT_MS 100u
 #define DEFAULT_FAILURES 3u
@@ -29,45 +30,14 @@ void progcache_redis_options_init(progcache_redis_options *opts)
 
 /* ---- the URL ----------------------------------------------------------- */
 
-/* url with the password replaced by ***, for messages: copy url, skipping
- * the password of a redis:// userinfo and the value of password=. */
-static void mask_url(char *out, size_t size, const char *url)
-{
-    const char *skip = NULL, *skip_end = NULL;
-    const char *scheme_end = strstr(url, "://");
-    if (strncmp(url, "unix:", 5) != 0 && scheme_end) {
-        const char *auth = scheme_end + 3;
-        const char *auth_end = auth + strcspn(auth, "/?#");
-        const char *at = NULL;
-        for (const char *p = auth; p < auth_end; p++)
-            if (*p == '@')
-                at = p;
-        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-        if (colon) {
-            skip = colon + 1;
-            skip_end = at;
-        }
-    } else if ((skip = strstr(url, "password=")) != NULL) {
-        skip += strlen("password=");
-        skip_end = skip + strcspn(skip, "&#");
-    }
-    if (!skip)
-        snprintf(out, size, "%s", url);
-    else
-        snprintf(out, size, "%.*s***%s", (int)(skip - url), url, skip_end);
-}
-
 /* The whole URL is quoted (a unix: socket path can be long); only when
  * there is no memory for the copy is it cut. */
 static int url_error(const char *url, const char *why)
 {
     char cut[512];
-    size_t size = strlen(url) + 4; /* "***" may replace an empty password */
-    char *shown = progcache__malloc(size);
-    if (shown)
-        mask_url(shown, size, url);
-    else
-        mask_url(cut, sizeof cut, url);
+    char *shown = progcache__url_masked(url);
+    if (!shown)
+        progcache__url_mask(cut, sizeof cut, url);
     int rc = progcache__error(PROGCACHE_EINVAL, "Redis URL \"%s\": %s; %s", shown ? shown : cut,
                               why, URL_FORMS);
     progcache__free(shown);
