@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -497,4 +499,32 @@ void test_redis_name(char *out, size_t size, const char *prefix, const void *key
     CHECK_OK(progcache__sha256_oneshot(digest, key, key_len));
     progcache__hex(hex, digest, sizeof digest);
     snprintf(out, size, "%s%s", prefix, hex);
+}
+
+void test_log_capture(void *ctx, int level, const char *message)
+{
+    log_capture *c = ctx;
+    (void)level;
+    pthread_mutex_lock(&c->lock);
+    c->count++;
+    snprintf(c->last, sizeof c->last, "%s", message);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void test_expect_logged(log_capture *c, int count, const char *fragment)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->count != count || !strstr(c->last, fragment)) {
+        fprintf(stderr, "logged %d: %s\n(expected %d, mentioning \"%s\")\n", c->count,
+                c->last, count, fragment);
+        CHECK(!"the log callback was told");
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+progcache_redis_counters test_redis_counters(const progcache_store *s)
+{
+    progcache_redis_counters c = PROGCACHE_REDIS_COUNTERS_INIT;
+    CHECK_OK(progcache_redis_counters_get(&c, s));
+    return c;
 }

@@ -10,8 +10,11 @@
 #ifndef PROGCACHE_TEST_REDIS_FIXTURE_H
 #define PROGCACHE_TEST_REDIS_FIXTURE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#include "progcache/remote.h"
 
 typedef struct test_redis {
     pid_t pid;          /* 0 when not running */
@@ -73,5 +76,20 @@ void test_redis_name(char *out, size_t size, const char *prefix, const void *key
 /* Milliseconds on a monotonic clock. */
 double test_now_ms(void);
 void test_sleep_ms(unsigned int ms);
+
+/* What a store's log callback was told: how many messages, and the last.
+ * Pass test_log_capture as the callback and the struct as its context. */
+typedef struct log_capture {
+    pthread_mutex_t lock;
+    int count;
+    char last[1024];
+} log_capture;
+#define LOG_CAPTURE_INIT {PTHREAD_MUTEX_INITIALIZER, 0, ""}
+void test_log_capture(void *ctx, int level, const char *message);
+/* CHECK that exactly count messages came, the last mentioning fragment. */
+void test_expect_logged(log_capture *c, int count, const char *fragment);
+
+/* The store's counters (CHECKs that they can be read). */
+progcache_redis_counters test_redis_counters(const progcache_store *s);
 
 #endif

@@ -20,34 +20,6 @@
 static const char SECRET[] = "a shared secret of 32 bytes....";
 static test_redis server;
 
-/* The last warning a store logged, and how many. */
-typedef struct log_capture {
-    pthread_mutex_t lock;
-    int count;
-    char last[1024];
-} log_capture;
-
-static void capture(void *ctx, int level, const char *message)
-{
-    log_capture *c = ctx;
-    (void)level;
-    pthread_mutex_lock(&c->lock);
-    c->count++;
-    snprintf(c->last, sizeof c->last, "%s", message);
-    pthread_mutex_unlock(&c->lock);
-}
-
-static void expect_logged(log_capture *c, int count, const char *fragment)
-{
-    pthread_mutex_lock(&c->lock);
-    if (c->count != count || !strstr(c->last, fragment)) {
-        fprintf(stderr, "logged %d: %s\n(expected %d, mentioning \"%s\")\n", c->count,
-                c->last, count, fragment);
-        CHECK(!"the log callback was told");
-    }
-    pthread_mutex_unlock(&c->lock);
-}
-
 static progcache_store *open_store(const char *prefix, unsigned int flags, const char *secret,
                                    log_capture *log, uint64_t max_artifact_size)
 {
@@ -62,19 +34,12 @@ static progcache_store *open_store(const char *prefix, unsigned int flags, const
         opts.secret_len = strlen(secret);
     }
     if (log) {
-        opts.log = capture;
+        opts.log = test_log_capture;
         opts.log_ctx = log;
     }
     progcache_store *s = NULL;
     CHECK_OK(progcache_store_redis_new(&s, &opts));
     return s;
-}
-
-static progcache_redis_counters counters(const progcache_store *s)
-{
-    progcache_redis_counters c = PROGCACHE_REDIS_COUNTERS_INIT;
-    CHECK_OK(progcache_redis_counters_get(&c, s));
-    return c;
 }
 
 static const char LOWERED[] = "_Z6kernelPf\0kernel";
@@ -140,7 +105,7 @@ static void test_round_trip(void)
         CHECK(got.kind == PROGCACHE_KIND_UNKNOWN && got.seal == PROGCACHE_SEAL_MATCHED);
         CHECK(got.records.size == 0);
         check_miss(s, "absent");
-        CHECK(counters(s).hits == 2 && counters(s).rejected == 0);
+        CHECK(test_redis_counters(s).hits == 2 && test_redis_counters(s).rejected == 0);
         progcache_store_free(s);
     }
     /* Written with the secret, read without: the digest alone. */
@@ -182,7 +147,7 @@ static void test_round_trip(void)
  * written: counted, logged, and the put still succeeds. */
 static void test_records_bound(void)
 {
-    log_capture log = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+    log_capture log = LOG_CAPTURE_INIT;
     progcache_store *s = open_store("rec:", PROGCACHE_REDIS_SYNC_PUT, NULL, &log, 1000);
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT, got = PROGCACHE_ENTRY_META_INIT;
     char *big = calloc(1, PROGCACHE_RECORDS_MAX);
@@ -200,10 +165,10 @@ static void test_records_bound(void)
     /* One byte more than the bound (built by hand: meta_add refuses). */
     CHECK_OK(progcache__buf_reserve(&meta.records, PROGCACHE_RECORDS_MAX + 1));
     progcache__buf_set_size(&meta.records, PROGCACHE_RECORDS_MAX + 1);
-    uint64_t errors = counters(s).store_errors;
+    uint64_t errors = test_redis_counters(s).store_errors;
     CHECK_OK(progcache_store_put_meta(s, "over", 4, "x", 1, &meta));
-    CHECK(counters(s).store_errors == errors + 1 && counters(s).stores == 1);
-    expect_logged(&log, 1, "records are 1048577 bytes");
+    CHECK(test_redis_counters(s).store_errors == errors + 1 && test_redis_counters(s).stores == 1);
+    test_expect_logged(&log, 1, "records are 1048577 bytes");
     check_miss(s, "over");
     progcache_store_free(s);
     progcache_entry_meta_release(&meta);
@@ -216,7 +181,7 @@ static void test_records_bound(void)
  * rejected: the digest covers the key's hash. */
 static void test_copied_value(void)
 {
-    log_capture log = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+    log_capture log = LOG_CAPTURE_INIT;
     progcache_store *s = open_store("copy:", PROGCACHE_REDIS_SYNC_PUT, NULL, &log, 0);
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
     fill_meta(&meta, PROGCACHE_KIND_PTX);
@@ -231,11 +196,11 @@ static void test_copied_value(void)
     test_redis_set(&server, b, value, len);
 
     progcache__error(PROGCACHE_EIO, "marker");
-    uint64_t misses = counters(s).misses;
+    uint64_t misses = test_redis_counters(s).misses;
     check_miss(s, "key-b"); /* twice: get_meta and get */
     CHECK(strcmp(progcache_error_last(), "marker") == 0);
-    CHECK(counters(s).rejected == 2 && counters(s).misses == misses);
-    expect_logged(&log, 2, "written for another key");
+    CHECK(test_redis_counters(s).rejected == 2 && test_redis_counters(s).misses == misses);
+    test_expect_logged(&log, 2, "written for another key");
     progcache_entry_meta got = PROGCACHE_ENTRY_META_INIT;
     check_get_meta(s, "key-a", "code for a", &got); /* the original is fine */
     progcache_entry_meta_release(&got);
@@ -296,10 +261,10 @@ static void test_format_1(void)
     progcache_buf buf = PROGCACHE_BUF_INIT;
     CHECK_OK(progcache_store_get(&buf, s, "old", 3));
     CHECK(buf.size == 9 && memcmp(buf.data, "old bytes", 9) == 0);
-    CHECK(counters(s).hits == 2 && counters(s).rejected == 0);
+    CHECK(test_redis_counters(s).hits == 2 && test_redis_counters(s).rejected == 0);
     /* Untagged: a reader with a secret refuses it, as before. */
     check_miss(sec, "old");
-    CHECK(counters(sec).rejected == 2);
+    CHECK(test_redis_counters(sec).rejected == 2);
 
     /* Tagged with the secret: read by both, seal NONE all the same. */
     v = craft_v1(&len, "old-tagged", "tagged bytes", 1);
@@ -330,7 +295,7 @@ static void test_format_1(void)
  * of misses, not rejected), logged, the caller's error untouched. */
 static void test_newer_format(void)
 {
-    log_capture log = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+    log_capture log = LOG_CAPTURE_INIT;
     progcache_store *s = open_store("newer:", PROGCACHE_REDIS_SYNC_PUT, NULL, &log, 0);
     CHECK_OK(progcache_store_put(s, "k", 1, "bytes", 5));
     char name[300];
@@ -344,9 +309,9 @@ static void test_newer_format(void)
     progcache__error(PROGCACHE_EIO, "marker");
     check_miss(s, "k"); /* get_meta and get */
     CHECK(strcmp(progcache_error_last(), "marker") == 0);
-    progcache_redis_counters c = counters(s);
+    progcache_redis_counters c = test_redis_counters(s);
     CHECK(c.newer == 2 && c.misses == 2 && c.rejected == 0 && c.hits == 0 && c.errors == 0);
-    expect_logged(&log, 2, "written by a newer progcache (envelope format version 3");
+    test_expect_logged(&log, 2, "written by a newer progcache (envelope format version 3");
     progcache_store_counters sc = PROGCACHE_STORE_COUNTERS_INIT;
     CHECK_OK(progcache_store_counters_get(&sc, s));
     CHECK(sc.misses == 2 && sc.rejected == 0);
@@ -354,7 +319,7 @@ static void test_newer_format(void)
     /* Whatever follows the version byte. */
     test_redis_set(&server, name, "pcEV\xff", 5);
     check_miss(s, "k");
-    CHECK(counters(s).newer == 4 && counters(s).rejected == 0);
+    CHECK(test_redis_counters(s).newer == 4 && test_redis_counters(s).rejected == 0);
     free(v);
     progcache_store_free(s);
 }
@@ -387,12 +352,12 @@ static void test_two_caches(void)
     CHECK(buf.size == 13 && memcmp(buf.data, "compiled once", 13) == 0);
     CHECK(got.seal == PROGCACHE_SEAL_MATCHED);
     check_records(&got, &meta);
-    CHECK(counters(redis_b).hits == 1);
+    CHECK(test_redis_counters(redis_b).hits == 1);
     /* Now from an upper tier, without asking Redis. (Whether the memory
      * tier keeps records is memory.c's business, not asserted here.) */
     CHECK_OK(progcache__cache_get_meta(&buf, &got, b, key, sizeof key));
     CHECK(buf.size == 13 && memcmp(buf.data, "compiled once", 13) == 0);
-    CHECK(counters(redis_b).hits == 1);
+    CHECK(test_redis_counters(redis_b).hits == 1);
     progcache_close(b);
 
     const char *dirs[] = {dir_b, dir_a};

@@ -34,13 +34,6 @@ static progcache_store *open_store(const char *url, unsigned int flags, const ch
     return s;
 }
 
-static progcache_redis_counters counters(const progcache_store *s)
-{
-    progcache_redis_counters c = PROGCACHE_REDIS_COUNTERS_INIT;
-    CHECK_OK(progcache_redis_counters_get(&c, s));
-    return c;
-}
-
 static void check_get(progcache_store *s, const void *key, size_t key_len, const void *want,
                       size_t want_len)
 {
@@ -111,7 +104,7 @@ static void test_round_trip(void)
         check_miss(s, "absent", 6);
     CHECK(connections_received() - before == 1);
 
-    progcache_redis_counters c = counters(s);
+    progcache_redis_counters c = test_redis_counters(s);
     CHECK(c.hits == 4 && c.misses == 52 && c.stores == 4);
     CHECK(c.errors == 0 && c.rejected == 0 && c.store_errors == 0 && c.skipped_backoff == 0);
     progcache_store_free(s);
@@ -149,7 +142,7 @@ static void test_async_put(void)
         CHECK_OK(progcache_store_put(s, key, strlen(key), key, strlen(key)));
     }
     CHECK_OK(progcache_store_flush(s));
-    CHECK(counters(s).stores == 50);
+    CHECK(test_redis_counters(s).stores == 50);
     check_get(s, "key-49", 6, "key-49", 6);
     for (int i = 50; i < 100; i++) {
         snprintf(key, sizeof key, "key-%d", i);
@@ -217,7 +210,7 @@ static void test_read_only(void)
     progcache_store_lease lease = PROGCACHE_STORE_LEASE_INIT;
     CHECK_RC(PROGCACHE_EREMOTE, progcache_store_lease_acquire(&lease, r, "have", 4, 1000));
     CHECK(!lease.held);
-    CHECK(counters(r).stores == 0);
+    CHECK(test_redis_counters(r).stores == 0);
     progcache_store_free(r);
     progcache_store_free(w);
 }
@@ -261,9 +254,9 @@ static void test_read_through_fill(void)
     progcache_buf buf = PROGCACHE_BUF_INIT;
     CHECK_OK(progcache_get(&buf, cache, "kernel", 6));
     CHECK(buf.size == 11 && memcmp(buf.data, "CUBIN bytes", 11) == 0);
-    CHECK(counters(redis).hits == 1);
+    CHECK(test_redis_counters(redis).hits == 1);
     CHECK_OK(progcache_get(&buf, cache, "kernel", 6)); /* now from the file tier */
-    CHECK(counters(redis).hits == 1);
+    CHECK(test_redis_counters(redis).hits == 1);
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, cache, "nothing", 7));
     progcache_close(cache);
 
@@ -281,13 +274,13 @@ static void expect_rejected(progcache_store *s, const char *name, const void *ke
                             size_t key_len, const void *bytes, size_t len)
 {
     test_redis_set(&server, name, bytes, len);
-    uint64_t before = counters(s).rejected, misses = counters(s).misses;
+    uint64_t before = test_redis_counters(s).rejected, misses = test_redis_counters(s).misses;
     progcache__error(PROGCACHE_EIO, "marker");
     check_miss(s, key, key_len);
     /* A rejection is a miss: it leaves the caller's last error alone. */
     CHECK(strcmp(progcache_error_last(), "marker") == 0);
-    CHECK(counters(s).rejected == before + 1);
-    CHECK(counters(s).misses == misses);
+    CHECK(test_redis_counters(s).rejected == before + 1);
+    CHECK(test_redis_counters(s).misses == misses);
 }
 
 static void test_corruption(void)
@@ -323,47 +316,19 @@ static void test_corruption(void)
     test_redis_int(&server, 2, del);
     const char *push[] = {"RPUSH", name, "x"};
     test_redis_int(&server, 3, push);
-    uint64_t errors = counters(s).errors;
+    uint64_t errors = test_redis_counters(s).errors;
     check_miss(s, "key", 3);
-    CHECK(counters(s).errors == errors + 1);
+    CHECK(test_redis_counters(s).errors == errors + 1);
 
     /* The good bytes still work: damage was in the value, not the store. */
     test_redis_int(&server, 2, del);
     test_redis_set(&server, name, good, len);
     check_get(s, "key", 3, payload, 1000);
-    CHECK(counters(s).rejected == 7);
+    CHECK(test_redis_counters(s).rejected == 7);
     free(v);
     free(good);
     free(payload);
     progcache_store_free(s);
-}
-
-/* The last warning a store logged, and how many. */
-typedef struct log_capture {
-    pthread_mutex_t lock;
-    int count;
-    char last[1024];
-} log_capture;
-
-static void capture(void *ctx, int level, const char *message)
-{
-    log_capture *c = ctx;
-    (void)level;
-    pthread_mutex_lock(&c->lock);
-    c->count++;
-    snprintf(c->last, sizeof c->last, "%s", message);
-    pthread_mutex_unlock(&c->lock);
-}
-
-static void expect_logged(log_capture *c, int count, const char *fragment)
-{
-    pthread_mutex_lock(&c->lock);
-    if (c->count != count || !strstr(c->last, fragment)) {
-        fprintf(stderr, "logged %d: %s\n(expected %d, mentioning \"%s\")\n", c->count,
-                c->last, count, fragment);
-        CHECK(!"the log callback was told");
-    }
-    pthread_mutex_unlock(&c->lock);
 }
 
 /* Values over max_artifact_size are neither written nor read: a put is
@@ -371,14 +336,14 @@ static void expect_logged(log_capture *c, int count, const char *fragment)
  * huge value is not read whole to find that out. */
 static void test_max_artifact_size(void)
 {
-    log_capture log = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+    log_capture log = LOG_CAPTURE_INIT;
     progcache_redis_options opts = PROGCACHE_REDIS_OPTIONS_INIT;
     opts.url = server.url;
     opts.flags = PROGCACHE_REDIS_SYNC_PUT;
     opts.key_prefix = "max:";
     opts.connect_timeout_ms = opts.command_timeout_ms = 2000;
     opts.max_artifact_size = 1000;
-    opts.log = capture;
+    opts.log = test_log_capture;
     opts.log_ctx = &log;
     progcache_store *s = NULL;
     CHECK_OK(progcache_store_redis_new(&s, &opts));
@@ -387,8 +352,8 @@ static void test_max_artifact_size(void)
     size_t len;
 
     CHECK_OK(progcache_store_put(s, "big", 3, v, 1001));
-    CHECK(counters(s).store_errors == 1 && counters(s).stores == 0);
-    expect_logged(&log, 1, "1001 bytes is more than max_artifact_size (1000 bytes)");
+    CHECK(test_redis_counters(s).store_errors == 1 && test_redis_counters(s).stores == 0);
+    test_expect_logged(&log, 1, "1001 bytes is more than max_artifact_size (1000 bytes)");
     test_redis_name(name, sizeof name, "max:", "big", 3);
     CHECK(test_redis_get(&server, name, &len) == NULL);
     CHECK_OK(progcache_store_put(s, "ok", 2, v, 1000)); /* at the bound */
@@ -401,17 +366,17 @@ static void test_max_artifact_size(void)
     progcache__error(PROGCACHE_EIO, "marker");
     check_miss(s, "big", 3);
     CHECK(strcmp(progcache_error_last(), "marker") == 0); /* a miss says nothing */
-    CHECK(counters(s).rejected == 1);
-    expect_logged(&log, 2, "it holds 1001 bytes, more than max_artifact_size (1000 bytes)");
+    CHECK(test_redis_counters(s).rejected == 1);
+    test_expect_logged(&log, 2, "it holds 1001 bytes, more than max_artifact_size (1000 bytes)");
     /* 4 MiB: reading stops past the bound (so the size is not known). */
     CHECK_OK(progcache_store_put(wide, "huge", 4, v, (size_t)4 << 20));
     check_miss(s, "huge", 4);
-    CHECK(counters(s).rejected == 2);
+    CHECK(test_redis_counters(s).rejected == 2);
     /* The bound: 1000, the envelope (88) and the largest records (1 MiB). */
-    expect_logged(&log, 3, "it is more than 1049664 bytes");
+    test_expect_logged(&log, 3, "it is more than 1049664 bytes");
     /* The dropped connection is not a failure, and the next call works. */
     check_get(s, "ok", 2, v, 1000);
-    progcache_redis_counters c = counters(s);
+    progcache_redis_counters c = test_redis_counters(s);
     CHECK(c.errors == 0 && c.backoffs == 0 && c.hits == 2 && c.misses == 0);
     progcache_store_free(wide);
     progcache_store_free(s);
@@ -421,7 +386,7 @@ static void test_max_artifact_size(void)
     CHECK_OK(progcache_store_redis_new(&s, &opts));
     CHECK_OK(progcache_store_put(s, "async-big", 9, v, 5000));
     CHECK_OK(progcache_store_flush(s));
-    CHECK(counters(s).store_errors == 1 && counters(s).stores == 0);
+    CHECK(test_redis_counters(s).store_errors == 1 && test_redis_counters(s).stores == 0);
     test_redis_name(name, sizeof name, "max:", "async-big", 9);
     CHECK(test_redis_get(&server, name, &len) == NULL);
     progcache_store_free(s);
@@ -461,7 +426,7 @@ static void test_hmac(void)
     check_get(same, "kern", 4, "trusted code", 12);
     check_get(plain, "kern", 4, "trusted code", 12); /* no secret: digest only */
     check_miss(wrong, "kern", 4);
-    CHECK(counters(wrong).rejected == 1);
+    CHECK(test_redis_counters(wrong).rejected == 1);
 
     /* Tampered payload with a recomputed digest: only the tag catches it. */
     char *evil = malloc(len);
@@ -471,18 +436,18 @@ static void test_hmac(void)
     redigest((unsigned char *)evil, len, 88, "kern", 4);
     test_redis_set(&server, name, evil, len);
     check_miss(same, "kern", 4);
-    CHECK(counters(same).rejected == 1);
+    CHECK(test_redis_counters(same).rejected == 1);
     check_get(plain, "kern", 4, "EVIL code!!!", 12); /* why a shared cache needs the secret */
 
     /* A valid tagged value copied under another key: the tag binds the key. */
     test_redis_set(&server, other, tagged, len);
     check_miss(same, "other", 5);
-    CHECK(counters(same).rejected == 2);
+    CHECK(test_redis_counters(same).rejected == 2);
 
     /* Missing tag: written without the secret. */
     CHECK_OK(progcache_store_put(plain, "kern", 4, "untagged", 8));
     check_miss(same, "kern", 4);
-    CHECK(counters(same).rejected == 3);
+    CHECK(test_redis_counters(same).rejected == 3);
 
     /* Missing tag: the tag stripped from a good value. */
     char *stripped = malloc(len);
@@ -492,12 +457,12 @@ static void test_hmac(void)
     memcpy(stripped + 56, tagged + 88, 12);
     test_redis_set(&server, name, stripped, 56 + 12);
     check_miss(same, "kern", 4);
-    CHECK(counters(same).rejected == 4);
+    CHECK(test_redis_counters(same).rejected == 4);
     check_get(plain, "kern", 4, "trusted code", 12);
 
     test_redis_set(&server, name, tagged, len);
     check_get(same, "kern", 4, "trusted code", 12);
-    CHECK(counters(same).hits == 2);
+    CHECK(test_redis_counters(same).hits == 2);
     free(stripped);
     free(evil);
     free(tagged);
@@ -532,7 +497,7 @@ static void test_password(void)
     s = open_store(url, PROGCACHE_REDIS_SYNC_PUT, NULL, NULL);
     check_miss(s, "k", 1);
     CHECK_OK(progcache_store_put(s, "k", 1, "w", 1));
-    progcache_redis_counters c = counters(s);
+    progcache_redis_counters c = test_redis_counters(s);
     CHECK(c.errors == 2 && c.hits == 0 && c.stores == 0 && c.store_errors == 1);
     CHECK(c.skipped_backoff == 0); /* two failures: below the limit of 3 */
     progcache_store_free(s);
@@ -582,7 +547,7 @@ static void test_threads(void)
         CHECK(pthread_join(t[i], NULL) == 0);
         CHECK(w[i].bad == 0);
     }
-    progcache_redis_counters c = counters(s);
+    progcache_redis_counters c = test_redis_counters(s);
     CHECK(c.hits == THREADS * PER_THREAD && c.stores == THREADS * PER_THREAD);
     CHECK(c.errors == 0 && c.rejected == 0);
     progcache_store_free(s);
@@ -596,7 +561,7 @@ static void test_threads(void)
     for (int i = 0; i < THREADS; i++)
         CHECK(pthread_join(t[i], NULL) == 0);
     CHECK_OK(progcache_store_flush(s));
-    c = counters(s);
+    c = test_redis_counters(s);
     CHECK(c.stores == THREADS * PER_THREAD && c.errors == 0);
     uint64_t n = 0;
     CHECK_OK(progcache_store_count(&n, s));

@@ -29,13 +29,6 @@ static progcache_store *open_store(const char *url, unsigned int flags,
     return s;
 }
 
-static progcache_redis_counters counters(const progcache_store *s)
-{
-    progcache_redis_counters c = PROGCACHE_REDIS_COUNTERS_INIT;
-    CHECK_OK(progcache_redis_counters_get(&c, s));
-    return c;
-}
-
 static int get_rc(progcache_store *s, const char *key)
 {
     progcache_buf buf = PROGCACHE_BUF_INIT;
@@ -56,7 +49,7 @@ static void test_down_at_start(void)
     for (int i = 0; i < 50; i++)
         CHECK_OK(progcache_store_put(s, "k", 1, "v", 1));
     double elapsed = test_now_ms() - t0;
-    progcache_redis_counters c = counters(s);
+    progcache_redis_counters c = test_redis_counters(s);
     CHECK(c.errors == 3 && c.backoffs == 1 && c.timeouts == 0);
     CHECK(c.skipped_backoff == 247);
     CHECK(c.hits == 0 && c.misses == 0 && c.stores == 0);
@@ -84,7 +77,7 @@ static void test_down_at_start(void)
     CHECK_OK(progcache_get(&buf, cache, "key", 3));
     CHECK(buf.size == 5 && memcmp(buf.data, "value", 5) == 0);
     CHECK_OK(progcache_store_flush(remote));
-    c = counters(remote);
+    c = test_redis_counters(remote);
     CHECK(c.misses == 0 && c.stores == 0 && c.errors + c.skipped_backoff >= 2);
     progcache_buf_free(&buf);
     progcache_close(cache);
@@ -121,7 +114,7 @@ static void test_connect_timeout(void)
         double t = test_now_ms() - t0;
         worst = t > worst ? t : worst;
     }
-    progcache_redis_counters c = counters(s);
+    progcache_redis_counters c = test_redis_counters(s);
     CHECK(c.errors == 3 && c.timeouts == 3 && c.backoffs == 1 && c.skipped_backoff == 7);
     CHECK(worst < 2000);
     progcache_store_free(s);
@@ -190,14 +183,14 @@ static void test_killed_and_restarted(void)
     test_redis_restart(&server);
     CHECK_OK(progcache_store_put(s, "k", 1, "v2", 2));
     CHECK_RC(PROGCACHE_OK, get_rc(s, "k"));
-    CHECK(counters(s).errors == 0);
+    CHECK(test_redis_counters(s).errors == 0);
 
     test_redis_kill(&server);
     for (int i = 0; i < 20; i++) {
         CHECK_RC(PROGCACHE_ENOTFOUND, get_rc(s, "k"));
         CHECK_OK(progcache_store_put(s, "k", 1, "lost", 4));
     }
-    progcache_redis_counters c = counters(s);
+    progcache_redis_counters c = test_redis_counters(s);
     CHECK(c.errors >= 3 && c.backoffs >= 1 && c.skipped_backoff >= 1);
     CHECK(c.store_errors >= 1 && c.timeouts == 0);
 
@@ -212,7 +205,7 @@ static void test_killed_and_restarted(void)
             test_sleep_ms(50);
     }
     CHECK(ok);
-    progcache_redis_counters back = counters(s);
+    progcache_redis_counters back = test_redis_counters(s);
     CHECK(back.hits == c.hits + 1 && back.stores > c.stores);
     c = back;
 
@@ -220,7 +213,7 @@ static void test_killed_and_restarted(void)
      * miss, not a new back-off. */
     test_redis_kill(&server);
     CHECK_RC(PROGCACHE_ENOTFOUND, get_rc(s, "k"));
-    progcache_redis_counters d = counters(s);
+    progcache_redis_counters d = test_redis_counters(s);
     CHECK(d.errors == c.errors + 1 && d.backoffs == c.backoffs);
     progcache_store_free(s);
     test_redis_stop(&server);
@@ -248,7 +241,7 @@ static void test_stopped_server(void)
     progcache_store *async = open_store(server.url, 0, 100, 60000);
     warm_up(s); /* leaves a pooled connection */
     warm_up(async);
-    progcache_redis_counters base = counters(s), abase = counters(async);
+    progcache_redis_counters base = test_redis_counters(s), abase = test_redis_counters(async);
 
     test_redis_pause(&server);
     double worst = 0;
@@ -258,7 +251,7 @@ static void test_stopped_server(void)
         double t = test_now_ms() - t0;
         worst = t > worst ? t : worst;
     }
-    progcache_redis_counters c = counters(s);
+    progcache_redis_counters c = test_redis_counters(s);
     /* The pooled connection, then two new ones (the kernel completes the
      * TCP handshake for a stopped process), each ran out of time. */
     CHECK(c.timeouts - base.timeouts == 3 && c.errors - base.errors == 3);
@@ -272,7 +265,7 @@ static void test_stopped_server(void)
         CHECK_OK(progcache_store_put(async, "b", 1, "v", 1));
     double put_ms = test_now_ms() - t0;
     CHECK_OK(progcache_store_flush(async));
-    c = counters(async);
+    c = test_redis_counters(async);
     CHECK(c.stores == abase.stores && c.store_errors - abase.store_errors == 3);
     CHECK(c.timeouts - abase.timeouts == 3 && c.skipped_backoff - abase.skipped_backoff == 2);
     CHECK(put_ms < 1000);
