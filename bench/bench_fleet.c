@@ -44,17 +44,7 @@ static void stop_server(void)
 /* A redis-server of our own on a free loopback port; its URL in url. */
 static void start_server(char *url, size_t size, const char *dir)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
-        getsockname(fd, (struct sockaddr *)&a, &len)) {
-        perror("bench_fleet: a free port");
-        exit(1);
-    }
-    int port = ntohs(a.sin_port);
-    close(fd);
+    int port = bench_free_port("bench_fleet");
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", port);
     server_pid = fork();
@@ -68,6 +58,8 @@ static void start_server(char *url, size_t size, const char *dir)
     }
     atexit(stop_server);
     snprintf(url, size, "redis://127.0.0.1:%d", port);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     for (int i = 0; i < 500; i++) { /* up to 5 s */
         int c = socket(AF_INET, SOCK_STREAM, 0);
         a.sin_port = htons((uint16_t)port);

@@ -90,21 +90,6 @@ static void stop_server(void)
     }
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
-        getsockname(fd, (struct sockaddr *)&a, &len)) {
-        perror("bench_redis: picking a port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void start_server(config *cfg)
 {
     const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -113,7 +98,7 @@ static void start_server(config *cfg)
         perror("bench_redis: mkdtemp");
         exit(1);
     }
-    int port = free_port();
+    int port = bench_free_port("bench_redis");
     char port_s[16], sock[300];
     snprintf(port_s, sizeof port_s, "%d", port);
     snprintf(sock, sizeof sock, "%s/redis.sock", server_dir);

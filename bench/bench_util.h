@@ -3,9 +3,14 @@
 #ifndef PROGCACHE_BENCH_UTIL_H
 #define PROGCACHE_BENCH_UTIL_H
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <ftw.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,6 +138,23 @@ static inline void bench_json_end(FILE *f, const char *path)
     fputs("}\n", f);
     if (fclose(f) != 0)
         perror(path);
+}
+
+/* A free loopback TCP port (for a redis-server of the benchmark's own);
+ * exits with a message naming prog when none can be had. */
+static inline int bench_free_port(const char *prog)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
+        getsockname(fd, (struct sockaddr *)&a, &len)) {
+        fprintf(stderr, "%s: picking a free port: %s\n", prog, strerror(errno));
+        exit(1);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
 }
 
 #endif
