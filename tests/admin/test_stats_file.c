@@ -79,7 +79,7 @@ static void test_counting(void)
     char path[1024];
     snprintf(path, sizeof path, "%s/progcache/stats", dir);
     struct stat st;
-    CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 256);
+    CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 512);
 
     unsigned char key[8];
     progcache_buf buf = PROGCACHE_BUF_INIT;
@@ -290,7 +290,7 @@ static void test_bad_layout_replaced(void)
         CHECK(stats_of(cache).misses == 1);
         progcache_close(cache);
         struct stat st;
-        CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 256);
+        CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 512);
     }
     progcache_buf_free(&buf);
     test_rmtree(dir);

@@ -1,10 +1,10 @@
 /* The statistics file: <root>/progcache/stats, mapped MAP_SHARED by every
  * process that opens the cache directory for writing.
  *
- * 64 slots of 32 64-bit counters. A thread counts into the slot picked by
+ * 64 slots of 64 64-bit counters. A thread counts into the slot picked by
  * hashing its process id and the address of a thread-local variable, so
  * concurrent processes and threads mostly write different cache lines
- * (each slot is 256 bytes, four lines) and never wait on each other; a
+ * (each slot is 512 bytes, eight lines) and never wait on each other; a
  * reader sums the slots. Two writers that pick one slot are still correct,
  * the adds are atomic; they only share a line.
  *
@@ -30,7 +30,7 @@
 #include "store/file/file_layout.h"
 
 #define STATS_MAGIC "PCSTATS1"
-#define STATS_VERSION 1
+#define STATS_VERSION 2 /* 2: 64 counters a slot (1 had 32) */
 #define STATS_HEADER_SIZE 256
 #define STATS_SLOTS 64
 #define STATS_SLOT_SIZE (PROGCACHE__COUNTERS_PER_SLOT * 8)
@@ -39,11 +39,11 @@
 
 typedef struct stats_header {
     char magic[8];        /* "PCSTATS1" */
-    uint32_t version;     /* 1 */
+    uint32_t version;     /* 2 */
     uint32_t header_size; /* 256: where slot 0 starts */
     uint32_t num_slots;   /* 64 */
-    uint32_t slot_size;   /* 256 bytes: 32 counters */
-    uint64_t file_size;   /* 16640 */
+    uint32_t slot_size;   /* 512 bytes: 64 counters */
+    uint64_t file_size;   /* 33024 */
     uint64_t max_size;    /* the cap of the latest open with a cap */
     int64_t since;        /* creation or last reset, seconds since 1970 */
 } stats_header;

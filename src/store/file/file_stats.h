@@ -50,7 +50,7 @@ typedef enum progcache__counter {
     PROGCACHE__PCH_FALLBACKS = 29,
     PROGCACHE__NAMES_LEARNED = 30,
     /* Counters per slot in the file, used or reserved. */
-    PROGCACHE__COUNTERS_PER_SLOT = 32
+    PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;
 
 typedef struct progcache__stats progcache__stats;
