@@ -7,10 +7,12 @@
 #     and static targets), and all four run;
 #   - the installed progcache tool run with no LD_LIBRARY_PATH (it finds
 #     libprogcache.so.0 through its RUNPATH), its man page and bash
-#     completion in place.
-#   test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER CUDA_TOOLKIT_ROOT WITH_REDIS
+#     completion in place;
+#   - one version everywhere: CMake's project(), common.h, --version, the
+#     .pc file, the CMake package and the newest version in CHANGELOG.md.
+#   test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER CUDA_TOOLKIT_ROOT WITH_REDIS VERSION
 set -euo pipefail
-build=$1 src=$2 cc=$3 cuda=$4 redis=$5
+build=$1 src=$2 cc=$3 cuda=$4 redis=$5 version=$6
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
@@ -72,4 +74,16 @@ cmake -S "$src/tests/install/consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$pr
 cmake --build "$work/cmake" >"$work/build.log" 2>&1 || { cat "$work/build.log"; fail "build it"; }
 "$work/cmake/consumer" "$work/c3" || fail "run the find_package build"
 "$work/cmake/consumer_static" "$work/c4" || fail "run the find_package static build"
+# One version: the project's (CMakeLists.txt, passed in) everywhere.
+[ "$("$prefix/bin/progcache" --version)" = "progcache $version" ] \
+  || fail "progcache --version says '$("$prefix/bin/progcache" --version)', the project $version"
+[ "$(pkg-config --modversion progcache)" = "$version" ] \
+  || fail "progcache.pc says $(pkg-config --modversion progcache), the project $version"
+grep -q "^set(PACKAGE_VERSION \"$version\")" "$libdir/cmake/progcache/progcacheConfigVersion.cmake" \
+  || fail "the CMake package's version is not $version"
+grep -q "^#define PROGCACHE_VERSION_STRING \"$version\"" "$prefix/include/progcache/common.h" \
+  || fail "common.h's PROGCACHE_VERSION_STRING is not $version"
+newest=$(grep -m1 -E '^## [0-9]' "$src/CHANGELOG.md" | cut -c4-)
+[ "$newest" = "$version" ] || fail "CHANGELOG.md's newest version is '$newest', the project $version"
+[ -e "$prefix/share/doc/progcache/LICENSE" ] || fail "the LICENSE is not installed"
 echo "test_install: ok"
