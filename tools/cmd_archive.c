@@ -65,12 +65,15 @@ typedef struct {
     int exporting;
 } archive_command;
 
-/* Entries that are not valid artifacts, by reason: said once per reason at
- * the end, with a count and the first entry's name, not once per entry (an
- * archive of 300 foreign files gave 300 warnings). */
+/* Entries that are not valid artifacts, by kind of reason (the reason up to
+ * its details in parentheses: "not a CUBIN, PTX, LTO-IR or fatbin (100
+ * bytes, starting ...)"): said once per kind at the end, with a count and
+ * the first entry, not once per entry (an archive of 300 foreign files gave
+ * 300 warnings). */
 #define WARN_KINDS 16
 typedef struct warn_kind {
-    char reason[sizeof ((progcache_artifact_info *)0)->reason];
+    char reason[sizeof ((progcache_artifact_info *)0)->reason]; /* the first's, whole */
+    size_t kind_len;                                           /* its kind: reason[0..len) */
     char first[65];
     uint64_t count;
 } warn_kind;
@@ -89,14 +92,21 @@ static int tool_progress_cb_of_archive(void *ctx, const char *what, uint64_t don
     return tool_progress_cb(&((archive_ctx *)ctx)->bar, what, done, total);
 }
 
+static size_t kind_len(const char *reason)
+{
+    const char *details = strstr(reason, " (");
+    return details ? (size_t)(details - reason) : strlen(reason);
+}
+
 static int note_invalid(void *ctx, const progcache_entry *e)
 {
     archive_ctx *x = ctx;
     if (!e->artifact || e->artifact->valid)
         return 0;
     const char *reason = e->artifact->reason;
+    size_t len = kind_len(reason);
     for (size_t i = 0; i < x->num_kinds; i++)
-        if (!strncmp(x->kinds[i].reason, reason, sizeof x->kinds[i].reason - 1)) {
+        if (x->kinds[i].kind_len == len && !strncmp(x->kinds[i].reason, reason, len)) {
             x->kinds[i].count++;
             return 0;
         }
@@ -106,25 +116,33 @@ static int note_invalid(void *ctx, const progcache_entry *e)
     }
     warn_kind *k = &x->kinds[x->num_kinds++];
     snprintf(k->reason, sizeof k->reason, "%s", reason);
+    k->kind_len = kind_len(k->reason);
     snprintf(k->first, sizeof k->first, "%s", e->name);
     k->count = 1;
     return 0;
 }
 
-/* One line per reason: "entry NAME is not a valid artifact (REASON)", or
- * "N entries are not valid artifacts (REASON; the first: NAME)". */
+/* One line per kind: "entry NAME is not a valid artifact (REASON)", or "N
+ * entries are not valid artifacts (KIND; the first: NAME, DETAILS)". */
 static void warn_invalid(const archive_ctx *x)
 {
     const archive_command *c = x->c;
     for (size_t i = 0; i < x->num_kinds; i++) {
         const warn_kind *k = &x->kinds[i];
-        fprintf(stderr, "progcache %s: warning: ", c->cmd);
-        if (k->count == 1)
-            fprintf(stderr, "entry %s is not a valid artifact (%s); ", k->first, k->reason);
-        else
-            fprintf(stderr, "%llu entries are not valid artifacts (%s; the first: %s); ",
-                    (unsigned long long)k->count, k->reason, k->first);
         int one = k->count == 1;
+        fprintf(stderr, "progcache %s: warning: ", c->cmd);
+        if (one) {
+            fprintf(stderr, "entry %s is not a valid artifact (%s); ", k->first, k->reason);
+        } else {
+            /* The details of the first without their parentheses. */
+            const char *details = k->reason + k->kind_len;
+            size_t dlen = strlen(details);
+            if (dlen >= 3 && details[dlen - 1] == ')')
+                details += 2, dlen -= 3;
+            fprintf(stderr, "%llu entries are not valid artifacts (%.*s; the first: %s%s%.*s); ",
+                    (unsigned long long)k->count, (int)k->kind_len, k->reason, k->first,
+                    dlen ? ", " : "", (int)dlen, details);
+        }
         if (c->exporting)
             fprintf(stderr, "exported as %s\n", one ? "it is" : "they are");
         else

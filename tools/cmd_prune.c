@@ -45,6 +45,31 @@ static const char usage_text[] =
     "'cap SIZE:' when trimming to the cap)\n"
     "Exit status: 0 done; 2 bad usage; 3 the directory cannot be used.\n";
 
+/* "removed N entries (SIZE) from D; N entries (SIZE) left", after "cap
+ * SIZE: " when trimming to the cap (not 0), or the JSON object. */
+static void report(int json, const char *dir, uint64_t removed, uint64_t removed_bytes,
+                   uint64_t entries, uint64_t total_size, uint64_t cap)
+{
+    if (json) {
+        tool_json_begin(stdout);
+        printf(", \"dir\": ");
+        tool_json_string(stdout, dir);
+        printf(", \"removed\": %llu, \"removed_bytes\": %llu, \"entries\": %llu, "
+               "\"total_size\": %llu}\n",
+               (unsigned long long)removed, (unsigned long long)removed_bytes,
+               (unsigned long long)entries, (unsigned long long)total_size);
+        return;
+    }
+    char freed[64], left[64], limit[64];
+    tool_format_size_long(freed, sizeof freed, removed_bytes);
+    tool_format_size_long(left, sizeof left, total_size);
+    tool_format_size_long(limit, sizeof limit, cap);
+    if (cap)
+        printf("cap %s: ", limit);
+    printf("removed %llu entries (%s) from %s; %llu entries (%s) left\n",
+           (unsigned long long)removed, freed, dir, (unsigned long long)entries, left);
+}
+
 int cmd_prune(int argc, char **argv)
 {
     static const tool_option options[] = {
@@ -89,11 +114,20 @@ int cmd_prune(int argc, char **argv)
     int to_cap = !have_size && !have_age;
     if (to_cap && (code = directory_cap(dir, &cap)))
         goto done;
-    if (to_cap && cap == PROGCACHE_SIZE_NONE)
+    if (to_cap && (cap == 0 || cap == PROGCACHE_SIZE_NONE)) {
+        /* Nothing to trim to: say so, and what the directory holds. */
         fprintf(stderr, "progcache %s: %s has no size cap (max_size none): nothing to trim; "
                         "give --max-size or --older-than\n",
                 CMD, dir);
-    else if (to_cap)
+        progcache_stats st = PROGCACHE_STATS_INIT;
+        if (progcache_store_stats_get(&st, progcache_file_store(file)) != PROGCACHE_OK) {
+            code = tool_lib_error(CMD, EXIT_FAILED, "cannot read the statistics");
+            goto done;
+        }
+        report(json, dir, 0, 0, st.entries, st.total_size, 0);
+        goto done;
+    }
+    if (to_cap)
         opts.max_size = cap;
     progcache_prune_result res = PROGCACHE_PRUNE_RESULT_INIT;
     tool_progress bar;
@@ -106,24 +140,8 @@ int cmd_prune(int argc, char **argv)
         code = tool_lib_error(CMD, EXIT_FAILED, "cannot prune the cache");
         goto done;
     }
-    if (json) {
-        tool_json_begin(stdout);
-        printf(", \"dir\": ");
-        tool_json_string(stdout, dir);
-        printf(", \"removed\": %llu, \"removed_bytes\": %llu, \"entries\": %llu, "
-               "\"total_size\": %llu}\n",
-               (unsigned long long)res.removed, (unsigned long long)res.removed_bytes,
-               (unsigned long long)res.entries, (unsigned long long)res.total_size);
-    } else {
-        char freed[64], left[64], limit[64];
-        tool_format_size_long(freed, sizeof freed, res.removed_bytes);
-        tool_format_size_long(left, sizeof left, res.total_size);
-        tool_format_size_long(limit, sizeof limit, cap);
-        if (to_cap && cap != PROGCACHE_SIZE_NONE)
-            printf("cap %s: ", limit);
-        printf("removed %llu entries (%s) from %s; %llu entries (%s) left\n",
-               (unsigned long long)res.removed, freed, dir, (unsigned long long)res.entries, left);
-    }
+    report(json, dir, res.removed, res.removed_bytes, res.entries, res.total_size,
+           to_cap ? cap : 0);
 done:
     progcache_file_close(file);
     free(dir);
