@@ -6,8 +6,8 @@
 #   - the same program built with CMake's find_package(progcache) (shared
 #     and static targets), and all four run;
 #   - the installed progcache tool run with no LD_LIBRARY_PATH (it finds
-#     libprogcache.so.0 through its RUNPATH), its man page and bash
-#     completion in place;
+#     libprogcache.so.0 through its RUNPATH), its man page and the bash,
+#     zsh and fish completion in place;
 #   - one version everywhere: CMake's project(), common.h, --version, the
 #     .pc file, the CMake package and the newest version in CHANGELOG.md.
 #   test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER CUDA_TOOLKIT_ROOT WITH_REDIS VERSION
@@ -24,7 +24,8 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log" || { cat "$work
 libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1 | xargs dirname)
 for f in bin/progcache include/progcache/progcache.h include/progcache/settings.h \
          include/progcache/sys/store.h share/man/man1/progcache.1 \
-         share/bash-completion/completions/progcache; do
+         share/bash-completion/completions/progcache share/zsh/site-functions/_progcache \
+         share/fish/vendor_completions.d/progcache.fish include/progcache.hpp; do
   [ -e "$prefix/$f" ] || fail "$f is not installed"
 done
 [ -e "$libdir/libprogcache.so.0" ] && [ -e "$libdir/libprogcache.a" ] || fail "the libraries"
@@ -43,6 +44,12 @@ printf 'bytes\n' >"$work/v"
 "$prefix/bin/progcache" config -d "$cache" max_size 1G >/dev/null || fail "installed tool: config"
 "$prefix/bin/progcache" stats -d "$cache" | grep -q 'size cap.*1.0 GiB' || fail "installed tool: stats"
 bash -n "$prefix/share/bash-completion/completions/progcache" || fail "the completion script"
+if command -v zsh >/dev/null; then
+  zsh -n "$prefix/share/zsh/site-functions/_progcache" || fail "the zsh completion"
+fi
+if command -v fish >/dev/null; then
+  fish -n "$prefix/share/fish/vendor_completions.d/progcache.fish" || fail "the fish completion"
+fi
 if command -v man >/dev/null; then
   man -l "$prefix/share/man/man1/progcache.1" >/dev/null 2>&1 || fail "man -l progcache.1"
 fi
