@@ -157,7 +157,10 @@ class buffer {
     const unsigned char *end() const noexcept { return buf_.data + buf_.size; }
     bytes view() const noexcept { return bytes(buf_.data, buf_.size); }
     operator bytes() const noexcept { return view(); }
-    std::vector<unsigned char> to_vector() const { return std::vector<unsigned char>(begin(), end()); }
+    std::vector<unsigned char> to_vector() const
+    {
+        return std::vector<unsigned char>(begin(), end());
+    }
     progcache_buf *native() noexcept { return &buf_; }
 
   private:

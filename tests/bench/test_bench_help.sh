@@ -39,7 +39,8 @@ for sh in "$src"/bench/*.sh; do try "$(basename "$sh")" bash "$sh"; done
 # Every bench_*.c was given: a benchmark added later is covered.
 for c in "$src"/bench/bench_*.c; do
   name=$(basename "$c" .c)
-  printf '%s\n' "$@" | grep -qE "(/|^excluded:)$name\$" || { echo "FAIL: $name was not given to the test"; failed=1; }
+  printf '%s\n' "$@" | grep -qE "(/|^excluded:)$name\$" \
+    || { echo "FAIL: $name was not given to the test"; failed=1; }
 done
 [ $failed = 0 ] && echo "test_bench_help: ok ($n programs)"
 exit $failed

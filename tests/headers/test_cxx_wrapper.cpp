@@ -65,9 +65,11 @@ static void compile_and_load(const std::string &dir)
     prog.options({"-arch=sm_90", "--std=c++17"}).kernel("scale").flags(flags);
     progcachepp::program_result first = cache.compile_or_load(prog);
     CHECK(first.status() == PROGCACHE_STATUS_MISS);
-    CHECK(first.artifact().size() > 4 && std::memcmp(first.artifact().data(), "\x7f" "ELF", 4) == 0);
+    CHECK(first.artifact().size() > 4 &&
+          std::memcmp(first.artifact().data(), "\x7f" "ELF", 4) == 0);
     CHECK(first.key() == prog.key());
-    CHECK((flags & PROGCACHE_PROGRAM_NO_LOAD) ? first.kernel() == nullptr : first.kernel() != nullptr);
+    CHECK((flags & PROGCACHE_PROGRAM_NO_LOAD) ? first.kernel() == nullptr
+                                              : first.kernel() != nullptr);
     progcachepp::program_result again = cache.compile_or_load(prog);
     CHECK(again.hit());
     CHECK(again.artifact().as_string() == first.artifact().as_string());

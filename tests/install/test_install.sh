@@ -86,7 +86,8 @@ cmake --build "$work/cmake" >"$work/build.log" 2>&1 || { cat "$work/build.log"; 
   || fail "progcache --version says '$("$prefix/bin/progcache" --version)', the project $version"
 [ "$(pkg-config --modversion progcache)" = "$version" ] \
   || fail "progcache.pc says $(pkg-config --modversion progcache), the project $version"
-grep -q "^set(PACKAGE_VERSION \"$version\")" "$libdir/cmake/progcache/progcacheConfigVersion.cmake" \
+grep -q "^set(PACKAGE_VERSION \"$version\")" \
+  "$libdir/cmake/progcache/progcacheConfigVersion.cmake" \
   || fail "the CMake package's version is not $version"
 grep -q "^#define PROGCACHE_VERSION_STRING \"$version\"" "$prefix/include/progcache/common.h" \
   || fail "common.h's PROGCACHE_VERSION_STRING is not $version"
