@@ -9,7 +9,8 @@
 #     libprogcache.so.0 through its RUNPATH), its man page and the bash,
 #     zsh and fish completion in place;
 #   - one version everywhere: CMake's project(), common.h, --version, the
-#     .pc file, the CMake package and the newest version in CHANGELOG.md.
+#     .pc file, the CMake package, the man page and the newest version in
+#     CHANGELOG.md.
 #   test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER CUDA_TOOLKIT_ROOT WITH_REDIS VERSION
 set -euo pipefail
 build=$1 src=$2 cc=$3 cuda=$4 redis=$5 version=$6
@@ -91,6 +92,8 @@ grep -q "^set(PACKAGE_VERSION \"$version\")" \
   || fail "the CMake package's version is not $version"
 grep -q "^#define PROGCACHE_VERSION_STRING \"$version\"" "$prefix/include/progcache/common.h" \
   || fail "common.h's PROGCACHE_VERSION_STRING is not $version"
+grep -q "^\.TH PROGCACHE 1 .* \"progcache $version\"" "$prefix/share/man/man1/progcache.1" \
+  || fail "the man page's header does not say progcache $version"
 newest=$(grep -m1 -E '^## [0-9]' "$src/CHANGELOG.md" | cut -c4-)
 [ "$newest" = "$version" ] || fail "CHANGELOG.md's newest version is '$newest', the project $version"
 [ -e "$prefix/share/doc/progcache/LICENSE" ] || fail "the LICENSE is not installed"
