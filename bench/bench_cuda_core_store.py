@@ -11,10 +11,15 @@ import argparse
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 
-from cuda.core.utils import FileStreamProgramCache
+try:  # --help needs no cuda.core; a run says that it is missing
+    from cuda.core.utils import FileStreamProgramCache
+    MISSING = None
+except ImportError as e:
+    MISSING = e
 
 VALUE_SIZE = 5734  # 5.6 KiB, as in bench_store_file.c
 
@@ -83,6 +88,9 @@ def main():
     ap.add_argument("--json", default=None, help="also write the figures to this file "
                     "(what scripts/plot_perf.py reads)")
     args = ap.parse_args()
+    if MISSING:
+        print("bench_cuda_core_store.py: needs cuda.core: %s" % MISSING, file=sys.stderr)
+        return 3
     results = {"value_size": VALUE_SIZE, "samples": args.samples, "sizes": [], "capped": []}
     base = args.dir or tempfile.mkdtemp(prefix="bench-cudacore-")
     value = bytes((i * 31 + 7) & 0xFF for i in range(VALUE_SIZE))
@@ -101,7 +109,7 @@ def main():
               flush=True)
         results["capped"].append({"entries": n, "puts_per_s": round(rate, 1)})
     if args.json:
-        import datetime, json, socket, sys
+        import datetime, json, socket
         now = datetime.datetime.now(datetime.timezone.utc)
         with open(args.json, "w") as f:
             json.dump({"schema": 1, "bench": "cuda_core_store", "date": now.strftime("%Y-%m-%d"),
@@ -113,4 +121,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

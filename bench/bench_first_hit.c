@@ -68,8 +68,15 @@ static int child(const char *dir, int fd)
     return 0;
 }
 
+static const char usage_text[] =
+    "usage: bench_first_hit [--runs N] [--dir DIR]\n"
+    "\n"
+    "The first cache hit of a fresh process, step by step, next to a warm process\n"
+    "(needs a GPU).\n";
+
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv, usage_text);
     int runs = 21;
     const char *dir = NULL;
     char tmpl[] = "/tmp/bench-first-hit-XXXXXX";
@@ -79,7 +86,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             dir = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_first_hit [--runs N] [--dir DIR]\n");
+            fputs(usage_text, stderr);
             return 2;
         }
     }

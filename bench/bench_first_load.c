@@ -80,14 +80,21 @@ static int child(int mode, const progcache_buf *cubin, int fd)
     return write(fd, t, sizeof t) == (ssize_t)sizeof t && t[0] >= 0 && t[1] >= 0 ? 0 : 1;
 }
 
+static const char usage_text[] =
+    "usage: bench_first_load [--runs N]\n"
+    "\n"
+    "The first library load of a fresh process, with and without\n"
+    "CU_LIBRARY_BINARY_IS_PRESERVED, next to cuModuleLoadData (needs a GPU).\n";
+
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv, usage_text);
     int runs = 15;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             runs = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_first_load [--runs N]\n");
+            fputs(usage_text, stderr);
             return 2;
         }
     }

@@ -178,8 +178,15 @@ static void round_once(const config *cfg, int programs, int remote, int round, d
     free(pids);
 }
 
+static const char usage_text[] =
+    "usage: bench_fleet [--nodes N] [--procs N] [--rounds N] [--arch sm_XY] [--url URL]\n"
+    "\n"
+    "A fleet on one shared Redis: NODES x PROCS processes on cold programs,\n"
+    "compiles counted (no GPU needed; a redis-server on PATH unless --url).\n";
+
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv, usage_text);
     config cfg = {.nodes = 8, .procs = 8, .rounds = 3};
     const char *arch = "sm_90";
     for (int i = 1; i < argc; i++) {
@@ -194,8 +201,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--url") && i + 1 < argc)
             cfg.url = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_fleet [--nodes N] [--procs N] [--rounds N] "
-                            "[--arch sm_XY] [--url URL]\n");
+            fputs(usage_text, stderr);
             return 2;
         }
     }

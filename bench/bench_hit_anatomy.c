@@ -236,8 +236,15 @@ static int load_sources(const char *path)
     return 0;
 }
 
+static const char usage_text[] =
+    "usage: bench_hit_anatomy [--runs N] [--source FILE --kernel NAME] [--json FILE]\n"
+    "\n"
+    "Where the first cache hit of a fresh process spends its time, call by call,\n"
+    "with page faults (needs a GPU).\n";
+
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv, usage_text);
     int runs = 15, is_child = argc >= 5 && !strcmp(argv[1], "--child");
     const char *source_file = NULL, *json_path = NULL;
     for (int i = is_child ? 5 : 1; i < argc; i++) {
@@ -250,8 +257,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--kernel") && i + 1 < argc)
             kernel_name = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_hit_anatomy [--runs N] [--source FILE --kernel NAME] "
-                            "[--json FILE]\n");
+            fputs(usage_text, stderr);
             return 2;
         }
     }

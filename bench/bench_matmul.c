@@ -322,8 +322,15 @@ static void open_gpu(bench *b)
     snprintf(b->arch, sizeof b->arch, "sm_%d%d", g->major, g->minor);
 }
 
+static const char usage_text[] =
+    "usage: bench_matmul [--sizes 512,1024,...] [--cache-dir DIR] [--json FILE]\n"
+    "\n"
+    "TFLOP/s of the sample's matmul kernels against cuBLAS, and what compiling and\n"
+    "tuning them costs (needs a GPU).\n";
+
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv, usage_text);
     int sizes[MAX_SIZES] = {512, 1024, 2048, 4096, 8192};
     int num_sizes = 5;
     char dir[4096] = "";
@@ -341,8 +348,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--cache-dir") && i + 1 < argc) {
             snprintf(dir, sizeof dir, "%s", argv[++i]);
         } else {
-            fprintf(stderr, "usage: bench_matmul [--sizes 512,1024,...] [--cache-dir DIR] "
-                            "[--json FILE]\n");
+            fputs(usage_text, stderr);
             return 2;
         }
     }

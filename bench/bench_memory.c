@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 #define VALUE_SIZE 5734 /* 5.6 KiB */
 #define KEY_SIZE 32     /* a cuda.core key is a SHA-256 digest */
 
@@ -98,14 +100,21 @@ done:
     return rc;
 }
 
+static const char usage_text[] =
+    "usage: bench_memory [samples]   (samples: 1 to 100000000)\n"
+    "\n"
+    "Latency of a memory-tier hit through the cache API at 10, 1,000 and 100,000\n"
+    "entries (no GPU needed).\n";
+
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv, usage_text);
     unsigned int samples = 200000;
     if (argc > 1) {
         char *end;
         unsigned long n = strtoul(argv[1], &end, 10);
         if (*end || n == 0 || n > 100000000ul) {
-            fprintf(stderr, "usage: bench_memory [samples]   (samples: 1 to 100000000)\n");
+            fputs(usage_text, stderr);
             return 2;
         }
         samples = (unsigned int)n;

@@ -205,8 +205,16 @@ static void stats_line(const char *dir, const char *label)
     progcache_close(cache);
 }
 
+static const char usage_text[] =
+    "usage: bench_pch [--variants N]   (N: 2 to 100, default 20)\n"
+    "\n"
+    "What the PCH tier saves on misses: CUB variants compiled in fresh processes\n"
+    "and in one process, without and with the tier (no GPU needed; over a minute).\n"
+    "The helper is $PROGCACHE_PCH_HELPER, else the one built with this bench.\n";
+
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv, usage_text);
     self = argv[0];
     if (argc == 5 && !strcmp(argv[1], "--one"))
         return one(argv[2], atoi(argv[3]), !strcmp(argv[4], "on"));
@@ -216,7 +224,7 @@ int main(int argc, char **argv)
     if (argc == 3 && !strcmp(argv[1], "--variants"))
         n = atoi(argv[2]);
     if (n < 2 || n > MAX_VARIANTS) {
-        fprintf(stderr, "usage: bench_pch [--variants N]   (2 to %d)\n", MAX_VARIANTS);
+        fputs(usage_text, stderr);
         return 2;
     }
     if (!getenv("PROGCACHE_PCH_HELPER") && BENCH_PCH_HELPER[0])

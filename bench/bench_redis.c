@@ -302,10 +302,16 @@ static double throughput(const config *cfg, tier t, int clients)
 
 static const char *json_path; /* --json FILE */
 
+static const char usage_text[] =
+    "usage: bench_redis [--url URL] [--value-size N] [--entries N] [--samples N]\n"
+    "                   [--seconds S] [--clients 1,16] [--json FILE]\n"
+    "\n"
+    "The Redis tier next to the file tier: hit and put latency, get throughput\n"
+    "(a redis-server on PATH unless --url).\n";
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_redis [--url URL] [--value-size N] [--entries N] "
-                    "[--samples N] [--seconds S] [--clients 1,16] [--json FILE]\n");
+    fputs(usage_text, stderr);
     exit(2);
 }
 
@@ -346,6 +352,7 @@ static void parse_args(config *cfg, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv, usage_text);
     config cfg = {NULL, NULL, 65536, 1000, 20000, 3.0, {1, 16}, 2};
     parse_args(&cfg, argc, argv);
 

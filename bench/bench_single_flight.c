@@ -96,8 +96,16 @@ static void round_once(const char *dir, const char *arch_opt, int procs, unsigne
     free(pids);
 }
 
+static const char usage_text[] =
+    "usage: bench_single_flight [--procs N] [--rounds N] [--arch sm_XY] [--dir DIR]\n"
+    "                           [--json FILE]\n"
+    "\n"
+    "N processes start together on an empty cache and need one kernel: compiles\n"
+    "and wall time with and without single-flight (no GPU needed).\n";
+
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv, usage_text);
     int procs = 16, rounds = 5;
     const char *arch = "sm_90";
     const char *dir = NULL, *json_path = NULL;
@@ -113,8 +121,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             dir = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_single_flight [--procs N] [--rounds N] [--arch sm_XY] "
-                            "[--dir DIR] [--json FILE]\n");
+            fputs(usage_text, stderr);
             return 2;
         }
     }

@@ -165,8 +165,16 @@ static double capped_throughput(const char *dir, size_t n, const unsigned char *
     return (double)count / secs;
 }
 
+static const char usage_text[] =
+    "usage: bench_store_file [--dir DIR] [--sizes 10,1000,100000] [--value-size N]\n"
+    "                        [--samples N] [--cap-puts N] [--json FILE]\n"
+    "\n"
+    "Latency of the file store's get and put at several cache sizes, and put\n"
+    "throughput under a full size cap (no GPU needed).\n";
+
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv, usage_text);
     const char *base = NULL;
     const char *sizes = "10,1000,100000";
     size_t vsize = 5734; /* 5.6 KiB, as in the cuda.core anchor figures */
@@ -186,8 +194,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--cap-puts") && i + 1 < argc)
             cap_puts = strtoul(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: bench_store_file [--dir DIR] [--sizes 10,1000,100000] "
-                            "[--value-size N] [--samples N] [--cap-puts N] [--json FILE]\n");
+            fputs(usage_text, stderr);
             return 2;
         }
     }

@@ -41,6 +41,18 @@ static const char bench_matmul_source[] =
     "  if (row < M && col < N) { float v = acc + bias[col]; C[row * N + col] = v > 0.0f ? v : 0.0f; }\n"
     "}\n";
 
+/* Every benchmark answers --help (or -h) anywhere on its command line with
+ * its usage on standard output and exit status 0, before it does anything
+ * (tests/bench/test_bench_help.sh runs each so). */
+static inline void bench_help(int argc, char **argv, const char *usage)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            exit(0);
+        }
+}
+
 static inline double bench_now_us(void)
 {
     struct timespec ts;

@@ -19,18 +19,24 @@ import os
 import sys
 import time
 
-import cupy as cp
-import numpy as np
-from cuda.core import (
-    Device,
-    EventOptions,
-    LaunchConfig,
-    ObjectCode,
-    Program,
-    ProgramOptions,
-    launch,
-)
-from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
+# --help and --print-source need none of these: their absence is said when a
+# run needs them.
+try:
+    import cupy as cp
+    import numpy as np
+    from cuda.core import (
+        Device,
+        EventOptions,
+        LaunchConfig,
+        ObjectCode,
+        Program,
+        ProgramOptions,
+        launch,
+    )
+    from cuda.core.utils import FileStreamProgramCache, make_program_cache_key
+    MISSING = None
+except ImportError as e:
+    MISSING = e
 
 KERNEL_NAME = "matmul_epilogue"
 RTOL = 1e-3
@@ -122,6 +128,10 @@ def main(argv=None):
     if args.print_source:
         sys.stdout.write(source)
         return 0
+    if MISSING:
+        print("persistent_program_cache_cudacore.py: needs cuda.core, CuPy and NumPy: %s" % MISSING,
+              file=sys.stderr)
+        return 3
 
     # Device and stream (cuInit and the primary context happen here, before
     # any timing, as in the C sample).

@@ -6,6 +6,11 @@
 #  - the sample's HIT in fresh processes (host prep = lookup + load),
 #    both builds and cuda.core's sample interleaved (run_hit_anatomy.sh).
 #   bench/run_ab_gpu.sh BEFORE_SRC [RUNS]
+
+# --help: the comment above, at once.
+case ${1:-} in
+-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BEFORE=$(cd "${1:?usage: $0 BEFORE_SRC [RUNS]}" && pwd)

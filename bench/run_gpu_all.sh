@@ -9,6 +9,11 @@
 # figures of docs/PERFORMANCE.md are drawn from them into OUT_DIR/plots/
 # (scripts/plot_perf.py). To publish a run: copy OUT_DIR/json/*.json over
 # bench/results/current/ and run python3 scripts/plot_perf.py.
+
+# --help: the comment above, at once.
+case ${1:-} in
+-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/gpu-out}}

@@ -8,6 +8,11 @@
 #   bench/run_hit_anatomy.sh BUILD_DIR [RUNS [OTHER_SAMPLE_BINARY...]]
 #   (SKIP_ANATOMY=1: only the sample runs; JSON=FILE: the step table also
 #   as JSON, for scripts/plot_perf.py)
+
+# --help: the comment above, at once.
+case ${1:-} in
+-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 set -uo pipefail
 B=$(cd "${1:?usage: $0 BUILD_DIR [RUNS [OTHER_SAMPLE_BINARY...]]}" && pwd)
 RUNS=${2:-15}

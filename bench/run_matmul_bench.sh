@@ -10,6 +10,11 @@
 #    checks against cuBLAS, compile times cold/warm, tuning cold/warm.
 # 2. The sample as a user runs it at 4096: --kernel fast (MISS, then HIT),
 #    and --autotune cold then warm, each validated on the host.
+
+# --help: the comment above, at once.
+case ${1:-} in
+-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 set -uo pipefail
 
 BUILD=${1:?usage: $0 BUILD_DIR [SIZES]}

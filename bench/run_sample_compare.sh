@@ -20,6 +20,11 @@
 #    make_program_cache_key + FileStreamProgramCache.get +
 #    ObjectCode.from_cubin + get_kernel: what a long-running program pays
 #    per program after its first.
+
+# --help: the comment above, at once.
+case ${1:-} in
+-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 set -euo pipefail
 
 BUILD=${1:?usage: $0 BUILD_DIR [RUNS]}

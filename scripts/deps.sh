@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PROGCACHE_APT_PACKAGES=(build-essential cmake pkg-config libssl-dev libhiredis-dev
-                        redis-server python3 python3-venv valgrind)
+                        redis-server python3 python3-venv valgrind zsh fish)
 
 missing=()
 for p in "${PROGCACHE_APT_PACKAGES[@]}"; do

@@ -2,6 +2,10 @@
 # Build progcache and run the persistentProgramCache sample twice on one
 # cache directory: the first run compiles (MISS), the second loads (HIT).
 #   scripts/run.sh [sample options...]
+# Builds in build-run/ (BUILD_DIR), apart from scripts/test.sh's build/, so
+# neither reconfigures the other's; the binaries land in build-run/bin/,
+# the sample's cache in build-run/sample-cache/, the build's output in
+# build-run/build.log (its end is shown if the build fails).
 # Without a CUDA device the sample runs the whole cache flow for sm_90
 # (key, lookup, compile, store, MISS then HIT) and says launch and
 # validation were skipped.
@@ -9,9 +13,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 
-BUILD_DIR=${BUILD_DIR:-build}
-cmake -S . -B "$BUILD_DIR" -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" >/dev/null
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target persistentProgramCache progcache_tool >/dev/null
+BUILD_DIR=${BUILD_DIR:-build-run}
+mkdir -p "$BUILD_DIR"
+log=$BUILD_DIR/build.log
+echo "progcache: building the library, the tool and the sample in $BUILD_DIR/ (log: $log)"
+if ! { cmake -S . -B "$BUILD_DIR" -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" &&
+       cmake --build "$BUILD_DIR" -j "$(nproc)" --target persistentProgramCache progcache_tool; } \
+     >"$log" 2>&1; then
+  tail -40 "$log" >&2
+  echo "progcache: the build failed; the whole output is in $log" >&2
+  exit 1
+fi
+echo "progcache: built $BUILD_DIR/bin/persistentProgramCache and $BUILD_DIR/bin/progcache"
 
 sample=("$BUILD_DIR/bin/persistentProgramCache")
 args=("$@")

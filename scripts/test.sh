@@ -6,7 +6,10 @@
 #   4. valgrind memcheck (leaks are errors) over the progcache tool.
 #   scripts/test.sh            all four
 #   scripts/test.sh --quick    the first only
-# Environment: BUILD_DIR (default build), JOBS (default nproc).
+# Environment: BUILD_DIR (default build; the sanitizer builds go to
+# build-asan and build-tsan), JOBS (default nproc). scripts/run.sh builds in
+# build-run/, so the two never reconfigure each other's folder. Each
+# build's output is in <dir>/build.log (its end is shown if it fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -16,11 +19,20 @@ JOBS=${JOBS:-$(nproc)}
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
+build() { # dir [cmake args...]: configure and build, output in dir/build.log
+  local dir=$1; shift
+  mkdir -p "$dir"
+  echo "== progcache: build in $dir $* (log: $dir/build.log)"
+  if ! { cmake -S . -B "$dir" -DPROGCACHE_WERROR=ON -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" "$@" &&
+         cmake --build "$dir" -j "$JOBS"; } >"$dir/build.log" 2>&1; then
+    tail -40 "$dir/build.log" >&2
+    echo "progcache: the build failed; the whole output is in $dir/build.log" >&2
+    exit 1
+  fi
+}
 run_suite() { # dir [cmake args...]
   local dir=$1; shift
-  echo "== progcache: build in $dir $*"
-  cmake -S . -B "$dir" -DPROGCACHE_WERROR=ON -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" "$@" >/dev/null
-  cmake --build "$dir" -j "$JOBS" >/dev/null
+  build "$dir" "$@"
   ctest --test-dir "$dir" --output-on-failure -j "$JOBS"
 }
 
@@ -35,10 +47,8 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/s
 CTEST_ARGS=(-LE "python|gpu")
 sanitized() { # dir sanitizers
   local dir=$1 san=$2
-  echo "== progcache: $san build in $dir"
-  cmake -S . -B "$dir" -DPROGCACHE_WERROR=ON -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" \
-    -DCMAKE_BUILD_TYPE=Debug -DPROGCACHE_SANITIZE="$san" -DPROGCACHE_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$dir" -j "$JOBS" >/dev/null
+  echo "== progcache: $san build"
+  build "$dir" -DCMAKE_BUILD_TYPE=Debug -DPROGCACHE_SANITIZE="$san" -DPROGCACHE_BUILD_BENCH=OFF
   ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "${CTEST_ARGS[@]}"
 }
 sanitized "$BUILD_DIR-asan" address,undefined

@@ -65,6 +65,14 @@ run 0 "$bin" import --dir "$work/other2" - <"$work/b.tar"
 run 3 "$bin" put "$key" /dev/zero --dir "$dir" --max-artifact-size 1M
 ln -s /dev/full "$work/full" # never the device itself: a broken build could replace it
 run 3 "$bin" export --dir "$dir" "$work/full"
+# Issue 24: invalid entries folded into one warning, a bare prune (to the
+# directory's cap), stats -v, help help, a command's option table.
+run 0 "$bin" put 00ff "$work/blob" --dir "$dir"
+run 0 "$bin" export --dir "$dir" "$work/c.tar"
+run 0 "$bin" prune --dir "$dir"
+run 0 "$bin" stats --dir "$dir" -v
+run 0 "$bin" help help
+run 0 "$bin" prune --list-options
 run 0 "$bin" prune --dir "$dir" --max-size 1K --older-than 1h
 run 0 "$bin" clear --dir "$dir"
 printf '%s\n' "$src" >"$work/manifest"

@@ -65,9 +65,25 @@ typedef struct {
     int exporting;
 } archive_command;
 
+/* Entries that are not valid artifacts, by kind of reason (the reason up to
+ * its details in parentheses: "not a CUBIN, PTX, LTO-IR or fatbin (100
+ * bytes, starting ...)"): said once per kind at the end, with a count and
+ * the first entry, not once per entry (an archive of 300 foreign files gave
+ * 300 warnings). */
+#define WARN_KINDS 16
+typedef struct warn_kind {
+    char reason[sizeof ((progcache_artifact_info *)0)->reason]; /* the first's, whole */
+    size_t kind_len;                                           /* its kind: reason[0..len) */
+    char first[65];
+    uint64_t count;
+} warn_kind;
+
 typedef struct archive_ctx {
     const archive_command *c;
     tool_progress bar;
+    warn_kind kinds[WARN_KINDS];
+    size_t num_kinds;
+    uint64_t other; /* past WARN_KINDS reasons */
 } archive_ctx;
 
 static int tool_progress_cb_of_archive(void *ctx, const char *what, uint64_t done,
@@ -76,20 +92,67 @@ static int tool_progress_cb_of_archive(void *ctx, const char *what, uint64_t don
     return tool_progress_cb(&((archive_ctx *)ctx)->bar, what, done, total);
 }
 
-static int warn_invalid(void *ctx, const progcache_entry *e)
+static size_t kind_len(const char *reason)
+{
+    const char *details = strstr(reason, " (");
+    return details ? (size_t)(details - reason) : strlen(reason);
+}
+
+static int note_invalid(void *ctx, const progcache_entry *e)
 {
     archive_ctx *x = ctx;
-    const archive_command *c = x->c;
-    if (e->artifact && !e->artifact->valid && x->bar.drawn) {
-        fputs("\r\033[K", stderr); /* the warning on a line of its own */
-        x->bar.drawn = 0;
+    if (!e->artifact || e->artifact->valid)
+        return 0;
+    const char *reason = e->artifact->reason;
+    size_t len = kind_len(reason);
+    for (size_t i = 0; i < x->num_kinds; i++)
+        if (x->kinds[i].kind_len == len && !strncmp(x->kinds[i].reason, reason, len)) {
+            x->kinds[i].count++;
+            return 0;
+        }
+    if (x->num_kinds == WARN_KINDS) {
+        x->other++;
+        return 0;
     }
-    if (e->artifact && !e->artifact->valid)
-        fprintf(stderr, "progcache %s: warning: entry %s is not a valid artifact (%s); %s\n",
-                c->cmd, e->name, e->artifact->reason,
-                c->exporting ? "exported as it is"
-                             : "imported as it is ('progcache verify --fix' removes it)");
+    warn_kind *k = &x->kinds[x->num_kinds++];
+    snprintf(k->reason, sizeof k->reason, "%s", reason);
+    k->kind_len = kind_len(k->reason);
+    snprintf(k->first, sizeof k->first, "%s", e->name);
+    k->count = 1;
     return 0;
+}
+
+/* One line per kind: "entry NAME is not a valid artifact (REASON)", or "N
+ * entries are not valid artifacts (KIND; the first: NAME, DETAILS)". */
+static void warn_invalid(const archive_ctx *x)
+{
+    const archive_command *c = x->c;
+    for (size_t i = 0; i < x->num_kinds; i++) {
+        const warn_kind *k = &x->kinds[i];
+        int one = k->count == 1;
+        fprintf(stderr, "progcache %s: warning: ", c->cmd);
+        if (one) {
+            fprintf(stderr, "entry %s is not a valid artifact (%s); ", k->first, k->reason);
+        } else {
+            /* The details of the first without their parentheses. */
+            const char *details = k->reason + k->kind_len;
+            size_t dlen = strlen(details);
+            if (dlen >= 3 && details[dlen - 1] == ')')
+                details += 2, dlen -= 3;
+            fprintf(stderr, "%llu entries are not valid artifacts (%.*s; the first: %s%s%.*s); ",
+                    (unsigned long long)k->count, (int)k->kind_len, k->reason, k->first,
+                    dlen ? ", " : "", (int)dlen, details);
+        }
+        if (c->exporting)
+            fprintf(stderr, "exported as %s\n", one ? "it is" : "they are");
+        else
+            fprintf(stderr, "imported as %s ('progcache verify --fix' removes %s)\n",
+                    one ? "it is" : "they are", one ? "it" : "them");
+    }
+    if (x->other)
+        fprintf(stderr, "progcache %s: warning: %llu more entries are not valid artifacts, for "
+                        "other reasons ('progcache verify' lists them)\n",
+                c->cmd, (unsigned long long)x->other);
 }
 
 static int run(const archive_command *c, int argc, char **argv)
@@ -123,9 +186,11 @@ static int run(const archive_command *c, int argc, char **argv)
     if (code)
         goto done;
     progcache_archive_options opts = PROGCACHE_ARCHIVE_OPTIONS_INIT;
-    archive_ctx ctx = {c, {0}};
+    archive_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.c = c;
     tool_progress_start(&ctx.bar);
-    opts.on_entry = warn_invalid;
+    opts.on_entry = note_invalid;
     opts.on_progress = tool_progress_cb_of_archive;
     opts.ctx = &ctx;
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
@@ -138,6 +203,7 @@ static int run(const archive_command *c, int argc, char **argv)
         rc = dash ? progcache_file_import_fd(&res, file, STDIN_FILENO, "(standard input)", &opts)
                   : progcache_file_import(&res, file, archive, &opts);
     tool_progress_end(&ctx.bar);
+    warn_invalid(&ctx);
     if (rc != PROGCACHE_OK) {
         code = tool_lib_error(c->cmd, EXIT_FAILED,
                               c->exporting ? "export failed" : "import failed");

@@ -8,18 +8,21 @@
 #define CMD "stats"
 
 static const char usage_text[] =
-    "usage: progcache stats [-d DIR] [--json] [-z]\n"
+    "usage: progcache stats [-d DIR] [-v] [--json] [-z] [--charts|--no-charts]\n"
     "\n"
     "Show the statistics of a cache directory: entries, total size, the size cap\n"
     "in force (the setting max_size, and where it comes from: 'progcache config'),\n"
-    "the hit rate and every counter (hits, misses, stores, evictions, corrupt\n"
-    "entries removed, ...). The counters are shared by every process using the\n"
-    "directory and kept until zeroed. On a terminal, small charts of the entries\n"
-    "by last use and by size follow.\n"
+    "the hit rate and the counters in use: hits, misses and stores always, any\n"
+    "other counter (evictions, corrupt entries removed, ...) when it is not zero,\n"
+    "the remote tier's when one is configured (PROGCACHE_REMOTE). -v prints every\n"
+    "counter; --json always has every one. The counters are shared by every\n"
+    "process using the directory and kept until zeroed. On a terminal, small\n"
+    "charts of the entries by last use and by size follow.\n"
     "\n"
     "options:\n"
     "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
-    "  --json      print one JSON object instead of text\n"
+    "  -v, --verbose  every counter, zero or not\n"
+    "  --json      print one JSON object instead of text (every counter)\n"
     "  -z, --zero  reset the counters to zero (entries are kept)\n"
     "  --charts    draw the charts even when standard output is not a terminal\n"
     "  --no-charts do not draw them\n"
@@ -46,8 +49,20 @@ static void cap_origin(char *out, size_t len, const progcache_setting *cap)
         snprintf(out, len, "%s", cap->origin);
 }
 
+/* Short by default, as ccache -s: hits, misses and stores always; the
+ * remote tier's counters (the "remote_" ones and wait_timeouts) when a
+ * remote tier is configured; any other counter when it is not zero. By key,
+ * so that a counter added to the table needs no flag of its own. */
+static int shown(const counter *c, int verbose, int remote)
+{
+    if (verbose || c->value || !strcmp(c->key, "hits") || !strcmp(c->key, "misses") ||
+        !strcmp(c->key, "stores"))
+        return 1;
+    return remote && (!strncmp(c->key, "remote_", 7) || !strcmp(c->key, "wait_timeouts"));
+}
+
 static void print_text(const char *dir, const progcache_stats *s, const progcache_setting *cap,
-                       const counter *c, size_t n)
+                       const counter *c, size_t n, int verbose, int remote)
 {
     char buf[96];
     printf("%-22s %s\n", "cache directory", dir);
@@ -71,7 +86,8 @@ static void print_text(const char *dir, const progcache_stats *s, const progcach
     else
         printf("%-22s %s\n", "hit rate", "- (no lookups counted)");
     for (size_t i = 0; i < n; i++)
-        printf("%-22s %llu\n", c[i].label, (unsigned long long)c[i].value);
+        if (shown(&c[i], verbose, remote))
+            printf("%-22s %llu\n", c[i].label, (unsigned long long)c[i].value);
     if (s->available) {
         tool_format_time(buf, sizeof buf, s->since);
         printf("%-22s %s\n", "counting since", buf);
@@ -117,8 +133,9 @@ int cmd_stats(int argc, char **argv)
 {
     enum { OPT_CHARTS = 256, OPT_NO_CHARTS };
     static const tool_option options[] = {
-        {"zero", 'z', 0}, {"charts", OPT_CHARTS, 0}, {"no-charts", OPT_NO_CHARTS, 0}, {NULL, 0, 0}};
-    int zero = 0, charts = isatty(STDOUT_FILENO);
+        {"zero", 'z', 0},         {"charts", OPT_CHARTS, 0}, {"no-charts", OPT_NO_CHARTS, 0},
+        {"verbose", 'v', 0},      {NULL, 0, 0}};
+    int verbose = 0, zero = 0, charts = isatty(STDOUT_FILENO);
     tool_parser p;
     tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
     for (int c; (c = tool_next(&p)) != TOOL_END;) {
@@ -126,6 +143,8 @@ int cmd_stats(int argc, char **argv)
             return p.code;
         if (c == 'z')
             zero = 1;
+        else if (c == 'v')
+            verbose = 1;
         else if (c == OPT_CHARTS || c == OPT_NO_CHARTS)
             charts = c == OPT_CHARTS;
         else
@@ -196,7 +215,9 @@ int cmd_stats(int argc, char **argv)
     if (json) {
         print_json(dir, &s, cap, counters, n);
     } else {
-        print_text(dir, &s, cap, counters, n);
+        const progcache_setting *url =
+            progcache_settings_find(progcache_file_settings(file), "remote");
+        print_text(dir, &s, cap, counters, n, verbose, url && url->value[0]);
         if (charts && (code = tool_stats_charts(CMD, file, &s)))
             goto done;
     }

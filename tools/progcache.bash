@@ -55,7 +55,7 @@ _progcache()
         esac
         return
         ;;
-    --max-artifact-size | --max-size | --older-than | -j | --jobs | -e | --entry | -n | --name | \
+    --max-artifact-size | -M | --max-size | --older-than | -j | --jobs | -e | --entry | -n | --name | \
         --name-expression | --extra-digest | --nvrtc-version | --url | --prefix | --lease | --pings)
         return
         ;;
@@ -72,10 +72,10 @@ _progcache()
 
     local opts
     case $cmd in
-    stats) opts="--json -z --zero --charts --no-charts" ;;
+    stats) opts="--json -z --zero --charts --no-charts -v --verbose" ;;
     ls) opts="--json -s --sort" ;;
     verify) opts="--json -f --fix -q --quiet" ;;
-    prune) opts="--json -s --max-size -a --older-than -q --quiet" ;;
+    prune) opts="--json -M --max-size --older-than -q --quiet" ;;
     clear) opts="--json -q --quiet" ;;
     get) opts="-o --output -e --entry --max-artifact-size" ;;
     put) opts="--max-artifact-size" ;;

@@ -140,8 +140,11 @@ int tool_resolve_dir(const char *cmd, const char *dir, char **out)
         *out = strdup(dir);
     } else {
         progcache_buf buf = PROGCACHE_BUF_INIT;
+        /* The library's message says what to set; the tool's, once, what
+         * to give ("no cache directory: no cache directory: ..." before). */
         if (progcache_default_dir(&buf) != PROGCACHE_OK)
-            return tool_lib_error(cmd, EXIT_USAGE, "no cache directory");
+            return tool_usage_error(cmd, "no cache directory: give --dir DIR, or set "
+                                         "PROGCACHE_DIR (or XDG_CACHE_HOME or HOME)");
         *out = strdup((const char *)buf.data);
         progcache_buf_free(&buf);
     }
@@ -376,6 +379,12 @@ int main(int argc, char **argv)
         if (at + 1 >= argc) {
             usage(stdout);
             return finish_stdout(NULL, EXIT_OK);
+        }
+        if (!strcmp(argv[at + 1], "help")) {
+            printf("usage: progcache help [COMMAND]\n\n"
+                   "Print COMMAND's options (as 'progcache COMMAND --help' does), or, without\n"
+                   "COMMAND, the list of commands (as 'progcache --help' does).\n");
+            return finish_stdout("help", EXIT_OK);
         }
         tool_command_fn fn = find(argv[at + 1]);
         if (!fn)

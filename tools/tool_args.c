@@ -118,8 +118,34 @@ static int unknown_option(tool_parser *p, const char *arg, int short_opt)
     return usage_exit(p);
 }
 
+/* "progcache CMD --list-options", alone and spelt in full: the command's
+ * own option table, one option a line, "-x --name 1" ("-" for no short
+ * form; 1 when it takes a value), the common ones included. Read by the
+ * tests that hold every short option to one meaning and the man page's
+ * synopsis to the tables (tests/admin/test_tool_habits.py), so an option
+ * added to a table is checked without a list of its own. */
+static int list_options(tool_parser *p)
+{
+    const tool_option *lists[2] = {common, p->opts};
+    size_t counts[2] = {sizeof common / sizeof common[0], (size_t)-1};
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; lists[l] && i < counts[l] && lists[l][i].name; i++) {
+            const tool_option *o = &lists[l][i];
+            if (o->id > 0 && o->id < 128)
+                printf("-%c --%s %d\n", o->id, o->name, o->has_arg ? 1 : 0);
+            else
+                printf("- --%s %d\n", o->name, o->has_arg ? 1 : 0);
+        }
+    if (p->flags & TOOL_JSON)
+        printf("- --json 0\n");
+    p->code = EXIT_OK;
+    return TOOL_EXIT;
+}
+
 int tool_next(tool_parser *p)
 {
+    if (optind == 0 && p->argc == 2 && !strcmp(p->argv[1], "--list-options"))
+        return list_options(p);
     struct option longs[MAX_OPTIONS];
     char shorts[2 * MAX_OPTIONS + 4];
     tables(p, longs, shorts, sizeof shorts);

@@ -2,7 +2,8 @@
 # The public headers as a caller compiles them: each header alone and all
 # together, as C11 and as C++11, 14, 17 and 20, with -Wall -Wextra -pedantic
 # -Werror; and a file that uses every _INIT macro (the warning
-# -Wmissing-field-initializers fires in the caller's code, not in ours).
+# -Wmissing-field-initializers fires in the caller's code, not in ours); and
+# the C++17 wrapper progcache.hpp (test_cxx_wrapper runs a program using it).
 #   test_headers.sh INCLUDE_DIR CUDA_INCLUDE_DIR C_COMPILER [CXX_COMPILER]
 set -euo pipefail
 inc=$1 cuda_inc=$2 cc=$3 cxx=${4:-}
@@ -44,6 +45,15 @@ try "all headers, every _INIT" "$cc" c17 "$work/all.c"
 if [ -n "$cxx" ]; then
   cp "$work/all.c" "$work/all.cpp"
   for std in c++11 c++14 c++17 c++20; do try "all headers, every _INIT" "$cxx" $std "$work/all.cpp"; done
+  # The C++17 wrapper (include/progcache.hpp), alone and twice, as C++17
+  # and C++20; below C++17 it says what it needs instead of failing deep.
+  printf '#include <progcache.hpp>\n#include <progcache.hpp>\n' >"$work/wrap.cpp"
+  for std in c++17 c++20; do try "progcache.hpp" "$cxx" $std "$work/wrap.cpp"; done
+  if "$cxx" -std=c++14 "${flags[@]}" "$work/wrap.cpp" >"$work/out" 2>&1 \
+     || ! grep -q "needs C++17" "$work/out"; then
+    echo "FAIL: progcache.hpp under C++14 does not say it needs C++17"
+    failed=1
+  fi
 else
   echo "note: no C++ compiler; the C++ half was not run"
 fi

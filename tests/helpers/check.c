@@ -55,8 +55,9 @@ void test_rmtree(const char *path)
 
 const char *test_reference_dir(void)
 {
-    /* The data lives beside the checkout (../shared/reference), which not
-     * every machine that runs the tests has: absent means "skip". */
+    /* The data is in the repository (tests/data, the default of the CMake
+     * cache variable); tests/key/test_key_vectors and test_tool_admin fail
+     * without it, the tests that use it on the side skip that part. */
     const char *dir = getenv("PROGCACHE_REFERENCE_DIR");
     char probe[4096];
     struct stat st;

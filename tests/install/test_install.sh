@@ -6,11 +6,14 @@
 #   - the same program built with CMake's find_package(progcache) (shared
 #     and static targets), and all four run;
 #   - the installed progcache tool run with no LD_LIBRARY_PATH (it finds
-#     libprogcache.so.0 through its RUNPATH), its man page and bash
-#     completion in place.
-#   test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER CUDA_TOOLKIT_ROOT WITH_REDIS
+#     libprogcache.so.0 through its RUNPATH), its man page and the bash,
+#     zsh and fish completion in place;
+#   - one version everywhere: CMake's project(), common.h, --version, the
+#     .pc file, the CMake package, the man page and the newest version in
+#     CHANGELOG.md.
+#   test_install.sh BUILD_DIR SOURCE_DIR C_COMPILER CUDA_TOOLKIT_ROOT WITH_REDIS VERSION
 set -euo pipefail
-build=$1 src=$2 cc=$3 cuda=$4 redis=$5
+build=$1 src=$2 cc=$3 cuda=$4 redis=$5 version=$6
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
@@ -22,7 +25,8 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log" || { cat "$work
 libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1 | xargs dirname)
 for f in bin/progcache include/progcache/progcache.h include/progcache/settings.h \
          include/progcache/sys/store.h share/man/man1/progcache.1 \
-         share/bash-completion/completions/progcache; do
+         share/bash-completion/completions/progcache share/zsh/site-functions/_progcache \
+         share/fish/vendor_completions.d/progcache.fish include/progcache.hpp; do
   [ -e "$prefix/$f" ] || fail "$f is not installed"
 done
 [ -e "$libdir/libprogcache.so.0" ] && [ -e "$libdir/libprogcache.a" ] || fail "the libraries"
@@ -41,6 +45,12 @@ printf 'bytes\n' >"$work/v"
 "$prefix/bin/progcache" config -d "$cache" max_size 1G >/dev/null || fail "installed tool: config"
 "$prefix/bin/progcache" stats -d "$cache" | grep -q 'size cap.*1.0 GiB' || fail "installed tool: stats"
 bash -n "$prefix/share/bash-completion/completions/progcache" || fail "the completion script"
+if command -v zsh >/dev/null; then
+  zsh -n "$prefix/share/zsh/site-functions/_progcache" || fail "the zsh completion"
+fi
+if command -v fish >/dev/null; then
+  fish -n "$prefix/share/fish/vendor_completions.d/progcache.fish" || fail "the fish completion"
+fi
 if command -v man >/dev/null; then
   man -l "$prefix/share/man/man1/progcache.1" >/dev/null 2>&1 || fail "man -l progcache.1"
 fi
@@ -72,4 +82,19 @@ cmake -S "$src/tests/install/consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$pr
 cmake --build "$work/cmake" >"$work/build.log" 2>&1 || { cat "$work/build.log"; fail "build it"; }
 "$work/cmake/consumer" "$work/c3" || fail "run the find_package build"
 "$work/cmake/consumer_static" "$work/c4" || fail "run the find_package static build"
+# One version: the project's (CMakeLists.txt, passed in) everywhere.
+[ "$("$prefix/bin/progcache" --version)" = "progcache $version" ] \
+  || fail "progcache --version says '$("$prefix/bin/progcache" --version)', the project $version"
+[ "$(pkg-config --modversion progcache)" = "$version" ] \
+  || fail "progcache.pc says $(pkg-config --modversion progcache), the project $version"
+grep -q "^set(PACKAGE_VERSION \"$version\")" \
+  "$libdir/cmake/progcache/progcacheConfigVersion.cmake" \
+  || fail "the CMake package's version is not $version"
+grep -q "^#define PROGCACHE_VERSION_STRING \"$version\"" "$prefix/include/progcache/common.h" \
+  || fail "common.h's PROGCACHE_VERSION_STRING is not $version"
+grep -q "^\.TH PROGCACHE 1 .* \"progcache $version\"" "$prefix/share/man/man1/progcache.1" \
+  || fail "the man page's header does not say progcache $version"
+newest=$(grep -m1 -E '^## [0-9]' "$src/CHANGELOG.md" | cut -c4-)
+[ "$newest" = "$version" ] || fail "CHANGELOG.md's newest version is '$newest', the project $version"
+[ -e "$prefix/share/doc/progcache/LICENSE" ] || fail "the LICENSE is not installed"
 echo "test_install: ok"

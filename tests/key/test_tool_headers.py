@@ -12,7 +12,9 @@
   `cached`, under a new key; never `cached` under the old one;
 - a computed include is refused by both, naming it and its file;
 - `progcache ls` lists a templated kernel's name expression with its
-  lowered name (text and --json), and the header manifest as a manifest.
+  lowered name (text and --json), and the header manifest as a manifest;
+  an entry without name expressions listed right after one with them shows
+  none (it showed the names of the entry before, issue 24).
 """
 
 import hashlib
@@ -195,6 +197,39 @@ def test_ls(tmp, cache):
     check(rc == 0, "verify accepts manifests: %r %r" % (out, err))
 
 
+def test_ls_names_not_carried(tmp):
+    """An entry without name expressions, listed right after one with them
+    (ls lists by name), shows no names, in text and in --json."""
+    cache = os.path.join(tmp, "cache-names")
+    write(os.path.join(tmp, "named.cu"),
+          "template <class T> __global__ void put(T *a) { a[0] = T(1); }\n")
+    warm(tmp, cache, ["named.cu --name-expression 'put<float>' -- -arch=sm_90"])
+    # More entries without names until one sorts after the named one.
+    for batch in range(8):
+        lines = []
+        for i in range(batch * 8, batch * 8 + 8):
+            src = "plain%d.cu" % i
+            write(os.path.join(tmp, src), 'extern "C" __global__ void k(int *a) { a[0] = %d; }\n' % i)
+            lines.append(src + " -- -arch=sm_90")
+        warm(tmp, cache, lines)
+        rc, out, err = run(["ls", "--dir", cache, "--json"])
+        entries = json.loads(out)["entries"]
+        named = [i for i, e in enumerate(entries) if e["names"]]
+        check(len(named) == 1, "ls --json: one entry has names: %r" % [e["names"] for e in entries])
+        if named and named[0] + 1 < len(entries):
+            break
+    at = named[0] if named else 0
+    check(at + 1 < len(entries), "an entry without names sorts after the named one")
+    after = entries[at + 1:]
+    check(all(e["names"] == [] for e in after),
+          "ls --json: the entries after the named one have no names: %r" % [e["names"] for e in after])
+    rc, out, err = run(["ls", "--dir", cache])
+    rows = [l for l in out.splitlines() if not l.startswith("NAME")]
+    with_names = [i for i, l in enumerate(rows) if "names: " in l]
+    check(len(with_names) == 1 and rows[with_names[0]].startswith(entries[at]["name"]),
+          "ls: names only on the named entry's line: %r" % rows)
+
+
 def main():
     if not BIN:
         print("SKIPPED: PROGCACHE_BIN is not set")
@@ -205,6 +240,7 @@ def main():
         cache = test_key_equals_warm(tmp)
         test_refusals(tmp)
         test_ls(tmp, cache)
+        test_ls_names_not_carried(tmp)
     if failures:
         print("%d check(s) failed" % failures)
         return 1

@@ -101,6 +101,12 @@ int progcache__file_seal_check(int fd, const char name[FILE_NAME_LEN], const uns
      * format) is read, and told apart, rather than failing with ERANGE. */
     unsigned char seal[FILE_SEAL_SIZE + 1], got[PROGCACHE_SHA256_SIZE], prefix[8];
     *whole = 0;
+    /* A meta reused across entries (a walk over the directory) must not
+     * keep the records of the entry before: an entry without records, or
+     * without a seal, has none (progcache ls showed the names of the entry
+     * listed before). */
+    if (meta)
+        meta->records.size = 0;
     ssize_t n = fgetxattr(fd, FILE_SEAL_XATTR, seal, sizeof seal);
     /* None, an older format that bound no name (32 or 33 bytes), or one
      * this version does not know: nothing to check the bytes against. */
