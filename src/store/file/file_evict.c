@@ -107,6 +107,10 @@ int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
         (!check_atime || same_time(st.st_atim, seen->st_atim))) {
         gone = 1;
         progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
+        char entry[FILE_NAME_LEN];
+        snprintf(entry, 3, "%02x", shard);
+        memcpy(entry + 2, name, FILE_NAME_LEN - 2);
+        progcache__file_sidecar_forget(fs, entry);
     } else {
         /* Replaced or read since it was seen: put it back, unless an even
          * newer entry has landed there meanwhile (link never overwrites). */

@@ -308,6 +308,8 @@ int progcache_store_file_new(progcache_store **out, const char *path,
     rc = open_layout(fs, path);
     if (rc)
         goto fail;
+    /* Where the seals go: xattrs, or progcache/seals/ without them. */
+    (void)progcache__file_seal_detect(fs);
     /* The size cap and the other settings: the directory's settings file,
      * the environment, then opts (progcache/settings.h). */
     rc = progcache__file_settings_resolve(fs, opts);
