@@ -33,21 +33,10 @@ static const struct {
     {0xA501FCF5UL, "WekaFS"},
 };
 
-int progcache__netfs_kind(int fd, const char **name)
+int progcache__netfs_type(int fd, const char **name)
 {
     if (name)
         *name = "local";
-    const char *force = getenv("PROGCACHE_FLIGHT_LOCK");
-    if (force && !strcmp(force, "lease")) {
-        if (name)
-            *name = "forced by PROGCACHE_FLIGHT_LOCK=lease";
-        return 1;
-    }
-    if (force && !strcmp(force, "range")) {
-        if (name)
-            *name = "forced by PROGCACHE_FLIGHT_LOCK=range";
-        return 0;
-    }
     struct statfs sf;
     if (fstatfs(fd, &sf) != 0)
         return 0;
@@ -58,4 +47,20 @@ int progcache__netfs_kind(int fd, const char **name)
             return 1;
         }
     return 0;
+}
+
+int progcache__netfs_kind(int fd, const char **name)
+{
+    const char *force = getenv("PROGCACHE_FLIGHT_LOCK");
+    if (force && !strcmp(force, "lease")) {
+        if (name)
+            *name = "a file system where PROGCACHE_FLIGHT_LOCK=lease";
+        return 1;
+    }
+    if (force && !strcmp(force, "range")) {
+        if (name)
+            *name = "a file system where PROGCACHE_FLIGHT_LOCK=range";
+        return 0;
+    }
+    return progcache__netfs_type(fd, name);
 }

@@ -8,5 +8,7 @@
  * is "lease"; 0 for a local one, or when PROGCACHE_FLIGHT_LOCK is "range".
  * *name (optional) says which file system, or why, for messages. */
 int progcache__netfs_kind(int fd, const char **name);
+/* The same from statfs alone, whatever PROGCACHE_FLIGHT_LOCK says. */
+int progcache__netfs_type(int fd, const char **name);
 
 #endif

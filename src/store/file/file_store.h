@@ -62,6 +62,10 @@ struct progcache_file {
      * directory has no user extended attributes. Set at open, or by the
      * first put that finds xattrs refused; read with relaxed atomics. */
     int seal_sidecar;
+    /* 1 on a network or FUSE file system (progcache__netfs_type), where an
+     * inode number may not survive a link (sshfs makes a new one), so
+     * progcache__file_remove_if_same cannot compare it. */
+    int network_fs;
 };
 
 /* Resolve fs's settings from o (and, unless PROGCACHE_FILE_NO_SETTINGS,
