@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -70,14 +69,13 @@ static int use_lease(progcache *cache)
     int lease = progcache__netfs_kind(root, &why);
     close(root);
     static int said_bad;
-    const char *force = getenv("PROGCACHE_FLIGHT_LOCK");
-    if (force && *force && strcmp(force, "lease") && strcmp(force, "range") &&
-        strcmp(force, "auto") && !__atomic_exchange_n(&said_bad, 1, __ATOMIC_RELAXED))
+    const char *force = progcache__netfs_bad_setting();
+    if (force && cache->log && !__atomic_exchange_n(&said_bad, 1, __ATOMIC_RELAXED))
         progcache__cache_log(cache, PROGCACHE_LOG_WARN,
                              "progcache: PROGCACHE_FLIGHT_LOCK=\"%.40s\" is not lease, range or "
                              "auto; ignored (auto: lease files on a network file system)",
                              force);
-    if (lease && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+    if (lease && cache->log && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
         progcache__cache_log(cache, PROGCACHE_LOG_INFO,
                              "progcache: %s is on %s: processes of every client that miss the "
                              "same key wait for one compile through lease files in "

@@ -49,6 +49,15 @@ int progcache__netfs_type(int fd, const char **name)
     return 0;
 }
 
+const char *progcache__netfs_bad_setting(void)
+{
+    const char *force = getenv("PROGCACHE_FLIGHT_LOCK");
+    if (!force || !*force || !strcmp(force, "lease") || !strcmp(force, "range") ||
+        !strcmp(force, "auto"))
+        return NULL;
+    return force;
+}
+
 int progcache__netfs_kind(int fd, const char **name)
 {
     const char *force = getenv("PROGCACHE_FLIGHT_LOCK");

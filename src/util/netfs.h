@@ -8,6 +8,9 @@
  * is "lease"; 0 for a local one, or when PROGCACHE_FLIGHT_LOCK is "range".
  * *name (optional) says which file system, or why, for messages. */
 int progcache__netfs_kind(int fd, const char **name);
+/* The value of PROGCACHE_FLIGHT_LOCK when it is none of lease, range,
+ * auto (and not empty): the caller says it is ignored. Else NULL. */
+const char *progcache__netfs_bad_setting(void);
 /* The same from statfs alone, whatever PROGCACHE_FLIGHT_LOCK says. */
 int progcache__netfs_type(int fd, const char **name);
 

@@ -49,7 +49,8 @@ int progcache__file_seal_detect(file_store *fs)
 void progcache__file_seal_use_sidecar(file_store *fs)
 {
     __atomic_store_n(&fs->seal_sidecar, 1, __ATOMIC_RELAXED);
-    if (!__atomic_exchange_n(&said_once, 1, __ATOMIC_RELAXED))
+    /* Said to the first handle that has a log callback to hear it. */
+    if (fs->log && !__atomic_exchange_n(&said_once, 1, __ATOMIC_RELAXED))
         progcache__file_log(fs, PROGCACHE_LOG_WARN,
                             "progcache: %s has no user extended attributes (a network or FUSE "
                             "file system?): entries are sealed in %s/" SEALS_DIR "/ instead, "
