@@ -85,7 +85,7 @@ nfs__mount() {
     -o IdentityFile="$d/client_key",UserKnownHostsFile="$d/known_hosts" \
     -o StrictHostKeyChecking=yes,BatchMode=yes,ConnectTimeout=10 \
     -o dir_cache=no,auto_cache,attr_timeout=0,entry_timeout=0,negative_timeout=0 \
-    -o ServerAliveInterval=5,reconnect 2>>"$d/sshfs.log"
+    -o ServerAliveInterval=5,reconnect </dev/null >/dev/null 2>>"$d/sshfs.log"
 }
 
 # nfs__start DIR WATCH_PID: serve DIR/export and mount it at DIR/node-a and
@@ -121,7 +121,9 @@ EOF
   setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
     nfs-watchdog "$watch" "$self" "$d" </dev/null >/dev/null 2>&1 &
   echo $! >"$d/watchdog.pid"
-  /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" </dev/null &
+  # Nothing started here keeps the caller's stdout or stderr open: a caller
+  # that reads them to the end (popen, subprocess) would wait forever.
+  /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" </dev/null >/dev/null 2>&1 &
   local i
   for i in $(seq 100); do
     [ -s "$d/sshd.pid" ] && ssh -p "$port" -i "$d/client_key" -o UserKnownHostsFile="$d/known_hosts" \
