@@ -176,7 +176,7 @@ int main(int argc, char **argv)
                         r[i].p90);
                 first = 0;
             }
-        fputs("]", json);
+        fputs("]}", json);
         bench_json_end(json, json_path);
     }
     return r[0].ok && r[1].ok ? 0 : 1;
