@@ -138,7 +138,8 @@ int main(int argc, char **argv)
 
     if (nfs) {
         char fx[4200], cmd[8600], node[4200] = "";
-        snprintf(fx, sizeof fx, "%s/progcache-bench-nfs-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(fx, sizeof fx, "%s/progcache-bench-nfs-XXXXXX", tmp);
         if (mkdtemp(fx)) {
             snprintf(cmd, sizeof cmd, "bash '" BENCH_NFS_FIXTURE "' start '%s' %ld", fx,
                      (long)getpid());

@@ -141,8 +141,9 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
     unsigned int pause = 1;
     int contended = 0;
     for (;;) {
-        int locked = lease_dir >= 0 ? progcache__flight_lease_try(f, cache, lease_dir, digest, &seen)
-                                    : try_lock(fd, slot);
+        int locked = lease_dir >= 0
+                         ? progcache__flight_lease_try(f, cache, lease_dir, digest, &seen)
+                         : try_lock(fd, slot);
         if (locked != 0) {
             if (locked < 0) {
                 close_unowned(fd, lease_dir);

@@ -7,7 +7,10 @@
  * different bytes, so they never wait for each other; the kernel drops the
  * lock when its holder dies, so a crashed compiler never blocks anyone; and
  * OFD locks belong to the open file, not the process, so two threads of one
- * process exclude each other too (each flight opens the file itself). */
+ * process exclude each other too (each flight opens the file itself).
+ * Where the cache directory is on a network file system, whose byte-range
+ * locks may exclude only one client's processes, lease files take their
+ * place (flight_lease.c; docs/SHARED.md). */
 #ifndef PROGCACHE_CACHE_FLIGHT_H
 #define PROGCACHE_CACHE_FLIGHT_H
 

@@ -33,8 +33,8 @@ void test_nfs_start(test_nfs *n)
              (long)getpid());
     FILE *p = popen(cmd, "r");
     CHECK(p != NULL);
-    int lines = fgets(n->export_, sizeof n->export_, p) && fgets(n->node[0], sizeof n->node[0], p) &&
-                fgets(n->node[1], sizeof n->node[1], p);
+    int lines = fgets(n->export_, sizeof n->export_, p) &&
+                fgets(n->node[0], sizeof n->node[0], p) && fgets(n->node[1], sizeof n->node[1], p);
     int status = pclose(p);
     if (WIFEXITED(status) && WEXITSTATUS(status) == TEST_SKIP_CODE) {
         fprintf(stderr, "test: skipped: the network file system fixture cannot run here\n");

@@ -234,8 +234,8 @@ int main(int argc, char **argv)
     CHECK_OK(progcache_store_stats_get(&s, progcache_file_store(rd)));
     CHECK(s.corrupt_removed >= 4);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "\"$PROGCACHE_BIN\" stats --json -d '%s' | grep -q '\"seal\": \"sidecar\"'",
-             reader);
+    snprintf(cmd, sizeof cmd,
+             "\"$PROGCACHE_BIN\" stats --json -d '%s' | grep -q '\"seal\": \"sidecar\"'", reader);
     CHECK(system(cmd) == 0);
 
     progcache_entry_meta_release(&meta);

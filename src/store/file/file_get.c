@@ -1,8 +1,9 @@
 /* The file store's read path: a hit is open, fstat, read, the seal (one
  * fgetxattr and one SHA-256 pass), and at most once a minute a futimens for
  * the LRU clock (on a directory without user xattrs, the seal is a small
- * file of its own: one open and read more, file_sidecar.c). Readers take no lock: writers publish by rename, so a
- * reader sees the old entry or the new one, never a torn one. */
+ * file of its own: one open and read more, file_sidecar.c). Readers take
+ * no lock: writers publish by rename, so a reader sees the old entry or
+ * the new one, never a torn one. */
 #include "store/file/file_store.h"
 
 #include <errno.h>

@@ -1,5 +1,6 @@
 /* The seal of an entry (docs/FORMAT.md, "The seal"): the extended
- * attribute that binds an entry's bytes, and the records kept with them,
+ * attribute (or, on a file system without user xattrs, the sidecar file of
+ * file_sidecar.c) that binds an entry's bytes, and the records kept with them,
  * to the entry's name, so that a flipped bit, a torn file or an entry
  * copied to another key's path is never served. Written on the temp file
  * before the rename, so bytes, records and seal are published at once. */
@@ -97,7 +98,8 @@ int progcache__file_seal(file_store *fs, int fd, const char name[FILE_NAME_LEN],
      * "records" must never be there without them. A file system that
      * cannot hold them (too little room for them) gets the entry without
      * records. */
-    if (records && !sidecar && fsetxattr(fd, FILE_RECORDS_XATTR, records->data, records->size, 0) != 0) {
+    if (records && !sidecar &&
+        fsetxattr(fd, FILE_RECORDS_XATTR, records->data, records->size, 0) != 0) {
         if (errno == ENOTSUP || errno == EOPNOTSUPP)
             return seal_sidecar(fs, name, data, size, records);
         records = NULL;

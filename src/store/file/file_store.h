@@ -82,7 +82,8 @@ int progcache__file_check_dir(int root_fd, const char *path);
 
 /* The seal of an entry: the extended attribute FILE_SEAL_XATTR, written on
  * the temp file before the rename so content and seal are published
- * together (docs/FORMAT.md, "The seal"). Format 2, FILE_SEAL_SIZE bytes:
+ * together (docs/FORMAT.md, "The seal"); without user xattrs, the same
+ * bytes in a sidecar file (file_sidecar.c). Format 2, FILE_SEAL_SIZE bytes:
  *   [0]      FILE_SEAL_FORMAT (2)
  *   [1]      flags: FILE_SEAL_WHOLE when the writer found the bytes to be a
  *            whole artifact (src/artifact/inspect.c)
