@@ -88,6 +88,31 @@ nfs__mount() {
     -o ServerAliveInterval=5,reconnect </dev/null >/dev/null 2>>"$d/sshfs.log"
 }
 
+# nfs__sshd DIR PORT: configure and start sshd on PORT; 0 once a login
+# works, else 1 (sshd stopped).
+nfs__sshd() {
+  local d=$1 port=$2 i
+  echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$d/host_key.pub")" >"$d/known_hosts"
+  printf '%s\n' "Port $port" "ListenAddress 127.0.0.1" "HostKey $d/host_key" \
+    "PidFile $d/sshd.pid" "AuthorizedKeysFile $d/authorized_keys" \
+    "PermitRootLogin prohibit-password" "PasswordAuthentication no" \
+    "KbdInteractiveAuthentication no" "PubkeyAuthentication yes" "UsePAM no" \
+    "StrictModes no" "Subsystem sftp internal-sftp" "LogLevel ERROR" >"$d/sshd_config"
+  rm -f "$d/sshd.pid"
+  # Nothing started here keeps the caller's stdout or stderr open: a caller
+  # that reads them to the end (popen, subprocess) would wait forever.
+  /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" </dev/null >/dev/null 2>&1 &
+  local pid=$!
+  for i in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || return 1 # could not bind, or refused its config
+    [ -s "$d/sshd.pid" ] && ssh -p "$port" -i "$d/client_key" -o UserKnownHostsFile="$d/known_hosts" \
+      -o StrictHostKeyChecking=yes -o BatchMode=yes root@127.0.0.1 true 2>/dev/null && return 0
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null
+  return 1
+}
+
 # nfs__start DIR WATCH_PID: serve DIR/export and mount it at DIR/node-a and
 # DIR/node-b. 0, 77 (cannot run here) or 1.
 nfs__start() {
@@ -98,43 +123,24 @@ nfs__start() {
   ssh-keygen -q -t ed25519 -N '' -f "$d/host_key" || return 1
   ssh-keygen -q -t ed25519 -N '' -f "$d/client_key" || return 1
   cp "$d/client_key.pub" "$d/authorized_keys"
-  local port; port=$(nfs__free_port) || return 1
-  echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$d/host_key.pub")" >"$d/known_hosts"
-  cat >"$d/sshd_config" <<EOF
-Port $port
-ListenAddress 127.0.0.1
-HostKey $d/host_key
-PidFile $d/sshd.pid
-AuthorizedKeysFile $d/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-UsePAM no
-StrictModes no
-Subsystem sftp internal-sftp
-LogLevel ERROR
-EOF
   # The watchdog first, so that even a kill during the set-up is cleaned.
   # It re-runs this script's stop once WATCH_PID is gone.
   local self; self=$(readlink -f "${BASH_SOURCE[0]}")
   setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
     nfs-watchdog "$watch" "$self" "$d" </dev/null >/dev/null 2>&1 &
   echo $! >"$d/watchdog.pid"
-  # Nothing started here keeps the caller's stdout or stderr open: a caller
-  # that reads them to the end (popen, subprocess) would wait forever.
-  /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" </dev/null >/dev/null 2>&1 &
-  local i
-  for i in $(seq 100); do
-    [ -s "$d/sshd.pid" ] && ssh -p "$port" -i "$d/client_key" -o UserKnownHostsFile="$d/known_hosts" \
-      -o StrictHostKeyChecking=yes -o BatchMode=yes root@127.0.0.1 true 2>/dev/null && break
-    sleep 0.1
+  # A port found free may be taken before sshd binds it (another test):
+  # up to three ports.
+  local port attempt
+  for attempt in 1 2 3; do
+    port=$(nfs__free_port) || return 1
+    nfs__sshd "$d" "$port" && break
+    [ "$attempt" = 3 ] && { nfs__fail "sshd did not come up: $(cat "$d/sshd.log")"; return 1; }
   done
-  [ "$i" != 100 ] || { nfs__fail "sshd did not come up on port $port: $(cat "$d/sshd.log")"; return 1; }
   for n in node-a node-b; do
     if ! nfs__mount "$d" "$port" "$d/$n"; then
       # A FUSE that cannot mount is this machine's limit, not a failure.
-      if grep -qiE "fuse: device not found|permission denied|operation not permitted|fuse.*(failed|not)" "$d/sshfs.log"; then
+      if grep -qiE "fuse: device not found|/dev/fuse|fusermount3?: .*(permission denied|operation not permitted)" "$d/sshfs.log"; then
         echo "SKIPPED: FUSE cannot mount here: $(tail -n1 "$d/sshfs.log")" >&2
         return 77
       fi
