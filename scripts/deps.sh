@@ -5,7 +5,8 @@
 set -euo pipefail
 
 PROGCACHE_APT_PACKAGES=(build-essential cmake pkg-config libssl-dev libhiredis-dev
-                        redis-server python3 python3-venv valgrind zsh fish)
+                        redis-server python3 python3-venv valgrind zsh fish
+                        openssh-server sshfs)
 
 missing=()
 for p in "${PROGCACHE_APT_PACKAGES[@]}"; do

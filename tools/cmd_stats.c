@@ -62,10 +62,21 @@ static int shown(const counter *c, int verbose, int remote)
 }
 
 static void print_text(const char *dir, const progcache_stats *s, const progcache_setting *cap,
-                       const counter *c, size_t n, int verbose, int remote)
+                       const counter *c, size_t n, int verbose, int remote,
+                       const progcache_file *file)
 {
     char buf[96];
     printf("%-22s %s\n", "cache directory", dir);
+    /* i20nfs: how this directory seals entries and coordinates compiles. */
+    const char *seal = progcache_file_seal_mechanism(file);
+    printf("%-22s %s\n", "seal",
+           !strcmp(seal, "xattr") ? "xattr (an extended attribute on each entry)"
+                                  : "sidecar (progcache/seals/: the file system has no user "
+                                    "extended attributes)");
+    printf("%-22s %s\n", "single-flight",
+           !strcmp(progcache_file_flight_mechanism(file), "lease")
+               ? "lease files (progcache/flight.d/: a network file system)"
+               : "byte-range locks (progcache/flight)");
     printf("%-22s %llu\n", "entries", (unsigned long long)s->entries);
     tool_format_size_long(buf, sizeof buf, s->total_size);
     printf("%-22s %s (%llu bytes)\n", "total size", buf, (unsigned long long)s->total_size);
@@ -98,11 +109,13 @@ static void print_text(const char *dir, const progcache_stats *s, const progcach
 }
 
 static void print_json(const char *dir, const progcache_stats *s, const progcache_setting *cap,
-                       const counter *c, size_t n)
+                       const counter *c, size_t n, const progcache_file *file)
 {
     tool_json_begin(stdout);
     printf(", \"dir\": ");
     tool_json_string(stdout, dir);
+    printf(", \"seal\": \"%s\", \"flight_lock\": \"%s\"", progcache_file_seal_mechanism(file),
+           progcache_file_flight_mechanism(file));
     printf(", \"available\": %s, \"entries\": %llu, \"total_size\": %llu",
            s->available ? "true" : "false", (unsigned long long)s->entries,
            (unsigned long long)s->total_size);
@@ -208,16 +221,20 @@ int cmd_stats(int argc, char **argv)
         {"PCH rejected", "pch_rejected", s.pch_rejected},
         {"PCH time saved (ms)", "pch_ms_saved", s.pch_ms_saved},
         {"PCH fallbacks", "pch_fallbacks", s.pch_fallbacks},
+        /* i20nfs */
+        {"sidecar seals", "sidecar_seals", s.sidecar_seals},
+        {"flight leases", "flight_leases", s.flight_leases},
+        {"flight takeovers", "flight_takeovers", s.flight_takeovers},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =
         progcache_settings_find(progcache_file_settings(file), "max_size");
     if (json) {
-        print_json(dir, &s, cap, counters, n);
+        print_json(dir, &s, cap, counters, n, file);
     } else {
         const progcache_setting *url =
             progcache_settings_find(progcache_file_settings(file), "remote");
-        print_text(dir, &s, cap, counters, n, verbose, url && url->value[0]);
+        print_text(dir, &s, cap, counters, n, verbose, url && url->value[0], file);
         if (charts && (code = tool_stats_charts(CMD, file, &s)))
             goto done;
     }

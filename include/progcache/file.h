@@ -157,6 +157,20 @@ PROGCACHE_API progcache_file *progcache_store_as_file(progcache_store *store);
  * as the handle. NULL for NULL. */
 PROGCACHE_API const char *progcache_file_path(const progcache_file *file);
 
+/* progcache_file_seal_mechanism() : where this directory's entries are
+ * sealed: "xattr" (an extended attribute on each entry) or "sidecar" (a
+ * file per entry under progcache/seals/, where the file system has no user
+ * extended attributes: NFS before 4.2, sshfs, some FUSE and SMB mounts;
+ * docs/FORMAT.md). NULL for NULL. (i20nfs) */
+PROGCACHE_API const char *progcache_file_seal_mechanism(const progcache_file *file);
+
+/* progcache_file_flight_mechanism() : how processes that miss the same key
+ * wait for one compile in this directory: "range" (byte-range locks on
+ * progcache/flight) or "lease" (lease files in progcache/flight.d/, on a
+ * network file system whose byte-range locks may not reach the other
+ * clients, or where PROGCACHE_FLIGHT_LOCK=lease). NULL for NULL. (i20nfs) */
+PROGCACHE_API const char *progcache_file_flight_mechanism(const progcache_file *file);
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,7 +77,15 @@ typedef enum progcache_stat {
     /* compile-or-load found an entry without the lowered names of its name
      * expressions (written by cuda.core or an older progcache) and compiled
      * once to learn them (docs/CUDA.md, "Name expressions") */
-    PROGCACHE_STAT_NAMES_LEARNED = 30
+    PROGCACHE_STAT_NAMES_LEARNED = 30,
+    /* i20nfs: network file systems (docs/SHARED.md). Entries sealed in a
+     * sidecar file (progcache/seals/) for want of user xattrs; compiles
+     * coordinated by a lease file (progcache/flight.d/) where byte-range
+     * locks do not reach other clients; stale lease files (a holder that
+     * died or stopped refreshing) taken over. */
+    PROGCACHE_STAT_SIDECAR_SEALS = 31,
+    PROGCACHE_STAT_FLIGHT_LEASES = 32,
+    PROGCACHE_STAT_FLIGHT_TAKEOVERS = 33
 } progcache_stat;
 
 /*
@@ -175,9 +183,19 @@ typedef struct progcache_stats {
     uint64_t pch_rejected;
     uint64_t pch_ms_saved;
     uint64_t pch_fallbacks;
+
+    /* i20nfs (version 3): network file systems (docs/SHARED.md).
+     * sidecar_seals: entries sealed in progcache/seals/ (no user xattrs).
+     * flight_leases: compiles that took a lease file in progcache/flight.d/
+     * (where byte-range locks do not reach the other clients of a network
+     * file system). flight_takeovers: lease files found stale (the holder
+     * died or stopped refreshing for a lease) and taken over. */
+    uint64_t sidecar_seals;
+    uint64_t flight_leases;
+    uint64_t flight_takeovers;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 2
+#define PROGCACHE_STATS_VERSION 3
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

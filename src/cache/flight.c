@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "error.h"
 #include "fs.h"
+#include "netfs.h"
 #include "sha256.h"
 
 
@@ -53,6 +54,45 @@ static int open_lock_file(progcache *cache)
     return fd;
 }
 
+/* Whether this cache's directory is on a file system whose byte-range
+ * locks may not reach the other clients (progcache__netfs_kind); said once
+ * per process. */
+static int use_lease(progcache *cache)
+{
+    static int said;
+    if (!cache->path)
+        return 0;
+    int root = open(cache->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return 0;
+    const char *why;
+    int lease = progcache__netfs_kind(root, &why);
+    close(root);
+    static int said_bad;
+    const char *force = progcache__netfs_bad_setting();
+    if (force && cache->log && !__atomic_exchange_n(&said_bad, 1, __ATOMIC_RELAXED))
+        progcache__cache_log(cache, PROGCACHE_LOG_WARN,
+                             "progcache: PROGCACHE_FLIGHT_LOCK=\"%.40s\" is not lease, range or "
+                             "auto; ignored (auto: lease files on a network file system)",
+                             force);
+    if (lease && cache->log && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        progcache__cache_log(cache, PROGCACHE_LOG_INFO,
+                             "progcache: %s is on %s: processes of every client that miss the "
+                             "same key wait for one compile through lease files in "
+                             "progcache/flight.d/ (docs/SHARED.md)",
+                             cache->path, why);
+    return lease;
+}
+
+/* Close what a waiter opened and does not hand over to f. */
+static void close_unowned(int fd, int lease_dir)
+{
+    if (fd >= 0)
+        close(fd);
+    if (lease_dir >= 0)
+        close(lease_dir);
+}
+
 void progcache__flight_log(const progcache__flight *f, const progcache *cache, int level,
                            const char *fmt, ...)
 {
@@ -81,8 +121,16 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
         slot = slot << 8 | digest[i];
     slot &= (UINT64_C(1) << 62) - 1; /* a positive off_t */
 
-    int fd = open_lock_file(cache);
-    if (fd < 0)
+    /* On a network file system byte-range locks may exclude only this
+     * client's processes: lease files there (flight_lease.c). */
+    int lease_dir = -1, fd = -1;
+    progcache__lease_seen seen;
+    memset(&seen, 0, sizeof seen);
+    if (use_lease(cache))
+        lease_dir = progcache__flight_lease_dir(cache);
+    else
+        fd = open_lock_file(cache);
+    if (fd < 0 && lease_dir < 0)
         return PROGCACHE_OK;
     double start = progcache__clock_ms();
     /* The holder on this host may itself wait the bound for another node
@@ -93,14 +141,18 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
     unsigned int pause = 1;
     int contended = 0;
     for (;;) {
-        int locked = try_lock(fd, slot);
+        int locked = lease_dir >= 0
+                         ? progcache__flight_lease_try(f, cache, lease_dir, digest, &seen)
+                         : try_lock(fd, slot);
         if (locked != 0) {
             if (locked < 0) {
-                close(fd);
+                close_unowned(fd, lease_dir);
                 return PROGCACHE_OK;
             }
-            f->fd = fd;
-            f->slot = slot;
+            if (lease_dir < 0) {
+                f->fd = fd;
+                f->slot = slot;
+            }
             /* The holder before us may have stored the value between our
              * miss and our lock: look once more before computing. (Quiet:
              * the caller already counted its miss.) */
@@ -128,7 +180,7 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
         double now = progcache__clock_ms();
         char hex[17];
         if (now - start > bound) {
-            close(fd);
+            close_unowned(fd, lease_dir);
             *waited_ms = now - start;
             progcache__cache_record(cache, PROGCACHE_STAT_WAIT_TIMEOUTS, 1);
             progcache__hex(hex, key, key_len < 8 ? key_len : 8);
@@ -152,7 +204,7 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
         pause = pause * 2 > 25 ? 25 : pause * 2;
         int rc = progcache__cache_get_local(out, meta, cache, key, key_len);
         if (rc != PROGCACHE_ENOTFOUND) {
-            close(fd);
+            close_unowned(fd, lease_dir);
             *waited_ms = progcache__clock_ms() - start;
             if (rc == PROGCACHE_OK)
                 *owner = 0;
@@ -168,6 +220,7 @@ void progcache__flight_end(progcache__flight *f)
     /* The remote lease first: other nodes may look as soon as it is gone,
      * and this host's waiters only after that. */
     progcache__flight_remote_end(f);
+    progcache__flight_lease_end(f);
     if (f->fd < 0)
         return;
     /* Closing the descriptor drops its OFD locks. */

@@ -7,17 +7,26 @@
  * different bytes, so they never wait for each other; the kernel drops the
  * lock when its holder dies, so a crashed compiler never blocks anyone; and
  * OFD locks belong to the open file, not the process, so two threads of one
- * process exclude each other too (each flight opens the file itself). */
+ * process exclude each other too (each flight opens the file itself).
+ * Where the cache directory is on a network file system, whose byte-range
+ * locks may exclude only one client's processes, lease files take their
+ * place (flight_lease.c; docs/SHARED.md). */
 #ifndef PROGCACHE_CACHE_FLIGHT_H
 #define PROGCACHE_CACHE_FLIGHT_H
 
 #include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "error.h" /* PROGCACHE_PRINTF */
 #include "progcache/cache.h"
 
 typedef struct progcache__flight {
     int fd;        /* the lock file, or -1 when no lock is held */
+    /* A held lease file (flight_lease.c), or NULL: used instead of the
+     * byte-range lock where those do not reach the other clients of a
+     * network file system. */
+    struct progcache__flight_lease *lease;
     uint64_t slot; /* the byte locked */
     struct progcache__remote_lease *remote; /* a held Redis lease, or NULL */
     /* Told about a wait (progress every few seconds at INFO, a bound that
@@ -27,7 +36,7 @@ typedef struct progcache__flight {
     void *log_ctx;
 } progcache__flight;
 
-#define PROGCACHE__FLIGHT_INIT {-1, 0, NULL, NULL, NULL}
+#define PROGCACHE__FLIGHT_INIT {-1, NULL, 0, NULL, NULL, NULL}
 
 /* Default bound on waiting for another compile, local or remote (docs/
  * REMOTE.md, "Waiting for another node"): a holder that dies frees its
@@ -82,5 +91,26 @@ int progcache__flight_remote(progcache__flight *f, int *owner, progcache_buf *ou
 void progcache__flight_log(const progcache__flight *f, const progcache *cache, int level,
                            const char *fmt, ...) PROGCACHE_PRINTF(4, 5);
 void progcache__flight_remote_end(progcache__flight *f);
+
+/* Lease files (flight_lease.c), for caches on a network file system
+ * (progcache__netfs_kind). What a waiter last saw of the holder's file and
+ * since when (progcache__clock_ms) it has not changed; start zeroed. */
+typedef struct progcache__lease_seen {
+    int valid;
+    struct timespec mtime;
+    off_t size;
+    char text[128];
+    double since;
+} progcache__lease_seen;
+/* <root>/progcache/flight.d, opened (created if missing), or -1. */
+int progcache__flight_lease_dir(const progcache *cache);
+/* Take the lease of the key whose digest starts with digest in dirfd, or
+ * watch its holder (taking over a file unchanged for PROGCACHE__LEASE_MS).
+ * 1: held (f->lease; it owns dirfd from now on); 0: another holds it;
+ * -1: lease files cannot be used here. */
+int progcache__flight_lease_try(progcache__flight *f, progcache *cache, int dirfd,
+                                const unsigned char digest[8], progcache__lease_seen *seen);
+/* Stop refreshing and remove the lease file, if it is still ours. */
+void progcache__flight_lease_end(progcache__flight *f);
 
 #endif

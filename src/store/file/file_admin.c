@@ -184,7 +184,7 @@ static int visit(walk_state *w, int shard, const shard_item *it)
         }
         if (e.data && (w->flags & PROGCACHE_ENTRIES_RECORDS)) {
             int whole;
-            if (progcache__file_seal_check(item.fd, e.name, e.data, (size_t)e.size, &w->meta,
+            if (progcache__file_seal_check(w->fs, item.fd, e.name, e.data, (size_t)e.size, &w->meta,
                                            &whole, NULL) == FILE_SEAL_MATCH &&
                 w->meta.records.size)
                 e.meta = &w->meta;
@@ -317,7 +317,7 @@ static int verify_visit(void *ctx, file_walk_item *item)
     char other[17];
     v->out->checked++;
     if (e->data)
-        seal = progcache__file_seal_check(item->fd, e->name, e->data, (size_t)e->size, NULL,
+        seal = progcache__file_seal_check(v->fs, item->fd, e->name, e->data, (size_t)e->size, NULL,
                                           &whole, other);
     if (e->error) {
         snprintf(v->why, sizeof v->why, "%s", e->error);

@@ -102,11 +102,19 @@ int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
         goto done;
     }
     struct stat st;
-    if (fstatat(tmp_fd, moved, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == seen->st_ino &&
+    /* The inode number, where it survives the move: on a network file
+     * system the move may be a link and an unlink (no RENAME_NOREPLACE:
+     * sshfs), and a link there may get a new number. */
+    if (fstatat(tmp_fd, moved, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        (st.st_ino == seen->st_ino || fs->network_fs) &&
         st.st_size == seen->st_size && same_time(st.st_mtim, seen->st_mtim) &&
         (!check_atime || same_time(st.st_atim, seen->st_atim))) {
         gone = 1;
         progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
+        char entry[FILE_NAME_LEN];
+        snprintf(entry, 3, "%02x", shard);
+        memcpy(entry + 2, name, FILE_NAME_LEN - 2);
+        progcache__file_sidecar_forget(fs, entry);
     } else {
         /* Replaced or read since it was seen: put it back, unless an even
          * newer entry has landed there meanwhile (link never overwrites). */

@@ -1,7 +1,9 @@
 /* The file store's read path: a hit is open, fstat, read, the seal (one
  * fgetxattr and one SHA-256 pass), and at most once a minute a futimens for
- * the LRU clock. Readers take no lock: writers publish by rename, so a
- * reader sees the old entry or the new one, never a torn one. */
+ * the LRU clock (on a directory without user xattrs, the seal is a small
+ * file of its own: one open and read more, file_sidecar.c). Readers take
+ * no lock: writers publish by rename, so a reader sees the old entry or
+ * the new one, never a torn one. */
 #include "store/file/file_store.h"
 
 #include <errno.h>
@@ -63,7 +65,7 @@ static int64_t now_seconds(void)
 /* Only files this user wrote are loaded as code: in a directory others can
  * write to, anything else could be planted (docs/SECURITY.md). A
  * group-shared cache trusts its group instead. Writable by all: never. */
-static int trusted(const file_store *fs, const struct stat *st)
+int progcache__file_trusted(const file_store *fs, const struct stat *st)
 {
     if (st->st_mode & S_IWOTH)
         return 0;
@@ -87,12 +89,12 @@ static int trusted(const file_store *fs, const struct stat *st)
  *    announce an artifact (ELF, fatbin, LTO-IR or PTX magic or text) must
  *    be a whole one (src/artifact/: headers and tables inside the
  *    file). Other bytes (the store holds any values) pass. */
-static int intact(int fd, const char *rel, const unsigned char *data, size_t size,
+static int intact(file_store *fs, int fd, const char *rel, const unsigned char *data, size_t size,
                   progcache_entry_meta *meta, int *sealed, char *why, size_t why_len)
 {
     char name[FILE_NAME_LEN], other[17];
     progcache__file_name_of_rel(name, rel);
-    int seal = progcache__file_seal_check(fd, name, data, size, meta, sealed, other);
+    int seal = progcache__file_seal_check(fs, fd, name, data, size, meta, sealed, other);
     if (seal == FILE_SEAL_OTHER) {
         snprintf(why, why_len,
                  "sealed for another entry (%s...): copied, linked or moved here from another "
@@ -143,7 +145,7 @@ int progcache__file_get(progcache_buf *out, progcache_entry_meta *meta, file_sto
         return progcache__error_errno(progcache__code_from_errno(errno), errno,
                                       "cannot open cache entry %s/%s", fs->root, rel);
     }
-    if (!trusted(fs, &st)) {
+    if (!progcache__file_trusted(fs, &st)) {
         rc = PROGCACHE_ENOTFOUND;
         goto done;
     }
@@ -179,7 +181,7 @@ int progcache__file_get(progcache_buf *out, progcache_entry_meta *meta, file_sto
     progcache__buf_set_size(out, size);
     char why[200];
     if (!(fs->flags & PROGCACHE_FILE_NO_VERIFY) &&
-        !intact(fd, rel, out->data, size, meta, &sealed, why, sizeof why)) {
+        !intact(fs, fd, rel, out->data, size, meta, &sealed, why, sizeof why)) {
         /* Never hand out bytes that changed on disk or an artifact that is
          * not whole. Remove the entry (if it is still this file: another
          * process may have replaced it meanwhile) so the next put heals it. */

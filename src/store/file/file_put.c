@@ -144,10 +144,15 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
         goto done;
     }
     /* The seal (and the records it covers) travels with the inode, so the
-     * rename publishes bytes, records and seal at once. */
+     * rename publishes bytes, records and seal at once. Without xattrs it
+     * is a file of its own, published now, before the entry's rename
+     * (file_sidecar.c says why that order is safe). */
     char name[FILE_NAME_LEN];
     progcache__file_name_of_rel(name, rel);
-    progcache__file_seal(fd, name, data, size, meta);
+    if (progcache__file_seal(fs, fd, name, data, size, meta) != 0) {
+        rc = put_error(fs, errno, "write the seal of", rel);
+        goto done;
+    }
     if (sync && progcache__fs_fsync(fd) != 0) {
         rc = put_error(fs, errno, "fsync temp file", tmp_rel);
         goto done;
@@ -223,6 +228,9 @@ int progcache__file_vremove(progcache_store *store, const void *key, size_t key_
         return put_error(fs, errno, "remove", rel);
     }
     progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
+    char name[FILE_NAME_LEN];
+    progcache__file_name_of_rel(name, rel);
+    progcache__file_sidecar_forget(fs, name);
     return PROGCACHE_OK;
 }
 

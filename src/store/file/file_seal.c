@@ -1,5 +1,6 @@
 /* The seal of an entry (docs/FORMAT.md, "The seal"): the extended
- * attribute that binds an entry's bytes, and the records kept with them,
+ * attribute (or, on a file system without user xattrs, the sidecar file of
+ * file_sidecar.c) that binds an entry's bytes, and the records kept with them,
  * to the entry's name, so that a flipped bit, a torn file or an entry
  * copied to another key's path is never served. Written on the temp file
  * before the rename, so bytes, records and seal are published at once. */
@@ -15,6 +16,7 @@
 #include "error.h"
 #include "sha256.h"
 #include "artifact/inspect.h"
+#include "store/file/file_stats.h"
 
 /* The digest of a seal: SHA-256 over the tag and the entry's name, then,
  * when the entry has records, their length (8 bytes, little-endian) and
@@ -56,26 +58,64 @@ static void name_prefix(unsigned char out[8], const char name[FILE_NAME_LEN])
                                  progcache__hex_digit(name[2 * i + 1]));
 }
 
-void progcache__file_seal(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
-                          size_t size, const progcache_entry_meta *meta)
+/* The 42 bytes of a seal (file_store.h). */
+static int seal_make(unsigned char seal[FILE_SEAL_SIZE], const char name[FILE_NAME_LEN],
+                     const progcache_buf *records, const unsigned char *data, size_t size)
 {
-    const progcache_buf *records = meta && meta->records.size ? &meta->records : NULL;
-    /* Records first: the seal is what vouches for them, so a seal that says
-     * "records" must never be there without them. A file system that
-     * cannot hold them (no user xattrs, or too little room for them) gets
-     * the entry without records. */
-    if (records && fsetxattr(fd, FILE_RECORDS_XATTR, records->data, records->size, 0) != 0)
-        records = NULL;
-    unsigned char seal[FILE_SEAL_SIZE];
-    if (seal_digest(seal + 10, name, records, data, size) != PROGCACHE_OK)
-        return;
+    int rc = seal_digest(seal + 10, name, records, data, size);
+    if (rc != PROGCACHE_OK)
+        return rc;
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
     (void)progcache__validate(&info, data, size, 0); /* no names: cannot fail */
     seal[0] = FILE_SEAL_FORMAT;
     seal[1] = (unsigned char)((info.valid ? FILE_SEAL_WHOLE : 0) |
                               (records ? FILE_SEAL_RECORDS : 0));
     name_prefix(seal + 2, name);
-    (void)fsetxattr(fd, FILE_SEAL_XATTR, seal, sizeof seal, 0);
+    return PROGCACHE_OK;
+}
+
+/* Seal in progcache/seals/ (file_sidecar.c). -1 with errno when it could
+ * not be written: the put fails rather than publish an entry unsealed. */
+static int seal_sidecar(file_store *fs, const char name[FILE_NAME_LEN],
+                        const unsigned char *data, size_t size, const progcache_buf *records)
+{
+    if (!__atomic_load_n(&fs->seal_sidecar, __ATOMIC_RELAXED))
+        progcache__file_seal_use_sidecar(fs);
+    unsigned char seal[FILE_SEAL_SIZE];
+    if (seal_make(seal, name, records, data, size) != PROGCACHE_OK) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return progcache__file_sidecar_write(fs, name, seal, records);
+}
+
+int progcache__file_seal(file_store *fs, int fd, const char name[FILE_NAME_LEN],
+                         const unsigned char *data, size_t size, const progcache_entry_meta *meta)
+{
+    const progcache_buf *records = meta && meta->records.size ? &meta->records : NULL;
+    const int sidecar = __atomic_load_n(&fs->seal_sidecar, __ATOMIC_RELAXED);
+    /* Records first: the seal is what vouches for them, so a seal that says
+     * "records" must never be there without them. A file system that
+     * cannot hold them (too little room for them) gets the entry without
+     * records. */
+    if (records && !sidecar &&
+        fsetxattr(fd, FILE_RECORDS_XATTR, records->data, records->size, 0) != 0) {
+        if (errno == ENOTSUP || errno == EOPNOTSUPP)
+            return seal_sidecar(fs, name, data, size, records);
+        records = NULL;
+    }
+    if (sidecar)
+        return seal_sidecar(fs, name, data, size, records);
+    unsigned char seal[FILE_SEAL_SIZE];
+    if (seal_make(seal, name, records, data, size) != PROGCACHE_OK)
+        return 0; /* out of memory: the entry goes unsealed, as before */
+    if (fsetxattr(fd, FILE_SEAL_XATTR, seal, sizeof seal, 0) != 0 &&
+        (errno == ENOTSUP || errno == EOPNOTSUPP))
+        /* The directory said it had xattrs at open and this file has
+         * none (another file system mounted below, a server that changed):
+         * from now on the sidecar, for this entry too. */
+        return seal_sidecar(fs, name, data, size, records);
+    return 0;
 }
 
 /* Read the records xattr into records (reusing its memory). 0, or -1 when
@@ -94,8 +134,9 @@ static int read_records(int fd, progcache_buf *records)
 }
 
 PROGCACHE_HOT
-int progcache__file_seal_check(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
-                               size_t size, progcache_entry_meta *meta, int *whole, char *other)
+int progcache__file_seal_check(file_store *fs, int fd, const char name[FILE_NAME_LEN],
+                               const unsigned char *data, size_t size, progcache_entry_meta *meta,
+                               int *whole, char *other)
 {
     /* One byte more than a seal of ours, so that a longer value (a future
      * format) is read, and told apart, rather than failing with ERANGE. */
@@ -107,19 +148,44 @@ int progcache__file_seal_check(int fd, const char name[FILE_NAME_LEN], const uns
      * listed before). */
     if (meta)
         meta->records.size = 0;
-    ssize_t n = fgetxattr(fd, FILE_SEAL_XATTR, seal, sizeof seal);
+    progcache_buf own = PROGCACHE_BUF_INIT, *records = NULL;
+    int sidecar_records = 0;
+    const int sidecar = __atomic_load_n(&fs->seal_sidecar, __ATOMIC_RELAXED);
+    ssize_t n;
+    if (__builtin_expect(!sidecar, 1)) {
+        n = fgetxattr(fd, FILE_SEAL_XATTR, seal, sizeof seal);
+    } else {
+        /* The records come with the seal, in the same file. */
+        records = meta ? &meta->records : &own;
+        n = progcache__file_sidecar_read(fs, name, seal, records, &sidecar_records);
+        if (!sidecar_records)
+            records = NULL;
+    }
     /* None, an older format that bound no name (32 or 33 bytes), or one
      * this version does not know: nothing to check the bytes against. */
-    if (n != FILE_SEAL_SIZE || seal[0] != FILE_SEAL_FORMAT)
+    if (n != FILE_SEAL_SIZE || seal[0] != FILE_SEAL_FORMAT) {
+        progcache_buf_free(&own);
+        if (meta)
+            meta->records.size = 0;
         return FILE_SEAL_NONE;
+    }
     name_prefix(prefix, name);
     if (memcmp(seal + 2, prefix, sizeof prefix) != 0) {
+        progcache_buf_free(&own);
+        if (meta)
+            meta->records.size = 0;
         if (other)
             progcache__hex(other, seal + 2, 8);
         return FILE_SEAL_OTHER;
     }
-    progcache_buf own = PROGCACHE_BUF_INIT, *records = NULL;
-    if (seal[1] & FILE_SEAL_RECORDS) {
+    if (sidecar && !(seal[1] & FILE_SEAL_RECORDS) != !records) {
+        /* A sidecar whose records and flag disagree: not what a put wrote. */
+        progcache_buf_free(&own);
+        if (meta)
+            meta->records.size = 0;
+        return FILE_SEAL_CHANGED;
+    }
+    if (!sidecar && (seal[1] & FILE_SEAL_RECORDS)) {
         /* Read into the caller's meta, or, when it wants none, a buffer of
          * our own: the digest covers them either way. */
         records = meta ? &meta->records : &own;

@@ -49,6 +49,10 @@ typedef enum progcache__counter {
     PROGCACHE__PCH_MS_SAVED = 28,
     PROGCACHE__PCH_FALLBACKS = 29,
     PROGCACHE__NAMES_LEARNED = 30,
+    /* i20nfs: network file systems. */
+    PROGCACHE__SIDECAR_SEALS = 31,
+    PROGCACHE__FLIGHT_LEASES = 32,
+    PROGCACHE__FLIGHT_TAKEOVERS = 33,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

@@ -25,6 +25,7 @@
 #include "buf.h"
 #include "error.h"
 #include "fs.h"
+#include "netfs.h"
 #include "options.h"
 #include "sha256.h"
 #include "store/file/file_stats.h"
@@ -308,6 +309,9 @@ int progcache_store_file_new(progcache_store **out, const char *path,
     rc = open_layout(fs, path);
     if (rc)
         goto fail;
+    /* Where the seals go: xattrs, or progcache/seals/ without them. */
+    (void)progcache__file_seal_detect(fs);
+    fs->network_fs = progcache__netfs_type(fs->root_fd, NULL);
     /* The size cap and the other settings: the directory's settings file,
      * the environment, then opts (progcache/settings.h). */
     rc = progcache__file_settings_resolve(fs, opts);

@@ -58,6 +58,14 @@ struct progcache_file {
      * the environment and the options, resolved at open into max_size,
      * low_water, max_artifact_size and PROGCACHE_FILE_NO_FSYNC above. */
     progcache_settings *settings;
+    /* 1 when entries are sealed in progcache/seals/ (file_sidecar.c): the
+     * directory has no user extended attributes. Set at open, or by the
+     * first put that finds xattrs refused; read with relaxed atomics. */
+    int seal_sidecar;
+    /* 1 on a network or FUSE file system (progcache__netfs_type), where an
+     * inode number may not survive a link (sshfs makes a new one), so
+     * progcache__file_remove_if_same cannot compare it. */
+    int network_fs;
 };
 
 /* Resolve fs's settings from o (and, unless PROGCACHE_FILE_NO_SETTINGS,
@@ -74,7 +82,8 @@ int progcache__file_check_dir(int root_fd, const char *path);
 
 /* The seal of an entry: the extended attribute FILE_SEAL_XATTR, written on
  * the temp file before the rename so content and seal are published
- * together (docs/FORMAT.md, "The seal"). Format 2, FILE_SEAL_SIZE bytes:
+ * together (docs/FORMAT.md, "The seal"); without user xattrs, the same
+ * bytes in a sidecar file (file_sidecar.c). Format 2, FILE_SEAL_SIZE bytes:
  *   [0]      FILE_SEAL_FORMAT (2)
  *   [1]      flags: FILE_SEAL_WHOLE when the writer found the bytes to be a
  *            whole artifact (src/artifact/inspect.c)
@@ -101,11 +110,42 @@ int progcache__file_check_dir(int root_fd, const char *path);
 #define FILE_SEAL_TAG_SIZE 17
 
 
-/* Seal the bytes just written to fd as the entry named name, with meta's
- * records if any (best effort: a file system without user xattrs gets no
- * seal, one without room for the records an entry without them). */
-void progcache__file_seal(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
-                          size_t size, const progcache_entry_meta *meta);
+/* Seal the bytes just written to fd (the temp file of a put, not yet
+ * renamed) as the entry named name, with meta's records if any: the xattr
+ * on fd, or, on a directory without user xattrs, the sidecar (published
+ * before the caller renames the entry into place). The xattr is best
+ * effort (no room for the records: an entry without them); 0, or -1 with
+ * errno when the sidecar could not be written (the put then fails). */
+int progcache__file_seal(file_store *fs, int fd, const char name[FILE_NAME_LEN],
+                         const unsigned char *data, size_t size, const progcache_entry_meta *meta);
+
+/* The sidecar seal (file_sidecar.c; docs/FORMAT.md, "The seal without
+ * extended attributes"): progcache/seals/<2 hex>/<62 hex> holds the 42
+ * bytes of the seal, then the records it covers, if any.
+ * detect: at open, whether the directory lacks user xattrs (then sets
+ * seal_sidecar and says so, once per process); returns 1 when it does.
+ * use_sidecar: switch fs to the sidecar (and say so, once per process).
+ * write: publish a seal (temp file in progcache/seals/, fsync unless
+ * NO_FSYNC, rename into its shard); 0 or -1 with errno.
+ * read: read the seal of the entry name into seal and its records (if any,
+ * *has_records = 1) into records; returns the seal's length (FILE_SEAL_SIZE)
+ * or -1 when there is none this process may trust.
+ * forget: remove the seal of an entry that was removed (a no-op with
+ * xattrs). is_seal_tmp_name: "seal-<16 hex>", a temp seal. */
+int progcache__file_seal_detect(file_store *fs);
+void progcache__file_seal_use_sidecar(file_store *fs) PROGCACHE_COLD;
+int progcache__file_sidecar_write(file_store *fs, const char name[FILE_NAME_LEN],
+                                  const unsigned char seal[FILE_SEAL_SIZE],
+                                  const progcache_buf *records);
+int progcache__file_sidecar_read(file_store *fs, const char name[FILE_NAME_LEN],
+                                 unsigned char seal[FILE_SEAL_SIZE], progcache_buf *records,
+                                 int *has_records);
+void progcache__file_sidecar_forget(file_store *fs, const char name[FILE_NAME_LEN]);
+int progcache__file_is_seal_tmp_name(const char *name);
+
+/* Whether an entry (or its sidecar seal) with these attributes may be
+ * trusted (file_get.c; docs/SECURITY.md). */
+int progcache__file_trusted(const file_store *fs, const struct stat *st);
 
 /* What progcache__file_seal_check found. */
 enum {
@@ -121,8 +161,9 @@ enum {
  * the 16 hex digits the other entry's name starts with (17 bytes). With
  * meta, the entry's records are read into meta->records (left empty when
  * the result is not FILE_SEAL_MATCH). */
-int progcache__file_seal_check(int fd, const char name[FILE_NAME_LEN], const unsigned char *data,
-                               size_t size, progcache_entry_meta *meta, int *whole, char *other);
+int progcache__file_seal_check(file_store *fs, int fd, const char name[FILE_NAME_LEN],
+                               const unsigned char *data, size_t size, progcache_entry_meta *meta,
+                               int *whole, char *other);
 
 /* Names the file store creates (store_file_names.c); it removes nothing
  * else. An entry file: 62 lowercase hex digits. A shard directory: 2. A

@@ -57,6 +57,8 @@ void progcache__file_sweep_tmp(file_store *fs, int state_dir_too)
     sweep_dir(fs, "tmp", progcache__file_is_tmp_name);
     if (state_dir_too)
         sweep_dir(fs, FILE_STATE_DIR, progcache__file_is_state_tmp_name);
+    if (state_dir_too && __atomic_load_n(&fs->seal_sidecar, __ATOMIC_RELAXED))
+        sweep_dir(fs, FILE_STATE_DIR "/seals", progcache__file_is_seal_tmp_name);
 }
 
 typedef struct {
@@ -68,8 +70,13 @@ typedef struct {
 static int clear_entry(void *ctx, int shard, const char *name, const struct stat *st)
 {
     clear_ctx *cc = ctx;
-    if (progcache__fs_unlinkat(cc->dirfd, name, 0) == 0)
+    if (progcache__fs_unlinkat(cc->dirfd, name, 0) == 0) {
         progcache__file_account(cc->fs, shard, -(int64_t)st->st_size, -1);
+        char entry[FILE_NAME_LEN];
+        snprintf(entry, 3, "%02x", shard);
+        memcpy(entry + 2, name, FILE_NAME_LEN - 2);
+        progcache__file_sidecar_forget(cc->fs, entry);
+    }
     else if (errno != ENOENT && !cc->rc)
         cc->rc = progcache__error_errno(progcache__code_from_errno(errno), errno,
                                         "cannot remove %s/entries/%02x/%s", cc->fs->root, shard,
