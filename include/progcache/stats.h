@@ -77,7 +77,14 @@ typedef enum progcache_stat {
     /* compile-or-load found an entry without the lowered names of its name
      * expressions (written by cuda.core or an older progcache) and compiled
      * once to learn them (docs/CUDA.md, "Name expressions") */
-    PROGCACHE_STAT_NAMES_LEARNED = 30
+    PROGCACHE_STAT_NAMES_LEARNED = 30,
+    /* i20cap (version 3): locks the file system refused, and what other
+     * programs wrote into the directory (docs/SHARED.md, "Failing locks
+     * and other writers"): */
+    PROGCACHE_STAT_LOCK_FAILURES = 34,
+    PROGCACHE_STAT_LOCK_FALLBACKS = 35,
+    PROGCACHE_STAT_OTHER_WRITER_RESCANS = 36,
+    PROGCACHE_STAT_OTHER_WRITER_BYTES = 37
 } progcache_stat;
 
 /*
@@ -175,9 +182,25 @@ typedef struct progcache_stats {
     uint64_t pch_rejected;
     uint64_t pch_ms_saved;
     uint64_t pch_fallbacks;
+
+    /* Version 3. i20cap: shared directories (docs/SHARED.md, "Failing
+     * locks and other writers").
+     * lock_failures: lock calls (flock on progcache/lock, fcntl on
+     * progcache/flight) that the file system refused (ENOLCK, EOPNOTSUPP,
+     * ENOSYS: NFS without a lock manager, some FUSE file systems), not ones
+     * another process held. lock_fallbacks: size passes (seeding, eviction,
+     * prune) that ran without the cross-process lock, on the lock-free
+     * path that measures the directory itself. other_writer_rescans: passes
+     * made because another program (cuda.core) wrote into the directory.
+     * other_writer_bytes: the bytes those passes found that progcache's
+     * counters did not hold. */
+    uint64_t lock_failures;
+    uint64_t lock_fallbacks;
+    uint64_t other_writer_rescans;
+    uint64_t other_writer_bytes;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 2
+#define PROGCACHE_STATS_VERSION 3
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -31,6 +31,27 @@ static int try_lock(int fd, uint64_t slot)
     return errno == EAGAIN || errno == EACCES ? 0 : -1;
 }
 
+/* A file system that refuses byte-range locks (NFS without a lock
+ * manager, some FUSE file systems) refuses every one: counted each time,
+ * said once per process. The caller compiles without waiting: never a
+ * hang, and never a wait that passes silently. */
+static int lock_warned;
+
+static void lock_refused(progcache *cache, int errnum)
+{
+    progcache__cache_record(cache, PROGCACHE_STAT_LOCK_FAILURES, 1);
+    if (__atomic_exchange_n(&lock_warned, 1, __ATOMIC_RELAXED))
+        return;
+    char why[160];
+    const char *name = strerrorname_np(errnum);
+    progcache__cache_log(cache, PROGCACHE_LOG_WARN,
+                         "cannot lock %s/progcache/flight: %s (%s): the file system does not "
+                         "lock; processes missing the same key each compile it (said once per "
+                         "process; lock_failures in progcache stats)",
+                         cache->path, progcache__fs_strerror(why, sizeof why, errnum),
+                         name ? name : "unknown errno");
+}
+
 static int open_lock_file(progcache *cache)
 {
     if (!cache->path)
@@ -96,6 +117,7 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
         int locked = try_lock(fd, slot);
         if (locked != 0) {
             if (locked < 0) {
+                lock_refused(cache, errno);
                 close(fd);
                 return PROGCACHE_OK;
             }

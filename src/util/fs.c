@@ -262,6 +262,11 @@ int progcache__fs_flock(int fd, int operation)
     return rc;
 }
 
+int progcache__fs_lock_unsupported(int errnum)
+{
+    return errnum == ENOLCK || errnum == EOPNOTSUPP || errnum == ENOSYS || errnum == EINVAL;
+}
+
 /* Temp names need to be unique, not secret: O_EXCL catches collisions.
  * The generator is reseeded from the kernel in every new process: a child
  * forked from a process that already drew names would otherwise draw the

@@ -91,6 +91,11 @@ int progcache__fs_linkat(int olddirfd, const char *oldpath, int newdirfd, const 
 int progcache__fs_mkdirat(int dirfd, const char *path, mode_t mode); /* EEXIST is success */
 int progcache__fs_unlinkat(int dirfd, const char *path, int flags);
 int progcache__fs_flock(int fd, int operation);
+/* Whether errnum, from flock or fcntl's F_SETLK/F_OFD_SETLK, says that
+ * the file system cannot lock at all (ENOLCK: NFS without a lock manager;
+ * EOPNOTSUPP, ENOSYS, EINVAL: some FUSE and network file systems), as
+ * opposed to another process holding the lock (EWOULDBLOCK, EACCES). */
+int progcache__fs_lock_unsupported(int errnum);
 
 /* Create a new file "<prefix><16 random hex>" in dirfd with O_EXCL and the
  * given mode; writes the name into name (prefix length + 17 bytes). */

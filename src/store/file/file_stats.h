@@ -49,6 +49,11 @@ typedef enum progcache__counter {
     PROGCACHE__PCH_MS_SAVED = 28,
     PROGCACHE__PCH_FALLBACKS = 29,
     PROGCACHE__NAMES_LEARNED = 30,
+    /* i20cap: failing locks, other writers (docs/SHARED.md). */
+    PROGCACHE__LOCK_FAILURES = 34,
+    PROGCACHE__LOCK_FALLBACKS = 35,
+    PROGCACHE__OTHER_WRITER_RESCANS = 36,
+    PROGCACHE__OTHER_WRITER_BYTES = 37,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;
