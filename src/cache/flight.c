@@ -33,22 +33,17 @@ static int try_lock(int fd, uint64_t slot)
 
 /* A file system that refuses byte-range locks (NFS without a lock
  * manager, some FUSE file systems) refuses every one: counted each time,
- * said once per process. The caller compiles without waiting: never a
- * hang, and never a wait that passes silently. */
-static int lock_warned;
-
+ * said once per process (with the file store's lock). The caller compiles
+ * without waiting: never a hang, and never a wait that passes silently. */
 static void lock_refused(progcache *cache, int errnum)
 {
     progcache__cache_record(cache, PROGCACHE_STAT_LOCK_FAILURES, 1);
-    if (__atomic_exchange_n(&lock_warned, 1, __ATOMIC_RELAXED))
+    if (!progcache__fs_lock_warn_once())
         return;
     char why[160];
     const char *name = strerrorname_np(errnum);
-    progcache__cache_log(cache, PROGCACHE_LOG_WARN,
-                         "cannot lock %s/progcache/flight: %s (%s): the file system does not "
-                         "lock; processes missing the same key each compile it (said once per "
-                         "process; lock_failures in progcache stats)",
-                         cache->path, progcache__fs_strerror(why, sizeof why, errnum),
+    progcache__cache_log(cache, PROGCACHE_LOG_WARN, PROGCACHE__FS_NO_LOCKS_FMT, cache->path,
+                         progcache__fs_strerror(why, sizeof why, errnum),
                          name ? name : "unknown errno");
 }
 

@@ -267,6 +267,12 @@ int progcache__fs_lock_unsupported(int errnum)
     return errnum == ENOLCK || errnum == EOPNOTSUPP || errnum == ENOSYS || errnum == EINVAL;
 }
 
+int progcache__fs_lock_warn_once(void)
+{
+    static int warned;
+    return !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED);
+}
+
 /* Temp names need to be unique, not secret: O_EXCL catches collisions.
  * The generator is reseeded from the kernel in every new process: a child
  * forked from a process that already drew names would otherwise draw the

@@ -96,6 +96,18 @@ int progcache__fs_flock(int fd, int operation);
  * EOPNOTSUPP, ENOSYS, EINVAL: some FUSE and network file systems), as
  * opposed to another process holding the lock (EWOULDBLOCK, EACCES). */
 int progcache__fs_lock_unsupported(int errnum);
+/* 1 the first time a process calls it, 0 after: a file system that
+ * cannot lock fails every lock (the size accounting's, single-flight's),
+ * and the user hears of it once per process, from whichever comes first,
+ * in PROGCACHE__FS_NO_LOCKS_FMT's words (arguments: the cache directory,
+ * strerror, the errno's name). */
+int progcache__fs_lock_warn_once(void);
+#define PROGCACHE__FS_NO_LOCKS_FMT                                                              \
+    "cannot lock files in %s/progcache: %s (%s): the file system does not lock (NFS without a " \
+    "lock manager, some FUSE file systems); the size cap is kept by measuring the directory "   \
+    "itself after a put over it, evictions are not coordinated across processes, and "          \
+    "processes missing the same key each compile it (said once per process; lock_failures in "  \
+    "progcache stats)"
 
 /* Create a new file "<prefix><16 random hex>" in dirfd with O_EXCL and the
  * given mode; writes the name into name (prefix length + 17 bytes). */

@@ -233,24 +233,15 @@ static void seed_counters(file_store *fs, int locked)
 
 /* ---- locks the file system refuses ----------------------------------------- */
 
-/* Said once per process, whichever directory fails first: a file system
- * that cannot lock fails every lock of every put. */
-static int lock_warned;
-
 void progcache__file_lock_failed(file_store *fs, int errnum)
 {
     progcache__stats_add(fs->stats, PROGCACHE__LOCK_FAILURES, 1);
-    if (__atomic_exchange_n(&lock_warned, 1, __ATOMIC_RELAXED))
+    if (!progcache__fs_lock_warn_once())
         return;
     char why[160];
     const char *name = strerrorname_np(errnum);
-    progcache__file_log(fs, PROGCACHE_LOG_WARN,
-                        "cannot lock %s/" FILE_STATE_DIR "/lock: %s (%s): the file system does "
-                        "not lock (NFS without a lock manager, some FUSE file systems); the "
-                        "size cap is kept by measuring the directory itself, evictions are not "
-                        "coordinated across processes (said once per process; lock_failures in "
-                        "progcache stats)",
-                        fs->root, progcache__fs_strerror(why, sizeof why, errnum),
+    progcache__file_log(fs, PROGCACHE_LOG_WARN, PROGCACHE__FS_NO_LOCKS_FMT, fs->root,
+                        progcache__fs_strerror(why, sizeof why, errnum),
                         name ? name : "unknown errno");
 }
 
