@@ -205,7 +205,9 @@ def test_ulimit(tmp):
           "%r %s" % (rc, err))
     check(rc == 3 and "file size limit (ulimit -f) of 50000 bytes" in err,
           "put under ulimit -f: exit 3, the limit in the message", "%r %s" % (rc, err))
-    leftovers = [n for d in ("tmp", "progcache") for n in os.listdir(os.path.join(cache, d))
+    leftovers = [n for d in ("tmp", "progcache", "progcache/tmp")
+                 if os.path.isdir(os.path.join(cache, d))
+                 for n in os.listdir(os.path.join(cache, d))
                  if n.startswith(("entry-", "state-", "stats-"))]
     check(leftovers == [], "no temp files left", leftovers)
     check(not os.path.exists(entry_path(cache, KEY_B)), "no entry for B")
