@@ -126,6 +126,7 @@ def test_foreign_files_left_alone(tmp):
                entry_path(cache, KEY_A) + ".orig",
                os.path.join(cache, "entries", "README"),
                os.path.join(cache, "tmp", "download.iso")]
+    os.makedirs(os.path.join(cache, "tmp"), mode=0o700, exist_ok=True)  # cuda.core makes it
     for f in foreign:
         write(f, b"keep me")
         age(f, 30 * 86400)
