@@ -406,9 +406,13 @@ static void test_versions(void)
         progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
     progcache__cache_record(cache, PROGCACHE_STAT_NAMES_LEARNED, 300);
     progcache__cache_record(cache, PROGCACHE_STAT_HITS, 7);
+    for (int pos = 34; pos <= 37; pos++) /* i20cap: version 3 */
+        progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
 
     progcache_stats s = stats_of(cache);
-    CHECK(s.version == 2 && s.hits == 7 && s.names_learned == 300);
+    CHECK(s.version == 3 && s.hits == 7 && s.names_learned == 300);
+    CHECK(s.lock_failures == 340 && s.lock_fallbacks == 350 && s.other_writer_rescans == 360 &&
+          s.other_writer_bytes == 370);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
                             s.remote_dropped,   s.remote_newer,    s.remote_too_large,
                             s.remote_bad_tag,   s.remote_waits,    s.wait_timeouts,
@@ -429,6 +433,12 @@ static void test_versions(void)
     CHECK_OK(progcache_stats_get(v1, cache));
     CHECK(v1->version == 1 && v1->hits == 7 && v1->available == 1);
     for (size_t i = offsetof(progcache_stats, names_learned); i < sizeof raw; i++)
+        CHECK(raw[i] == 0xab);
+    memset(raw, 0xab, sizeof raw); /* version 2: nothing of version 3 */
+    v1->version = 2;
+    CHECK_OK(progcache_stats_get(v1, cache));
+    CHECK(v1->version == 2 && v1->pch_fallbacks == 290);
+    for (size_t i = offsetof(progcache_stats, lock_failures); i < sizeof raw; i++)
         CHECK(raw[i] == 0xab);
     progcache_close(cache);
     test_rmtree(dir);
