@@ -434,7 +434,10 @@ static void test_admin_only_entries(void)
     progcache_verify_result res;
     seen v;
     verify(&res, &v, s, PROGCACHE_VERIFY_FIX);
-    CHECK(res.checked == 2 && res.bad == 2 && res.removed == 2); /* 'v' bytes: no artifact */
+    /* 'v' bytes: of no known kind, not damage: kept by --fix. */
+    CHECK(res.checked == 2 && res.bad == 0 && res.removed == 0 && res.unknown == 2);
+    verify(&res, &v, s, PROGCACHE_VERIFY_FIX_UNKNOWN);
+    CHECK(res.checked == 2 && res.bad == 0 && res.removed == 2 && res.unknown_removed == 2);
     CHECK(res.foreign == nforeign && v.foreign == (int)nforeign);
     CHECK(strstr(v.text, "foreign entries/README: not an entry"));
     CHECK(strstr(v.text, "foreign tmp/my-download: not a temp file"));
@@ -984,7 +987,8 @@ static void test_max_artifact_size(void)
     progcache_verify_result res;
     seen v;
     verify(&res, &v, s, PROGCACHE_VERIFY_FIX);
-    CHECK(res.bad == 2 && res.removed == 1); /* 'b' bytes are no artifact; huge stays */
+    /* 'b' bytes are of no known kind (kept); huge is bad and stays. */
+    CHECK(res.bad == 1 && res.removed == 0 && res.unknown == 1);
     CHECK(strstr(v.text, "more than max_artifact_size (100 bytes); not read"));
     CHECK(exists(path));
     progcache_store_free(s);
