@@ -191,9 +191,9 @@ int cmd_stats(int argc, char **argv)
         {"PCH fallbacks", "pch_fallbacks", s.pch_fallbacks},
         /* i20cap */
         {"lock failures", "lock_failures", s.lock_failures},
-        {"lock-free size passes", "lock_fallbacks", s.lock_fallbacks},
-        {"rescans for other writers", "other_writer_rescans", s.other_writer_rescans},
-        {"bytes other writers added", "other_writer_bytes", s.other_writer_bytes},
+        {"lock-free passes", "lock_fallbacks", s.lock_fallbacks},
+        {"other writers rescans", "other_writer_rescans", s.other_writer_rescans},
+        {"other writers bytes", "other_writer_bytes", s.other_writer_bytes},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -21,7 +21,7 @@ static const char usage_text[] =
     "  bad NAME KIND: REASON [removed]\n"
     "An entry of no known kind that nothing shows damaged ('progcache put' and\n"
     "cuda.core store any bytes) is not a problem: it is printed as\n"
-    "  unknown NAME: REASON, kept [removed]\n"
+    "  unknown NAME: REASON, kept (or: REASON [removed])\n"
     "and removed only with --fix-unknown.\n"
     "Files and directories that are not part of a cache (other names in entries/,\n"
     "a shard or tmp/) are printed as\n"
@@ -107,8 +107,8 @@ static int report(void *ctx, const progcache_entry *e)
         printf(", \"unknown\": %s, \"removed\": %s}", unknown ? "true" : "false",
                e->removed ? "true" : "false");
     } else if (unknown) {
-        printf("unknown %s: %s, %s\n", e->name, e->artifact->reason,
-               e->removed ? "[removed]" : "kept (--fix-unknown removes it)");
+        printf("unknown %s: %s%s\n", e->name, e->artifact->reason,
+               e->removed ? " [removed]" : ", kept (--fix-unknown removes it)");
     } else {
         printf("bad %s %s: %s%s\n", e->name, kind, e->error, e->removed ? " [removed]" : "");
     }
