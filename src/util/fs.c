@@ -264,7 +264,7 @@ int progcache__fs_flock(int fd, int operation)
 
 int progcache__fs_lock_unsupported(int errnum)
 {
-    return errnum == ENOLCK || errnum == EOPNOTSUPP || errnum == ENOSYS || errnum == EINVAL;
+    return errnum != EWOULDBLOCK && errnum != EAGAIN && errnum != EACCES && errnum != EINTR;
 }
 
 int progcache__fs_lock_warn_once(void)

@@ -92,9 +92,11 @@ int progcache__fs_mkdirat(int dirfd, const char *path, mode_t mode); /* EEXIST i
 int progcache__fs_unlinkat(int dirfd, const char *path, int flags);
 int progcache__fs_flock(int fd, int operation);
 /* Whether errnum, from flock or fcntl's F_SETLK/F_OFD_SETLK, says that
- * the file system cannot lock at all (ENOLCK: NFS without a lock manager;
- * EOPNOTSUPP, ENOSYS, EINVAL: some FUSE and network file systems), as
- * opposed to another process holding the lock (EWOULDBLOCK, EACCES). */
+ * the lock cannot be had at all (ENOLCK: NFS without a lock manager;
+ * EOPNOTSUPP, ENOSYS, EINVAL: some FUSE and network file systems; or any
+ * other error, EIO included), as opposed to another process holding it
+ * (EWOULDBLOCK/EAGAIN, EACCES): the caller then goes on without the lock,
+ * and says so, rather than skip its work silently. */
 int progcache__fs_lock_unsupported(int errnum);
 /* 1 the first time a process calls it, 0 after: a file system that
  * cannot lock fails every lock (the size accounting's, single-flight's),
@@ -103,8 +105,9 @@ int progcache__fs_lock_unsupported(int errnum);
  * strerror, the errno's name). */
 int progcache__fs_lock_warn_once(void);
 #define PROGCACHE__FS_NO_LOCKS_FMT                                                              \
-    "cannot lock files in %s/progcache: %s (%s): the file system does not lock (NFS without a " \
-    "lock manager, some FUSE file systems); the size cap is kept by measuring the directory "   \
+    "cannot lock files in %s/progcache: %s (%s): the file system refused the lock (NFS "        \
+    "without a lock manager, some FUSE file systems); the size cap is kept by measuring the "   \
+    "directory "                                                                                 \
     "itself after a put over it, evictions are not coordinated across processes, and "          \
     "processes missing the same key each compile it (said once per process; lock_failures in "  \
     "progcache stats)"

@@ -562,8 +562,8 @@ static void test_injected_faults(void)
     progcache__fs_fail_reset();
     CHECK_OK(progcache_store_get(&buf, synced, "k", 1));
     CHECK(buf.size == 3 && memcmp(buf.data, "old", 3) == 0);
-    /* flock: an eviction pass that cannot lock is skipped; the put it
-     * follows has succeeded and says so, and the next pass evicts. */
+    /* flock: an eviction pass that cannot lock (EIO) runs without the
+     * lock, on the lock-free path, and keeps the cap (test_lock_fail). */
     progcache_file_options capped = PROGCACHE_FILE_OPTIONS_INIT;
     capped.max_size = 2000;
     capped.flags = PROGCACHE_FILE_NO_FSYNC;
@@ -574,11 +574,11 @@ static void test_injected_faults(void)
     char big[1500] = {0};
     CHECK_OK(progcache_store_put(small, "a", 1, big, sizeof big));
     progcache__fs_fail(PROGCACHE_FS_FLOCK, 1, EIO);
-    CHECK_OK(progcache_store_put(small, "b", 1, big, sizeof big)); /* over the cap, not evicted */
+    CHECK_OK(progcache_store_put(small, "b", 1, big, sizeof big)); /* over the cap: evicted */
     progcache__fs_fail_reset();
     uint64_t bytes;
     CHECK_OK(progcache_store_total_size(&bytes, small));
-    CHECK(bytes == 3000);
+    CHECK(bytes <= 2000);
     CHECK_OK(progcache_store_put(small, "c", 1, big, sizeof big));
     CHECK_OK(progcache_store_total_size(&bytes, small));
     CHECK(bytes <= 2000);
