@@ -416,7 +416,7 @@ static int import_from(file_store *fs, int fd, const char *name,
         member *entry = &list.items[m->first];
         duplicates += m->first != i;
         if (entry->written == DUP_VALID)
-            continue; /* a later copy of an entry already in: the first valid one stays */
+            goto next; /* a later copy of an entry already in: the first valid one stays */
         if ((rc = progcache__buf_reserve(&data, (size_t)m->size)))
             break;
         if ((rc = source_read(&src, data.data, (size_t)m->size, m->offset)))
@@ -425,7 +425,7 @@ static int import_from(file_store *fs, int fd, const char *name,
         if ((rc = progcache__inspect_entry(&info, data.data, data.size, 1)))
             break;
         if (entry->written == DUP_INVALID && !info.valid)
-            continue; /* no better than the copy already in */
+            goto next; /* no better than the copy already in */
         /* Its records (lowered names...) go in with it, sealed with it. */
         if (m->records_len) {
             if ((rc = progcache__buf_reserve(&meta.records, m->records_len)) ||
@@ -456,6 +456,7 @@ static int import_from(file_store *fs, int fd, const char *name,
             e.artifact = &info;
             rc = opts->on_entry(opts->ctx, &e);
         }
+    next:
         if (!rc && opts && opts->on_progress)
             rc = opts->on_progress(opts->ctx, "importing", i + 1, list.len);
     }
