@@ -21,7 +21,8 @@
  * file mapped with MAP_SHARED and updated with atomic adds, so a put costs
  * no extra system call and open scans nothing. Counters can drift (a crash
  * between rename and add, cuda.core writing alongside us); every eviction
- * pass re-measures the shards it scans and corrects them. */
+ * pass re-measures the shards it scans and corrects them, and a change of
+ * tmp/ (cuda.core's writes go through it) makes the next put run one. */
 typedef struct file_state {
     char magic[8];     /* "PCSTATE1" */
     uint32_t version;  /* 1 */
