@@ -225,6 +225,11 @@ int cmd_stats(int argc, char **argv)
         {"sidecar seals", "sidecar_seals", s.sidecar_seals},
         {"flight leases", "flight_leases", s.flight_leases},
         {"flight takeovers", "flight_takeovers", s.flight_takeovers},
+        /* i20cap */
+        {"lock failures", "lock_failures", s.lock_failures},
+        {"lock-free passes", "lock_fallbacks", s.lock_fallbacks},
+        {"other writers rescans", "other_writer_rescans", s.other_writer_rescans},
+        {"other writers bytes", "other_writer_bytes", s.other_writer_bytes},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

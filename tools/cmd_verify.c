@@ -8,17 +8,21 @@
 #define CMD "verify"
 
 static const char usage_text[] =
-    "usage: progcache verify [-d DIR] [-f] [--json]\n"
+    "usage: progcache verify [-d DIR] [-f] [--fix-unknown] [--json]\n"
     "\n"
     "Check every entry of a cache directory: a CUBIN must be a whole CUDA ELF file\n"
     "(headers, tables and sections inside the file), PTX whole text with a .version\n"
     "directive and balanced braces, LTO-IR and fatbin consistent headers; an entry\n"
     "progcache stored must still match the seal recorded with it, for its own name\n"
     "(not one copied or moved from another entry). Anything else (a truncated or\n"
-    "damaged file, a file of no known kind, something other than a regular file at\n"
-    "an entry's path, an entry larger than the artifact size bound) is a problem.\n"
-    "Each problem is printed as\n"
+    "damaged file of a known kind, bytes that differ from their seal, something\n"
+    "other than a regular file at an entry's path, an entry larger than the\n"
+    "artifact size bound) is a problem. Each problem is printed as\n"
     "  bad NAME KIND: REASON [removed]\n"
+    "An entry of no known kind that nothing shows damaged ('progcache put' and\n"
+    "cuda.core store any bytes) is not a problem: it is printed as\n"
+    "  unknown NAME: REASON, kept (or: REASON [removed])\n"
+    "and removed only with --fix-unknown.\n"
     "Files and directories that are not part of a cache (other names in entries/,\n"
     "a shard or tmp/) are printed as\n"
     "  not an entry, left alone: PATH\n"
@@ -31,6 +35,7 @@ static const char usage_text[] =
     "              processes may use the cache meanwhile); a directory at an entry's\n"
     "              path, an entry too large to read and files that are not entries\n"
     "              are left alone\n"
+    "  --fix-unknown  also remove the entries of no known kind (implies --fix)\n"
     "  --json      print one JSON object instead of text\n"
     "  -q, --quiet no progress bar (drawn on a terminal)\n"
     "  -h, --help  this text\n"
@@ -83,7 +88,8 @@ static int report(void *ctx, const progcache_entry *e)
     o->checked++;
     tool_progress_note(&o->bar, "verifying", o->checked,
                        o->expected > o->checked ? o->expected : o->checked, NULL);
-    if (!e->error)
+    const int unknown = !e->error && e->artifact && e->artifact->kind == PROGCACHE_KIND_UNKNOWN;
+    if (!e->error && !unknown)
         return 0;
     if (o->bar.drawn && !o->json) { /* the verdict on a line of its own */
         fputs("\r\033[K", stderr);
@@ -97,8 +103,12 @@ static int report(void *ctx, const progcache_entry *e)
         printf(", \"kind\": ");
         tool_json_string(stdout, kind);
         printf(", \"reason\": ");
-        tool_json_string(stdout, e->error);
-        printf(", \"removed\": %s}", e->removed ? "true" : "false");
+        tool_json_string(stdout, unknown ? e->artifact->reason : e->error);
+        printf(", \"unknown\": %s, \"removed\": %s}", unknown ? "true" : "false",
+               e->removed ? "true" : "false");
+    } else if (unknown) {
+        printf("unknown %s: %s%s\n", e->name, e->artifact->reason,
+               e->removed ? " [removed]" : ", kept (--fix-unknown removes it)");
     } else {
         printf("bad %s %s: %s%s\n", e->name, kind, e->error, e->removed ? " [removed]" : "");
     }
@@ -108,16 +118,21 @@ static int report(void *ctx, const progcache_entry *e)
 
 int cmd_verify(int argc, char **argv)
 {
-    static const tool_option options[] = {{"fix", 'f', 0}, {NULL, 0, 0}};
-    int fix = 0;
+    enum { OPT_FIX_UNKNOWN = 256 };
+    static const tool_option options[] = {
+        {"fix", 'f', 0}, {"fix-unknown", OPT_FIX_UNKNOWN, 0}, {NULL, 0, 0}};
+    int fix = 0, fix_unknown = 0;
     tool_parser p;
     tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
     for (int c; (c = tool_next(&p)) != TOOL_END;) {
         if (c == TOOL_EXIT)
             return p.code;
-        if (c != 'f')
+        if (c == 'f')
+            fix = 1;
+        else if (c == OPT_FIX_UNKNOWN)
+            fix = fix_unknown = 1;
+        else
             return tool_unexpected_arg(CMD, p.arg);
-        fix = 1;
     }
     int json = p.json;
     char *dir = NULL;
@@ -133,7 +148,7 @@ int cmd_verify(int argc, char **argv)
     if (o.bar.on)
         (void)progcache_store_count(&o.expected, progcache_file_store(file));
     progcache_verify_options opts = PROGCACHE_VERIFY_OPTIONS_INIT;
-    opts.flags = fix ? PROGCACHE_VERIFY_FIX : 0;
+    opts.flags = (fix ? PROGCACHE_VERIFY_FIX : 0) | (fix_unknown ? PROGCACHE_VERIFY_FIX_UNKNOWN : 0);
     opts.on_entry = report;
     opts.on_foreign = report_foreign;
     opts.ctx = &o;
@@ -147,9 +162,11 @@ int cmd_verify(int argc, char **argv)
     int rc = progcache_file_verify(&res, file, &opts);
     tool_progress_end(&o.bar);
     if (json) {
-        printf("%s], \"checked\": %llu, \"bad\": %llu, \"removed\": %llu, \"not_entries\": [",
+        printf("%s], \"checked\": %llu, \"bad\": %llu, \"removed\": %llu, \"unknown\": %llu, "
+               "\"unknown_removed\": %llu, \"not_entries\": [",
                o.problems ? "\n  " : "", (unsigned long long)res.checked,
-               (unsigned long long)res.bad, (unsigned long long)res.removed);
+               (unsigned long long)res.bad, (unsigned long long)res.removed,
+               (unsigned long long)res.unknown, (unsigned long long)res.unknown_removed);
         for (size_t i = 0; i < o.num_foreign; i++) {
             printf("%s\n    {\"path\": ", i ? "," : "");
             tool_json_string(stdout, o.foreign[i]);
@@ -174,6 +191,13 @@ int cmd_verify(int argc, char **argv)
             printf(", %llu removed", (unsigned long long)res.removed);
         else if (res.bad)
             printf(" (run with --fix to remove them)");
+        if (res.unknown) {
+            printf("; %llu of no known kind", (unsigned long long)res.unknown);
+            if (fix_unknown)
+                printf(", %llu of them removed", (unsigned long long)res.unknown_removed);
+            else
+                printf(" kept (--fix-unknown removes them)");
+        }
         if (res.foreign)
             printf("; %llu files that are not entries left alone", (unsigned long long)res.foreign);
         putchar('\n');

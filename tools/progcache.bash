@@ -74,7 +74,7 @@ _progcache()
     case $cmd in
     stats) opts="--json -z --zero --charts --no-charts -v --verbose" ;;
     ls) opts="--json -s --sort" ;;
-    verify) opts="--json -f --fix -q --quiet" ;;
+    verify) opts="--json -f --fix --fix-unknown -q --quiet" ;;
     prune) opts="--json -M --max-size --older-than -q --quiet" ;;
     clear) opts="--json -q --quiet" ;;
     get) opts="-o --output -e --entry --max-artifact-size" ;;

@@ -113,6 +113,9 @@ PROGCACHE_API int progcache_file_read_entry(progcache_buf *out, progcache_file *
 
 /* Remove each bad entry (if it is still the file that was checked). */
 #define PROGCACHE_VERIFY_FIX 0x1u
+/* Also remove the entries of no known kind (see progcache_file_verify),
+ * which are otherwise reported and kept; implies PROGCACHE_VERIFY_FIX. */
+#define PROGCACHE_VERIFY_FIX_UNKNOWN 0x2u
 
 /* Called by progcache_file_verify for each file or directory in the cache
  * directory that is not part of a cache, with its path relative to the
@@ -148,9 +151,13 @@ typedef struct progcache_verify_result {
     /* Version 2: files and directories that are not part of a cache, left
      * alone (see progcache_file_verify). */
     uint64_t foreign;
+    /* Version 3: entries of no known kind (not counted in bad), and of
+     * those, removed (PROGCACHE_VERIFY_FIX_UNKNOWN; also in removed). */
+    uint64_t unknown;
+    uint64_t unknown_removed;
 } progcache_verify_result;
 
-#define PROGCACHE_VERIFY_RESULT_VERSION 2
+#define PROGCACHE_VERIFY_RESULT_VERSION 3
 #define PROGCACHE_VERIFY_RESULT_INIT \
     PROGCACHE__INIT(progcache_verify_result, PROGCACHE_VERIFY_RESULT_VERSION)
 
@@ -158,10 +165,9 @@ typedef struct progcache_verify_result {
  * progcache_file_verify() : check every entry of the cache directory, and
  * report what in it is not part of a cache.
  *
- * An entry is bad when
- *  - it is not a valid artifact (progcache_artifact_inspect: truncated,
- *    damaged, or of no known kind; a cache of compiled programs holds
- *    nothing else);
+ * An entry is bad when it is provably damaged:
+ *  - it is of a known kind (CUBIN, PTX, LTO-IR, fatbin) and not a valid
+ *    one (progcache_artifact_inspect: truncated, malformed);
  *  - its bytes do not match the seal progcache recorded when it stored
  *    them (an extended attribute; entries cuda.core wrote have none, and
  *    older seals, which did not bind the entry's name, are not checked:
@@ -172,6 +178,11 @@ typedef struct progcache_verify_result {
  *    removed: a process allowing more may use it);
  *  - something other than a regular file is at its path (a FIFO, socket,
  *    device node, symbolic link or directory; a get treats it as a miss).
+ * An entry of no known kind whose bytes nothing shows to be damaged (no
+ * seal, or a seal that matches) is not bad: `progcache put` and cuda.core
+ * store any bytes. It is counted in out->unknown, passed to on_entry with
+ * error NULL and an artifact of kind PROGCACHE_KIND_UNKNOWN, and kept
+ * unless PROGCACHE_VERIFY_FIX_UNKNOWN asks for exactly its removal.
  * With PROGCACHE_VERIFY_FIX a bad entry is removed, but only if it is
  * still the file that was checked (same inode, size and mtime: an entry
  * another process replaced meanwhile stays), and counted as

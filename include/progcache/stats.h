@@ -85,7 +85,14 @@ typedef enum progcache_stat {
      * died or stopped refreshing) taken over. */
     PROGCACHE_STAT_SIDECAR_SEALS = 31,
     PROGCACHE_STAT_FLIGHT_LEASES = 32,
-    PROGCACHE_STAT_FLIGHT_TAKEOVERS = 33
+    PROGCACHE_STAT_FLIGHT_TAKEOVERS = 33,
+    /* i20cap (version 3): locks the file system refused, and what other
+     * programs wrote into the directory (docs/SHARED.md, "Failing locks
+     * and other writers"): */
+    PROGCACHE_STAT_LOCK_FAILURES = 34,
+    PROGCACHE_STAT_LOCK_FALLBACKS = 35,
+    PROGCACHE_STAT_OTHER_WRITER_RESCANS = 36,
+    PROGCACHE_STAT_OTHER_WRITER_BYTES = 37
 } progcache_stat;
 
 /*
@@ -193,6 +200,21 @@ typedef struct progcache_stats {
     uint64_t sidecar_seals;
     uint64_t flight_leases;
     uint64_t flight_takeovers;
+    /* Version 3. i20cap: shared directories (docs/SHARED.md, "Failing
+     * locks and other writers").
+     * lock_failures: lock calls (flock on progcache/lock, fcntl on
+     * progcache/flight) that the file system refused (ENOLCK, EOPNOTSUPP,
+     * ENOSYS: NFS without a lock manager, some FUSE file systems), not ones
+     * another process held. lock_fallbacks: size passes (seeding, eviction,
+     * prune) that ran without the cross-process lock, on the lock-free
+     * path that measures the directory itself. other_writer_rescans: passes
+     * made because another program (cuda.core) wrote into the directory.
+     * other_writer_bytes: the bytes those passes found that progcache's
+     * counters did not hold. */
+    uint64_t lock_failures;
+    uint64_t lock_fallbacks;
+    uint64_t other_writer_rescans;
+    uint64_t other_writer_bytes;
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 3

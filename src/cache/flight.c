@@ -32,6 +32,22 @@ static int try_lock(int fd, uint64_t slot)
     return errno == EAGAIN || errno == EACCES ? 0 : -1;
 }
 
+/* A file system that refuses byte-range locks (NFS without a lock
+ * manager, some FUSE file systems) refuses every one: counted each time,
+ * said once per process (with the file store's lock). The caller compiles
+ * without waiting: never a hang, and never a wait that passes silently. */
+static void lock_refused(progcache *cache, int errnum)
+{
+    progcache__cache_record(cache, PROGCACHE_STAT_LOCK_FAILURES, 1);
+    if (!progcache__fs_lock_warn_once())
+        return;
+    char why[160];
+    const char *name = strerrorname_np(errnum);
+    progcache__cache_log(cache, PROGCACHE_LOG_WARN, PROGCACHE__FS_NO_LOCKS_FMT, cache->path,
+                         progcache__fs_strerror(why, sizeof why, errnum),
+                         name ? name : "unknown errno");
+}
+
 static int open_lock_file(progcache *cache)
 {
     if (!cache->path)
@@ -146,6 +162,8 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
                          : try_lock(fd, slot);
         if (locked != 0) {
             if (locked < 0) {
+                if (lease_dir < 0)
+                    lock_refused(cache, errno);
                 close_unowned(fd, lease_dir);
                 return PROGCACHE_OK;
             }

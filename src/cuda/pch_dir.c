@@ -449,10 +449,13 @@ void progcache__pch_evict(progcache__pch_tier *tier, const char *keep)
     int lock = progcache__fs_open_regular(tier->dir_fd, "lock", O_RDWR | O_CREAT, 0600, &st);
     if (lock < 0)
         return;
-    if (flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    if (flock(lock, LOCK_EX | LOCK_NB) != 0 && !progcache__fs_lock_unsupported(errno)) {
         close(lock);
         return; /* another process is at it */
     }
+    /* A file system that refuses locks (docs/SHARED.md): evict anyway,
+     * uncoordinated, so the PCH cap holds; each removal is by name and a
+     * second evictor finds the file gone. */
     sweep sw = {tier, time(NULL), NULL, 0, 0, 0};
     /* A descriptor of its own: a dup would share (and find at its end)
      * the offset of the last walk. */

@@ -75,8 +75,17 @@ static pch_inproc *open_private(progcache__pch_tier *tier)
             snprintf(ip->name, sizeof ip->name, "%s", temp);
             ip->lock_fd = openat(ip->dir_fd, "lock", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
             if (ip->lock_fd < 0 || flock(ip->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+                /* Without its lock (a file system that refuses locks) no
+                 * sweep could tell the directory alive or dead, and one
+                 * left by a dead process would stay forever: not kept. */
+                if (ip->lock_fd >= 0) {
+                    close(ip->lock_fd);
+                    ip->lock_fd = -1;
+                    (void)unlinkat(ip->dir_fd, "lock", 0);
+                }
                 close(ip->dir_fd);
                 ip->dir_fd = -1;
+                (void)unlinkat(tier->dir_fd, temp, AT_REMOVEDIR);
             }
         }
     }

@@ -262,6 +262,17 @@ int progcache__fs_flock(int fd, int operation)
     return rc;
 }
 
+int progcache__fs_lock_unsupported(int errnum)
+{
+    return errnum != EWOULDBLOCK && errnum != EAGAIN && errnum != EACCES && errnum != EINTR;
+}
+
+int progcache__fs_lock_warn_once(void)
+{
+    static int warned;
+    return !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED);
+}
+
 /* Temp names need to be unique, not secret: O_EXCL catches collisions.
  * The generator is reseeded from the kernel in every new process: a child
  * forked from a process that already drew names would otherwise draw the

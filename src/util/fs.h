@@ -91,6 +91,26 @@ int progcache__fs_linkat(int olddirfd, const char *oldpath, int newdirfd, const 
 int progcache__fs_mkdirat(int dirfd, const char *path, mode_t mode); /* EEXIST is success */
 int progcache__fs_unlinkat(int dirfd, const char *path, int flags);
 int progcache__fs_flock(int fd, int operation);
+/* Whether errnum, from flock or fcntl's F_SETLK/F_OFD_SETLK, says that
+ * the lock cannot be had at all (ENOLCK: NFS without a lock manager;
+ * EOPNOTSUPP, ENOSYS, EINVAL: some FUSE and network file systems; or any
+ * other error, EIO included), as opposed to another process holding it
+ * (EWOULDBLOCK/EAGAIN, EACCES): the caller then goes on without the lock,
+ * and says so, rather than skip its work silently. */
+int progcache__fs_lock_unsupported(int errnum);
+/* 1 the first time a process calls it, 0 after: a file system that
+ * cannot lock fails every lock (the size accounting's, single-flight's),
+ * and the user hears of it once per process, from whichever comes first,
+ * in PROGCACHE__FS_NO_LOCKS_FMT's words (arguments: the cache directory,
+ * strerror, the errno's name). */
+int progcache__fs_lock_warn_once(void);
+#define PROGCACHE__FS_NO_LOCKS_FMT                                                              \
+    "cannot lock files in %s/progcache: %s (%s): the file system refused the lock (NFS "        \
+    "without a lock manager, some FUSE file systems); the size cap is kept by measuring the "   \
+    "directory "                                                                                 \
+    "itself after a put over it, evictions are not coordinated across processes, and "          \
+    "processes missing the same key each compile it (said once per process; lock_failures in "  \
+    "progcache stats)"
 
 /* Create a new file "<prefix><16 random hex>" in dirfd with O_EXCL and the
  * given mode; writes the name into name (prefix length + 17 bytes). */

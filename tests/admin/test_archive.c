@@ -410,13 +410,71 @@ static void test_variants(void)
     CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
     CHECK_OK(progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
-    CHECK(res.entries == 2 && res.invalid == 1);
+    /* The pax path names the same entry again: one entry, the first valid
+     * copy (test_duplicates). */
+    CHECK(res.entries == 1 && res.invalid == 0);
     progcache_buf out = PROGCACHE_BUF_INIT;
     CHECK_OK(progcache_file_read_entry(
         &out, progcache_store_as_file(fs), "ab00112233445566778899aabbccddeeff00112233445566778899aabbccddee"));
-    CHECK(out.size == 8 && !memcmp(out.data, "replaced", 8)); /* later members win */
+    CHECK(out.size == sizeof good_data - 1 && !memcmp(out.data, good_data, out.size));
     progcache_buf_free(&out);
     progcache_store_free(fs);
+    test_rmtree(work);
+    free(work);
+}
+
+/* ---- the same entry twice (issue 20) ------------------------------------------ */
+
+static void count_warning(void *ctx, int level, const char *message)
+{
+    if (level == PROGCACHE_LOG_WARN && strstr(message, "repeat an entry"))
+        ++*(int *)ctx;
+}
+
+/* An archive holding one entry as members a, then b: what is imported. */
+static void import_twice(const char *work, const char *a, const char *b, const char *kept,
+                         uint64_t invalid)
+{
+    builder t = {NULL, 0};
+    char archive[1024], cache[1024];
+    snprintf(archive, sizeof archive, "%s/twice.tar", work);
+    snprintf(cache, sizeof cache, "%s/cache-%zu-%zu", work, strlen(a), strlen(b));
+    member(&t, good_name, '0', a, strlen(a));
+    member(&t, "./entries/ab/00112233445566778899aabbccddeeff00112233445566778899aabbccddee", '0',
+           b, strlen(b));
+    end(&t);
+    write_all(archive, &t);
+    free(t.data);
+    int warned = 0;
+    progcache_file_options o = PROGCACHE_FILE_OPTIONS_INIT;
+    o.log = count_warning;
+    o.log_ctx = &warned;
+    progcache_store *fs;
+    CHECK_OK(progcache_store_file_new(&fs, cache, &o));
+    progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
+    CHECK_OK(progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
+    CHECK(res.entries == 1 && res.bytes == strlen(kept) && res.invalid == invalid);
+    CHECK(warned == 1);
+    uint64_t count;
+    CHECK_OK(progcache_store_count(&count, fs));
+    CHECK(count == 1);
+    progcache_buf out = PROGCACHE_BUF_INIT;
+    CHECK_OK(progcache_file_read_entry(&out, progcache_store_as_file(fs),
+                                       "ab00112233445566778899aabbccddeeff00112233445566778899"
+                                       "aabbccddee"));
+    CHECK(out.size == strlen(kept) && !memcmp(out.data, kept, out.size));
+    progcache_buf_free(&out);
+    progcache_store_free(fs);
+}
+
+static void test_duplicates(void)
+{
+    char *work = test_mkdtemp("arcdup");
+    static const char junk[] = "garbage, not a program";
+    static const char junk2[] = "other garbage";
+    import_twice(work, good_data, junk, good_data, 0); /* a garbage copy never replaces */
+    import_twice(work, junk, good_data, good_data, 0); /* a valid one replaces garbage */
+    import_twice(work, junk, junk2, junk, 1);          /* neither valid: the first */
     test_rmtree(work);
     free(work);
 }
@@ -427,6 +485,7 @@ int main(void)
     test_round_trip();
     test_hostile();
     test_variants();
+    test_duplicates();
     puts("test_archive: ok");
     return 0;
 }

@@ -410,10 +410,14 @@ static void test_versions(void)
     progcache__cache_record(cache, PROGCACHE_STAT_SIDECAR_SEALS, 31);
     progcache__cache_record(cache, PROGCACHE_STAT_FLIGHT_LEASES, 32);
     progcache__cache_record(cache, PROGCACHE_STAT_FLIGHT_TAKEOVERS, 33);
+    for (int pos = 34; pos <= 37; pos++) /* i20cap: version 3 */
+        progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
 
     progcache_stats s = stats_of(cache);
     CHECK(s.version == PROGCACHE_STATS_VERSION && s.hits == 7 && s.names_learned == 300);
     CHECK(s.sidecar_seals == 31 && s.flight_leases == 32 && s.flight_takeovers == 33);
+    CHECK(s.lock_failures == 340 && s.lock_fallbacks == 350 && s.other_writer_rescans == 360 &&
+          s.other_writer_bytes == 370);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
                             s.remote_dropped,   s.remote_newer,    s.remote_too_large,
                             s.remote_bad_tag,   s.remote_waits,    s.wait_timeouts,
@@ -434,6 +438,12 @@ static void test_versions(void)
     CHECK_OK(progcache_stats_get(v1, cache));
     CHECK(v1->version == 1 && v1->hits == 7 && v1->available == 1);
     for (size_t i = offsetof(progcache_stats, names_learned); i < sizeof raw; i++)
+        CHECK(raw[i] == 0xab);
+    memset(raw, 0xab, sizeof raw); /* version 2: nothing of version 3 */
+    v1->version = 2;
+    CHECK_OK(progcache_stats_get(v1, cache));
+    CHECK(v1->version == 2 && v1->pch_fallbacks == 290);
+    for (size_t i = offsetof(progcache_stats, lock_failures); i < sizeof raw; i++)
         CHECK(raw[i] == 0xab);
     progcache_close(cache);
     test_rmtree(dir);

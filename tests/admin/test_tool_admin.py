@@ -219,7 +219,9 @@ def test_verify(tmp):
     cubins = sorted(e["name"] for e in entries if e["kind"] == "CUBIN")
     # Truncated CUBIN; a CUBIN with a flipped bit in its section table
     # offset (cuda.core entries carry no digest: the structure check must
-    # catch it); a garbage file; and an entry progcache stored, flipped
+    # catch it); bytes of no known kind, put by progcache put (not damage:
+    # kept unless --fix-unknown), and the same sealed and then flipped
+    # (damage: its seal says so); and an entry progcache stored, flipped
     # where only the recorded SHA-256 can tell.
     with open(entry_path(cache, cubins[0]), "r+b") as f:
         f.truncate(os.path.getsize(entry_path(cache, cubins[0])) - 100)
@@ -228,6 +230,9 @@ def test_verify(tmp):
     with open(garbage, "wb") as f:
         f.write(b"this is not a compiled program\n")
     check(run(["put", "11" * 32, garbage, "--dir", cache])[0] == 0, "put garbage")
+    check(run(["put", "33" * 32, garbage, "--dir", cache])[0] == 0, "put garbage again")
+    flipped_garbage = hashlib.sha256(bytes.fromhex("33" * 32)).hexdigest()
+    flip_bit(entry_path(cache, flipped_garbage), 3, 1)
     with open(entry_path(cache, cubins[2]), "rb") as f:
         good_cubin = f.read()
     with open(garbage, "wb") as f:
@@ -235,7 +240,8 @@ def test_verify(tmp):
     check(run(["put", "22" * 32, garbage, "--dir", cache])[0] == 0, "put a CUBIN")
     stored = hashlib.sha256(bytes.fromhex("22" * 32)).hexdigest()
     flip_bit(entry_path(cache, stored), len(good_cubin) // 2, 0)
-    bad = {cubins[0], cubins[1], hashlib.sha256(bytes.fromhex("11" * 32)).hexdigest(), stored}
+    bad = {cubins[0], cubins[1], stored, flipped_garbage}
+    unknown = {hashlib.sha256(bytes.fromhex("11" * 32)).hexdigest()}
     try:
         # The seal: format 2, flags, the name's first 8 bytes, the SHA-256
         # (docs/FORMAT.md).
@@ -246,18 +252,25 @@ def test_verify(tmp):
     if not digests:
         print("verify by SHA-256: skipped (no user xattrs on this file system)")
         bad.discard(stored)
+        bad.discard(flipped_garbage)
+        unknown.add(flipped_garbage)
 
     rc, out, err = run(["verify", "--dir", cache])
     check(rc == 1, "verify with problems: exit 1", out + err)
     reported = {l.split()[1] for l in out.splitlines() if l.startswith("bad ")}
-    check(reported == bad, "verify names the four bad entries", out)
-    check(("SHA-256" in out or not digests) and "unknown" in out, "verify says why", out)
+    check(reported == bad, "verify names the bad entries", out)
+    said_unknown = {l.split()[1].rstrip(":") for l in out.splitlines() if l.startswith("unknown ")}
+    check(said_unknown == unknown, "verify names the entries of no known kind", out)
+    check(("SHA-256" in out or not digests) and "kept (--fix-unknown removes it)" in out,
+          "verify says why", out)
     rc, out, err = run(["verify", "--dir", cache, "--json"])
     v = json.loads(out)
-    check(rc == 1 and v["checked"] == 8 and v["bad"] == len(bad) and v["removed"] == 0,
-          "verify --json", v)
-    check({p["name"] for p in v["problems"]} == bad, "verify --json problems", v)
-    for n in bad:
+    check(rc == 1 and v["checked"] == 9 and v["bad"] == len(bad) and v["removed"] == 0 and
+          v["unknown"] == len(unknown), "verify --json", v)
+    check({p["name"] for p in v["problems"] if not p["unknown"]} == bad and
+          {p["name"] for p in v["problems"] if p["unknown"]} == unknown,
+          "verify --json problems", v)
+    for n in bad | unknown:
         check(os.path.exists(entry_path(cache, n)), "verify without --fix keeps entries")
 
     rc, out, err = run(["verify", "--dir", cache, "--fix"])
@@ -265,12 +278,20 @@ def test_verify(tmp):
           out + err)
     for n in bad:
         check(not os.path.exists(entry_path(cache, n)), "verify --fix removed " + n)
-    check(len(entry_files(cache)) == 8 - len(bad), "verify --fix keeps the good ones")
+    for n in unknown:
+        check(os.path.exists(entry_path(cache, n)), "verify --fix keeps what is of no known kind")
+    check(len(entry_files(cache)) == 9 - len(bad), "verify --fix keeps the good ones")
     rc, out, err = run(["verify", "--dir", cache])
-    check(rc == 0 and "checked %d entries" % (8 - len(bad)) in out, "verify after --fix: clean, exit 0",
+    check(rc == 0 and "checked %d entries" % (9 - len(bad)) in out, "verify after --fix: clean, exit 0",
           out + err)
     s = json.loads(run(["stats", "--dir", cache, "--json"])[1])
     check(s["corrupt_removed"] == len(bad), "stats: corrupt removed", s)
+    # Asked for exactly that: the entries of no known kind go too.
+    rc, out, err = run(["verify", "--dir", cache, "--fix-unknown"])
+    check(rc == 0 and "%d of them removed" % len(unknown) in out, "verify --fix-unknown", out + err)
+    for n in unknown:
+        check(not os.path.exists(entry_path(cache, n)), "verify --fix-unknown removed " + n)
+    check(len(entry_files(cache)) == 9 - len(bad) - len(unknown), "and nothing else")
 
 
 def test_prune_clear(tmp):

@@ -246,9 +246,18 @@ def test_exit_status(tmp):
     check(rc == 3 and 'PROGCACHE_MAX_SIZE="lots"' in err, "get with a bad variable: 3", err)
     rc, _, err = run(["get", "zz", "-d", cache])
     check(rc == 2, "get with a bad KEYHEX: 2", err)
-    # verify: 1 for problems found, 0 for none.
+    # verify: entries of no known kind are not problems (0); damaged ones are (1).
     rc, _, _ = run(["verify", "-d", cache])
-    check(rc == 1, "verify of non-artifact entries: 1 (problems found)")
+    check(rc == 0, "verify of non-artifact entries: 0 (kept, not problems)")
+    victim = next(os.path.join(d, n) for d, _, ns in os.walk(os.path.join(cache, "entries"))
+                  for n in ns)
+    with open(victim, "r+b") as f:  # sealed by put: a changed byte is damage
+        b = f.read(1)
+        f.seek(0)
+        f.write(bytes([b[0] ^ 1]))
+    rc, _, _ = run(["verify", "-d", cache])
+    check(rc == 1 or not hasattr(os, "getxattr") or not os.listxattr(victim),
+          "verify of a damaged entry: 1 (problems found)")
     # stdout that cannot be written: 3.
     with open("/dev/full", "w") as full:
         p = subprocess.run([BIN, "ls", "-d", cache], stdout=full, stderr=subprocess.PIPE,

@@ -127,7 +127,8 @@ static void test_steps(void)
     progcache__fs_fail_reset();
     CHECK(r.status == PROGCACHE_STATUS_MISS && r.artifact.size > 1000);
     CHECK(r.store_error == PROGCACHE_EIO && r.lookup_error == 0 && r.stored == 0);
-    snprintf(want, sizeof want, "cache store failed: cannot write temp file %s/tmp", root);
+    snprintf(want, sizeof want, "cache store failed: cannot write temp file %s/progcache/tmp/",
+             root);
     CHECK(!strncmp((const char *)r.cache_detail.data, want, strlen(want)));
     expect_contains("cache_detail", (const char *)r.cache_detail.data, "No space left on device");
     uint64_t count = 1;
@@ -239,10 +240,10 @@ static void test_long_paths(void)
     progcache_buf_free(&buf);
 
     /* A background store that fails: progcache_flush says why, whole.
-     * (tmp/ replaced by a file: fs_fail is per thread, and the store runs
-     * on the background thread.) */
+     * (progcache/tmp/ replaced by a file: fs_fail is per thread, and the
+     * store runs on the background thread.) */
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s/tmp", root);
+    snprintf(tmp, sizeof tmp, "%s/progcache/tmp", root);
     CHECK(rmdir(tmp) == 0);
     fixture_write_file(tmp, "x", 1);
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD | PROGCACHE_PROGRAM_ASYNC_STORE);
@@ -251,7 +252,8 @@ static void test_long_paths(void)
     CHECK_OK(progcache_compile_or_load(&r, cache, &p));
     CHECK(r.store_pending == 1);
     CHECK_RC(PROGCACHE_EIO, progcache_flush(cache));
-    snprintf(want, sizeof want, "cannot open temp directory %s/tmp: Not a directory", root);
+    snprintf(want, sizeof want, "cannot open temp directory %s/progcache/tmp: Not a directory",
+             root);
     expect_contains("flush", progcache_error_last(), want);
     CHECK(!strncmp(progcache_error_last(), "background store of key ", 24));
     expect_contains("log of the background store", last_log, want);
@@ -357,7 +359,7 @@ static void test_tier_messages(void)
     progcache__fs_fail(PROGCACHE_FS_WRITE, 1, EIO);
     CHECK_RC(PROGCACHE_EIO, progcache_put(cache, "k3", 2, "value", 5));
     progcache__fs_fail_reset();
-    snprintf(want, sizeof want, "cannot write temp file %s/tmp", root);
+    snprintf(want, sizeof want, "cannot write temp file %s/progcache/tmp/", root);
     CHECK(!strncmp(progcache_error_last(), want, strlen(want)));
     expect_contains("put", progcache_error_last(), ": Input/output error");
     progcache_buf_free(&buf);

@@ -255,12 +255,17 @@ static void test_sweep_only_ours(void)
 {
     char *dir = test_mkdtemp("adv-sweep");
     progcache_store_free(open_store(dir));
+    char p[4200];
+    path_of(p, sizeof p, dir, "tmp"); /* cuda.core's: it makes it, progcache does not */
+    CHECK(mkdir(p, 0700) == 0);
     struct {
         const char *rel;
         int removed; /* old, a regular file of ours: swept */
     } files[] = {
-        {"tmp/entry-0123456789abcdef", 1}, /* progcache's put */
-        {"tmp/evict-0123456789abcdef", 1}, /* progcache's eviction */
+        {"progcache/tmp/entry-0123456789abcdef", 1}, /* progcache's put */
+        {"progcache/tmp/evict-0123456789abcdef", 1}, /* progcache's eviction */
+        {"tmp/entry-0123456789abcdef", 1}, /* an older progcache's put */
+        {"tmp/evict-0123456789abcdef", 1}, /* an older progcache's eviction */
         {"tmp/entry-ab_9xyz0", 1},         /* cuda.core's mkstemp */
         {"progcache/state-0123456789abcdef", 1},
         {"progcache/stats-0123456789abcdef", 1},
@@ -273,8 +278,8 @@ static void test_sweep_only_ours(void)
         {"tmp/.hidden", 0},
         {"progcache/notes", 0},
         {"progcache/state-", 0},
+        {"progcache/tmp/entry-ab_9xyz0", 0}, /* cuda.core never writes there */
     };
-    char p[4200];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         path_of(p, sizeof p, dir, files[i].rel);
         write_file(p, "user data");
@@ -310,7 +315,8 @@ static void test_sweep_only_ours(void)
             CHECK_OK(progcache_store_clear(s));
         for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
             path_of(p, sizeof p, dir, files[i].rel);
-            int gone = files[i].removed && (pass == 1 || !strncmp(files[i].rel, "tmp/", 4));
+            int gone = files[i].removed && (pass == 1 || !strncmp(files[i].rel, "tmp/", 4) ||
+                                            !strncmp(files[i].rel, "progcache/tmp/", 14));
             if (gone != !exists(p)) {
                 fprintf(stderr, "pass %d: %s: %s\n", pass, files[i].rel,
                         exists(p) ? "kept" : "removed");
@@ -400,6 +406,9 @@ static void test_admin_only_entries(void)
     const size_t nforeign = sizeof foreign_rels / sizeof foreign_rels[0];
     char *dir = test_mkdtemp("adv-clear");
     progcache_store *s = open_store(dir);
+    char tmp_dir[4200];
+    path_of(tmp_dir, sizeof tmp_dir, dir, "tmp"); /* cuda.core's, made as it makes it */
+    CHECK(mkdir(tmp_dir, 0700) == 0);
     char value[300];
     memset(value, 'v', sizeof value);
     CHECK_OK(progcache_store_put(s, "k0", 2, value, sizeof value));
@@ -425,7 +434,10 @@ static void test_admin_only_entries(void)
     progcache_verify_result res;
     seen v;
     verify(&res, &v, s, PROGCACHE_VERIFY_FIX);
-    CHECK(res.checked == 2 && res.bad == 2 && res.removed == 2); /* 'v' bytes: no artifact */
+    /* 'v' bytes: of no known kind, not damage: kept by --fix. */
+    CHECK(res.checked == 2 && res.bad == 0 && res.removed == 0 && res.unknown == 2);
+    verify(&res, &v, s, PROGCACHE_VERIFY_FIX_UNKNOWN);
+    CHECK(res.checked == 2 && res.bad == 0 && res.removed == 2 && res.unknown_removed == 2);
     CHECK(res.foreign == nforeign && v.foreign == (int)nforeign);
     CHECK(strstr(v.text, "foreign entries/README: not an entry"));
     CHECK(strstr(v.text, "foreign tmp/my-download: not a temp file"));
@@ -856,6 +868,8 @@ static void no_temp_files(const char *dir)
     char p[4200];
     path_of(p, sizeof p, dir, "tmp");
     CHECK(count_names(p, "entry-") == 0 && count_names(p, "evict-") == 0);
+    path_of(p, sizeof p, dir, "progcache/tmp");
+    CHECK(count_names(p, "entry-") == 0 && count_names(p, "evict-") == 0);
     path_of(p, sizeof p, dir, "progcache");
     CHECK(count_names(p, "state-") == 0 && count_names(p, "stats-") == 0);
 }
@@ -973,7 +987,8 @@ static void test_max_artifact_size(void)
     progcache_verify_result res;
     seen v;
     verify(&res, &v, s, PROGCACHE_VERIFY_FIX);
-    CHECK(res.bad == 2 && res.removed == 1); /* 'b' bytes are no artifact; huge stays */
+    /* 'b' bytes are of no known kind (kept); huge is bad and stays. */
+    CHECK(res.bad == 1 && res.removed == 0 && res.unknown == 1);
     CHECK(strstr(v.text, "more than max_artifact_size (100 bytes); not read"));
     CHECK(exists(path));
     progcache_store_free(s);

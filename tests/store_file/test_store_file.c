@@ -61,11 +61,11 @@ static void test_layout_and_round_trip(void)
     snprintf(root, sizeof root, "%s/a/b/cache", dir); /* parents are created */
     progcache_store *s = open_store(root, 0);
     CHECK(path_exists(root, "entries"));
-    CHECK(path_exists(root, "tmp"));
+    CHECK(!path_exists(root, "tmp")); /* cuda.core's: progcache writes in progcache/tmp */
     struct stat st;
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s/tmp", root);
-    CHECK(stat(tmp, &st) == 0 && (st.st_mode & 077) == 0); /* tmp/ is owner-only */
+    snprintf(tmp, sizeof tmp, "%s/progcache/tmp", root);
+    CHECK(stat(tmp, &st) == 0 && (st.st_mode & 077) == 0); /* owner-only */
 
     progcache_buf buf = PROGCACHE_BUF_INIT;
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "k1", 2));
@@ -177,8 +177,8 @@ static void test_reads_cuda_core_cache(void)
     CHECK_OK(progcache_store_count(&count, s));
     CHECK_OK(progcache_store_total_size(&bytes, s));
     CHECK(count == 6 && bytes == expected_bytes);
-    /* tmp/ was absent in the reference copy: opening created it. */
-    CHECK(path_exists(root, "tmp"));
+    /* progcache/tmp/ was absent in the reference copy: opening created it. */
+    CHECK(path_exists(root, "progcache/tmp"));
     free(lines);
     progcache_buf_free(&buf);
     progcache_store_free(s);
@@ -244,8 +244,8 @@ static void test_eviction_lru(void)
         CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, key, strlen(key)));
     }
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s/tmp", dir);
-    CHECK(count_files(tmp) == 0); /* evicted files do not linger in tmp/ */
+    snprintf(tmp, sizeof tmp, "%s/progcache/tmp", dir);
+    CHECK(count_files(tmp) == 0); /* evicted files do not linger in progcache/tmp/ */
     progcache_buf_free(&buf);
     progcache_store_free(s);
     test_rmtree(dir);
@@ -317,7 +317,7 @@ static void test_recovery(void)
     char *dir = test_mkdtemp("recover");
     progcache_store *s = open_store(dir, 0);
     char p[4200];
-    snprintf(p, sizeof p, "%s/tmp", dir);
+    snprintf(p, sizeof p, "%s/progcache/tmp", dir);
     test_rmtree(p);
     CHECK_OK(progcache_store_put(s, "k", 1, "v1", 2));
     char entry[4400];
@@ -336,6 +336,8 @@ static void test_recovery(void)
     progcache_store_free(s);
 
     char old[4400], young[4400];
+    snprintf(p, sizeof p, "%s/tmp", dir); /* as cuda.core makes it */
+    CHECK(mkdir(p, 0700) == 0);
     snprintf(old, sizeof old, "%s/tmp/entry-crashed_", dir);
     snprintf(young, sizeof young, "%s/tmp/entry-inflight", dir);
     FILE *f = fopen(old, "w");
@@ -390,9 +392,10 @@ static void test_symlinks_not_followed(void)
     CHECK(secret && n == 15);
     free(secret);
 
-    /* tmp/ replaced by a link to elsewhere: puts refuse to write through it. */
+    /* progcache/tmp/ replaced by a link to elsewhere: puts refuse to write
+     * through it. */
     char tmp[4300], elsewhere[4300];
-    snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+    snprintf(tmp, sizeof tmp, "%s/progcache/tmp", dir);
     snprintf(elsewhere, sizeof elsewhere, "%s/elsewhere", dir);
     CHECK(mkdir(elsewhere, 0700) == 0);
     test_rmtree(tmp);
@@ -535,7 +538,7 @@ static void test_injected_faults(void)
     CHECK_OK(progcache_store_file_new(&synced, dir, &opts));
     progcache_buf buf = PROGCACHE_BUF_INIT;
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+    snprintf(tmp, sizeof tmp, "%s/progcache/tmp", dir);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         progcache__fs_fail(cases[i].op, 1, cases[i].err);
         CHECK_RC(PROGCACHE_EIO, progcache_store_put(synced, "k", 1, "new", 3));
@@ -550,7 +553,8 @@ static void test_injected_faults(void)
         CHECK(buf.size == 3 && memcmp(buf.data, "old", 3) == 0);
         CHECK(count_files(tmp) == 0);
     }
-    /* mkdir: tmp/ was removed and cannot be made again (read-only now). */
+    /* mkdir: progcache/tmp/ was removed and cannot be made again
+     * (read-only now). */
     test_rmtree(tmp);
     progcache__fs_fail(PROGCACHE_FS_MKDIR, 1, EROFS);
     CHECK_RC(PROGCACHE_EIO, progcache_store_put(synced, "k", 1, "new", 3));
@@ -558,8 +562,8 @@ static void test_injected_faults(void)
     progcache__fs_fail_reset();
     CHECK_OK(progcache_store_get(&buf, synced, "k", 1));
     CHECK(buf.size == 3 && memcmp(buf.data, "old", 3) == 0);
-    /* flock: an eviction pass that cannot lock is skipped; the put it
-     * follows has succeeded and says so, and the next pass evicts. */
+    /* flock: an eviction pass that cannot lock (EIO) runs without the
+     * lock, on the lock-free path, and keeps the cap (test_lock_fail). */
     progcache_file_options capped = PROGCACHE_FILE_OPTIONS_INIT;
     capped.max_size = 2000;
     capped.flags = PROGCACHE_FILE_NO_FSYNC;
@@ -570,11 +574,11 @@ static void test_injected_faults(void)
     char big[1500] = {0};
     CHECK_OK(progcache_store_put(small, "a", 1, big, sizeof big));
     progcache__fs_fail(PROGCACHE_FS_FLOCK, 1, EIO);
-    CHECK_OK(progcache_store_put(small, "b", 1, big, sizeof big)); /* over the cap, not evicted */
+    CHECK_OK(progcache_store_put(small, "b", 1, big, sizeof big)); /* over the cap: evicted */
     progcache__fs_fail_reset();
     uint64_t bytes;
     CHECK_OK(progcache_store_total_size(&bytes, small));
-    CHECK(bytes == 3000);
+    CHECK(bytes <= 2000);
     CHECK_OK(progcache_store_put(small, "c", 1, big, sizeof big));
     CHECK_OK(progcache_store_total_size(&bytes, small));
     CHECK(bytes <= 2000);

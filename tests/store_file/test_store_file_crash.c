@@ -63,7 +63,7 @@ static void writer(const char *dir, uint32_t seed)
 static size_t count_tmp(const char *dir)
 {
     char p[4200];
-    snprintf(p, sizeof p, "%s/tmp", dir);
+    snprintf(p, sizeof p, "%s/progcache/tmp", dir); /* where progcache writes them */
     DIR *d = opendir(p);
     size_t n = 0;
     struct dirent *e;
@@ -117,7 +117,7 @@ int main(void)
            leftovers);
     /* Make every leftover stale, then open: the sweep removes them all. */
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+    snprintf(tmp, sizeof tmp, "%s/progcache/tmp", dir);
     DIR *d = opendir(tmp);
     struct dirent *e;
     while (d && (e = readdir(d))) {

@@ -196,7 +196,15 @@ typedef struct member {
     int64_t mtime;
     uint64_t records_at; /* its records (a pax header before it), in the archive */
     size_t records_len;
+    /* The same entry more than once (duplicates): the index of its first
+     * member; on that one, what this import wrote for the entry so far
+     * (DUP_*) and its size. */
+    size_t first;
+    int written;
+    uint64_t written_size;
 } member;
+
+enum { DUP_NONE = 0, DUP_INVALID = 1, DUP_VALID = 2 };
 
 typedef struct member_list {
     member *items;
@@ -358,6 +366,32 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
 
 /* ---- pass two: the puts ------------------------------------------------------------- */
 
+static int by_rel(const void *a, const void *b, void *ctx)
+{
+    const member *items = ctx;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int c = strcmp(items[x].rel, items[y].rel);
+    return c ? c : (x < y ? -1 : x > y);
+}
+
+/* Point every member at the first member of its entry. An archive may
+ * hold one entry twice (tar -r, two exports concatenated, or on purpose):
+ * the first valid copy is the one kept, and an entry is counted once. */
+static int find_duplicates(member_list *list)
+{
+    size_t *order = progcache__malloc((list->len ? list->len : 1) * sizeof *order);
+    if (!order)
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory reading an archive");
+    for (size_t i = 0; i < list->len; i++)
+        order[i] = list->items[i].first = i;
+    qsort_r(order, list->len, sizeof *order, by_rel, list->items);
+    for (size_t i = 1; i < list->len; i++)
+        if (!strcmp(list->items[order[i]].rel, list->items[order[i - 1]].rel))
+            list->items[order[i]].first = list->items[order[i - 1]].first;
+    progcache__free(order);
+    return PROGCACHE_OK;
+}
+
 static int import_from(file_store *fs, int fd, const char *name,
                        const progcache_archive_options *opts, progcache_archive_result *out)
 {
@@ -370,12 +404,19 @@ static int import_from(file_store *fs, int fd, const char *name,
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
     source src;
     int rc = source_open(&src, fs, fd, name);
+    uint64_t duplicates = 0;
     if (!rc)
         rc = scan_archive(&list, &src, fs->max_artifact_size, opts);
     if (!rc)
         source_drain(&src);
+    if (!rc)
+        rc = find_duplicates(&list);
     for (size_t i = 0; !rc && i < list.len; i++) {
         const member *m = &list.items[i];
+        member *entry = &list.items[m->first];
+        duplicates += m->first != i;
+        if (entry->written == DUP_VALID)
+            goto next; /* a later copy of an entry already in: the first valid one stays */
         if ((rc = progcache__buf_reserve(&data, (size_t)m->size)))
             break;
         if ((rc = source_read(&src, data.data, (size_t)m->size, m->offset)))
@@ -383,6 +424,8 @@ static int import_from(file_store *fs, int fd, const char *name,
         progcache__buf_set_size(&data, (size_t)m->size);
         if ((rc = progcache__inspect_entry(&info, data.data, data.size, 1)))
             break;
+        if (entry->written == DUP_INVALID && !info.valid)
+            goto next; /* no better than the copy already in */
         /* Its records (lowered names...) go in with it, sealed with it. */
         if (m->records_len) {
             if ((rc = progcache__buf_reserve(&meta.records, m->records_len)) ||
@@ -393,7 +436,14 @@ static int import_from(file_store *fs, int fd, const char *name,
         if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size,
                                           m->records_len ? &meta : NULL)))
             break;
-        out->entries++;
+        if (entry->written == DUP_NONE) {
+            out->entries++;
+        } else { /* a valid copy in place of an invalid one: counted once */
+            out->bytes -= entry->written_size;
+            out->invalid--;
+        }
+        entry->written = info.valid ? DUP_VALID : DUP_INVALID;
+        entry->written_size = m->size;
         out->bytes += m->size;
         out->invalid += !info.valid;
         if (opts && opts->on_entry) {
@@ -406,9 +456,15 @@ static int import_from(file_store *fs, int fd, const char *name,
             e.artifact = &info;
             rc = opts->on_entry(opts->ctx, &e);
         }
+    next:
         if (!rc && opts && opts->on_progress)
             rc = opts->on_progress(opts->ctx, "importing", i + 1, list.len);
     }
+    if (duplicates)
+        progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                            "archive %s holds %llu members that repeat an entry before them: "
+                            "the first valid copy of each entry was kept, the others skipped",
+                            name, (unsigned long long)duplicates);
     source_close(&src);
     progcache__free(list.items);
     progcache_buf_free(&data);

@@ -201,31 +201,89 @@ static int sum_entry(void *ctx, int shard, const char *name, const struct stat *
     return 0;
 }
 
-/* Set one shard's counters to what is on disk now, as a delta against the
- * counter value before the scan so that puts landing meanwhile are kept. */
-void progcache__file_remeasure_shard(file_store *fs, int shard, const file_shard_sum *truth,
-                                     int64_t bytes_before, int64_t count_before)
+int64_t progcache__file_remeasure_shard(file_store *fs, int shard, const file_shard_sum *truth,
+                                        int64_t bytes_before, int64_t count_before, int locked)
 {
-    progcache__file_account(fs, shard, truth->bytes - bytes_before, truth->count - count_before);
+    if (locked) {
+        progcache__file_account(fs, shard, truth->bytes - bytes_before,
+                                truth->count - count_before);
+    } else {
+        /* A put landing between the scan and the store is lost from the
+         * counter (at most one entry per writer in flight) until the next
+         * pass: the bound docs/SHARED.md states. */
+        __atomic_store_n(&fs->state->shard[shard].bytes, truth->bytes, __ATOMIC_RELAXED);
+        __atomic_store_n(&fs->state->shard[shard].count, truth->count, __ATOMIC_RELAXED);
+    }
+    return truth->bytes > bytes_before ? truth->bytes - bytes_before : 0;
 }
 
-static void seed_counters(file_store *fs)
+static void seed_counters(file_store *fs, int locked)
 {
+    uint64_t seen = progcache__file_tmp_fingerprint(fs);
     for (int shard = 0; shard < FILE_SHARDS; shard++) {
         int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
         int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
         file_shard_sum sum = {0, 0};
         progcache__file_scan_shard(fs, shard, sum_entry, &sum);
-        progcache__file_remeasure_shard(fs, shard, &sum, b, c);
+        progcache__file_remeasure_shard(fs, shard, &sum, b, c, locked);
     }
+    __atomic_store_n(&fs->state->tmp_seen, seen, __ATOMIC_RELAXED);
     __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
 }
 
-void progcache__file_lock(file_store *fs)
+/* ---- locks the file system refuses ----------------------------------------- */
+
+void progcache__file_lock_failed(file_store *fs, int errnum)
+{
+    progcache__stats_add(fs->stats, PROGCACHE__LOCK_FAILURES, 1);
+    if (!progcache__fs_lock_warn_once())
+        return;
+    char why[160];
+    const char *name = strerrorname_np(errnum);
+    progcache__file_log(fs, PROGCACHE_LOG_WARN, PROGCACHE__FS_NO_LOCKS_FMT, fs->root,
+                        progcache__fs_strerror(why, sizeof why, errnum),
+                        name ? name : "unknown errno");
+}
+
+int progcache__file_lock(file_store *fs)
 {
     pthread_mutex_lock(&fs->evict_mutex);
-    if (fs->lock_fd >= 0)
-        (void)progcache__fs_flock(fs->lock_fd, LOCK_EX);
+    if (fs->lock_fd < 0)
+        return 0;
+    if (progcache__fs_flock(fs->lock_fd, LOCK_EX) == 0)
+        return 1;
+    /* A blocking flock fails only when it cannot lock at all. */
+    progcache__file_lock_failed(fs, errno);
+    return 0;
+}
+
+/* ---- other writers --------------------------------------------------------- */
+
+/* A change of tmp/ shows as a new change time (every create, rename and
+ * unlink in it sets it) or a new inode (tmp/ made again). One made within
+ * this many seconds is not trusted: timestamps have a granularity (a
+ * kernel tick locally, up to a second or more over a network), and a
+ * second write in the same tick would not change them. */
+#define TMP_SETTLE_SECONDS 2
+
+uint64_t progcache__file_tmp_fingerprint(file_store *fs)
+{
+    struct stat st;
+    if (fstatat(fs->root_fd, "tmp", &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return 1; /* no tmp/: nothing written through one */
+    if (time(NULL) - st.st_ctime < TMP_SETTLE_SECONDS)
+        return 0;
+    uint64_t x = (uint64_t)st.st_ino * 0x9e3779b97f4a7c15ull;
+    x ^= (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    return x | 2; /* never 0 (unknown) nor 1 (no tmp/) */
+}
+
+int progcache__file_others_wrote(file_store *fs)
+{
+    uint64_t seen = __atomic_load_n(&fs->state->tmp_seen, __ATOMIC_RELAXED);
+    return seen == 0 || seen != progcache__file_tmp_fingerprint(fs);
 }
 
 void progcache__file_unlock(file_store *fs)
@@ -238,9 +296,12 @@ void progcache__file_unlock(file_store *fs)
 int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count)
 {
     if (!__atomic_load_n(&fs->state->seeded, __ATOMIC_ACQUIRE)) {
-        progcache__file_lock(fs);
-        if (!__atomic_load_n(&fs->state->seeded, __ATOMIC_ACQUIRE))
-            seed_counters(fs);
+        int locked = progcache__file_lock(fs);
+        if (!__atomic_load_n(&fs->state->seeded, __ATOMIC_ACQUIRE)) {
+            if (!locked)
+                progcache__stats_add(fs->stats, PROGCACHE__LOCK_FALLBACKS, 1);
+            seed_counters(fs, locked);
+        }
         progcache__file_unlock(fs);
     }
     int64_t b = 0, c = 0;

@@ -299,6 +299,7 @@ void progcache_verify_options_init(progcache_verify_options *opts)
 static const size_t verify_options_size[] = {
     0, offsetof(progcache_verify_options, on_foreign), sizeof(progcache_verify_options)};
 static const size_t verify_result_size[] = {0, offsetof(progcache_verify_result, foreign),
+                                            offsetof(progcache_verify_result, unknown),
                                             sizeof(progcache_verify_result)};
 
 typedef struct verify_ctx {
@@ -329,12 +330,24 @@ static int verify_visit(void *ctx, file_walk_item *item)
                  "sealed for another entry (%s...): copied, linked or moved here from another "
                  "key's path",
                  other);
-    } else if (!a->valid) {
-        snprintf(v->why, sizeof v->why, "%s", a->reason);
+    } else if (a->kind != PROGCACHE_KIND_UNKNOWN && !a->valid) {
+        snprintf(v->why, sizeof v->why, "%s", a->reason); /* a known format, malformed */
     } else if (seal == FILE_SEAL_CHANGED) {
         snprintf(v->why, sizeof v->why,
                  "the bytes differ from the SHA-256 recorded when it was stored (changed on "
                  "disk)");
+    } else if (a->kind == PROGCACHE_KIND_UNKNOWN) {
+        /* Of no kind we know, and nothing says its bytes changed: another
+         * program's (progcache put and cuda.core store any bytes). Not
+         * damage: kept, unless the caller asks for exactly this. */
+        v->why[0] = '\0';
+        v->out->unknown++;
+        if ((v->opts->flags & PROGCACHE_VERIFY_FIX_UNKNOWN) &&
+            progcache__file_remove_if_same(v->fs, item->shard, item->file_name, item->st, 0)) {
+            e->removed = 1;
+            v->out->removed++;
+            v->out->unknown_removed++;
+        }
     } else {
         v->why[0] = '\0';
     }
@@ -496,7 +509,9 @@ int progcache_file_verify(progcache_verify_result *out, progcache_file *file,
                                  "progcache_file_verify", "progcache_verify_options");
     if (rc)
         return rc;
-    if (o.flags & ~PROGCACHE_VERIFY_FIX)
+    if (o.flags & PROGCACHE_VERIFY_FIX_UNKNOWN)
+        o.flags |= PROGCACHE_VERIFY_FIX;
+    if (o.flags & ~(PROGCACHE_VERIFY_FIX | PROGCACHE_VERIFY_FIX_UNKNOWN))
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_verify_options.flags has unknown "
                                 "bits 0x%x",

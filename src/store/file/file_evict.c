@@ -6,7 +6,7 @@
  * where cuda.core rescans every entry on every put over the cap. Prune is
  * the same pass with bounds given by hand.
  *
- * An entry is evicted by renaming it into tmp/ first and checking that the
+ * An entry is evicted by renaming it into progcache/tmp/ first and checking that the
  * file moved is the one the scan saw (inode, size, mtime, atime): a file
  * another process replaced or read since the scan is put back, so eviction
  * never deletes fresh work. */
@@ -92,7 +92,7 @@ int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
     int shard_fd = progcache__fs_open_dir(fs->root_fd, shard_rel);
     if (shard_fd < 0)
         return 0;
-    int tmp_fd = progcache__fs_open_dir(fs->root_fd, "tmp");
+    int tmp_fd = progcache__file_open_tmp(fs);
     char moved[64];
     int gone = 0;
     /* Move the entry aside under a fresh name (never over another file). */
@@ -140,30 +140,49 @@ static int evict_one(file_store *fs, const candidate *c)
     return progcache__file_remove_if_same(fs, c->shard, c->name, &seen, 1);
 }
 
+/* How a pass was started (flags of evict_pass). */
+#define PASS_LOCKED 0x1u /* the cross-process lock is held: counters by delta */
+#define PASS_OTHERS 0x2u /* another program wrote: count what the scan finds */
+
 /* One pass: scan and re-measure; then, if the total is over trigger or an
  * age bound is set, evict oldest first while the total is over target or
  * the entry was last used before atime_cutoff (0: no age bound). The
- * caller holds the lock. PROGCACHE_OK or PROGCACHE_ENOMEM. */
-static int evict_pass(file_store *fs, uint64_t trigger, uint64_t target, int64_t atime_cutoff,
-                      uint64_t *removed, uint64_t *removed_bytes, progcache_progress_fn progress,
-                      void *ctx)
+ * decision is the scan's own total, never the counters, so a pass without
+ * the cross-process lock (a file system that refuses locks) keeps the cap
+ * as well as one with it. The caller holds evict_mutex, and the lock when
+ * PASS_LOCKED. PROGCACHE_OK or PROGCACHE_ENOMEM. */
+static int evict_pass(file_store *fs, unsigned pass, uint64_t trigger, uint64_t target,
+                      int64_t atime_cutoff, uint64_t *removed, uint64_t *removed_bytes,
+                      progcache_progress_fn progress, void *ctx)
 {
     int rc = PROGCACHE_OK;
     double started = progcache__clock_ms();
     candidate_list list = {0};
-    uint64_t total = 0;
+    uint64_t total = 0, unseen = 0;
+    /* Before the scan: a write another program makes during it shows as a
+     * change at the next put. */
+    uint64_t tmp_seen = progcache__file_tmp_fingerprint(fs);
+    if (!(pass & PASS_LOCKED))
+        progcache__stats_add(fs->stats, PROGCACHE__LOCK_FALLBACKS, 1);
     for (int shard = 0; shard < FILE_SHARDS && !list.failed; shard++) {
         int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
         int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
         list.sum.bytes = list.sum.count = 0;
         progcache__file_scan_shard(fs, shard, collect, &list);
         if (!list.failed)
-            progcache__file_remeasure_shard(fs, shard, &list.sum, b, c);
+            unseen += (uint64_t)progcache__file_remeasure_shard(fs, shard, &list.sum, b, c,
+                                                                pass & PASS_LOCKED);
         total += (uint64_t)list.sum.bytes;
         if (progress && (rc = progress(ctx, "scanning", (uint64_t)shard + 1, FILE_SHARDS)))
             goto done;
     }
+    if (!list.failed)
+        __atomic_store_n(&fs->state->tmp_seen, tmp_seen, __ATOMIC_RELAXED);
     __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
+    if (pass & PASS_OTHERS) {
+        progcache__stats_add(fs->stats, PROGCACHE__OTHER_WRITER_RESCANS, 1);
+        progcache__stats_add(fs->stats, PROGCACHE__OTHER_WRITER_BYTES, unseen);
+    }
     if (list.failed) {
         progcache__file_log(fs, PROGCACHE_LOG_WARN, "eviction skipped in %s: out of memory",
                             fs->root);
@@ -213,21 +232,39 @@ int progcache__file_evict_if_needed(file_store *fs)
 {
     uint64_t bytes, count;
     progcache__file_totals(fs, &bytes, &count);
-    if (!fs->max_size || bytes <= fs->max_size)
+    if (!fs->max_size)
+        return PROGCACHE_OK;
+    /* What other programs (cuda.core) store is in no counter of ours: a
+     * change of tmp/, through which they write, makes this put measure
+     * the directory (docs/FORMAT.md, "Other writers"). */
+    int others = progcache__file_others_wrote(fs);
+    if (bytes <= fs->max_size && !others)
         return PROGCACHE_OK;
     /* One evictor at a time, in this process and on this host; the others
      * go on with their puts rather than queue behind a scan. */
     if (pthread_mutex_trylock(&fs->evict_mutex) != 0)
         return PROGCACHE_OK;
-    if (fs->lock_fd >= 0 && progcache__fs_flock(fs->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        pthread_mutex_unlock(&fs->evict_mutex);
-        return PROGCACHE_OK;
+    unsigned pass = 0;
+    if (fs->lock_fd >= 0) {
+        if (progcache__fs_flock(fs->lock_fd, LOCK_EX | LOCK_NB) == 0) {
+            pass = PASS_LOCKED;
+        } else if (!progcache__fs_lock_unsupported(errno)) {
+            pthread_mutex_unlock(&fs->evict_mutex); /* another process is at it */
+            return PROGCACHE_OK;
+        } else {
+            /* The file system cannot lock: every put over the cap
+             * measures and evicts by itself, as if it were alone. */
+            progcache__file_lock_failed(fs, errno);
+        }
     }
-    /* Another process may have evicted while we waited for the lock. */
-    progcache__file_totals(fs, &bytes, &count);
-    if (bytes > fs->max_size) {
+    if (pass & PASS_LOCKED) { /* another process may have done it while we looked */
+        progcache__file_totals(fs, &bytes, &count);
+        others = progcache__file_others_wrote(fs);
+    }
+    if (bytes > fs->max_size || others) {
         progcache__file_sweep_tmp(fs, 1);
-        (void)evict_pass(fs, fs->max_size, fs->low_water, 0, NULL, NULL, NULL, NULL);
+        (void)evict_pass(fs, pass | (others ? PASS_OTHERS : 0), fs->max_size, fs->low_water, 0,
+                         NULL, NULL, NULL, NULL);
     }
     progcache__file_unlock(fs);
     return PROGCACHE_OK;
@@ -241,10 +278,10 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
     if (fs->flags & PROGCACHE_FILE_READONLY)
         return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot prune",
                                 fs->root);
-    progcache__file_lock(fs);
+    unsigned pass = progcache__file_lock(fs) ? PASS_LOCKED : 0;
     progcache__file_sweep_tmp(fs, 1);
-    int rc = evict_pass(fs, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes, progress,
-                        ctx);
+    int rc = evict_pass(fs, pass, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes,
+                        progress, ctx);
     progcache__file_unlock(fs);
     return rc;
 }

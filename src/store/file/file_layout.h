@@ -9,6 +9,9 @@
 #define FILE_REL_PATH_MAX 80
 /* progcache's own files (state, lock, stats, flight, config). */
 #define FILE_STATE_DIR "progcache"
+/* progcache's temp files: its own folder, not cuda.core's tmp/ (which
+ * cuda.core counts against its cap and would sweep only after an hour). */
+#define FILE_TMP_DIR FILE_STATE_DIR "/tmp"
 /* An entry's name: the 64 lowercase hex digits of SHA-256(key). */
 #define FILE_NAME_LEN 64
 

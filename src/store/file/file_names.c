@@ -33,9 +33,14 @@ int progcache__file_is_shard_name(const char *name)
     return strlen(name) == 2 && progcache__is_hex(name, 2);
 }
 
+int progcache__file_is_own_tmp_name(const char *name)
+{
+    return is_ours(name, "entry-") || is_ours(name, "evict-");
+}
+
 int progcache__file_is_tmp_name(const char *name)
 {
-    if (is_ours(name, "entry-") || is_ours(name, "evict-"))
+    if (progcache__file_is_own_tmp_name(name))
         return 1;
     /* cuda.core: tempfile.mkstemp(prefix="entry-", dir=tmp/), whose random
      * part is 8 characters of Python's "abcdefghijklmnopqrstuvwxyz0123456789_". */

@@ -1,4 +1,4 @@
-/* The file store's write path: temp file in tmp/ -> write -> seal ->
+/* The file store's write path: temp file in progcache/tmp/ -> write -> seal ->
  * fsync -> rename into the shard -> fsync the shard directory. rename is
  * atomic, so a reader sees the old entry or the new one, never a torn one;
  * the two fsyncs make a completed put survive power loss. */
@@ -46,14 +46,16 @@ mode_t progcache__file_tmp_mode(const file_store *fs)
     return (fs->flags & PROGCACHE_FILE_SHARED_GROUP) ? 02770 : 0700;
 }
 
-/* Open tmp/, recreating it if someone removed it since open. */
-static int open_tmp_dir(file_store *fs)
+/* Open progcache/tmp/, recreating it (and progcache/) if someone removed
+ * it since open. */
+int progcache__file_open_tmp(file_store *fs)
 {
-    int fd = progcache__fs_open_dir(fs->root_fd, "tmp");
+    int fd = progcache__fs_open_dir(fs->root_fd, FILE_TMP_DIR);
     if (fd < 0 && errno == ENOENT) {
-        if (progcache__fs_mkdirat(fs->root_fd, "tmp", progcache__file_tmp_mode(fs)) != 0)
+        if (progcache__fs_mkdirat(fs->root_fd, FILE_STATE_DIR, 0777) != 0 ||
+            progcache__fs_mkdirat(fs->root_fd, FILE_TMP_DIR, progcache__file_tmp_mode(fs)) != 0)
             return -1;
-        fd = progcache__fs_open_dir(fs->root_fd, "tmp");
+        fd = progcache__fs_open_dir(fs->root_fd, FILE_TMP_DIR);
     }
     return fd;
 }
@@ -122,9 +124,9 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
     char tmp_name[64];
     int tmp_fd = -1, fd = -1, shard_fd = -1, created = 0, have_tmp = 0;
 
-    tmp_fd = open_tmp_dir(fs);
+    tmp_fd = progcache__file_open_tmp(fs);
     if (tmp_fd < 0) {
-        rc = put_error(fs, errno, "open temp directory", "tmp");
+        rc = put_error(fs, errno, "open temp directory", FILE_TMP_DIR);
         goto done;
     }
     /* Private to the writer until the rename publishes it (cuda.core does
@@ -133,12 +135,12 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
                                    (fs->flags & PROGCACHE_FILE_SHARED_GROUP) ? 0640 : 0600,
                                    tmp_name, sizeof tmp_name);
     if (fd < 0) {
-        rc = put_error(fs, errno, "create a temp file in", "tmp");
+        rc = put_error(fs, errno, "create a temp file in", FILE_TMP_DIR);
         goto done;
     }
     have_tmp = 1;
     char tmp_rel[80];
-    snprintf(tmp_rel, sizeof tmp_rel, "tmp/%s", tmp_name);
+    snprintf(tmp_rel, sizeof tmp_rel, FILE_TMP_DIR "/%s", tmp_name);
     if (progcache__fs_write_full(fd, data, size) != 0) {
         rc = put_error(fs, errno, "write temp file", tmp_rel);
         goto done;

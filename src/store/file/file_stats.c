@@ -280,6 +280,11 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->sidecar_seals = sum(stats, PROGCACHE__SIDECAR_SEALS);
     out->flight_leases = sum(stats, PROGCACHE__FLIGHT_LEASES);
     out->flight_takeovers = sum(stats, PROGCACHE__FLIGHT_TAKEOVERS);
+    /* i20cap */
+    out->lock_failures = sum(stats, PROGCACHE__LOCK_FAILURES);
+    out->lock_fallbacks = sum(stats, PROGCACHE__LOCK_FALLBACKS);
+    out->other_writer_rescans = sum(stats, PROGCACHE__OTHER_WRITER_RESCANS);
+    out->other_writer_bytes = sum(stats, PROGCACHE__OTHER_WRITER_BYTES);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

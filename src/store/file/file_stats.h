@@ -53,6 +53,11 @@ typedef enum progcache__counter {
     PROGCACHE__SIDECAR_SEALS = 31,
     PROGCACHE__FLIGHT_LEASES = 32,
     PROGCACHE__FLIGHT_TAKEOVERS = 33,
+    /* i20cap: failing locks, other writers (docs/SHARED.md). */
+    PROGCACHE__LOCK_FAILURES = 34,
+    PROGCACHE__LOCK_FALLBACKS = 35,
+    PROGCACHE__OTHER_WRITER_RESCANS = 36,
+    PROGCACHE__OTHER_WRITER_BYTES = 37,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

@@ -88,7 +88,9 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__REMOTE_TAKEOVERS == (int)PROGCACHE_STAT_REMOTE_TAKEOVERS &&
                    (int)PROGCACHE__PCH_HITS == (int)PROGCACHE_STAT_PCH_HITS &&
                    (int)PROGCACHE__PCH_FALLBACKS == (int)PROGCACHE_STAT_PCH_FALLBACKS &&
-                   (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
+                   (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED &&
+                   (int)PROGCACHE__LOCK_FAILURES == (int)PROGCACHE_STAT_LOCK_FAILURES &&
+                   (int)PROGCACHE__OTHER_WRITER_BYTES == (int)PROGCACHE_STAT_OTHER_WRITER_BYTES,
                "progcache__counter and progcache_stat must agree");
 
 PROGCACHE_HOT
@@ -246,17 +248,19 @@ static int open_layout(file_store *fs, const char *path)
         return rc;
     if (progcache__fs_mkdirat(fs->root_fd, "entries", 0777) != 0)
         return open_error(path, "cannot create entries/", errno);
-    /* tmp/ is owner-only: nobody else can read or replace a file while it
-     * is being written. An existing tmp/ is left as it is (cuda.core does
-     * not chmod either). */
-    if (progcache__fs_mkdirat(fs->root_fd, "tmp", progcache__file_tmp_mode(fs)) != 0)
-        return open_error(path, "cannot create tmp/", errno);
-    /* Writable? A cache that cannot take a put should say so at open, not
-     * at the first compile. */
-    if (faccessat(fs->root_fd, "tmp", W_OK, AT_EACCESS) != 0)
-        return open_error(path, "tmp/ is not writable", errno);
     if (progcache__fs_mkdirat(fs->root_fd, FILE_STATE_DIR, 0777) != 0)
         return open_error(path, "cannot create " FILE_STATE_DIR "/", errno);
+    /* progcache's temp files live in progcache/tmp/, not in cuda.core's
+     * tmp/ (which cuda.core makes itself, counts against its cap, and
+     * whose changes tell us that another program wrote: file_account.c).
+     * Owner-only: nobody else can read or replace a file while it is
+     * being written. An existing one is left as it is. */
+    if (progcache__fs_mkdirat(fs->root_fd, FILE_TMP_DIR, progcache__file_tmp_mode(fs)) != 0)
+        return open_error(path, "cannot create " FILE_TMP_DIR "/", errno);
+    /* Writable? A cache that cannot take a put should say so at open, not
+     * at the first compile. */
+    if (faccessat(fs->root_fd, FILE_TMP_DIR, W_OK, AT_EACCESS) != 0)
+        return open_error(path, FILE_TMP_DIR "/ is not writable", errno);
     return PROGCACHE_OK;
 }
 

@@ -21,12 +21,19 @@
  * file mapped with MAP_SHARED and updated with atomic adds, so a put costs
  * no extra system call and open scans nothing. Counters can drift (a crash
  * between rename and add, cuda.core writing alongside us); every eviction
- * pass re-measures the shards it scans and corrects them. */
+ * pass re-measures the shards it scans and corrects them, and a change of
+ * tmp/ (cuda.core's writes go through it) makes the next put run one. */
 typedef struct file_state {
     char magic[8];     /* "PCSTATE1" */
     uint32_t version;  /* 1 */
     uint32_t seeded;   /* 1 once a full scan has set the counters */
-    uint64_t reserved[30];
+    /* What tmp/ looked like (inode and change time, mixed; 0: unknown)
+     * when a full scan last measured the directory. Since progcache keeps
+     * its temp files in progcache/tmp/, a change to tmp/ means another
+     * program (cuda.core) has written an entry: the next put measures the
+     * directory again (progcache__file_others_wrote). */
+    uint64_t tmp_seen;
+    uint64_t reserved[29];
     struct {
         int64_t bytes;
         int64_t count;
@@ -165,15 +172,24 @@ int progcache__file_seal_check(file_store *fs, int fd, const char name[FILE_NAME
                                const unsigned char *data, size_t size, progcache_entry_meta *meta,
                                int *whole, char *other);
 
+/* progcache/tmp/, where progcache writes its temp files (a put's, an
+ * eviction's): on the cache's file system, so the rename into entries/
+ * stays atomic, and out of tmp/, whose every file cuda.core counts against
+ * its size cap. Created when missing; an fd or -1 with errno. */
+int progcache__file_open_tmp(file_store *fs);
+
 /* Names the file store creates (store_file_names.c); it removes nothing
  * else. An entry file: 62 lowercase hex digits. A shard directory: 2. A
- * temp file in tmp/: entry-<16 hex>, evict-<16 hex> (progcache) or entry-
+ * temp file in progcache/tmp/ (or, from older versions, tmp/): entry-<16
+ * hex>, evict-<16 hex> (progcache); in tmp/ also entry-
  * and 8 of [a-z0-9_] (cuda.core's tempfile.mkstemp). A temp file in
  * progcache/: state-<16 hex>, stats-<16 hex> or config-<16 hex>. The top level of a cache
  * directory: entries, tmp and progcache. */
 int progcache__file_is_entry_name(const char *name);
 int progcache__file_is_shard_name(const char *name);
 int progcache__file_is_tmp_name(const char *name);
+/* The temp names of progcache alone, the only ones in progcache/tmp/. */
+int progcache__file_is_own_tmp_name(const char *name);
 int progcache__file_is_state_tmp_name(const char *name);
 int progcache__file_is_layout_name(const char *name);
 /* Whether s is n lowercase hex digits. */
@@ -205,7 +221,7 @@ int progcache__file_vremove(progcache_store *store, const void *key, size_t key_
 
 /* " (the disk is full: ...)": what to do about errnum, or "". */
 const char *progcache__file_errno_hint(int errnum);
-/* tmp/'s mode: 0700, or 02770 for a group-shared cache. */
+/* progcache/tmp/'s mode: 0700, or 02770 for a group-shared cache. */
 mode_t progcache__file_tmp_mode(const file_store *fs);
 
 /* Accounting (file_account.c). */
@@ -218,23 +234,41 @@ int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count);
 typedef struct file_shard_sum {
     int64_t bytes, count;
 } file_shard_sum;
-/* Set one shard's counters to truth, as a delta against the values read
- * before the scan, so that puts landing meanwhile are kept. */
-void progcache__file_remeasure_shard(file_store *fs, int shard, const file_shard_sum *truth,
-                                     int64_t bytes_before, int64_t count_before);
+/* Set one shard's counters to truth: under the cross-process lock as a
+ * delta against the values read before the scan, so that puts landing
+ * meanwhile are kept; without it (locked 0), by storing truth, which any
+ * number of processes measuring at once may do (a delta applied by two
+ * would count twice). Returns the bytes truth holds beyond the counter. */
+int64_t progcache__file_remeasure_shard(file_store *fs, int shard, const file_shard_sum *truth,
+                                        int64_t bytes_before, int64_t count_before, int locked);
 /* Seeding, eviction and prune exclude each other: evict_mutex in this
  * process, flock on progcache/lock across processes (when it could be
- * opened). */
-void progcache__file_lock(file_store *fs);
+ * opened). Returns 1 when the cross-process lock is held, 0 when the
+ * mutex alone is (no lock file, or a file system that refuses locks:
+ * progcache__file_lock_failed has said so); the caller then takes the
+ * lock-free path (FILE_UNLOCKED passes). */
+int progcache__file_lock(file_store *fs);
 void progcache__file_unlock(file_store *fs);
+/* A lock call on progcache/lock failed with errnum for a reason other
+ * than another holder (progcache__fs_lock_unsupported): counted
+ * (lock_failures), and said once per process. */
+void progcache__file_lock_failed(file_store *fs, int errnum);
+/* Whether another program has written into tmp/ (hence, the way
+ * cuda.core writes, into entries/) since the last full measurement. One
+ * fstatat. */
+int progcache__file_others_wrote(file_store *fs);
+/* tmp/'s fingerprint now, for the state's tmp_seen: 0 when it changed too
+ * recently to be trusted (a change within the file system's timestamp
+ * granularity would not show). */
+uint64_t progcache__file_tmp_fingerprint(file_store *fs);
 /* Evict least recently used entries down to the low-water mark when the
  * total is over the cap. A no-op when another thread or process is already
  * evicting. */
 int progcache__file_evict_if_needed(file_store *fs);
 /* Delete what crashed writers left: regular files owned by this user,
  * older than an hour, named as progcache or cuda.core name temp files, in
- * tmp/ and, with state_dir_too, progcache/ (never anything else, never a
- * directory). Open sweeps tmp/ only: the temp files of progcache/ appear
+ * tmp/ and progcache/tmp/ and, with state_dir_too, progcache/ (never
+ * anything else, never a directory). Open sweeps the temp folders only: the temp files of progcache/ appear
  * only when a process dies while creating state or stats, rare enough for
  * eviction, prune and clear to collect, and open stays one readdir
  * cheaper. */

@@ -55,6 +55,7 @@ static void sweep_dir(file_store *fs, const char *rel, int (*is_temp)(const char
 void progcache__file_sweep_tmp(file_store *fs, int state_dir_too)
 {
     sweep_dir(fs, "tmp", progcache__file_is_tmp_name);
+    sweep_dir(fs, FILE_TMP_DIR, progcache__file_is_own_tmp_name);
     if (state_dir_too)
         sweep_dir(fs, FILE_STATE_DIR, progcache__file_is_state_tmp_name);
     if (state_dir_too && __atomic_load_n(&fs->seal_sidecar, __ATOMIC_RELAXED))
