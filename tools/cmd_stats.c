@@ -189,6 +189,9 @@ int cmd_stats(int argc, char **argv)
         {"PCH rejected", "pch_rejected", s.pch_rejected},
         {"PCH time saved (ms)", "pch_ms_saved", s.pch_ms_saved},
         {"PCH fallbacks", "pch_fallbacks", s.pch_fallbacks},
+        /* i21 */
+        {"remote over bound", "remote_over_bound", s.remote_over_bound},
+        {"remote deadlines", "remote_deadlines", s.remote_deadlines},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -77,7 +77,12 @@ typedef enum progcache_stat {
     /* compile-or-load found an entry without the lowered names of its name
      * expressions (written by cuda.core or an older progcache) and compiled
      * once to learn them (docs/CUDA.md, "Name expressions") */
-    PROGCACHE_STAT_NAMES_LEARNED = 30
+    PROGCACHE_STAT_NAMES_LEARNED = 30,
+    /* Version 3 (i21): a hostile or broken Redis server (docs/SECURITY.md,
+     * "A hostile server"): replies over their command's bound, commands
+     * stopped at their whole deadline (part of remote_timeouts). */
+    PROGCACHE_STAT_REMOTE_OVER_BOUND = 41,
+    PROGCACHE_STAT_REMOTE_DEADLINES = 42
 } progcache_stat;
 
 /*
@@ -175,9 +180,18 @@ typedef struct progcache_stats {
     uint64_t pch_rejected;
     uint64_t pch_ms_saved;
     uint64_t pch_fallbacks;
+
+    /* Version 3 (i21): the remote server misbehaving (docs/SECURITY.md,
+     * "A hostile server"). */
+    uint64_t remote_over_bound; /* replies over their command's bound (size,
+                                   elements, nesting): the connection was
+                                   dropped (part of remote_errors) */
+    uint64_t remote_deadlines;  /* commands stopped at their whole deadline: a
+                                   slow or dripping server (part of
+                                   remote_timeouts) */
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 2
+#define PROGCACHE_STATS_VERSION 3
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

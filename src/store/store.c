@@ -172,6 +172,7 @@ int progcache_store_flush(progcache_store *store)
 
 /* progcache_store_counters' size in each version. */
 static const size_t counters_size[] = {0, offsetof(progcache_store_counters, timeouts),
+                                       offsetof(progcache_store_counters, over_bound),
                                        sizeof(progcache_store_counters)};
 _Static_assert(sizeof counters_size / sizeof counters_size[0] ==
                    PROGCACHE_STORE_COUNTERS_VERSION + 1,
@@ -210,6 +211,7 @@ void progcache_store_free(progcache_store *store)
 
 /* progcache_stats' size in each version. */
 static const size_t stats_size[] = {0, offsetof(progcache_stats, names_learned),
+                                    offsetof(progcache_stats, remote_over_bound),
                                     sizeof(progcache_stats)};
 _Static_assert(sizeof stats_size / sizeof stats_size[0] == PROGCACHE_STATS_VERSION + 1,
                "a size for every version of progcache_stats");

@@ -33,6 +33,7 @@ typedef struct outcome {
     double ms;
     long rss_kb; /* growth of the child's peak RSS during the call */
     int hit;     /* a lookup returned bytes: never allowed */
+    uint64_t over_bound, deadlines; /* the cache's statistics after the call */
 } outcome;
 
 typedef enum op_class { OP_GET, OP_PUT, OP_AUTH, OP_WAIT, OP_CLASSES } op_class;
@@ -46,6 +47,12 @@ static long peak_kb(void)
     return ru.ru_maxrss;
 }
 
+static void say(void *ctx, int level, const char *message)
+{
+    (void)ctx;
+    fprintf(stderr, "    log %d: %s\n", level, message);
+}
+
 static progcache *open_cache(const char *url, int n)
 {
     char dir[4096];
@@ -56,6 +63,8 @@ static progcache *open_cache(const char *url, int n)
     progcache_options o = PROGCACHE_OPTIONS_INIT;
     o.remote = &ro;
     o.max_artifact_size = MAX_ARTIFACT;
+    if (getenv("HOSTILE_LOG"))
+        o.log = say;
     progcache *c = NULL;
     CHECK_OK(progcache_open(&c, dir, &o));
     return c;
@@ -97,6 +106,13 @@ static void call(outcome *out, op_class cls, const char *url, int n)
     }
     out->ms = test_now_ms() - t0;
     out->rss_kb = peak_kb() - before;
+    if (c) {
+        progcache_stats st = PROGCACHE_STATS_INIT;
+        progcache_flush(c); /* what is still being written is counted too */
+        CHECK_OK(progcache_stats_get(&st, c));
+        out->over_bound = st.remote_over_bound;
+        out->deadlines = st.remote_deadlines;
+    }
     progcache_buf_free(&buf);
     progcache_close(c);
     progcache_store_free(s);
@@ -127,8 +143,10 @@ static outcome in_child(op_class cls, const char *url, int n)
 
 static void check_outcome(const outcome *o, op_class cls, hostile_mode mode)
 {
-    fprintf(stderr, "  %-10s %-11s rc %d, %.0f ms, +%ld KiB\n", class_names[cls],
-            hostile_mode_name(mode), o->rc, o->ms, o->rss_kb);
+    fprintf(stderr, "  %-10s %-11s rc %d, %.0f ms, +%ld KiB, over bound %llu, deadlines %llu\n",
+            class_names[cls],
+            hostile_mode_name(mode), o->rc, o->ms, o->rss_kb, (unsigned long long)o->over_bound,
+            (unsigned long long)o->deadlines);
     CHECK(!o->hit);
     CHECK(o->ms < TIME_BOUND_MS);
     CHECK(o->rss_kb < RSS_SLACK_KB);
@@ -138,6 +156,16 @@ static void check_outcome(const outcome *o, op_class cls, hostile_mode mode)
         CHECK(o->rc == PROGCACHE_OK); /* the local put stands; the remote write failed */
     else
         CHECK(o->rc != PROGCACHE_OK); /* no entry appeared: never "stored" */
+    /* Counted in `progcache stats` (remote_over_bound, remote_deadlines). */
+    if (cls != OP_WAIT && (mode == HOSTILE_HUGE_ARRAY || mode == HOSTILE_DEEP ||
+                           (mode == HOSTILE_HUGE_BULK && cls != OP_GET)))
+        CHECK(o->over_bound >= 1);
+    if (cls != OP_WAIT && mode == HOSTILE_STALL)
+        CHECK(o->deadlines >= 1);
+    /* A drip of a bulk string: the deadline, or first the bound its length
+     * breaks once enough of its digits came. */
+    if (cls != OP_WAIT && mode == HOSTILE_DRIP)
+        CHECK(o->deadlines + o->over_bound >= 1);
 }
 
 static void test_matrix(void)

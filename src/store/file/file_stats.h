@@ -49,6 +49,9 @@ typedef enum progcache__counter {
     PROGCACHE__PCH_MS_SAVED = 28,
     PROGCACHE__PCH_FALLBACKS = 29,
     PROGCACHE__NAMES_LEARNED = 30,
+    /* i21: a hostile or broken Redis server. */
+    PROGCACHE__REMOTE_OVER_BOUND = 41,
+    PROGCACHE__REMOTE_DEADLINES = 42,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

@@ -256,7 +256,7 @@ static int check_waiting(const redisReader *r, budget *b, int *value)
             *value = b->lim->value && !t->parent;
             snprintf(b->why, sizeof b->why,
                      "a bulk string of %llu bytes%s, more than its bound of %zu bytes", n,
-                     n >= (1ull << 60) ? " or more" : "", b->lim->bytes);
+                     p == end || n >= (1ull << 60) ? " or more" : "", b->lim->bytes);
             b->broke = 1;
             return -1;
         }

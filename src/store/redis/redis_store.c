@@ -467,6 +467,8 @@ static int redis_counters(progcache_store_counters *out, const progcache_store *
     out->newer = c.newer;
     out->too_large = c.too_large;
     out->bad_tag = c.bad_tag;
+    out->over_bound = c.over_bound;
+    out->deadlines = c.deadlines;
     return PROGCACHE_OK;
 }
 
