@@ -140,8 +140,11 @@ typedef struct progcache_redis_options {
  * secret" (docs/SECURITY.md): missing or unreadable, not a regular file (a
  * FIFO or device is neither waited on nor read), readable or writable by
  * every user (mode o+r or o+w; group access is allowed, for a secret
- * shared by a group), empty or under PROGCACHE_REDIS_MIN_SECRET bytes, or
- * over 4096 bytes. PROGCACHE_REMOTE_SECRET_FILE without PROGCACHE_REMOTE is
+ * shared by a group), reached through a directory another user owns or
+ * can write (it is opened through checked directories and read through the
+ * descriptor it was checked on: docs/SECURITY.md, "Paths that are
+ * trusted"), empty or under PROGCACHE_REDIS_MIN_SECRET bytes, or over 4096
+ * bytes. PROGCACHE_REMOTE_SECRET_FILE without PROGCACHE_REMOTE is
  * not read (there is no remote tier to authenticate).
  *
  * @param url    [out] the URL as a NUL-terminated string.

@@ -219,6 +219,9 @@ static void serve(int fd, hostile_mode mode, const char *commands)
     char cmd[64];
     while (read_command(&c, cmd, sizeof cmd) == 0) {
         int rc = targeted(commands, cmd) ? hostile(fd, mode) : send_str(fd, sane(cmd));
+        /* "MESSAGE": a sane subscription, then hostile messages on it. */
+        if (!rc && !strcmp(cmd, "SUBSCRIBE") && targeted(commands, "MESSAGE"))
+            rc = hostile(fd, mode);
         if (rc)
             break;
     }

@@ -36,7 +36,8 @@ const char *hostile_mode_name(hostile_mode mode);
 
 /* Start a server misbehaving in mode on every command named in commands (a
  * space-separated list, upper case: "GET", "PING INFO", "EVAL SUBSCRIBE";
- * "*": every command). Other commands get sane answers: PING PONG, AUTH
+ * "MESSAGE": what comes on a subscription after its confirmation; "*":
+ * every command). Other commands get sane answers: PING PONG, AUTH
  * and SELECT OK, GET nil, SET OK, DEL 0, SCAN an empty page, INFO a few
  * fields, SUBSCRIBE its confirmation, EVAL [0, 5000] (no entry; a lease
  * with 5 s left). CHECK-fails when it cannot start. */
