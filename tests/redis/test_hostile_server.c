@@ -113,6 +113,10 @@ static void call(outcome *out, op_class cls, const char *url, int n)
         CHECK_OK(progcache_stats_get(&st, c));
         out->over_bound = st.remote_over_bound;
         out->deadlines = st.remote_deadlines;
+    } else {
+        progcache_redis_counters rc = test_redis_counters(s);
+        out->over_bound = rc.over_bound;
+        out->deadlines = rc.deadlines;
     }
     progcache_buf_free(&buf);
     progcache_close(c);
@@ -161,6 +165,10 @@ static void check_outcome(const outcome *o, op_class cls, hostile_mode mode)
     if (cls < OP_WAIT && (mode == HOSTILE_HUGE_ARRAY || mode == HOSTILE_DEEP ||
                            (mode == HOSTILE_HUGE_BULK && cls != OP_GET)))
         CHECK(o->over_bound >= 1);
+    /* A subscription's messages have their bound too. */
+    if (cls == OP_MESSAGES && (mode == HOSTILE_HUGE_ARRAY || mode == HOSTILE_DEEP ||
+                               mode == HOSTILE_HUGE_BULK))
+        CHECK(o->over_bound == 1);
     if (cls < OP_WAIT && mode == HOSTILE_STALL)
         CHECK(o->deadlines >= 1);
     /* A drip of a bulk string: the deadline, or first the bound its length

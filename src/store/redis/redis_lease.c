@@ -309,16 +309,19 @@ static int lease_wait(progcache_store *store, const void *key, size_t key_len,
             progcache__sleep_ms(step);
             poll_step = poll_step * 2 < 250 ? poll_step * 2 : 250;
         } else if (progcache__redis_await(sub, &message, step) < 0) {
-            /* Lost, or a message over its bound: polled from now on. */
-            if (message.broke) {
-                f.timeout = f.deadline = f.too_large = f.lost = 0;
-                f.over_bound = 1;
-                f.cause = PROGCACHE__CAUSE_BOUND;
+            /* Lost, not RESP, or a message over its bound: told, and
+             * polled from now on. */
+            f.timeout = f.deadline = f.too_large = f.lost = 0;
+            f.over_bound = message.broke;
+            f.cause = message.broke ? PROGCACHE__CAUSE_BOUND : PROGCACHE__CAUSE_LOST;
+            if (message.broke)
                 snprintf(f.what, sizeof f.what,
                          "SUBSCRIBE sent a message of %s; the connection was dropped",
                          message.why);
-                progcache__redis_note_failure(s, &f, 0);
-            }
+            else
+                snprintf(f.what, sizeof f.what, "the subscription failed: %s",
+                         sub->errstr[0] ? sub->errstr : "I/O error");
+            progcache__redis_note_failure(s, &f, 0);
             redisFree(sub);
             sub = NULL;
         }
