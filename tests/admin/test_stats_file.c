@@ -406,9 +406,13 @@ static void test_versions(void)
         progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
     progcache__cache_record(cache, PROGCACHE_STAT_NAMES_LEARNED, 300);
     progcache__cache_record(cache, PROGCACHE_STAT_HITS, 7);
+    progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_OVER_BOUND, 410);
+    progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_DEADLINES, 420);
 
     progcache_stats s = stats_of(cache);
-    CHECK(s.version == 2 && s.hits == 7 && s.names_learned == 300);
+    CHECK(s.version == PROGCACHE_STATS_VERSION && s.hits == 7 && s.names_learned == 300);
+    /* Version 3 (i21): positions 41 and 42. */
+    CHECK(s.remote_over_bound == 410 && s.remote_deadlines == 420);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
                             s.remote_dropped,   s.remote_newer,    s.remote_too_large,
                             s.remote_bad_tag,   s.remote_waits,    s.wait_timeouts,
