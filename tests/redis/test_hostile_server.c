@@ -307,11 +307,39 @@ static void test_messages(void)
     }
 }
 
+/* The deadline's rate comes from the setting remote_min_rate
+ * (PROGCACHE_REMOTE_MIN_RATE) through progcache_open, and says so. */
+static void test_min_rate_setting(void)
+{
+    hostile_server h;
+    hostile_start(&h, HOSTILE_DRIP, "GET");
+    setenv("PROGCACHE_REMOTE_MIN_RATE", "2MiB", 1);
+    log_capture log = LOG_CAPTURE_INIT;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/rate", scratch);
+    progcache_redis_options ro = PROGCACHE_REDIS_OPTIONS_INIT;
+    ro.url = h.url;
+    progcache_options o = PROGCACHE_OPTIONS_INIT;
+    o.remote = &ro;
+    o.log = test_log_capture;
+    o.log_ctx = &log;
+    progcache *c = NULL;
+    CHECK_OK(progcache_open(&c, dir, &o));
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, c, "key", 3));
+    CHECK(strstr(log.last, "min_rate 2097152 bytes/s"));
+    progcache_close(c);
+    progcache_buf_free(&buf);
+    unsetenv("PROGCACHE_REMOTE_MIN_RATE");
+    hostile_stop(&h);
+}
+
 int main(void)
 {
     test_redis_require();
     scratch = test_mkdtemp("hostile");
     test_messages();
+    test_min_rate_setting();
     test_matrix();
     test_tool();
     test_rmtree(scratch);
