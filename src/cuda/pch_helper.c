@@ -74,7 +74,9 @@ static int open_helper(const char *path, int *fd, char *why, size_t len)
         snprintf(why, len, "owned by uid %u, neither root nor this user", (unsigned)st.st_uid);
     else if (st.st_mode & (S_IWGRP | S_IWOTH))
         snprintf(why, len, "writable by other users (mode %04o)", (unsigned)(st.st_mode & 07777));
-    else if (!(st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)))
+    else if (!(st.st_mode & (geteuid() == 0           ? (S_IXUSR | S_IXGRP | S_IXOTH)
+                             : st.st_uid == geteuid() ? S_IXUSR
+                                                      : (S_IXGRP | S_IXOTH))))
         snprintf(why, len, "not executable (mode %04o)", (unsigned)(st.st_mode & 07777));
     else
         return 0;
@@ -415,10 +417,12 @@ int progcache__pch_helper_start(pch_call *call, const pch_job *job, uint32_t mod
     call->start = progcache__clock_ms();
     call->deadline = call->start + progcache__pch_helper_timeout_ms;
     if (spawn(&call->pid, tier->helper, tier->helper_fd, sv[1], tier->dir_fd, pch_fd) != 0) {
-        rc = progcache__error_errno(PROGCACHE_EIO, errno,
-                                    "cannot start the PCH helper %s (run from its descriptor, "
-                                    "through /proc/self/fd: is /proc mounted?)",
-                                    tier->helper);
+        int err = errno;
+        rc = progcache__error_errno(PROGCACHE_EIO, err, "cannot start the PCH helper %s%s",
+                                    tier->helper,
+                                    err == ENOENT ? " (it is run from its descriptor, through "
+                                                    "/proc/self/fd: is /proc mounted?)"
+                                                  : "");
         goto done;
     }
     call->sock = sv[0];
