@@ -139,14 +139,22 @@ static void *create_string(const redisReadTask *task, char *str, size_t len)
     return r;
 }
 
-static void *create_array(const redisReadTask *task, int elements)
+/* hiredis 1 counts elements in a size_t, 0.14 in an int. */
+#if HIREDIS_MAJOR >= 1
+typedef size_t element_count;
+#else
+typedef int element_count;
+#endif
+
+static void *create_array(const redisReadTask *task, element_count count)
 {
+    long long elements = (long long)count;
     budget *b = task->privdata;
     unsigned int depth = 1;
     for (const redisReadTask *t = task->parent; t; t = t->parent)
         depth++;
     if (b && !b->broke && (size_t)elements > b->lim->elements) {
-        snprintf(b->why, sizeof b->why, "an array of %d elements, more than its bound of %zu",
+        snprintf(b->why, sizeof b->why, "an array of %lld elements, more than its bound of %zu",
                  elements, b->lim->elements);
         b->broke = 1;
     } else if (b && !b->broke && depth > b->lim->depth) {
@@ -157,7 +165,7 @@ static void *create_array(const redisReadTask *task, int elements)
     if (!b || b->broke)
         return NULL;
     char what[96];
-    snprintf(what, sizeof what, "an array of %d elements", elements);
+    snprintf(what, sizeof what, "an array of %lld elements", elements);
     size_t n = elements > 0 ? (size_t)elements : 0;
     redisReply *r = attach(task, REDIS_REPLY_ARRAY, n * sizeof(redisReply *), what);
     if (!r)
