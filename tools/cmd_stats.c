@@ -230,6 +230,9 @@ int cmd_stats(int argc, char **argv)
         {"lock-free passes", "lock_fallbacks", s.lock_fallbacks},
         {"other writers rescans", "other_writer_rescans", s.other_writer_rescans},
         {"other writers bytes", "other_writer_bytes", s.other_writer_bytes},
+        /* i21 */
+        {"remote over bound", "remote_over_bound", s.remote_over_bound},
+        {"remote deadlines", "remote_deadlines", s.remote_deadlines},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

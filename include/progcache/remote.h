@@ -57,10 +57,11 @@ typedef struct progcache_redis_options {
      * entries. */
     const char *key_prefix;
 
-    /* Bound on establishing a connection (TCP connect and, with a password,
-     * AUTH), and on each read or write of a command on it; 0: 100 ms each.
-     * A call is then bounded by about connect + 3 x command (a new
-     * connection's AUTH and SELECT, then the command). */
+    /* Bound on establishing a connection (the TCP connect), and the
+     * deadline of each command on it, the whole exchange (extended only by
+     * the bytes moved, at min_rate); 0: 100 ms each. A call is then bounded
+     * by about connect + 3 x command (a new connection's AUTH and SELECT,
+     * then the command). */
     unsigned int connect_timeout_ms;
     unsigned int command_timeout_ms;
 
@@ -102,7 +103,17 @@ typedef struct progcache_redis_options {
     /* Version 2. The largest value written or read, in bytes (the payload,
      * without the envelope); 0: PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT. */
     uint64_t max_artifact_size;
+
+    /* Version 3. The slowest transfer a command's deadline allows, in bytes
+     * per second; 0: PROGCACHE_REDIS_MIN_RATE_DEFAULT (1 MiB/s). Each
+     * command (and AUTH, SELECT) must be done within command_timeout_ms
+     * plus the bytes it has moved so far at this rate: a large value on a
+     * link at least this fast is never cut, a server that drips its reply
+     * is stopped after about command_timeout_ms (docs/SECURITY.md). */
+    uint64_t min_rate;
 } progcache_redis_options;
+
+#define PROGCACHE_REDIS_MIN_RATE_DEFAULT (UINT64_C(1) << 20)
 
 /* Never write to Redis: put is a no-op returning PROGCACHE_OK, remove
  * returns PROGCACHE_ENOTFOUND, clear does nothing, no lease is taken. */
@@ -115,7 +126,7 @@ typedef struct progcache_redis_options {
  * as its key. */
 #define PROGCACHE_REDIS_MIN_SECRET 16
 
-#define PROGCACHE_REDIS_OPTIONS_VERSION 2
+#define PROGCACHE_REDIS_OPTIONS_VERSION 3
 #define PROGCACHE_REDIS_OPTIONS_INIT \
     PROGCACHE__INIT(progcache_redis_options, PROGCACHE_REDIS_OPTIONS_VERSION)
 
@@ -129,8 +140,11 @@ typedef struct progcache_redis_options {
  * secret" (docs/SECURITY.md): missing or unreadable, not a regular file (a
  * FIFO or device is neither waited on nor read), readable or writable by
  * every user (mode o+r or o+w; group access is allowed, for a secret
- * shared by a group), empty or under PROGCACHE_REDIS_MIN_SECRET bytes, or
- * over 4096 bytes. PROGCACHE_REMOTE_SECRET_FILE without PROGCACHE_REMOTE is
+ * shared by a group), reached through a directory another user owns or
+ * can write (it is opened through checked directories and read through the
+ * descriptor it was checked on: docs/SECURITY.md, "Paths that are
+ * trusted"), empty or under PROGCACHE_REDIS_MIN_SECRET bytes, or over 4096
+ * bytes. PROGCACHE_REMOTE_SECRET_FILE without PROGCACHE_REMOTE is
  * not read (there is no remote tier to authenticate).
  *
  * @param url    [out] the URL as a NUL-terminated string.
@@ -230,9 +244,16 @@ typedef struct progcache_redis_counters {
     uint64_t bad_tag;   /* the part of rejected whose HMAC tag was missing
                            or did not verify: written without the secret,
                            with another one, or forged */
+
+    /* Version 4. */
+    uint64_t over_bound; /* replies over their command's bound (size, element
+                            count, nesting; docs/SECURITY.md): the
+                            connection was dropped; also in errors */
+    uint64_t deadlines;  /* the part of timeouts where a command's whole
+                            deadline ran out (a slow or dripping server) */
 } progcache_redis_counters;
 
-#define PROGCACHE_REDIS_COUNTERS_VERSION 3
+#define PROGCACHE_REDIS_COUNTERS_VERSION 4
 #define PROGCACHE_REDIS_COUNTERS_INIT \
     PROGCACHE__INIT(progcache_redis_counters, PROGCACHE_REDIS_COUNTERS_VERSION)
 

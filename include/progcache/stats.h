@@ -92,7 +92,12 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_LOCK_FAILURES = 34,
     PROGCACHE_STAT_LOCK_FALLBACKS = 35,
     PROGCACHE_STAT_OTHER_WRITER_RESCANS = 36,
-    PROGCACHE_STAT_OTHER_WRITER_BYTES = 37
+    PROGCACHE_STAT_OTHER_WRITER_BYTES = 37,
+    /* Version 3 (i21): a hostile or broken Redis server (docs/SECURITY.md,
+     * "A hostile server"): replies over their command's bound, commands
+     * stopped at their whole deadline (part of remote_timeouts). */
+    PROGCACHE_STAT_REMOTE_OVER_BOUND = 41,
+    PROGCACHE_STAT_REMOTE_DEADLINES = 42
 } progcache_stat;
 
 /*
@@ -215,6 +220,14 @@ typedef struct progcache_stats {
     uint64_t lock_fallbacks;
     uint64_t other_writer_rescans;
     uint64_t other_writer_bytes;
+    /* Version 3 (i21): the remote server misbehaving (docs/SECURITY.md,
+     * "A hostile server"). */
+    uint64_t remote_over_bound; /* replies over their command's bound (size,
+                                   elements, nesting): the connection was
+                                   dropped (part of remote_errors) */
+    uint64_t remote_deadlines;  /* commands stopped at their whole deadline: a
+                                   slow or dripping server (part of
+                                   remote_timeouts) */
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 3

@@ -202,9 +202,14 @@ typedef struct progcache_store_counters {
     uint64_t too_large;    /* values over the size bound, on put or get */
     uint64_t bad_tag;      /* values whose authentication tag was missing or
                               wrong (part of rejected) */
+
+    /* Version 3. */
+    uint64_t over_bound; /* replies over their bound (part of errors) */
+    uint64_t deadlines;  /* calls stopped at their whole deadline (part of
+                            timeouts) */
 } progcache_store_counters;
 
-#define PROGCACHE_STORE_COUNTERS_VERSION 2
+#define PROGCACHE_STORE_COUNTERS_VERSION 3
 #define PROGCACHE_STORE_COUNTERS_INIT \
     PROGCACHE__INIT(progcache_store_counters, PROGCACHE_STORE_COUNTERS_VERSION)
 

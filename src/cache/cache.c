@@ -209,7 +209,7 @@ int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t 
  * the secret that was asked for) is a downgrade nobody would notice
  * (docs/CONFIG.md). A server that is down is not such a failure: nothing
  * is contacted here, and its gets are misses. */
-static int open_remote(progcache_store **out, const progcache_options *opts)
+static int open_remote(progcache_store **out, const progcache_options *opts, uint64_t min_rate)
 {
     *out = NULL;
     if (opts->remote) {
@@ -220,8 +220,12 @@ static int open_remote(progcache_store **out, const progcache_options *opts)
         progcache_redis_options ro;
         progcache_redis_options_init(&ro);
         memcpy(&ro, opts->remote,
-               opts->remote->version >= 2 ? sizeof ro
-                                          : offsetof(progcache_redis_options, max_artifact_size));
+               opts->remote->version >= 3   ? sizeof ro
+               : opts->remote->version == 2 ? offsetof(progcache_redis_options, min_rate)
+                                            : offsetof(progcache_redis_options, max_artifact_size));
+        ro.version = PROGCACHE_REDIS_OPTIONS_VERSION; /* the rest holds the defaults */
+        if (!ro.min_rate)
+            ro.min_rate = min_rate;
         if (!ro.log) {
             ro.log = opts->log;
             ro.log_ctx = opts->log_ctx;
@@ -250,6 +254,7 @@ static int open_remote(progcache_store **out, const progcache_options *opts)
         ro.log = opts->log;
         ro.log_ctx = opts->log_ctx;
         ro.max_artifact_size = opts->max_artifact_size;
+        ro.min_rate = min_rate;
         rc = progcache_store_redis_new(out, &ro);
         if (rc)
             progcache__error_prefix("progcache_open: PROGCACHE_REMOTE");
@@ -319,7 +324,8 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     }
     tiers[num_tiers++] = file;
     file = NULL;
-    if ((rc = open_remote(&tiers[num_tiers], opts)))
+    if ((rc = open_remote(&tiers[num_tiers], opts,
+                          progcache_settings_find(settings, "remote_min_rate")->number)))
         goto done;
     if (tiers[num_tiers])
         num_tiers++;

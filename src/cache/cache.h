@@ -15,7 +15,7 @@
 
 /* The remote tiers' counters that are added into the home tier's
  * statistics (cache_stats.c). */
-#define PROGCACHE__REMOTE_FOLDED 12
+#define PROGCACHE__REMOTE_FOLDED 14
 
 /* The tiers, top (fastest) first: memory tier -> home -> remote tiers.
  * Which is which comes from each store's flags (progcache/sys/store.h),

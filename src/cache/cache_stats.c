@@ -30,6 +30,8 @@ static const struct {
     FOLD(newer, PROGCACHE_STAT_REMOTE_NEWER),
     FOLD(too_large, PROGCACHE_STAT_REMOTE_TOO_LARGE),
     FOLD(bad_tag, PROGCACHE_STAT_REMOTE_BAD_TAG),
+    FOLD(over_bound, PROGCACHE_STAT_REMOTE_OVER_BOUND),
+    FOLD(deadlines, PROGCACHE_STAT_REMOTE_DEADLINES),
 };
 #undef FOLD
 

@@ -4,8 +4,12 @@
  * The helper is found, in order, at $PROGCACHE_PCH_HELPER, next to the
  * library (libexec/progcache/ beside lib/), and at the path it was
  * installed to. It is executed only when it is a regular file owned by
- * root or by this user and writable by nobody else: the library would run
- * whatever it finds there. It starts with the caller's identity, the
+ * root or by this user and writable by nobody else, reached through
+ * directories nobody else can change and not through a link at its name:
+ * the library would run whatever it finds there. It is opened once per
+ * handle (util/trusted_path.h), checked on that descriptor and run from it
+ * (/proc/self/fd/N), so a link or file swapped after the check is never
+ * run. It starts with the caller's identity, the
  * socket as stdin and stdout, /dev/null as stderr, the PCH directory as
  * fd 3 and the PCH to use as fd 4, and nothing else open; an environment
  * of TMPDIR (the PCH directory, so NVRTC's temp files are private) and
@@ -30,6 +34,7 @@
 
 #include "alloc.h"
 #include "buf.h"
+#include "trusted_path.h"
 #include "clock.h"
 #include "cuda/pch_tier.h"
 #include "cuda/pch_wire.h"
@@ -49,25 +54,45 @@ unsigned int progcache__pch_helper_timeout_ms = 10 * 60 * 1000;
 
 /* ---- finding it ------------------------------------------------------------------ */
 
-/* Why path cannot be run, or NULL when it can. */
-static const char *untrusted(const char *path, char *why, size_t len)
+/* The fd the helper is run from in the child: above 0-4 (its socket, the
+ * PCH directory, the PCH), so the exec can name it; the helper closes it
+ * (it closes every descriptor above 4). */
+#define HELPER_EXEC_FD 5
+
+/* Open path as the helper: *fd (O_PATH) of a regular file of root or this
+ * user that nobody else can write, executable, reached through
+ * directories only root or this user can change, its name not a link.
+ * 0; -1 with why. */
+static int open_helper(const char *path, int *fd, char *why, size_t len)
 {
     struct stat st;
-    if (stat(path, &st) != 0) {
-        snprintf(why, len, "%s", strerror(errno));
-        return why;
-    }
+    if (progcache__trusted_open(fd, &st, path, PROGCACHE__TRUSTED_NO_LINK, why, len) != 0)
+        return -1;
     if (!S_ISREG(st.st_mode))
         snprintf(why, len, "not a regular file");
     else if (st.st_uid != 0 && st.st_uid != geteuid())
         snprintf(why, len, "owned by uid %u, neither root nor this user", (unsigned)st.st_uid);
     else if (st.st_mode & (S_IWGRP | S_IWOTH))
         snprintf(why, len, "writable by other users (mode %04o)", (unsigned)(st.st_mode & 07777));
-    else if (faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) != 0)
-        snprintf(why, len, "not executable: %s", strerror(errno));
+    else if (!(st.st_mode & (geteuid() == 0           ? (S_IXUSR | S_IXGRP | S_IXOTH)
+                             : st.st_uid == geteuid() ? S_IXUSR
+                                                      : (S_IXGRP | S_IXOTH))))
+        snprintf(why, len, "not executable (mode %04o)", (unsigned)(st.st_mode & 07777));
     else
-        return NULL;
-    return why;
+        return 0;
+    close(*fd);
+    *fd = -1;
+    return -1;
+}
+
+/* Why path cannot be run, or NULL when it can (for finding it). */
+static const char *untrusted(const char *path, char *why, size_t len)
+{
+    int fd;
+    if (open_helper(path, &fd, why, len))
+        return why;
+    close(fd);
+    return NULL;
 }
 
 static char *dup_error(const char *path, const char *why)
@@ -81,7 +106,7 @@ static char *dup_error(const char *path, const char *why)
 
 void progcache__pch_helper_find(progcache__pch_tier *tier)
 {
-    char why[160];
+    char why[600];
     const char *given = tier->settings.helper;
     if (given) {
         /* Named by the user: used, or the reason it is not is said. */
@@ -106,6 +131,18 @@ void progcache__pch_helper_find(progcache__pch_tier *tier)
         tier->helper = progcache__strdup(PROGCACHE_PCH_HELPER_PATH);
     else
         tier->helper_error = dup_error(PROGCACHE_PCH_HELPER_PATH, why);
+}
+
+void progcache__pch_helper_open(progcache__pch_tier *tier)
+{
+    char why[600];
+    if (!tier->helper || tier->helper_fd >= 0)
+        return;
+    if (open_helper(tier->helper, &tier->helper_fd, why, sizeof why) == 0)
+        return;
+    tier->helper_error = dup_error(tier->helper, why);
+    progcache__free(tier->helper);
+    tier->helper = NULL;
 }
 
 /* ---- the request ------------------------------------------------------------------ */
@@ -276,18 +313,21 @@ static int receive(int sock, progcache_buf *resp, double deadline)
     }
 }
 
-static int spawn(pid_t *pid, const char *path, int sock, int dir, int pch)
+static int spawn(pid_t *pid, const char *path, int exe, int sock, int dir, int pch)
 {
     /* Above every fd the child gets, so one dup2 never overwrites another's source. */
     int s = fcntl(sock, F_DUPFD_CLOEXEC, 10);
     int d = fcntl(dir, F_DUPFD_CLOEXEC, 10);
+    int x = fcntl(exe, F_DUPFD_CLOEXEC, 10);
     int p = pch >= 0 ? fcntl(pch, F_DUPFD_CLOEXEC, 10) : -1;
+    char exec_path[32];
+    snprintf(exec_path, sizeof exec_path, "/proc/self/fd/%d", HELPER_EXEC_FD);
     char **env = progcache__pch_helper_env("/proc/self/fd/3");
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
     int rc = -1;
-    if (s < 0 || d < 0 || (pch >= 0 && p < 0) || !env)
+    if (s < 0 || d < 0 || x < 0 || (pch >= 0 && p < 0) || !env)
         goto done;
     posix_spawn_file_actions_init(&fa);
     posix_spawnattr_init(&attr);
@@ -302,9 +342,14 @@ static int spawn(pid_t *pid, const char *path, int sock, int dir, int pch)
     posix_spawn_file_actions_adddup2(&fa, d, 3);
     if (p >= 0)
         posix_spawn_file_actions_adddup2(&fa, p, 4);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 5);
+    /* Run from the descriptor that was checked, never by name again: the
+     * child's own /proc/self/fd/5 is that file, whatever the path now
+     * leads to. (Not close-on-exec, so that a script helper's interpreter
+     * can open it too.) */
+    posix_spawn_file_actions_adddup2(&fa, x, HELPER_EXEC_FD);
+    posix_spawn_file_actions_addclosefrom_np(&fa, HELPER_EXEC_FD + 1);
     char *argv[] = {(char *)path, NULL};
-    errno = posix_spawn(pid, path, &fa, &attr, argv, env);
+    errno = posix_spawn(pid, exec_path, &fa, &attr, argv, env);
     rc = errno ? -1 : 0;
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
@@ -315,6 +360,8 @@ done:;
         close(s);
     if (d >= 0)
         close(d);
+    if (x >= 0)
+        close(x);
     if (p >= 0)
         close(p);
     errno = saved;
@@ -369,9 +416,13 @@ int progcache__pch_helper_start(pch_call *call, const pch_job *job, uint32_t mod
     }
     call->start = progcache__clock_ms();
     call->deadline = call->start + progcache__pch_helper_timeout_ms;
-    if (spawn(&call->pid, tier->helper, sv[1], tier->dir_fd, pch_fd) != 0) {
-        rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot start the PCH helper %s",
-                                    tier->helper);
+    if (spawn(&call->pid, tier->helper, tier->helper_fd, sv[1], tier->dir_fd, pch_fd) != 0) {
+        int err = errno;
+        rc = progcache__error_errno(PROGCACHE_EIO, err, "cannot start the PCH helper %s%s",
+                                    tier->helper,
+                                    err == ENOENT ? " (it is run from its descriptor, through "
+                                                    "/proc/self/fd: is /proc mounted?)"
+                                                  : "");
         goto done;
     }
     call->sock = sv[0];

@@ -19,6 +19,7 @@ static void *make(void *arg)
         return NULL;
     pthread_mutex_init(&tier->lock, NULL);
     tier->dir_fd = -1;
+    tier->helper_fd = -1;
     if (progcache__pch_settings_read(&tier->settings) != PROGCACHE_OK)
         tier->settings_error = progcache__strdup(progcache_error_last());
     const char *path = progcache_path(cache);
@@ -32,6 +33,7 @@ static void *make(void *arg)
         snprintf(tier->dir, strlen(path) + 40, "%s/progcache/pch-%u", path, (unsigned)geteuid());
     progcache__pch_ids(tier);
     progcache__pch_helper_find(tier);
+    progcache__pch_helper_open(tier);
     tier->helper_ok = tier->helper != NULL;
     tier->cross = tier->helper_ok && tier->settings.mode == PROGCACHE__PCH_ON &&
                   !progcache__pch_nopin_read(tier);
@@ -46,6 +48,8 @@ static void destroy(void *state)
     progcache__pch_inproc_free(tier->inproc);
     if (tier->dir_fd >= 0)
         close(tier->dir_fd);
+    if (tier->helper_fd >= 0)
+        close(tier->helper_fd);
     progcache__pch_settings_free(&tier->settings);
     progcache__free(tier->settings_error);
     progcache__free(tier->dir);

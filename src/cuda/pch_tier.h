@@ -53,6 +53,7 @@ typedef struct progcache__pch_tier {
     int nvrtc_major, nvrtc_minor;
     unsigned int logged; /* PCH_LOGGED_* */
     char *helper;        /* the helper's path, or NULL */
+    int helper_fd;       /* it, opened and checked once (O_PATH), run from it; or -1 */
     char *helper_error;  /* why there is none, or NULL */
     /* 1 while PCHs are shared through the helper; 0 once the helper
      * cannot pin NVRTC's heap (or PROGCACHE_PCH=inprocess): the tier then
@@ -217,6 +218,10 @@ void progcache__pch_evict(progcache__pch_tier *tier, const char *keep);
 
 /* Find the helper: tier->helper, or tier->helper_error saying why not. */
 void progcache__pch_helper_find(progcache__pch_tier *tier);
+/* Open the helper found, once: tier->helper_fd, checked on that
+ * descriptor and run from it (so nothing can be swapped in between), or
+ * tier->helper NULL and tier->helper_error saying why. */
+void progcache__pch_helper_open(progcache__pch_tier *tier);
 
 typedef struct pch_result {
     uint32_t status;      /* PROGCACHE__WIRE_OK, ... */

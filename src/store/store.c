@@ -172,6 +172,7 @@ int progcache_store_flush(progcache_store *store)
 
 /* progcache_store_counters' size in each version. */
 static const size_t counters_size[] = {0, offsetof(progcache_store_counters, timeouts),
+                                       offsetof(progcache_store_counters, over_bound),
                                        sizeof(progcache_store_counters)};
 _Static_assert(sizeof counters_size / sizeof counters_size[0] ==
                    PROGCACHE_STORE_COUNTERS_VERSION + 1,

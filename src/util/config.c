@@ -19,6 +19,7 @@
 #include "progcache/cache.h"
 #include "progcache/remote.h"
 #include "settings.h"
+#include "trusted_path.h"
 
 static int join(progcache_buf *out, const char *a, const char *b)
 {
@@ -108,10 +109,31 @@ static int check_secret_file(int fd, const char *path, const char *label)
 
 static int read_secret(progcache_buf *out, const char *path, const char *label)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return progcache__error_errno(progcache__code_from_errno(errno), errno,
-                                      "%s %s cannot be opened", label, path);
+    /* Reached through directories only root or this user can change, and
+     * checked and read through one descriptor: nobody can swap in a file
+     * of their own (a secret they know) between the check and the read.
+     * A link is followed from such a directory (a secret mounted as a
+     * link, as Kubernetes does, is fine). */
+    int fd;
+    struct stat st;
+    char why[600];
+    if (progcache__trusted_open(&fd, &st, path, PROGCACHE__TRUSTED_READ, why, sizeof why) != 0) {
+        int err = errno;
+        if (err == EPERM)
+            return progcache__error(PROGCACHE_EINVAL,
+                                    "%s %s cannot be trusted: %s (anyone who can change it could "
+                                    "give this program a secret they know)",
+                                    label, path, why);
+        /* why is "<the component that failed>: <strerror>" */
+        char *colon = strrchr(why, ':');
+        if (colon)
+            *colon = '\0';
+        if (!colon || !strcmp(why, path))
+            return progcache__error_errno(progcache__code_from_errno(err), err,
+                                          "%s %s cannot be opened", label, path);
+        return progcache__error_errno(progcache__code_from_errno(err), err,
+                                      "%s %s cannot be opened (at %s)", label, path, why);
+    }
     int rc = check_secret_file(fd, path, label);
     if (rc)
         goto done;

@@ -45,6 +45,9 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
      "URL of a shared Redis tier below the directory (environment only)"},
     {"remote_secret_file", "PROGCACHE_REMOTE_SECRET_FILE", TEXT, "", 0, 0,
      "file holding the remote tier's shared secret (environment only)"},
+    {"remote_min_rate", "PROGCACHE_REMOTE_MIN_RATE", SIZE, "1MiB", UINT64_C(1) << 20, 1,
+     "bytes per second a remote command's deadline allows: each must end within "
+     "command_timeout_ms plus the bytes it moved at this rate"},
 };
 
 /* ---- sizes ---------------------------------------------------------------- */

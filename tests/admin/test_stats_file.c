@@ -412,12 +412,15 @@ static void test_versions(void)
     progcache__cache_record(cache, PROGCACHE_STAT_FLIGHT_TAKEOVERS, 33);
     for (int pos = 34; pos <= 37; pos++) /* i20cap: version 3 */
         progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
+    progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_OVER_BOUND, 410); /* i21 */
+    progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_DEADLINES, 420);
 
     progcache_stats s = stats_of(cache);
     CHECK(s.version == PROGCACHE_STATS_VERSION && s.hits == 7 && s.names_learned == 300);
     CHECK(s.sidecar_seals == 31 && s.flight_leases == 32 && s.flight_takeovers == 33);
     CHECK(s.lock_failures == 340 && s.lock_fallbacks == 350 && s.other_writer_rescans == 360 &&
           s.other_writer_bytes == 370);
+    CHECK(s.remote_over_bound == 410 && s.remote_deadlines == 420);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
                             s.remote_dropped,   s.remote_newer,    s.remote_too_large,
                             s.remote_bad_tag,   s.remote_waits,    s.wait_timeouts,

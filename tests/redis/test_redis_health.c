@@ -75,7 +75,7 @@ static void test_limits_and_counters(void)
         PROGCACHE__RC_TIMEOUTS, PROGCACHE__RC_STORES,      PROGCACHE__RC_STORE_ERRORS,
         PROGCACHE__RC_REJECTED, PROGCACHE__RC_SKIPPED,     PROGCACHE__RC_DROPPED,
         PROGCACHE__RC_BACKOFFS, PROGCACHE__RC_NEWER,       PROGCACHE__RC_TOO_LARGE,
-        PROGCACHE__RC_BAD_TAG};
+        PROGCACHE__RC_BAD_TAG,  PROGCACHE__RC_OVER_BOUND,  PROGCACHE__RC_DEADLINES};
     CHECK(sizeof all / sizeof all[0] == PROGCACHE__RC_COUNT);
     progcache__redis_health_init(&h, 3, 1000);
     for (int i = 0; i < PROGCACHE__RC_COUNT; i++)
@@ -86,6 +86,7 @@ static void test_limits_and_counters(void)
     CHECK(c.stores == 5 && c.store_errors == 6 && c.rejected == 7);
     CHECK(c.skipped_backoff == 8 && c.dropped == 9 && c.backoffs == 10 && c.newer == 11);
     CHECK(c.too_large == 12 && c.bad_tag == 13);
+    CHECK(c.over_bound == 14 && c.deadlines == 15);
     /* A caller of version 1 has no newer field: it is not written. */
     progcache_redis_counters v1 = {.version = 1, .newer = 12345};
     progcache__redis_counters_fill(&v1, &h);

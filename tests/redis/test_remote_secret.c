@@ -151,6 +151,42 @@ static void test_permissions(void)
     expect_accepted(path);
 }
 
+/* The path to the file (rule 4): reached through directories nobody else
+ * can change, checked and read through one descriptor. */
+static void test_paths(void)
+{
+    static const char key[] = "0123456789abcdef0123456789abcdef";
+    char d[4096], path[4200], why[4400];
+    snprintf(d, sizeof d, "%s/open", scratch);
+    CHECK(mkdir(d, 0777) == 0 && chmod(d, 0777) == 0);
+    snprintf(path, sizeof path, "%s/secret", d);
+    write_file(path, key, 32, 0600);
+    snprintf(why, sizeof why, "cannot be trusted: the directory %s is writable by other users "
+                              "(mode 0777)", d);
+    expect_refused(path, PROGCACHE_EINVAL, why);
+    /* Sticky, as /tmp: what this user owns in it is safe, another's is not. */
+    snprintf(d, sizeof d, "%s/sticky", scratch);
+    CHECK(mkdir(d, 0777) == 0 && chmod(d, 01777) == 0);
+    snprintf(path, sizeof path, "%s/secret", d);
+    write_file(path, key, 32, 0600);
+    expect_accepted(path);
+    if (geteuid() == 0) {
+        CHECK(chown(path, 65534, 0) == 0 && chmod(path, 0640) == 0);
+        expect_refused(path, PROGCACHE_EINVAL, "is owned by uid 65534 in");
+    }
+    /* A link from a trusted directory is followed (a secret mounted as
+     * Kubernetes does: name -> ..data/name). */
+    snprintf(d, sizeof d, "%s/mounted", scratch);
+    CHECK(mkdir(d, 0755) == 0);
+    snprintf(path, sizeof path, "%s/..data", d);
+    CHECK(mkdir(path, 0755) == 0);
+    snprintf(path, sizeof path, "%s/..data/secret", d);
+    write_file(path, key, 32, 0600);
+    snprintf(path, sizeof path, "%s/secret", d);
+    CHECK(symlink("..data/secret", path) == 0);
+    expect_accepted(path);
+}
+
 static void test_usable(void)
 {
     char path[4096];
@@ -307,6 +343,7 @@ int main(void)
 
     test_unusable_files();
     test_permissions();
+    test_paths();
     test_usable();
     test_secret_without_remote();
     test_explicit_secret();

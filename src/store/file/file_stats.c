@@ -285,6 +285,8 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->lock_fallbacks = sum(stats, PROGCACHE__LOCK_FALLBACKS);
     out->other_writer_rescans = sum(stats, PROGCACHE__OTHER_WRITER_RESCANS);
     out->other_writer_bytes = sum(stats, PROGCACHE__OTHER_WRITER_BYTES);
+    out->remote_over_bound = sum(stats, PROGCACHE__REMOTE_OVER_BOUND);
+    out->remote_deadlines = sum(stats, PROGCACHE__REMOTE_DEADLINES);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

@@ -58,6 +58,9 @@ typedef enum progcache__counter {
     PROGCACHE__LOCK_FALLBACKS = 35,
     PROGCACHE__OTHER_WRITER_RESCANS = 36,
     PROGCACHE__OTHER_WRITER_BYTES = 37,
+    /* i21: a hostile or broken Redis server. */
+    PROGCACHE__REMOTE_OVER_BOUND = 41,
+    PROGCACHE__REMOTE_DEADLINES = 42,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

@@ -90,7 +90,9 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__PCH_FALLBACKS == (int)PROGCACHE_STAT_PCH_FALLBACKS &&
                    (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED &&
                    (int)PROGCACHE__LOCK_FAILURES == (int)PROGCACHE_STAT_LOCK_FAILURES &&
-                   (int)PROGCACHE__OTHER_WRITER_BYTES == (int)PROGCACHE_STAT_OTHER_WRITER_BYTES,
+                   (int)PROGCACHE__OTHER_WRITER_BYTES == (int)PROGCACHE_STAT_OTHER_WRITER_BYTES &&
+                   (int)PROGCACHE__REMOTE_OVER_BOUND == (int)PROGCACHE_STAT_REMOTE_OVER_BOUND &&
+                   (int)PROGCACHE__REMOTE_DEADLINES == (int)PROGCACHE_STAT_REMOTE_DEADLINES,
                "progcache__counter and progcache_stat must agree");
 
 PROGCACHE_HOT

@@ -295,6 +295,7 @@ void progcache__redis_url_describe(char *out, size_t size, const progcache__redi
 
 /* The struct's size in each version, for progcache__options_load. */
 static const size_t options_size[] = {0, offsetof(progcache_redis_options, max_artifact_size),
+                                      offsetof(progcache_redis_options, min_rate),
                                       sizeof(progcache_redis_options)};
 
 /* Load the caller's options into o (defaults for what an older caller's
@@ -371,6 +372,7 @@ int progcache__redis_config_init(progcache__redis_config *out,
     out->max_queue_bytes = opts->max_queue_bytes ? opts->max_queue_bytes : DEFAULT_QUEUE_BYTES;
     out->max_artifact_size =
         opts->max_artifact_size ? opts->max_artifact_size : PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
+    out->min_rate = opts->min_rate ? opts->min_rate : PROGCACHE_REDIS_MIN_RATE_DEFAULT;
     out->log = opts->log;
     out->log_ctx = opts->log_ctx;
     return PROGCACHE_OK;

@@ -52,6 +52,7 @@ typedef struct progcache__redis_config {
     unsigned int backoff_ms;
     uint64_t max_queue_bytes;
     uint64_t max_artifact_size; /* the largest payload written or read */
+    uint64_t min_rate;          /* bytes/s a command's deadline allows (redis_reply.c) */
     progcache__envelope_key *hmac; /* NULL: no secret */
     progcache_log_fn log;
     void *log_ctx;

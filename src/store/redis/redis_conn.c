@@ -114,6 +114,10 @@ void progcache__redis_note_failure(progcache__redis_store *s,
                                    const progcache__redis_failure *f, int reached)
 {
     unsigned int n = progcache__redis_failed(&s->health, f->timeout, reached, progcache__redis_now_ms());
+    if (f->over_bound)
+        progcache__redis_count(&s->health, PROGCACHE__RC_OVER_BOUND);
+    if (f->deadline)
+        progcache__redis_count(&s->health, PROGCACHE__RC_DEADLINES);
     progcache__redis_tell(s, f->timeout ? PROGCACHE__CAUSE_TIMEOUT : f->cause, "%s", f->what);
     if (n)
         progcache__redis_tell(s, PROGCACHE__CAUSE_BACKOFF,
@@ -150,61 +154,6 @@ static int is_timeout(const redisContext *c, int err, uint64_t elapsed_ms, unsig
     return elapsed_ms + 1 >= limit;
 }
 
-/* ---- one command -------------------------------------------------------- */
-
-/* redisCommandArgv for a command whose reply is one value of at most limit
- * bytes (GET): the reply is read chunk by chunk, and once more than limit
- * bytes (plus the "$<len>\r\n...\r\n" framing) wait unparsed, reading
- * stops with f->too_large set. So a huge value costs limit bytes of memory
- * at most, not its size. The connection is then out of step with the
- * server and must be dropped. */
-static redisReply *bounded_command(redisContext *c, int argc, const char **argv,
-                                   const size_t *lens, size_t limit,
-                                   progcache__redis_failure *f)
-{
-    void *reply = NULL;
-    int done = 0;
-    if (redisAppendCommandArgv(c, argc, argv, lens) != REDIS_OK)
-        return NULL;
-    do
-        if (redisBufferWrite(c, &done) != REDIS_OK)
-            return NULL;
-    while (!done);
-    for (;;) {
-        if (redisGetReplyFromReader(c, &reply) != REDIS_OK)
-            return NULL;
-        if (reply)
-            return reply;
-        if (c->reader->len - c->reader->pos > limit + 64) {
-            f->too_large = 1;
-            return NULL;
-        }
-        if (redisBufferRead(c) != REDIS_OK)
-            return NULL;
-    }
-}
-
-redisReply *progcache__redis_command(redisContext *c, int argc, const char **argv,
-                                     const size_t *lens, size_t limit,
-                                     progcache__redis_failure *f, int *err)
-{
-    sigset_t pipe_set, old;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    redisReply *r = limit ? bounded_command(c, argc, argv, lens, limit, f)
-                          : redisCommandArgv(c, argc, argv, lens);
-    *err = errno;
-    if (!r && !sigismember(&old, SIGPIPE)) {
-        sigset_t pending;
-        struct timespec zero = {0, 0};
-        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE))
-            sigtimedwait(&pipe_set, NULL, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return r;
-}
-
 /* ---- connections -------------------------------------------------------- */
 
 /* Send AUTH or SELECT on a new connection; 0 when the server said OK. */
@@ -212,22 +161,22 @@ static int handshake(redisContext *c, int argc, const char **argv,
                      progcache__redis_failure *f, const progcache__redis_store *s,
                      const char *what)
 {
-    int err = 0;
-    uint64_t t0 = progcache__redis_now_ms();
-    redisReply *r = progcache__redis_command(c, argc, argv, NULL, 0, f, &err);
-    if (!r) {
-        f->timeout = is_timeout(c, err, progcache__redis_now_ms() - t0, s->cfg.command_timeout_ms);
-        f->cause = PROGCACHE__CAUSE_LOST;
-        snprintf(f->what, sizeof f->what, "%s failed: %s", what, c->errstr);
+    redisReply *r = progcache__redis_command(&s->cfg, c, argc, argv, NULL,
+                                             &progcache__redis_small, f);
+    if (!r)
         return -1;
-    }
-    int ok = r->type == REDIS_REPLY_STATUS;
+    int ok = r->type == REDIS_REPLY_STATUS && r->len == 2 && !memcmp(r->str, "OK", 2);
+    const char *hint = argv[0][0] == 'A' ? " (check the password and user in the URL)"
+                                         : " (check the database number in the URL)";
     f->cause = PROGCACHE__CAUSE_AUTH;
-    if (!ok)
-        snprintf(f->what, sizeof f->what, "%s refused: %s%s", what,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply",
-                 argv[0][0] == 'A' ? " (check the password and user in the URL)"
-                                   : " (check the database number in the URL)");
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(f->what, sizeof f->what, "%s refused: %s%s", what, r->str, hint);
+    } else if (!ok) {
+        char shape[128];
+        progcache__redis_describe(shape, sizeof shape, r);
+        f->cause = PROGCACHE__CAUSE_PROTOCOL;
+        snprintf(f->what, sizeof f->what, "%s answered %s, not OK", what, shape);
+    }
     freeReplyObject(r);
     return ok ? 0 : -1;
 }
@@ -240,7 +189,7 @@ redisContext *progcache__redis_connect(progcache__redis_store *s, progcache__red
     redisContext *c = u->path ? redisConnectUnixWithTimeout(u->path, ct)
                               : redisConnectWithTimeout(u->host, u->port, ct);
     int err = errno;
-    f->timeout = 0;
+    f->timeout = f->deadline = f->over_bound = f->lost = 0;
     f->cause = PROGCACHE__CAUSE_CONNECT;
     if (!c) {
         snprintf(f->what, sizeof f->what, "out of memory connecting");
@@ -251,8 +200,9 @@ redisContext *progcache__redis_connect(progcache__redis_store *s, progcache__red
         snprintf(f->what, sizeof f->what, "cannot connect: %s", c->errstr);
         goto fail;
     }
-    if (redisSetTimeout(c, to_timeval(s->cfg.command_timeout_ms)) != REDIS_OK) {
-        snprintf(f->what, sizeof f->what, "cannot set the command timeout: %s", c->errstr);
+    if (progcache__redis_bound_reader(c) != 0) {
+        snprintf(f->what, sizeof f->what, "cannot make the socket non-blocking: %s",
+                 strerror(errno));
         goto fail;
     }
     if (u->password) {
@@ -309,23 +259,19 @@ void progcache__redis_pool_drop(progcache__redis_store *s)
 }
 
 redisReply *progcache__redis_call(progcache__redis_store *s, int argc, const char **argv,
-                                  const size_t *lens, int idempotent, size_t limit,
+                                  const size_t *lens, int idempotent,
+                                  const progcache__redis_limit *lim,
                                   progcache__redis_failure *f)
 {
     f->too_large = 0;
     for (int attempt = 0;; attempt++) {
-        int reused = 0, err = 0;
+        int reused = 0;
         redisContext *c = take(s, &reused, f);
         if (!c) {
             progcache__redis_note_failure(s, f, 0);
             return NULL;
         }
-        uint64_t t0 = progcache__redis_now_ms();
-        redisReply *r = progcache__redis_command(c, argc, argv, lens, limit, f, &err);
-        if (f->too_large) {
-            redisFree(c); /* the rest of the reply is still on its way */
-            return NULL;
-        }
+        redisReply *r = progcache__redis_command(&s->cfg, c, argc, argv, lens, lim, f);
         if (r) {
             give(s, c);
             if (r->type != REDIS_REPLY_ERROR) {
@@ -339,12 +285,10 @@ redisReply *progcache__redis_call(progcache__redis_store *s, int argc, const cha
             progcache__redis_note_failure(s, f, 1);
             return NULL;
         }
-        f->timeout = is_timeout(c, err, progcache__redis_now_ms() - t0, s->cfg.command_timeout_ms);
-        f->cause = PROGCACHE__CAUSE_LOST;
-        snprintf(f->what, sizeof f->what, "%s failed: %s%s", argv[0], c->errstr,
-                 f->timeout ? " (command timeout)" : "");
-        redisFree(c);
-        if (!f->timeout) {
+        redisFree(c); /* out of step with the server, or dead */
+        if (f->too_large)
+            return NULL; /* the rest of the value is still on its way */
+        if (f->lost) {
             progcache__redis_pool_drop(s);
             if (idempotent && reused && attempt == 0)
                 continue;

@@ -93,5 +93,9 @@ void progcache__redis_counters_fill(progcache_redis_counters *out,
         out->too_large = GET(PROGCACHE__RC_TOO_LARGE);
         out->bad_tag = GET(PROGCACHE__RC_BAD_TAG);
     }
+    if (out->version >= 4) {
+        out->over_bound = GET(PROGCACHE__RC_OVER_BOUND);
+        out->deadlines = GET(PROGCACHE__RC_DEADLINES);
+    }
 #undef GET
 }

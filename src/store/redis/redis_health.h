@@ -43,6 +43,8 @@ typedef enum progcache__redis_counter {
     PROGCACHE__RC_NEWER,
     PROGCACHE__RC_TOO_LARGE,
     PROGCACHE__RC_BAD_TAG,
+    PROGCACHE__RC_OVER_BOUND, /* replies over their bound (redis_reply.c) */
+    PROGCACHE__RC_DEADLINES,  /* commands stopped at their deadline (part of timeouts) */
     PROGCACHE__RC_COUNT
 } progcache__redis_counter;
 
@@ -61,6 +63,7 @@ typedef enum progcache__redis_cause {
     PROGCACHE__CAUSE_TOO_LARGE,  /* a value over max_artifact_size */
     PROGCACHE__CAUSE_NOT_STORED, /* a write that could not be prepared */
     PROGCACHE__CAUSE_DROPPED,    /* a background write dropped: queue full */
+    PROGCACHE__CAUSE_BOUND,      /* a reply over its bound: a hostile or broken server */
     PROGCACHE__CAUSE_COUNT
 } progcache__redis_cause;
 

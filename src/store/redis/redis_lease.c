@@ -118,10 +118,18 @@ static int lease_acquire(progcache_store_lease *out, progcache_store *store, con
     const char *argv[] = {"SET", name, value, "NX", "PX", px};
     size_t lens[] = {3, progcache__redis_name(name, s, "lease:", out->hash), strlen(value),
                      2, 2, strlen(px)};
-    redisReply *r = progcache__redis_call(s, 6, argv, lens, 0, 0, &f);
+    redisReply *r = progcache__redis_call(s, 6, argv, lens, 0, &progcache__redis_small, &f);
     if (!r)
         return progcache__redis_remote_error(s, fn, &f);
-    out->held = r->type == REDIS_REPLY_STATUS;
+    out->held = r->type == REDIS_REPLY_STATUS && r->len == 2 && !memcmp(r->str, "OK", 2);
+    if (!out->held && r->type != REDIS_REPLY_NIL) {
+        char shape[128];
+        progcache__redis_describe(shape, sizeof shape, r);
+        freeReplyObject(r);
+        return progcache__error(PROGCACHE_EREMOTE,
+                                "%s: Redis %s: SET NX of the lease answered %s, not OK or nil", fn,
+                                s->cfg.where, shape);
+    }
     freeReplyObject(r);
     return PROGCACHE_OK;
 }
@@ -136,12 +144,21 @@ static long long lease_script(redis_store *s, const char *script, const progcach
     const char *argv[] = {"EVAL", script, "1", name, l->token, arg};
     size_t lens[] = {4, strlen(script), 1, progcache__redis_name(name, s, "lease:", l->hash),
                      strlen(l->token), strlen(arg)};
-    redisReply *r = progcache__redis_call(s, 6, argv, lens, 0, 0, &f);
+    redisReply *r = progcache__redis_call(s, 6, argv, lens, 0, &progcache__redis_small, &f);
     if (!r) {
         progcache__redis_remote_error(s, fn, &f);
         return -1;
     }
-    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+    if (r->type != REDIS_REPLY_INTEGER) {
+        char shape[128];
+        progcache__redis_describe(shape, sizeof shape, r);
+        freeReplyObject(r);
+        progcache__error(PROGCACHE_EREMOTE, "%s: Redis %s: EVAL of the lease script answered %s, "
+                                            "not an integer",
+                         fn, s->cfg.where, shape);
+        return -1;
+    }
+    long long v = r->integer;
     freeReplyObject(r);
     return v;
 }
@@ -191,53 +208,34 @@ static int lease_release(progcache_store *store, progcache_store_lease *lease)
 }
 
 /* A connection of its own subscribed to channel, or NULL (then the waiter
- * polls). Not pooled: a subscribed connection takes no other commands. */
+ * polls). Not pooled: a subscribed connection takes no other commands. A
+ * failure is counted and told: a server that answers SUBSCRIBE with
+ * something else, or too much, is a broken server. */
 static redisContext *subscribe(redis_store *s, const char *channel)
 {
     failure f;
-    int err = 0;
     redisContext *c = progcache__redis_connect(s, &f);
     if (!c) {
         progcache__redis_note_failure(s, &f, 0);
         return NULL;
     }
     const char *argv[] = {"SUBSCRIBE", channel};
-    redisReply *r = progcache__redis_command(c, 2, argv, NULL, 0, &f, &err);
-    int ok = r && r->type == REDIS_REPLY_ARRAY;
+    redisReply *r =
+        progcache__redis_command(&s->cfg, c, 2, argv, NULL, &progcache__redis_small, &f);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
+    if (r && !ok) {
+        char shape[128];
+        progcache__redis_describe(shape, sizeof shape, r);
+        f.cause = PROGCACHE__CAUSE_PROTOCOL;
+        snprintf(f.what, sizeof f.what, "SUBSCRIBE answered %s, not a confirmation", shape);
+    }
     freeReplyObject(r);
     if (!ok) {
+        progcache__redis_note_failure(s, &f, r != NULL);
         redisFree(c);
         return NULL;
     }
     return c;
-}
-
-/* Wait up to ms for a message on a subscribed connection. 1: a message
- * came; 0: none; -1: the connection failed. */
-static int await_message(redisContext *c, unsigned int ms)
-{
-    void *reply = NULL;
-    int got = 0;
-    if (redisGetReplyFromReader(c, &reply) != REDIS_OK)
-        return -1;
-    if (!reply) {
-        struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        int n = poll(&p, 1, (int)ms);
-        if (n < 0 && errno != EINTR)
-            return -1;
-        if (n <= 0)
-            return 0;
-        if (redisBufferRead(c) != REDIS_OK || redisGetReplyFromReader(c, &reply) != REDIS_OK)
-            return -1;
-    }
-    while (reply) {
-        got = 1;
-        freeReplyObject(reply);
-        reply = NULL;
-        if (redisGetReplyFromReader(c, &reply) != REDIS_OK)
-            return -1;
-    }
-    return got;
 }
 
 static int lease_wait(progcache_store *store, const void *key, size_t key_len,
@@ -262,18 +260,31 @@ static int lease_wait(progcache_store *store, const void *key, size_t key_len,
     /* Subscribed before the first look, so a release between the look
      * and the wait still wakes us. */
     redisContext *sub = subscribe(s, channel);
+    progcache__redis_budget message = {&progcache__redis_small, 0, 0, ""};
     for (;;) {
-        redisReply *r = progcache__redis_call(s, 5, argv, lens, 1, 0, &f);
+        redisReply *r = progcache__redis_call(s, 5, argv, lens, 1, &progcache__redis_small, &f);
         if (!r) {
             rc = progcache__redis_remote_error(s, fn, &f);
             break;
         }
         long long exists = 0, pttl = -2;
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        int shaped = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                     r->element[0]->type == REDIS_REPLY_INTEGER &&
+                     r->element[1]->type == REDIS_REPLY_INTEGER;
+        if (shaped) {
             exists = r->element[0]->integer;
             pttl = r->element[1]->integer;
+        } else {
+            char shape[128];
+            progcache__redis_describe(shape, sizeof shape, r);
+            rc = progcache__error(PROGCACHE_EREMOTE,
+                                  "%s: Redis %s: EVAL of the lease state answered %s, not two "
+                                  "integers",
+                                  fn, s->cfg.where, shape);
         }
         freeReplyObject(r);
+        if (!shaped)
+            break;
         if (exists) {
             rc = PROGCACHE_OK;
             break;
@@ -297,7 +308,20 @@ static int lease_wait(progcache_store *store, const void *key, size_t key_len,
         if (!sub) {
             progcache__sleep_ms(step);
             poll_step = poll_step * 2 < 250 ? poll_step * 2 : 250;
-        } else if (await_message(sub, step) < 0) {
+        } else if (progcache__redis_await(sub, &message, step) < 0) {
+            /* Lost, not RESP, or a message over its bound: told, and
+             * polled from now on. */
+            f.timeout = f.deadline = f.too_large = f.lost = 0;
+            f.over_bound = message.broke;
+            f.cause = message.broke ? PROGCACHE__CAUSE_BOUND : PROGCACHE__CAUSE_LOST;
+            if (message.broke)
+                snprintf(f.what, sizeof f.what,
+                         "SUBSCRIBE sent a message of %s; the connection was dropped",
+                         message.why);
+            else
+                snprintf(f.what, sizeof f.what, "the subscription failed: %s",
+                         sub->errstr[0] ? sub->errstr : "I/O error");
+            progcache__redis_note_failure(s, &f, 0);
             redisFree(sub);
             sub = NULL;
         }
@@ -342,7 +366,7 @@ static int lease_holder(progcache_store_lease_info *out, progcache_store *store,
         return rc;
     const char *argv[] = {"EVAL", HOLDER_SCRIPT, "1", name};
     size_t lens[] = {4, sizeof HOLDER_SCRIPT - 1, 1, progcache__redis_name(name, s, "lease:", hex)};
-    redisReply *r = progcache__redis_call(s, 4, argv, lens, 1, 0, &f);
+    redisReply *r = progcache__redis_call(s, 4, argv, lens, 1, &progcache__redis_small, &f);
     if (!r)
         return progcache__redis_remote_error(s, fn, &f);
     rc = PROGCACHE_ENOTFOUND;

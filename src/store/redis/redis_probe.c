@@ -36,12 +36,11 @@ static void info_field(char *out, size_t size, const char *info, const char *nam
 
 /* INFO <section> on c into status's fields (left empty on any failure: an
  * ACL may forbid INFO, and that does not make the tier unusable). */
-static void read_info(progcache_redis_status *out, redisContext *c)
+static void read_info(progcache_redis_status *out, const redis_store *s, redisContext *c)
 {
     const char *argv[] = {"INFO", "all"};
     failure f;
-    int err = 0;
-    redisReply *r = progcache__redis_command(c, 2, argv, NULL, 0, &f, &err);
+    redisReply *r = progcache__redis_command(&s->cfg, c, 2, argv, NULL, &progcache__redis_info, &f);
     if (!r || r->type != REDIS_REPLY_STRING) {
         freeReplyObject(r);
         return;
@@ -64,19 +63,23 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* PING n times; the round trips in out. 0, or -1 with f filled. */
-static int ping(progcache_redis_status *out, redisContext *c, unsigned int n, failure *f)
+static int ping(progcache_redis_status *out, const redis_store *s, redisContext *c,
+                unsigned int n, failure *f)
 {
     double t[MAX_PINGS];
     for (unsigned int i = 0; i < n; i++) {
         const char *argv[] = {"PING"};
-        int err = 0;
         double t0 = progcache__clock_ms();
-        redisReply *r = progcache__redis_command(c, 1, argv, NULL, 0, f, &err);
+        redisReply *r =
+            progcache__redis_command(&s->cfg, c, 1, argv, NULL, &progcache__redis_small, f);
         t[i] = progcache__clock_ms() - t0;
-        int ok = r && r->type == REDIS_REPLY_STATUS;
-        if (!ok)
-            snprintf(f->what, sizeof f->what, "PING %s: %s", r ? "refused" : "failed",
-                     r && r->type == REDIS_REPLY_ERROR ? r->str : c->errstr);
+        int ok = r && r->type == REDIS_REPLY_STATUS && r->len == 4 && !memcmp(r->str, "PONG", 4);
+        char shape[128];
+        progcache__redis_describe(shape, sizeof shape, r);
+        if (r && r->type == REDIS_REPLY_ERROR)
+            snprintf(f->what, sizeof f->what, "PING refused: %s", r->str);
+        else if (r && !ok)
+            snprintf(f->what, sizeof f->what, "PING answered %s, not PONG", shape);
         freeReplyObject(r);
         if (!ok)
             return -1;
@@ -122,9 +125,9 @@ int progcache_redis_status_get(progcache_redis_status *out, progcache_store *sto
 
     failure f = {0};
     redisContext *c = progcache__redis_connect(s, &f);
-    if (c && ping(out, c, pings, &f) == 0) {
+    if (c && ping(out, s, c, pings, &f) == 0) {
         out->reachable = 1;
-        read_info(out, c);
+        read_info(out, s, c);
     }
     redisFree(c); /* NULL-safe */
     if (!out->reachable) {
@@ -185,7 +188,7 @@ static int lease_batch(void *ctx, redis_store *s, const redisReply *names, failu
     lens[1] = sizeof LEASES_SCRIPT - 1;
     argv[2] = numkeys;
     lens[2] = strlen(numkeys);
-    redisReply *r = progcache__redis_call(s, (int)(3 + n), argv, lens, 1, 0, f);
+    redisReply *r = progcache__redis_call(s, (int)(3 + n), argv, lens, 1, &progcache__redis_page, f);
     if (!r) {
         rc = PROGCACHE_EREMOTE;
         goto done;

@@ -50,13 +50,15 @@ int progcache__redis_scan(redis_store *s, const char *kind, progcache__redis_bat
     prefix_pattern(pattern, sizeof pattern, s, kind);
     do {
         const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT};
-        redisReply *r = progcache__redis_call(s, 6, argv, NULL, 1, 0, &f);
+        redisReply *r = progcache__redis_call(s, 6, argv, NULL, 1, &progcache__redis_page, &f);
         if (!r)
             return progcache__redis_remote_error(s, fn, &f);
         int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                  r->element[0]->type == REDIS_REPLY_STRING &&
                  r->element[0]->len < sizeof cursor && r->element[1]->type == REDIS_REPLY_ARRAY;
         int rc = PROGCACHE_OK;
+        char shape[128];
+        progcache__redis_describe(shape, sizeof shape, r);
         f.what[0] = '\0';
         if (ok && r->element[1]->elements)
             rc = batch(ctx, s, r->element[1], &f);
@@ -64,8 +66,10 @@ int progcache__redis_scan(redis_store *s, const char *kind, progcache__redis_bat
             memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
         freeReplyObject(r);
         if (!ok)
-            return progcache__error(PROGCACHE_EREMOTE, "%s: Redis %s: unexpected SCAN reply",
-                                    fn, s->cfg.where);
+            return progcache__error(PROGCACHE_EREMOTE,
+                                    "%s: Redis %s: SCAN answered %s, not a cursor and a list of "
+                                    "names",
+                                    fn, s->cfg.where, shape);
         if (rc == PROGCACHE_EREMOTE && f.what[0])
             return progcache__redis_remote_error(s, fn, &f);
         if (rc)
@@ -111,7 +115,7 @@ static redisReply *over_names(redis_store *s, const char *const *head, size_t fi
         argv[numkeys_at] = numkeys;
         lens[numkeys_at] = strlen(numkeys);
     }
-    r = progcache__redis_call(s, (int)argc, argv, lens, 1, 0, f);
+    r = progcache__redis_call(s, (int)argc, argv, lens, 1, &progcache__redis_small, f);
     if (!r)
         *rc = PROGCACHE_EREMOTE;
 done:
@@ -174,6 +178,12 @@ static int measure_batch(void *ctx, redis_store *s, const redisReply *keys, fail
         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
         sums[0] += (uint64_t)r->element[0]->integer;
         sums[1] += (uint64_t)r->element[1]->integer;
+    } else if (r) {
+        char shape[128];
+        progcache__redis_describe(shape, sizeof shape, r);
+        snprintf(f->what, sizeof f->what, "EVAL (sizes of entries) answered %s, not two integers",
+                 shape);
+        rc = PROGCACHE_EREMOTE;
     }
     freeReplyObject(r);
     return rc;

@@ -166,9 +166,11 @@ static int redis_get_meta(progcache_buf *out, progcache_entry_meta *meta,
         return rc;
     const char *argv[] = {"GET", name};
     size_t lens[] = {3, name_len};
-    /* No value larger than the bound is read into memory. */
+    /* No value larger than the bound is read into memory, nor any reply
+     * of another shape larger than a few elements. */
     size_t limit = read_limit(s);
-    redisReply *r = progcache__redis_call(s, 2, argv, lens, 1, limit, &f);
+    progcache__redis_limit lim = {limit + 4096, 8, 1, 1};
+    redisReply *r = progcache__redis_call(s, 2, argv, lens, 1, &lim, &f);
     if (!r && f.too_large)
         too_large(s, name, 0, limit);
     if (!r)
@@ -177,11 +179,13 @@ static int redis_get_meta(progcache_buf *out, progcache_entry_meta *meta,
     if (r->type == REDIS_REPLY_NIL) {
         count(s, PROGCACHE__RC_MISSES);
     } else if (r->type != REDIS_REPLY_STRING) {
+        char shape[128];
+        progcache__redis_describe(shape, sizeof shape, r);
         count(s, PROGCACHE__RC_ERRORS);
         progcache__redis_tell(s, PROGCACHE__CAUSE_PROTOCOL,
-                              "%s is not a string value (another program uses the prefix?); "
-                              "treated as a miss",
-                              name);
+                              "GET of %s answered %s, not a string value (another program uses "
+                              "the prefix?); treated as a miss",
+                              name, shape);
     } else {
         rc = open_value(out, meta, s, name, r, &id);
     }
@@ -253,11 +257,14 @@ static void write_value(void *ctx, const progcache__put_item *item)
     snprintf(ttl, sizeof ttl, "%u", s->cfg.ttl_seconds);
     const char *argv[] = {"SET", name, (const char *)value, "EX", ttl};
     size_t lens[] = {3, name_len, header_len + records + size, 2, strlen(ttl)};
-    redisReply *r = progcache__redis_call(s, s->cfg.ttl_seconds ? 5 : 3, argv, lens, 1, 0, &f);
-    if (r && r->type == REDIS_REPLY_STATUS)
+    redisReply *r = progcache__redis_call(s, s->cfg.ttl_seconds ? 5 : 3, argv, lens, 1,
+                                          &progcache__redis_small, &f);
+    char shape[128];
+    progcache__redis_describe(shape, sizeof shape, r);
+    if (r && r->type == REDIS_REPLY_STATUS && r->len == 2 && !memcmp(r->str, "OK", 2))
         count(s, PROGCACHE__RC_STORES);
     else if (r)
-        not_stored(s, PROGCACHE__CAUSE_PROTOCOL, "SET of %s gave an unexpected reply", name);
+        not_stored(s, PROGCACHE__CAUSE_PROTOCOL, "SET of %s answered %s, not OK", name, shape);
     else
         count(s, PROGCACHE__RC_STORE_ERRORS); /* the failure was told by the call */
     freeReplyObject(r); /* NULL-safe */
@@ -337,10 +344,17 @@ static int redis_remove(progcache_store *store, const void *key, size_t key_len)
         return rc;
     const char *argv[] = {"DEL", name};
     size_t lens[] = {3, progcache__redis_name(name, s, "", hex)};
-    redisReply *r = progcache__redis_call(s, 2, argv, lens, 1, 0, &f);
+    redisReply *r = progcache__redis_call(s, 2, argv, lens, 1, &progcache__redis_small, &f);
     if (!r)
         return progcache__redis_remote_error(s, fn, &f);
-    rc = r->type == REDIS_REPLY_INTEGER && r->integer > 0 ? PROGCACHE_OK : PROGCACHE_ENOTFOUND;
+    if (r->type != REDIS_REPLY_INTEGER) {
+        char shape[128];
+        progcache__redis_describe(shape, sizeof shape, r);
+        freeReplyObject(r);
+        return progcache__error(PROGCACHE_EREMOTE, "%s: Redis %s: DEL answered %s, not an integer",
+                                fn, s->cfg.where, shape);
+    }
+    rc = r->integer > 0 ? PROGCACHE_OK : PROGCACHE_ENOTFOUND;
     freeReplyObject(r);
     return rc;
 }
@@ -453,6 +467,8 @@ static int redis_counters(progcache_store_counters *out, const progcache_store *
     out->newer = c.newer;
     out->too_large = c.too_large;
     out->bad_tag = c.bad_tag;
+    out->over_bound = c.over_bound;
+    out->deadlines = c.deadlines;
     return PROGCACHE_OK;
 }
 

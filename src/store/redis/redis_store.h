@@ -6,6 +6,7 @@
  *   redis_store.c  the store: get/put (with metadata), remove, clear,
  *                  count, total_size, the vtable, the counters;
  *   redis_lease.c  single-flight leases: Lua scripts and pub/sub;
+ *   redis_reply.c  one command: its reply bounded, its deadline;
  *   redis_scan.c   walking the key space: clear, count, total_size;
  *   redis_probe.c  `progcache remote`: reachability, latency, the server's
  *                  memory policy, leases held now.
@@ -44,10 +45,40 @@ typedef struct progcache__redis_store {
 /* Why a call failed, for counting and for the message. */
 typedef struct progcache__redis_failure {
     int timeout;
-    int too_large; /* the reply was longer than the caller's limit */
+    int deadline;   /* the part of timeout: the command's deadline ran out */
+    int too_large;  /* the value a GET announced was longer than its limit */
+    int over_bound; /* any other reply broke its bound (redis_reply.c) */
+    int lost;       /* the connection was closed or reset: a retry may pass */
     progcache__redis_cause cause;
-    char what[256];
+    char what[384];
 } progcache__redis_failure;
+
+/* The most one reply may cost (redis_reply.c): bytes of reply objects and,
+ * apart, bytes waiting unparsed in the reader; elements of one array; how
+ * deep arrays nest. value: a bulk string over the bound at the top is a
+ * value too large (f->too_large: a GET), not a broken reply. */
+typedef struct progcache__redis_limit {
+    size_t bytes;
+    size_t elements;
+    unsigned int depth;
+    int value;
+} progcache__redis_limit;
+
+/* PING, AUTH, SELECT, SET, DEL, SUBSCRIBE and its messages, the lease
+ * scripts: 4 KiB, 8 elements, flat. */
+extern const progcache__redis_limit progcache__redis_small;
+/* A SCAN page and a script over one: 32 MiB, 131072 elements, 2 deep. */
+extern const progcache__redis_limit progcache__redis_page;
+/* INFO: 1 MiB of text. */
+extern const progcache__redis_limit progcache__redis_info;
+
+/* What a reply being read has cost so far (the reader's privdata). */
+typedef struct progcache__redis_budget {
+    const progcache__redis_limit *lim;
+    size_t used;
+    int broke;
+    char why[200];
+} progcache__redis_budget;
 
 /* ---- redis_store.c ------------------------------------------------------ */
 
@@ -94,24 +125,43 @@ int progcache__redis_key_hex(char hex[PROGCACHE__REDIS_HEX_LEN + 1], const void 
  * NULL with f filled (not counted). */
 redisContext *progcache__redis_connect(progcache__redis_store *s, progcache__redis_failure *f);
 
-/* One command on c with SIGPIPE blocked. *err gets the errno of a failure.
- * limit: 0, or the largest reply read (a longer one is NULL with
- * f->too_large set; c is then out of step with the server). */
-redisReply *progcache__redis_command(redisContext *c, int argc, const char **argv,
-                                     const size_t *lens, size_t limit,
-                                     progcache__redis_failure *f, int *err);
+/* ---- redis_reply.c ------------------------------------------------------ */
+
+/* Make c's reader build replies within bounds, and c's socket
+ * non-blocking (every wait is a poll with a deadline). 0 or -1. */
+int progcache__redis_bound_reader(redisContext *c);
+
+/* One command on c with SIGPIPE blocked, its reply within lim, the whole
+ * exchange within cfg's deadline (command_timeout_ms plus the bytes moved
+ * at min_rate). NULL with f filled (not counted): timeout/deadline,
+ * too_large, over_bound, lost, or another failure; c is then out of step
+ * with the server and must be freed. */
+redisReply *progcache__redis_command(const progcache__redis_config *cfg, redisContext *c,
+                                     int argc, const char **argv, const size_t *lens,
+                                     const progcache__redis_limit *lim,
+                                     progcache__redis_failure *f);
+
+/* "an array of 3 elements", "the status \"OK\"", "nil": what a reply was,
+ * for the messages about replies of the wrong shape. */
+void progcache__redis_describe(char *out, size_t size, const redisReply *r);
+
+/* On a subscribed connection: wait up to ms for messages, each within b's
+ * limit (b lives as long as the connection is read). 1: one or more came
+ * (read and freed); 0: none; -1: the connection failed or broke the bound. */
+int progcache__redis_await(redisContext *c, progcache__redis_budget *b, unsigned int ms);
 
 /*
  * Run a command on a pooled connection. Returns the reply (an error reply
  * is counted and turned into NULL), or NULL with the failure counted and
  * described in f. idempotent: may be sent twice (a pooled connection found
- * dead is retried once on a fresh one). limit: 0, or the largest reply
- * read; a longer one is NULL with f->too_large set, not counted as a
- * failure (the server is well, the value is not one to read). lens NULL:
+ * dead is retried once on a fresh one). lim: the reply's bound; a GET's
+ * value over it is NULL with f->too_large set, not counted as a failure
+ * (the server is well, the value is not one to read). lens NULL:
  * strlen of each argument.
  */
 redisReply *progcache__redis_call(progcache__redis_store *s, int argc, const char **argv,
-                                  const size_t *lens, int idempotent, size_t limit,
+                                  const size_t *lens, int idempotent,
+                                  const progcache__redis_limit *lim,
                                   progcache__redis_failure *f);
 
 /* Close every idle connection (after a dead one; on free). */
