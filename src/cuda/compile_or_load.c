@@ -33,6 +33,8 @@
 #include "cuda/program_load.h"
 #include "cuda/program_names.h"
 #include "key/key_options.h"
+#include "key/nvrtc_lib.h"
+#include "cuda/nvrtc_record.h"
 #include "options.h"
 #include "pch.h"
 #include "progcache/cuda.h"
@@ -45,6 +47,7 @@ typedef struct call {
     progcache__program_key key;  /* the headers the key covers */
     progcache_buf lowered;       /* the name expressions' lowered names */
     int names;                   /* lowered holds them */
+    const char *nvrtc_how;       /* where the key's NVRTC version came from, or NULL (the caller) */
 } call;
 
 
@@ -281,10 +284,14 @@ static int compile(call *c, progcache_buf *into)
 {
     double t = progcache__clock_ms();
     const progcache_key_nvrtc_options *o = &c->program->nvrtc;
-    int rc = progcache__pch_compile(into, &c->out->log,
-                                    o->num_name_expressions ? &c->lowered : NULL, c->cache,
-                                    c->program);
+    int rc = progcache__nvrtc_for_compile(o, c->nvrtc_how);
+    if (rc)
+        return rc;
+    rc = progcache__pch_compile(into, &c->out->log, o->num_name_expressions ? &c->lowered : NULL,
+                                c->cache, c->program);
     c->names = !rc && o->num_name_expressions;
+    if (!rc)
+        progcache__nvrtc_record_loaded(c->cache);
     c->out->compile_ms += progcache__clock_ms() - t;
     return rc;
 }
@@ -504,13 +511,19 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
     if (rc)
         return rc;
     reset(out);
-    call c = {out, cache, &p, PROGCACHE__PROGRAM_KEY_INIT, PROGCACHE_BUF_INIT, 0};
+    call c = {out, cache, &p, PROGCACHE__PROGRAM_KEY_INIT, PROGCACHE_BUF_INIT, 0, NULL};
     /* What the tier that hit knows of the bytes: the seal state, which
      * spares a whole structure check, and the records (lowered names). */
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
 
     double t = progcache__clock_ms();
-    rc = progcache__program_key_derive(out->key, &c.key, cache, &p.nvrtc);
+    /* The key's NVRTC version without loading NVRTC where a record says
+     * it (nvrtc_record.c): a hit never maps NVRTC. */
+    if (!p.nvrtc.nvrtc_major && !p.nvrtc.nvrtc_minor)
+        rc = progcache__nvrtc_key_version(&p.nvrtc.nvrtc_major, &p.nvrtc.nvrtc_minor,
+                                          &c.nvrtc_how, cache);
+    if (!rc)
+        rc = progcache__program_key_derive(out->key, &c.key, cache, &p.nvrtc);
     out->key_ms = progcache__clock_ms() - t;
     if (rc)
         goto done;

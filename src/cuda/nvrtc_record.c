@@ -1,0 +1,279 @@
+/* The NVRTC version a key carries, on compile-or-load's path, without
+ * loading NVRTC (docs/KEY.md, "NVRTC version").
+ *
+ * Every key holds the version of the NVRTC that would compile (cuda.core's
+ * does). Asking NVRTC means mapping it, which a hit must not pay and a
+ * driver-only node cannot. So the cache keeps a record: one entry, under a
+ * fixed key, listing for each NVRTC library that compiled into this cache
+ * (or into the one a bundle was exported from) its version and its file's
+ * identity (real path, size, change time). Then:
+ *
+ *  - NVRTC loaded in this process: it answers (and the record is written).
+ *  - PROGCACHE_NVRTC_VERSION set: that (a compile then checks it).
+ *  - The file a load would open (found with a stat) is in the record with
+ *    the same identity: the record's version. Any change to the file (an
+ *    update in place, a reinstall) is a new identity: NVRTC is loaded and
+ *    asked, and the record gets a line.
+ *  - No NVRTC anywhere (a load fails): the record's version when all its
+ *    lines agree; none, or two versions, is an error that says what to do.
+ *
+ * The record is an entry like any other, so export/import and a remote
+ * tier carry it with the artifacts; it lists as a manifest. Two processes
+ * that add a line at once may lose one: the next compile adds it again,
+ * and until then a lookup loads NVRTC. Never a wrong key. */
+#include "cuda/nvrtc_record.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "cache/cache.h"
+#include "cache/cache_stats.h"
+#include "error.h"
+#include "key/nvrtc_lib.h"
+#include "sha256.h"
+
+#define MAGIC "\x89PCNVRC\n"
+#define HEADER MAGIC "progcache nvrtc records 1\n"
+#define MAX_LINES 16
+#define MAX_BYTES ((size_t)64 << 10)
+
+typedef struct line {
+    int major, minor;
+    progcache__nvrtc_file file;
+} line;
+
+typedef struct records {
+    line lines[MAX_LINES];
+    size_t n;
+} records;
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static unsigned char record_key[PROGCACHE_SHA256_SIZE];
+
+static void make_key(void)
+{
+    static const char name[] = "progcache nvrtc records 1";
+    progcache__sha256 *h = progcache__sha256_new();
+    if (h && progcache__sha256_update(h, name, sizeof name - 1) == PROGCACHE_OK)
+        progcache__sha256_final(h, record_key);
+    else
+        progcache__sha256_free(h);
+    progcache_error_clear();
+}
+
+const unsigned char *progcache__nvrtc_record_key(void)
+{
+    pthread_once(&key_once, make_key);
+    return record_key;
+}
+
+/* The cache's record; an entry that is missing or unreadable is no line. */
+static void read_records(records *r, progcache *cache)
+{
+    r->n = 0;
+    if (!cache)
+        return;
+    progcache__error_saved saved;
+    progcache__error_save(&saved);
+    progcache_buf bytes = PROGCACHE_BUF_INIT;
+    if (progcache__cache_get_quiet(&bytes, NULL, cache, progcache__nvrtc_record_key(),
+                                   PROGCACHE_SHA256_SIZE) == PROGCACHE_OK &&
+        bytes.size <= MAX_BYTES && bytes.size >= sizeof HEADER - 1 &&
+        !memcmp(bytes.data, HEADER, sizeof HEADER - 1)) {
+        const char *p = (const char *)bytes.data + sizeof HEADER - 1;
+        const char *end = (const char *)bytes.data + bytes.size;
+        while (p < end && r->n < MAX_LINES) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            if (!nl)
+                break;
+            char text[PATH_MAX + 128];
+            size_t len = (size_t)(nl - p);
+            line *l = &r->lines[r->n];
+            int used = 0;
+            if (len < sizeof text) {
+                memcpy(text, p, len);
+                text[len] = '\0';
+                if (sscanf(text, "%d.%d %lld %lld.%ld %n", &l->major, &l->minor, &l->file.size,
+                           &l->file.ctime_sec, &l->file.ctime_nsec, &used) == 5 &&
+                    used > 0 && text[used] == '/' && l->major > 0 &&
+                    strlen(text + used) < sizeof l->file.path) {
+                    snprintf(l->file.path, sizeof l->file.path, "%s", text + used);
+                    r->n++;
+                }
+            }
+            p = nl + 1;
+        }
+    }
+    progcache_buf_free(&bytes);
+    progcache__error_restore(&saved);
+}
+
+static const line *find(const records *r, const progcache__nvrtc_file *f)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (progcache__nvrtc_same_file(&r->lines[i].file, f))
+            return &r->lines[i];
+    return NULL;
+}
+
+/* Add the loaded NVRTC's line to the cache's record when it lacks it. */
+static void write_loaded(progcache *cache, const records *r)
+{
+    const progcache__nvrtc_api *api = progcache__nvrtc_loaded();
+    progcache__nvrtc_file f;
+    if (!cache || cache->read_only || !api || progcache__nvrtc_loaded_file(&f) != PROGCACHE_OK)
+        return;
+    const line *have = find(r, &f);
+    if (have && have->major == api->major && have->minor == api->minor)
+        return;
+    progcache__error_saved saved;
+    progcache__error_save(&saved);
+    progcache_buf text = PROGCACHE_BUF_INIT;
+    char buf[PATH_MAX + 128];
+    int n = snprintf(buf, sizeof buf, "%d.%d %lld %lld.%09ld %s\n", api->major, api->minor,
+                     f.size, f.ctime_sec, f.ctime_nsec, f.path);
+    int rc = progcache__buf_append(&text, HEADER, sizeof HEADER - 1);
+    if (!rc)
+        rc = progcache__buf_append(&text, buf, (size_t)n);
+    /* The newest first; the oldest go past MAX_LINES; a stale line of the
+     * same file is dropped. */
+    for (size_t i = 0; !rc && i < r->n && i + 1 < MAX_LINES; i++) {
+        const line *l = &r->lines[i];
+        if (progcache__nvrtc_same_file(&l->file, &f))
+            continue;
+        n = snprintf(buf, sizeof buf, "%d.%d %lld %lld.%09ld %s\n", l->major, l->minor,
+                     l->file.size, l->file.ctime_sec, l->file.ctime_nsec, l->file.path);
+        rc = progcache__buf_append(&text, buf, (size_t)n);
+    }
+    if (!rc)
+        rc = progcache__cache_put_meta(cache, progcache__nvrtc_record_key(),
+                                       PROGCACHE_SHA256_SIZE, text.data, text.size, NULL);
+    if (rc)
+        progcache__cache_log(cache, PROGCACHE_LOG_INFO,
+                             "progcache: could not keep the NVRTC version record (later "
+                             "lookups load NVRTC to learn its version): %s",
+                             progcache_error_last());
+    progcache_buf_free(&text);
+    progcache__error_restore(&saved);
+}
+
+void progcache__nvrtc_record_loaded(progcache *cache)
+{
+    records *r = progcache__calloc(1, sizeof *r);
+    if (!r)
+        return;
+    read_records(r, cache);
+    write_loaded(cache, r);
+    progcache__free(r);
+}
+
+static int no_nvrtc(progcache *cache, const records *r, const char *load_error)
+{
+    if (r->n == 0)
+        return progcache__error(
+            PROGCACHE_ECOMPILE,
+            "%s; and the cache%s%s holds no record of the NVRTC version its entries were "
+            "compiled with (every key carries it). On a node without NVRTC: import a bundle "
+            "that `progcache export` made where the kernels were compiled (it carries the "
+            "record), or set PROGCACHE_NVRTC_VERSION=<major>.<minor>",
+            load_error, cache && cache->path ? " " : "", cache && cache->path ? cache->path : "");
+    char versions[256] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "%d.%d", r->lines[i].major, r->lines[i].minor);
+        if (!strstr(versions, v) && len + strlen(v) + 3 < sizeof versions)
+            len += (size_t)snprintf(versions + len, sizeof versions - len, "%s%s",
+                                    len ? ", " : "", v);
+    }
+    return progcache__error(PROGCACHE_ECOMPILE,
+                            "%s; and the cache's record names several NVRTC versions (%s), "
+                            "so which one a key should carry is not known: set "
+                            "PROGCACHE_NVRTC_VERSION to the one to use",
+                            load_error, versions);
+}
+
+/* NVRTC for a compile, the NVRTC the key was derived for: one whose
+ * version differs (PROGCACHE_NVRTC_VERSION says otherwise) would store its
+ * artifact under another NVRTC's key. */
+int progcache__nvrtc_for_compile(const progcache_key_nvrtc_options *o, const char *how)
+{
+    const char *name = o->name ? o->name : "default_program";
+    const progcache__nvrtc_api *nv;
+    if (progcache__nvrtc_load(&nv))
+        return progcache__error(PROGCACHE_ECOMPILE,
+                                "program '%s' is not in the cache and cannot be compiled here: "
+                                "%s. A node without NVRTC runs only kernels already in its "
+                                "cache: import them (progcache import) from where they were "
+                                "compiled",
+                                name, progcache_error_last());
+    if (how && (nv->major != o->nvrtc_major || nv->minor != o->nvrtc_minor))
+        return progcache__error(PROGCACHE_ECOMPILE,
+                                "program '%s' was looked up for NVRTC %d.%d (from %s), but the "
+                                "NVRTC that would compile it is %d.%d: not compiled, so that "
+                                "no artifact is stored under another NVRTC's key; fix or unset "
+                                "PROGCACHE_NVRTC_VERSION",
+                                name, o->nvrtc_major, o->nvrtc_minor, how, nv->major,
+                                nv->minor);
+    return PROGCACHE_OK;
+}
+
+static int from_records(int *major, int *minor, const char **how, progcache *cache,
+                        records *r);
+
+PROGCACHE_HOT
+int progcache__nvrtc_key_version(int *major, int *minor, const char **how, progcache *cache)
+{
+    int rc = progcache__nvrtc_version_known(major, minor, how);
+    if (rc != PROGCACHE_ENOTFOUND)
+        return rc;
+    /* 16 lines of a PATH_MAX path each: not for a thread's stack. */
+    records *r = progcache__calloc(1, sizeof *r);
+    if (!r)
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory reading the NVRTC record");
+    rc = from_records(major, minor, how, cache, r);
+    progcache__free(r);
+    return rc;
+}
+
+static int from_records(int *major, int *minor, const char **how, progcache *cache,
+                        records *r)
+{
+    read_records(r, cache);
+    progcache__nvrtc_file cand;
+    if (progcache__nvrtc_candidate(&cand) == PROGCACHE_OK) {
+        const line *l = find(r, &cand);
+        if (l) {
+            *major = l->major;
+            *minor = l->minor;
+            *how = "record";
+            progcache__nvrtc_remember(&cand, l->major, l->minor);
+            return PROGCACHE_OK;
+        }
+    }
+    const progcache__nvrtc_api *api;
+    if (progcache__nvrtc_load(&api) == PROGCACHE_OK) {
+        *major = api->major;
+        *minor = api->minor;
+        *how = "loaded";
+        write_loaded(cache, r);
+        return PROGCACHE_OK;
+    }
+    /* No NVRTC here: the version the cache's entries were compiled with. */
+    char load_error[1024];
+    snprintf(load_error, sizeof load_error, "%s", progcache_error_last());
+    int first_major = r->n ? r->lines[0].major : 0, first_minor = r->n ? r->lines[0].minor : 0;
+    for (size_t i = 1; i < r->n; i++)
+        if (r->lines[i].major != first_major || r->lines[i].minor != first_minor)
+            return no_nvrtc(cache, r, load_error);
+    if (!r->n)
+        return no_nvrtc(cache, r, load_error);
+    progcache_error_clear();
+    *major = first_major;
+    *minor = first_minor;
+    *how = "record (no NVRTC here)";
+    return PROGCACHE_OK;
+}

@@ -1,0 +1,33 @@
+/* Internal: the NVRTC version a key carries on compile-or-load's path,
+ * from the cache's record when NVRTC is not loaded (nvrtc_record.c;
+ * docs/KEY.md, "NVRTC version"). */
+#ifndef PROGCACHE_CUDA_NVRTC_RECORD_H
+#define PROGCACHE_CUDA_NVRTC_RECORD_H
+
+#include "progcache/cache.h"
+#include "progcache/key.h"
+
+/* The version of the NVRTC that would compile: the loaded one's, else
+ * $PROGCACHE_NVRTC_VERSION, else the record of the file a load would open,
+ * else NVRTC loaded and asked, else (no NVRTC here) the one version the
+ * record names. *how says which ("loaded", "PROGCACHE_NVRTC_VERSION",
+ * "record", "record (no NVRTC here)"; a static string). PROGCACHE_OK,
+ * PROGCACHE_EINVAL (a bad setting), PROGCACHE_ECOMPILE (no NVRTC and no
+ * usable record: the message says what to do). cache may be NULL. */
+int progcache__nvrtc_key_version(int *major, int *minor, const char **how, progcache *cache);
+
+/* After a compile: add the loaded NVRTC's line to the cache's record when
+ * it lacks it. Failures are logged (INFO), never returned. */
+void progcache__nvrtc_record_loaded(progcache *cache);
+
+/* NVRTC loaded for a compile of o, whose key carries o's NVRTC version
+ * (set from how, or by the caller when how is NULL): PROGCACHE_OK, or
+ * PROGCACHE_ECOMPILE when there is no NVRTC (a miss on a driver-only
+ * node: the message says so) or when the key's version came from a
+ * setting or record and the NVRTC loaded is another. */
+int progcache__nvrtc_for_compile(const progcache_key_nvrtc_options *o, const char *how);
+
+/* The record's key (32 bytes). */
+const unsigned char *progcache__nvrtc_record_key(void);
+
+#endif
