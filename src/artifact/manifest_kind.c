@@ -22,28 +22,16 @@ int progcache__is_manifest(const unsigned char *data, size_t size)
     return data && size >= 8 && !memcmp(data, MAGIC, 8);
 }
 
-/* The NVRTC version records (src/cuda/nvrtc_record.c): a magic line, then
- * text lines; listed as manifests too (they are the cache's notes about
- * its entries, not artifacts). */
-#define RECORD_MAGIC "\x89PCNVRC\n"
-
 int progcache__inspect_entry(progcache_artifact_info *out, const unsigned char *data, size_t size,
                              int want_names)
 {
-    int record = data && size >= 8 && !memcmp(data, RECORD_MAGIC, 8);
-    if (!record && !progcache__is_manifest(data, size))
+    if (!progcache__is_manifest(data, size))
         return progcache__validate(out, data, size, want_names);
     out->kind = PROGCACHE_KIND_MANIFEST;
     out->arch[0] = '\0';
     out->num_kernels = 0;
     out->kernels.size = 0;
     out->valid = 0;
-    if (record) {
-        out->valid = data[size - 1] == '\n' && !memchr(data + 8, '\0', size - 8);
-        snprintf(out->reason, sizeof out->reason, "%s",
-                 out->valid ? "" : "a record of NVRTC versions that is not text lines");
-        return 0;
-    }
     if (size < HEADER_SIZE)
         snprintf(out->reason, sizeof out->reason, "a header manifest cut short (%zu bytes)", size);
     else if ((progcache__le64(data + 8) & 0xffffffffu) != VERSION)

@@ -3,42 +3,37 @@
  *
  * Every key holds the version of the NVRTC that would compile (cuda.core's
  * does). Asking NVRTC means mapping it, which a hit must not pay and a
- * driver-only node cannot. So the cache keeps a record: one entry, under a
- * fixed key, listing for each NVRTC library that compiled into this cache
- * (or into the one a bundle was exported from) its version and its file's
- * identity (real path, size, change time). Then:
+ * driver-only node cannot. So a cache directory keeps records
+ * (progcache/nvrtc-<uid>, src/store/file/file_nvrtc.c): for each NVRTC
+ * library that compiled into it, or into the cache a bundle was exported
+ * from, its version and its file's identity (real path, size, change
+ * time). Then:
  *
- *  - NVRTC loaded in this process: it answers (and the record is written).
+ *  - NVRTC loaded in this process: it answers (and a record is written).
  *  - PROGCACHE_NVRTC_VERSION set: that (a compile then checks it).
- *  - The file a load would open (found with a stat) is in the record with
- *    the same identity: the record's version. Any change to the file (an
+ *  - The file a load would open (found with a stat) has a record with the
+ *    same identity: the record's version. Any change to the file (an
  *    update in place, a reinstall) is a new identity: NVRTC is loaded and
- *    asked, and the record gets a line.
- *  - No NVRTC anywhere (a load fails): the record's version when all its
+ *    asked, and the records get a line.
+ *  - No NVRTC anywhere (a load fails): the records' version when all their
  *    lines agree; none, or two versions, is an error that says what to do.
  *
- * The record is an entry like any other, so export/import and a remote
- * tier carry it with the artifacts; it lists as a manifest. Two processes
- * that add a line at once may lose one: the next compile adds it again,
- * and until then a lookup loads NVRTC. Never a wrong key. */
+ * Two processes that add a line at once may lose one: the next compile
+ * adds it again, and until then a lookup loads NVRTC. Never a wrong key. */
 #include "cuda/nvrtc_record.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "buf.h"
 #include "cache/cache.h"
-#include "cache/cache_stats.h"
 #include "error.h"
 #include "key/nvrtc_lib.h"
-#include "sha256.h"
+#include "progcache/file.h"
+#include "store/file/file_nvrtc.h"
 
-#define MAGIC "\x89PCNVRC\n"
-#define HEADER MAGIC "progcache nvrtc records 1\n"
-#define MAX_LINES 16
-#define MAX_BYTES ((size_t)64 << 10)
+#define MAX_LINES PROGCACHE__NVRTC_RECORD_LINES
 
 typedef struct line {
     int major, minor;
@@ -50,41 +45,32 @@ typedef struct records {
     size_t n;
 } records;
 
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static unsigned char record_key[PROGCACHE_SHA256_SIZE];
-
-static void make_key(void)
+/* The cache directory behind the handle, or NULL (no records then). */
+static progcache_file *home_dir(progcache *cache)
 {
-    static const char name[] = "progcache nvrtc records 1";
-    progcache__sha256 *h = progcache__sha256_new();
-    if (h && progcache__sha256_update(h, name, sizeof name - 1) == PROGCACHE_OK)
-        progcache__sha256_final(h, record_key);
-    else
-        progcache__sha256_free(h);
-    progcache_error_clear();
+    return cache ? progcache_store_as_file(cache->tiers[cache->home]) : NULL;
 }
 
-const unsigned char *progcache__nvrtc_record_key(void)
+static int format_line(char *buf, size_t len, int major, int minor,
+                       const progcache__nvrtc_file *f)
 {
-    pthread_once(&key_once, make_key);
-    return record_key;
+    return snprintf(buf, len, "%d.%d %lld %lld.%09ld %s\n", major, minor, f->size, f->ctime_sec,
+                    f->ctime_nsec, f->path);
 }
 
-/* The cache's record; an entry that is missing or unreadable is no line. */
+/* The cache's records; a file that is missing or unreadable is no line. */
 static void read_records(records *r, progcache *cache)
 {
     r->n = 0;
-    if (!cache)
+    progcache_file *dir = home_dir(cache);
+    if (!dir)
         return;
     progcache__error_saved saved;
     progcache__error_save(&saved);
     progcache_buf bytes = PROGCACHE_BUF_INIT;
-    if (progcache__cache_get_quiet(&bytes, NULL, cache, progcache__nvrtc_record_key(),
-                                   PROGCACHE_SHA256_SIZE) == PROGCACHE_OK &&
-        bytes.size <= MAX_BYTES && bytes.size >= sizeof HEADER - 1 &&
-        !memcmp(bytes.data, HEADER, sizeof HEADER - 1)) {
-        const char *p = (const char *)bytes.data + sizeof HEADER - 1;
-        const char *end = (const char *)bytes.data + bytes.size;
+    if (progcache__file_nvrtc_read(dir, &bytes) == PROGCACHE_OK && bytes.size) {
+        const char *p = (const char *)bytes.data;
+        const char *end = p + bytes.size;
         while (p < end && r->n < MAX_LINES) {
             const char *nl = memchr(p, '\n', (size_t)(end - p));
             if (!nl)
@@ -119,44 +105,27 @@ static const line *find(const records *r, const progcache__nvrtc_file *f)
     return NULL;
 }
 
-/* Add the loaded NVRTC's line to the cache's record when it lacks it. */
+/* Add the loaded NVRTC's line to the cache's records when they lack it. */
 static void write_loaded(progcache *cache, const records *r)
 {
     const progcache__nvrtc_api *api = progcache__nvrtc_loaded();
+    progcache_file *dir = home_dir(cache);
     progcache__nvrtc_file f;
-    if (!cache || cache->read_only || !api || progcache__nvrtc_loaded_file(&f) != PROGCACHE_OK)
+    if (!dir || cache->read_only || !api || progcache__nvrtc_loaded_file(&f) != PROGCACHE_OK)
         return;
     const line *have = find(r, &f);
     if (have && have->major == api->major && have->minor == api->minor)
         return;
     progcache__error_saved saved;
     progcache__error_save(&saved);
-    progcache_buf text = PROGCACHE_BUF_INIT;
     char buf[PATH_MAX + 128];
-    int n = snprintf(buf, sizeof buf, "%d.%d %lld %lld.%09ld %s\n", api->major, api->minor,
-                     f.size, f.ctime_sec, f.ctime_nsec, f.path);
-    int rc = progcache__buf_append(&text, HEADER, sizeof HEADER - 1);
-    if (!rc)
-        rc = progcache__buf_append(&text, buf, (size_t)n);
-    /* The newest first; the oldest go past MAX_LINES; a stale line of the
-     * same file is dropped. */
-    for (size_t i = 0; !rc && i < r->n && i + 1 < MAX_LINES; i++) {
-        const line *l = &r->lines[i];
-        if (progcache__nvrtc_same_file(&l->file, &f))
-            continue;
-        n = snprintf(buf, sizeof buf, "%d.%d %lld %lld.%09ld %s\n", l->major, l->minor,
-                     l->file.size, l->file.ctime_sec, l->file.ctime_nsec, l->file.path);
-        rc = progcache__buf_append(&text, buf, (size_t)n);
-    }
-    if (!rc)
-        rc = progcache__cache_put_meta(cache, progcache__nvrtc_record_key(),
-                                       PROGCACHE_SHA256_SIZE, text.data, text.size, NULL);
-    if (rc)
+    int n = format_line(buf, sizeof buf, api->major, api->minor, &f);
+    if (n > 0 && (size_t)n < sizeof buf &&
+        progcache__file_nvrtc_add(dir, buf, (size_t)n, MAX_LINES) != PROGCACHE_OK)
         progcache__cache_log(cache, PROGCACHE_LOG_INFO,
                              "progcache: could not keep the NVRTC version record (later "
                              "lookups load NVRTC to learn its version): %s",
                              progcache_error_last());
-    progcache_buf_free(&text);
     progcache__error_restore(&saved);
 }
 

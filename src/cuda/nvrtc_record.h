@@ -27,7 +27,4 @@ void progcache__nvrtc_record_loaded(progcache *cache);
  * setting or record and the NVRTC loaded is another. */
 int progcache__nvrtc_for_compile(const progcache_key_nvrtc_options *o, const char *how);
 
-/* The record's key (32 bytes). */
-const unsigned char *progcache__nvrtc_record_key(void);
-
 #endif
