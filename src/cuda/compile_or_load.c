@@ -290,8 +290,6 @@ static int compile(call *c, progcache_buf *into)
     rc = progcache__pch_compile(into, &c->out->log, o->num_name_expressions ? &c->lowered : NULL,
                                 c->cache, c->program);
     c->names = !rc && o->num_name_expressions;
-    if (!rc)
-        progcache__nvrtc_record_loaded(c->cache);
     c->out->compile_ms += progcache__clock_ms() - t;
     return rc;
 }
@@ -547,6 +545,9 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
             rc = progcache__program_load(out, &p, &refused);
     }
 done:
+    /* NVRTC loaded (to compile, or to learn the key's version): its record,
+     * so that the next process's hit need not load it. */
+    progcache__nvrtc_record_loaded(cache);
     progcache_entry_meta_release(&meta);
     progcache__program_key_free(&c.key);
     progcache_buf_free(&c.lowered);

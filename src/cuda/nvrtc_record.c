@@ -9,7 +9,9 @@
  * from, its version and its file's identity (real path, size, change
  * time). Then:
  *
- *  - NVRTC loaded in this process: it answers (and a record is written).
+ *  - NVRTC loaded in this process: it answers. A compile-or-load that
+ *    ends with NVRTC loaded writes its line (at the end of the call, so
+ *    that the entry's own reads and writes come first).
  *  - PROGCACHE_NVRTC_VERSION set: that (a compile then checks it).
  *  - The file a load would open (found with a stat) has a record with the
  *    same identity: the record's version. Any change to the file (an
@@ -22,6 +24,7 @@
  * adds it again, and until then a lookup loads NVRTC. Never a wrong key. */
 #include "cuda/nvrtc_record.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -105,37 +108,61 @@ static const line *find(const records *r, const progcache__nvrtc_file *f)
     return NULL;
 }
 
-/* Add the loaded NVRTC's line to the cache's records when they lack it. */
-static void write_loaded(progcache *cache, const records *r)
+/* Add the loaded NVRTC's line to the cache's records when they lack it.
+ * 1 when the records hold it afterwards. */
+static int write_loaded(progcache *cache, const records *r)
 {
     const progcache__nvrtc_api *api = progcache__nvrtc_loaded();
     progcache_file *dir = home_dir(cache);
     progcache__nvrtc_file f;
     if (!dir || cache->read_only || !api || progcache__nvrtc_loaded_file(&f) != PROGCACHE_OK)
-        return;
+        return 0;
     const line *have = find(r, &f);
     if (have && have->major == api->major && have->minor == api->minor)
-        return;
+        return 1;
     progcache__error_saved saved;
     progcache__error_save(&saved);
     char buf[PATH_MAX + 128];
     int n = format_line(buf, sizeof buf, api->major, api->minor, &f);
-    if (n > 0 && (size_t)n < sizeof buf &&
-        progcache__file_nvrtc_add(dir, buf, (size_t)n, MAX_LINES) != PROGCACHE_OK)
+    int ok = n > 0 && (size_t)n < sizeof buf &&
+             progcache__file_nvrtc_add(dir, buf, (size_t)n, MAX_LINES) == PROGCACHE_OK;
+    if (!ok)
         progcache__cache_log(cache, PROGCACHE_LOG_INFO,
                              "progcache: could not keep the NVRTC version record (later "
                              "lookups load NVRTC to learn its version): %s",
                              progcache_error_last());
     progcache__error_restore(&saved);
+    return ok;
+}
+
+/* The cache directory whose records this process last found or made
+ * hold the loaded NVRTC's line: later calls on it do nothing. */
+static pthread_mutex_t noted_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *noted;
+
+static int already_noted(const char *path, int set)
+{
+    pthread_mutex_lock(&noted_lock);
+    int same = noted && !strcmp(noted, path);
+    if (set && !same) {
+        progcache__free(noted);
+        noted = progcache__strdup(path);
+    }
+    pthread_mutex_unlock(&noted_lock);
+    return same;
 }
 
 void progcache__nvrtc_record_loaded(progcache *cache)
 {
+    if (!progcache__nvrtc_loaded() || !home_dir(cache) || !cache->path ||
+        already_noted(cache->path, 0))
+        return;
     records *r = progcache__calloc(1, sizeof *r);
     if (!r)
         return;
     read_records(r, cache);
-    write_loaded(cache, r);
+    if (write_loaded(cache, r))
+        already_noted(cache->path, 1);
     progcache__free(r);
 }
 
@@ -228,7 +255,6 @@ static int from_records(int *major, int *minor, const char **how, progcache *cac
         *major = api->major;
         *minor = api->minor;
         *how = "loaded";
-        write_loaded(cache, r);
         return PROGCACHE_OK;
     }
     /* No NVRTC here: the version the cache's entries were compiled with. */

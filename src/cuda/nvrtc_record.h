@@ -16,8 +16,9 @@
  * usable record: the message says what to do). cache may be NULL. */
 int progcache__nvrtc_key_version(int *major, int *minor, const char **how, progcache *cache);
 
-/* After a compile: add the loaded NVRTC's line to the cache's record when
- * it lacks it. Failures are logged (INFO), never returned. */
+/* When NVRTC is loaded: add its line to the cache directory's records
+ * when they lack it (once per process and directory). Failures are logged
+ * (INFO), never returned. cache may be NULL. */
 void progcache__nvrtc_record_loaded(progcache *cache);
 
 /* NVRTC loaded for a compile of o, whose key carries o's NVRTC version
