@@ -45,6 +45,12 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
      "URL of a shared Redis tier below the directory (environment only)"},
     {"remote_secret_file", "PROGCACHE_REMOTE_SECRET_FILE", TEXT, "", 0, 0,
      "file holding the remote tier's shared secret (environment only)"},
+    {"nvrtc_library", "PROGCACHE_NVRTC_LIBRARY", TEXT, "", 0, 0,
+     "the NVRTC library to load for compiles, instead of the toolkit's found at build time "
+     "and then the loader's search path (environment only)"},
+    {"nvrtc_version", "PROGCACHE_NVRTC_VERSION", TEXT, "", 0, 0,
+     "the NVRTC version (13.0) keys carry when NVRTC is not loaded, instead of the cache's "
+     "record of it (environment only)"},
 };
 
 /* ---- sizes ---------------------------------------------------------------- */
