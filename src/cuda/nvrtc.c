@@ -240,9 +240,10 @@ static int compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowere
 
     const char *name = program->name ? program->name : "default_program";
     const progcache__nvrtc_api *nv;
-    if ((rc = progcache__nvrtc_load(&nv)))
-        return progcache__error(rc, "cannot compile program '%s': %s", name,
-                                progcache_error_last());
+    if ((rc = progcache__nvrtc_load(&nv))) {
+        progcache__error_prefix("cannot compile program '%s'", name);
+        return rc;
+    }
     char *source_copy = NULL;
     const char **argv = NULL;
     nvrtcProgram prog = NULL;

@@ -199,13 +199,14 @@ int progcache__nvrtc_for_compile(const progcache_key_nvrtc_options *o, const cha
 {
     const char *name = o->name ? o->name : "default_program";
     const progcache__nvrtc_api *nv;
-    if (progcache__nvrtc_load(&nv))
-        return progcache__error(PROGCACHE_ECOMPILE,
-                                "program '%s' is not in the cache and cannot be compiled here: "
-                                "%s. A node without NVRTC runs only kernels already in its "
+    if (progcache__nvrtc_load(&nv)) {
+        progcache__error_prefix("program '%s' is not in the cache and cannot be compiled here",
+                                name);
+        progcache__error_append(". A node without NVRTC runs only kernels already in its "
                                 "cache: import them (progcache import) from where they were "
-                                "compiled",
-                                name, progcache_error_last());
+                                "compiled");
+        return PROGCACHE_ECOMPILE;
+    }
     if (how && (nv->major != o->nvrtc_major || nv->minor != o->nvrtc_minor))
         return progcache__error(PROGCACHE_ECOMPILE,
                                 "program '%s' was looked up for NVRTC %d.%d (from %s), but the "

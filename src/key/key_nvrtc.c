@@ -71,11 +71,12 @@ int progcache_nvrtc_version(int *major, int *minor)
     if (rc != PROGCACHE_ENOTFOUND)
         return rc;
     const progcache__nvrtc_api *api;
-    if ((rc = progcache__nvrtc_load(&api)))
-        return progcache__error(rc, "%s; keys carry the NVRTC version: without NVRTC, set "
+    if ((rc = progcache__nvrtc_load(&api))) {
+        progcache__error_append("; keys carry the NVRTC version: without NVRTC, set "
                                 "PROGCACHE_NVRTC_VERSION (or nvrtc_major/nvrtc_minor) to the "
-                                "version the cached kernels were compiled with",
-                                progcache_error_last());
+                                "version the cached kernels were compiled with");
+        return rc;
+    }
     *major = api->major;
     *minor = api->minor;
     return PROGCACHE_OK;
