@@ -170,7 +170,7 @@ static int no_nvrtc(progcache *cache, const records *r, const char *load_error)
 {
     if (r->n == 0)
         return progcache__error(
-            PROGCACHE_ECOMPILE,
+            PROGCACHE_ENOCUDA,
             "%s; and the cache%s%s holds no record of the NVRTC version its entries were "
             "compiled with (every key carries it). On a node without NVRTC: import a bundle "
             "that `progcache export` made where the kernels were compiled (it carries the "
@@ -185,8 +185,8 @@ static int no_nvrtc(progcache *cache, const records *r, const char *load_error)
             len += (size_t)snprintf(versions + len, sizeof versions - len, "%s%s",
                                     len ? ", " : "", v);
     }
-    return progcache__error(PROGCACHE_ECOMPILE,
-                            "%s; and the cache's record names several NVRTC versions (%s), "
+    return progcache__error(PROGCACHE_ENOCUDA,
+                            "%s; and the cache's records name several NVRTC versions (%s), "
                             "so which one a key should carry is not known: set "
                             "PROGCACHE_NVRTC_VERSION to the one to use",
                             load_error, versions);
@@ -205,7 +205,7 @@ int progcache__nvrtc_for_compile(const progcache_key_nvrtc_options *o, const cha
         progcache__error_append(". A node without NVRTC runs only kernels already in its "
                                 "cache: import them (progcache import) from where they were "
                                 "compiled");
-        return PROGCACHE_ECOMPILE;
+        return PROGCACHE_ENOCUDA;
     }
     if (how && (nv->major != o->nvrtc_major || nv->minor != o->nvrtc_minor))
         return progcache__error(PROGCACHE_ECOMPILE,

@@ -12,7 +12,7 @@
  * else NVRTC loaded and asked, else (no NVRTC here) the one version the
  * record names. *how says which ("loaded", "PROGCACHE_NVRTC_VERSION",
  * "record", "record (no NVRTC here)"; a static string). PROGCACHE_OK,
- * PROGCACHE_EINVAL (a bad setting), PROGCACHE_ECOMPILE (no NVRTC and no
+ * PROGCACHE_EINVAL (a bad setting), PROGCACHE_ENOCUDA (no NVRTC and no
  * usable record: the message says what to do). cache may be NULL. */
 int progcache__nvrtc_key_version(int *major, int *minor, const char **how, progcache *cache);
 
@@ -23,9 +23,9 @@ void progcache__nvrtc_record_loaded(progcache *cache);
 
 /* NVRTC loaded for a compile of o, whose key carries o's NVRTC version
  * (set from how, or by the caller when how is NULL): PROGCACHE_OK, or
- * PROGCACHE_ECOMPILE when there is no NVRTC (a miss on a driver-only
- * node: the message says so) or when the key's version came from a
- * setting or record and the NVRTC loaded is another. */
+ * PROGCACHE_ENOCUDA when there is no NVRTC (a miss on a driver-only
+ * node: the message says so), PROGCACHE_ECOMPILE when the key's version
+ * came from a setting or record and the NVRTC loaded is another. */
 int progcache__nvrtc_for_compile(const progcache_key_nvrtc_options *o, const char *how);
 
 #endif

@@ -107,7 +107,7 @@ static void load_once(void)
         }
     }
     if (!lib) {
-        nvrtc.rc = PROGCACHE_ECOMPILE;
+        nvrtc.rc = PROGCACHE_ENOCUDA;
         snprintf(nvrtc.message, sizeof nvrtc.message,
                  "no NVRTC: %s could not be loaded (%s%s%s); install the CUDA toolkit's "
                  "NVRTC, or set PROGCACHE_NVRTC_LIBRARY to its path",
@@ -119,7 +119,7 @@ static void load_once(void)
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         void *fn = dlsym(lib, entries[i].name);
         if (!fn) {
-            nvrtc.rc = PROGCACHE_ECOMPILE;
+            nvrtc.rc = PROGCACHE_ENOCUDA;
             snprintf(nvrtc.message, sizeof nvrtc.message,
                      "no usable NVRTC: the library loaded as %s has no %s (an NVRTC older "
                      "than CUDA 12.8?); install the CUDA 13 toolkit's NVRTC or set "
@@ -131,7 +131,7 @@ static void load_once(void)
     }
     nvrtcResult r = nvrtc.api.nvrtcVersion(&nvrtc.api.major, &nvrtc.api.minor);
     if (r != NVRTC_SUCCESS) {
-        nvrtc.rc = PROGCACHE_ECOMPILE;
+        nvrtc.rc = PROGCACHE_ENOCUDA;
         snprintf(nvrtc.message, sizeof nvrtc.message,
                  "nvrtcVersion() failed: %s; check that a working NVRTC library is installed",
                  nvrtc.api.nvrtcGetErrorString(r));

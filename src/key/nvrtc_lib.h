@@ -47,8 +47,9 @@ typedef struct progcache__nvrtc_file {
 /* Load NVRTC, once per process: $PROGCACHE_NVRTC_LIBRARY when set (that
  * file only), else <the toolkit's lib dir at build time>/libnvrtc.so.N,
  * else libnvrtc.so.N through the dynamic loader's search path. PROGCACHE_OK
- * with the table, or PROGCACHE_ECOMPILE with a message that says "no
- * NVRTC", where it looked and what to do. Later calls give the same answer
+ * with the table, or PROGCACHE_ENOCUDA (the CUDA component this needs is
+ * not on this machine) with a message that says "no NVRTC", where it
+ * looked and what to do. Later calls give the same answer
  * at once. Thread-safe. */
 int progcache__nvrtc_load(const progcache__nvrtc_api **api);
 

@@ -69,7 +69,7 @@ static int child(const char *dir, const char *want, int mapped)
     /* Without NVRTC and without a cache, the public call cannot know: it
      * says so, naming NVRTC and the setting. */
     if (!status && absent &&
-        (progcache_nvrtc_version(&major, &minor) != PROGCACHE_ECOMPILE ||
+        (progcache_nvrtc_version(&major, &minor) != PROGCACHE_ENOCUDA ||
          !strstr(progcache_error_last(), "no NVRTC") ||
          !strstr(progcache_error_last(), "PROGCACHE_NVRTC_VERSION"))) {
         fprintf(stderr, "progcache_nvrtc_version without NVRTC: %s\n", progcache_error_last());
