@@ -189,6 +189,8 @@ int cmd_stats(int argc, char **argv)
         {"PCH rejected", "pch_rejected", s.pch_rejected},
         {"PCH time saved (ms)", "pch_ms_saved", s.pch_ms_saved},
         {"PCH fallbacks", "pch_fallbacks", s.pch_fallbacks},
+        {"NVRTC loads for a key", "nvrtc_key_loads", s.nvrtc_key_loads},
+        {"NVRTC missing", "nvrtc_missing", s.nvrtc_missing},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -77,7 +77,14 @@ typedef enum progcache_stat {
     /* compile-or-load found an entry without the lowered names of its name
      * expressions (written by cuda.core or an older progcache) and compiled
      * once to learn them (docs/CUDA.md, "Name expressions") */
-    PROGCACHE_STAT_NAMES_LEARNED = 30
+    PROGCACHE_STAT_NAMES_LEARNED = 30,
+    /* i23nvrtc: NVRTC loaded on first need (docs/CUDA.md). A lookup whose
+     * key needed NVRTC loaded because no record of its version applied (a
+     * hit that paid NVRTC's load: the records are missing or stale) */
+    PROGCACHE_STAT_NVRTC_KEY_LOADS = 45,
+    /* a compile, or a key, that NVRTC was needed for and is not on this
+     * machine ("no NVRTC": a miss on a driver-only node) */
+    PROGCACHE_STAT_NVRTC_MISSING = 46
 } progcache_stat;
 
 /*
@@ -175,9 +182,16 @@ typedef struct progcache_stats {
     uint64_t pch_rejected;
     uint64_t pch_ms_saved;
     uint64_t pch_fallbacks;
+
+    /* i23nvrtc (version 3): NVRTC loaded on first need (docs/CUDA.md).
+     * nvrtc_key_loads: lookups whose key needed NVRTC loaded because no
+     * record of its version applied. nvrtc_missing: compiles (and keys)
+     * that needed NVRTC where there is none. */
+    uint64_t nvrtc_key_loads;
+    uint64_t nvrtc_missing;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 2
+#define PROGCACHE_STATS_VERSION 3
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -284,7 +284,7 @@ static int compile(call *c, progcache_buf *into)
 {
     double t = progcache__clock_ms();
     const progcache_key_nvrtc_options *o = &c->program->nvrtc;
-    int rc = progcache__nvrtc_for_compile(o, c->nvrtc_how);
+    int rc = progcache__nvrtc_for_compile(c->cache, o, c->nvrtc_how);
     if (rc)
         return rc;
     rc = progcache__pch_compile(into, &c->out->log, o->num_name_expressions ? &c->lowered : NULL,
@@ -547,6 +547,8 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
 done:
     /* NVRTC loaded (to compile, or to learn the key's version): its record,
      * so that the next process's hit need not load it. */
+    if (c.nvrtc_how == PROGCACHE__NVRTC_LOADED_FOR_KEY && out->status == PROGCACHE_STATUS_HIT)
+        progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_KEY_LOADS, 1);
     progcache__nvrtc_record_loaded(cache);
     progcache_entry_meta_release(&meta);
     progcache__program_key_free(&c.key);

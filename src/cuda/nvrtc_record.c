@@ -31,6 +31,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "cache/cache.h"
+#include "cache/cache_stats.h"
 #include "error.h"
 #include "key/nvrtc_lib.h"
 #include "progcache/file.h"
@@ -152,6 +153,8 @@ static int already_noted(const char *path, int set)
     return same;
 }
 
+const char PROGCACHE__NVRTC_LOADED_FOR_KEY[] = "NVRTC, loaded to learn the key's version";
+
 void progcache__nvrtc_record_loaded(progcache *cache)
 {
     if (!progcache__nvrtc_loaded() || !home_dir(cache) || !cache->path ||
@@ -168,6 +171,8 @@ void progcache__nvrtc_record_loaded(progcache *cache)
 
 static int no_nvrtc(progcache *cache, const records *r, const char *load_error)
 {
+    if (cache)
+        progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_MISSING, 1);
     if (r->n == 0)
         return progcache__error(
             PROGCACHE_ENOCUDA,
@@ -195,11 +200,14 @@ static int no_nvrtc(progcache *cache, const records *r, const char *load_error)
 /* NVRTC for a compile, the NVRTC the key was derived for: one whose
  * version differs (PROGCACHE_NVRTC_VERSION says otherwise) would store its
  * artifact under another NVRTC's key. */
-int progcache__nvrtc_for_compile(const progcache_key_nvrtc_options *o, const char *how)
+int progcache__nvrtc_for_compile(progcache *cache, const progcache_key_nvrtc_options *o,
+                                 const char *how)
 {
     const char *name = o->name ? o->name : "default_program";
     const progcache__nvrtc_api *nv;
     if (progcache__nvrtc_load(&nv)) {
+        if (cache)
+            progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_MISSING, 1);
         progcache__error_prefix("program '%s' is not in the cache and cannot be compiled here",
                                 name);
         progcache__error_append(". A node without NVRTC runs only kernels already in its "
@@ -255,7 +263,7 @@ static int from_records(int *major, int *minor, const char **how, progcache *cac
     if (progcache__nvrtc_load(&api) == PROGCACHE_OK) {
         *major = api->major;
         *minor = api->minor;
-        *how = "loaded";
+        *how = PROGCACHE__NVRTC_LOADED_FOR_KEY;
         return PROGCACHE_OK;
     }
     /* No NVRTC here: the version the cache's entries were compiled with. */

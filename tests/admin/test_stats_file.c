@@ -406,9 +406,13 @@ static void test_versions(void)
         progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
     progcache__cache_record(cache, PROGCACHE_STAT_NAMES_LEARNED, 300);
     progcache__cache_record(cache, PROGCACHE_STAT_HITS, 7);
+    /* i23nvrtc's (version 3) */
+    progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_KEY_LOADS, 45);
+    progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_MISSING, 46);
 
     progcache_stats s = stats_of(cache);
-    CHECK(s.version == 2 && s.hits == 7 && s.names_learned == 300);
+    CHECK(s.version == PROGCACHE_STATS_VERSION && s.hits == 7 && s.names_learned == 300);
+    CHECK(s.nvrtc_key_loads == 45 && s.nvrtc_missing == 46);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
                             s.remote_dropped,   s.remote_newer,    s.remote_too_large,
                             s.remote_bad_tag,   s.remote_waits,    s.wait_timeouts,
@@ -429,6 +433,13 @@ static void test_versions(void)
     CHECK_OK(progcache_stats_get(v1, cache));
     CHECK(v1->version == 1 && v1->hits == 7 && v1->available == 1);
     for (size_t i = offsetof(progcache_stats, names_learned); i < sizeof raw; i++)
+        CHECK(raw[i] == 0xab);
+    /* A version-2 struct ends before i23nvrtc's counters. */
+    memset(raw, 0xab, sizeof raw);
+    v1->version = 2;
+    CHECK_OK(progcache_stats_get(v1, cache));
+    CHECK(v1->version == 2 && v1->pch_fallbacks == 290);
+    for (size_t i = offsetof(progcache_stats, nvrtc_key_loads); i < sizeof raw; i++)
         CHECK(raw[i] == 0xab);
     progcache_close(cache);
     test_rmtree(dir);

@@ -98,6 +98,17 @@ static int run(const char *dir, const char *want, int mapped, const char *env)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* The cache's count of hits that loaded NVRTC only for the key. */
+static uint64_t key_loads(const char *dir)
+{
+    progcache *cache = NULL;
+    CHECK_OK(progcache_open(&cache, dir, NULL));
+    progcache_stats st = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_stats_get(&st, cache));
+    progcache_close(cache);
+    return st.nvrtc_key_loads;
+}
+
 static int count_lines(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -145,13 +156,16 @@ int main(int argc, char **argv)
     CHECK(count_lines(record) == 1);
     CHECK(run(dir, "HIT", 0, NULL) == 0);
     CHECK(run(dir, "HIT", 0, NULL) == 0);
+    CHECK(key_loads(dir) == 0);
 
     /* Without the record, the hit loads NVRTC to learn its version (never
      * a guess), and writes the record again. */
     CHECK(unlink(record) == 0);
     CHECK(run(dir, "HIT", 1, NULL) == 0);
     CHECK(count_lines(record) == 1);
+    CHECK(key_loads(dir) == 1); /* counted: a hit that paid NVRTC's load */
     CHECK(run(dir, "HIT", 0, NULL) == 0);
+    CHECK(key_loads(dir) == 1);
 
     /* A record that is not this user's file, or is writable by all, is not
      * read: NVRTC is loaded instead. */

@@ -114,6 +114,7 @@ fi
 grep -q "no NVRTC" "$work/miss.err" || fail "the MISS does not say 'no NVRTC': $(cat "$work/miss.err")"
 grep -q "is not in the cache and cannot be compiled here" "$work/miss.err" \
   || fail "the MISS does not say what happened: $(cat "$work/miss.err")"
+"$tool" stats -d "$node" | grep -Eq '^NVRTC missing +1$' || fail "the MISS was not counted"
 rc=0
 "$tool" warm -q -d "$node" "$work/manifest" >/dev/null 2>"$work/warm.err" || rc=$?
 [ "$rc" = 3 ] || fail "warm without NVRTC exited $rc, not 3"

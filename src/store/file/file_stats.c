@@ -276,6 +276,8 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->pch_rejected = sum(stats, PROGCACHE__PCH_REJECTED);
     out->pch_ms_saved = sum(stats, PROGCACHE__PCH_MS_SAVED);
     out->pch_fallbacks = sum(stats, PROGCACHE__PCH_FALLBACKS);
+    out->nvrtc_key_loads = sum(stats, PROGCACHE__NVRTC_KEY_LOADS);
+    out->nvrtc_missing = sum(stats, PROGCACHE__NVRTC_MISSING);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

@@ -49,6 +49,9 @@ typedef enum progcache__counter {
     PROGCACHE__PCH_MS_SAVED = 28,
     PROGCACHE__PCH_FALLBACKS = 29,
     PROGCACHE__NAMES_LEARNED = 30,
+    /* i23nvrtc */
+    PROGCACHE__NVRTC_KEY_LOADS = 45,
+    PROGCACHE__NVRTC_MISSING = 46,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

@@ -87,7 +87,9 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__REMOTE_TAKEOVERS == (int)PROGCACHE_STAT_REMOTE_TAKEOVERS &&
                    (int)PROGCACHE__PCH_HITS == (int)PROGCACHE_STAT_PCH_HITS &&
                    (int)PROGCACHE__PCH_FALLBACKS == (int)PROGCACHE_STAT_PCH_FALLBACKS &&
-                   (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
+                   (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED &&
+                   (int)PROGCACHE__NVRTC_KEY_LOADS == (int)PROGCACHE_STAT_NVRTC_KEY_LOADS &&
+                   (int)PROGCACHE__NVRTC_MISSING == (int)PROGCACHE_STAT_NVRTC_MISSING,
                "progcache__counter and progcache_stat must agree");
 
 PROGCACHE_HOT
