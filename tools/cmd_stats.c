@@ -233,6 +233,8 @@ int cmd_stats(int argc, char **argv)
         /* i21 */
         {"remote over bound", "remote_over_bound", s.remote_over_bound},
         {"remote deadlines", "remote_deadlines", s.remote_deadlines},
+        {"NVRTC loads for a key", "nvrtc_key_loads", s.nvrtc_key_loads},
+        {"NVRTC missing", "nvrtc_missing", s.nvrtc_missing},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

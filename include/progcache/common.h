@@ -64,7 +64,7 @@ enum {
     PROGCACHE_ETIMEOUT = -8,  /* a bounded wait ran out */
     PROGCACHE_ECOMPILE = -9,  /* NVRTC rejected the program; the message holds its log */
     PROGCACHE_ECUDA = -10,    /* the CUDA driver failed a call */
-    PROGCACHE_ENOCUDA = -11   /* no CUDA driver or no CUDA device on this machine */
+    PROGCACHE_ENOCUDA = -11   /* no CUDA driver, no CUDA device, or no NVRTC on this machine */
 };
 
 /*

@@ -193,6 +193,8 @@ PROGCACHE_API const char *progcache_cuda_result_name(CUresult result);
  *           cut to fit (the message says so; pass log for all of it);
  *         PROGCACHE_EINVAL (NULL out or program, NULL source, bad target,
  *           NULL option string, wrong program->version);
+ *         PROGCACHE_ENOCUDA when NVRTC cannot be loaded (it is loaded at
+ *           the first compile of a process: docs/CUDA.md);
  *         PROGCACHE_ENOMEM.
  * Thread-safe (NVRTC programs are per call).
  */
@@ -491,7 +493,11 @@ typedef struct progcache_program_result {
  * @return PROGCACHE_OK;
  *         PROGCACHE_EINVAL / PROGCACHE_EUNSAFEKEY (bad program, unsafe key
  *           inputs: see progcache_key_nvrtc), PROGCACHE_ECOMPILE (NVRTC's
- *           log in the message), PROGCACHE_ENOCUDA (no driver or device),
+ *           log in the message; or the key's NVRTC version came from
+ *           PROGCACHE_NVRTC_VERSION and the NVRTC that would compile is
+ *           another), PROGCACHE_ENOCUDA (no driver or device; or no NVRTC
+ *           for a miss, or no NVRTC and no record of its version: the
+ *           message says "no NVRTC" and what to do),
  *           PROGCACHE_ECUDA (the driver refused a freshly compiled artifact
  *           or the kernel is not in it: CUresult name and text in the
  *           message), PROGCACHE_ENOMEM.

@@ -183,9 +183,14 @@ PROGCACHE_API void progcache_key_hex(char *out, const unsigned char *key, size_t
 PROGCACHE_API int progcache_key_from_hex(unsigned char out[PROGCACHE_KEY_SIZE], const char *hex);
 
 /*
- * progcache_nvrtc_version() : the version of the NVRTC library this process
- * loaded (nvrtcVersion).
- * @return PROGCACHE_OK or PROGCACHE_ECOMPILE.
+ * progcache_nvrtc_version() : the version of the NVRTC that would compile
+ * in this process: the loaded NVRTC's (nvrtcVersion), else
+ * $PROGCACHE_NVRTC_VERSION, else what a cache's record said of the NVRTC
+ * file a load would open (while that file is unchanged), else NVRTC is
+ * loaded and asked (docs/KEY.md, "NVRTC version").
+ * @return PROGCACHE_OK, PROGCACHE_EINVAL (PROGCACHE_NVRTC_VERSION is not
+ *         <major>.<minor>) or PROGCACHE_ENOCUDA (no NVRTC: the message says
+ *         where it was looked for and what to do).
  */
 PROGCACHE_API int progcache_nvrtc_version(int *major, int *minor);
 

@@ -97,7 +97,14 @@ typedef enum progcache_stat {
      * "A hostile server"): replies over their command's bound, commands
      * stopped at their whole deadline (part of remote_timeouts). */
     PROGCACHE_STAT_REMOTE_OVER_BOUND = 41,
-    PROGCACHE_STAT_REMOTE_DEADLINES = 42
+    PROGCACHE_STAT_REMOTE_DEADLINES = 42,
+    /* i23nvrtc: NVRTC loaded on first need (docs/CUDA.md). A lookup whose
+     * key needed NVRTC loaded because no record of its version applied (a
+     * hit that paid NVRTC's load: the records are missing or stale) */
+    PROGCACHE_STAT_NVRTC_KEY_LOADS = 45,
+    /* a compile, or a key, that NVRTC was needed for and is not on this
+     * machine ("no NVRTC": a miss on a driver-only node) */
+    PROGCACHE_STAT_NVRTC_MISSING = 46
 } progcache_stat;
 
 /*
@@ -228,6 +235,12 @@ typedef struct progcache_stats {
     uint64_t remote_deadlines;  /* commands stopped at their whole deadline: a
                                    slow or dripping server (part of
                                    remote_timeouts) */
+    /* i23nvrtc (version 3): NVRTC loaded on first need (docs/CUDA.md).
+     * nvrtc_key_loads: lookups whose key needed NVRTC loaded because no
+     * record of its version applied. nvrtc_missing: compiles (and keys)
+     * that needed NVRTC where there is none. */
+    uint64_t nvrtc_key_loads;
+    uint64_t nvrtc_missing;
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 3

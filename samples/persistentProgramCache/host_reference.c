@@ -40,6 +40,18 @@
 #define HOT_CLONES
 #endif
 
+/* Threads for work of this many multiply-adds (or values to draw): one
+ * per 4 Mi of them, so that small problems run on the calling thread. A
+ * thread costs its creation and a stack (about 50 us and a few pages of
+ * memory); below this it is not won back, and a HIT process of a small
+ * matrix (bench/run_hit_vs_driver.sh) would pay it for nothing. */
+static int threads_for(double work)
+{
+    double n = work / (4.0 * 1024 * 1024);
+    int max = host_threads();
+    return n < 1 ? 1 : n > max ? max : (int)n;
+}
+
 int host_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -139,7 +151,7 @@ static void fill_row(void *ctx, size_t row, int worker)
 void fill_normal(float *out, size_t rows, size_t cols, unsigned long long seed)
 {
     fill_job j = {out, cols, seed};
-    pool_run(fill_row, &j, rows, host_threads());
+    pool_run(fill_row, &j, rows, threads_for(64.0 * (double)rows * (double)cols));
 }
 
 /* ---- the reference ------------------------------------------------------ */
@@ -261,7 +273,7 @@ int validate(const float *a, const float *b, const float *bias, const float *c_d
         free(j);
         return -1;
     }
-    int threads = host_threads();
+    int threads = threads_for((double)m * n * k);
     pool_run(pack_panel, j, j->n8 / PANEL, threads);
     pool_run(reference_rows, j, ((size_t)m + ROW_BLOCK - 1) / ROW_BLOCK, threads);
 

@@ -33,6 +33,8 @@
 #include "cuda/program_load.h"
 #include "cuda/program_names.h"
 #include "key/key_options.h"
+#include "key/nvrtc_lib.h"
+#include "cuda/nvrtc_record.h"
 #include "options.h"
 #include "pch.h"
 #include "progcache/cuda.h"
@@ -45,6 +47,7 @@ typedef struct call {
     progcache__program_key key;  /* the headers the key covers */
     progcache_buf lowered;       /* the name expressions' lowered names */
     int names;                   /* lowered holds them */
+    const char *nvrtc_how;       /* where the key's NVRTC version came from, or NULL (the caller) */
 } call;
 
 
@@ -281,9 +284,11 @@ static int compile(call *c, progcache_buf *into)
 {
     double t = progcache__clock_ms();
     const progcache_key_nvrtc_options *o = &c->program->nvrtc;
-    int rc = progcache__pch_compile(into, &c->out->log,
-                                    o->num_name_expressions ? &c->lowered : NULL, c->cache,
-                                    c->program);
+    int rc = progcache__nvrtc_for_compile(c->cache, o, c->nvrtc_how);
+    if (rc)
+        return rc;
+    rc = progcache__pch_compile(into, &c->out->log, o->num_name_expressions ? &c->lowered : NULL,
+                                c->cache, c->program);
     c->names = !rc && o->num_name_expressions;
     c->out->compile_ms += progcache__clock_ms() - t;
     return rc;
@@ -504,13 +509,19 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
     if (rc)
         return rc;
     reset(out);
-    call c = {out, cache, &p, PROGCACHE__PROGRAM_KEY_INIT, PROGCACHE_BUF_INIT, 0};
+    call c = {out, cache, &p, PROGCACHE__PROGRAM_KEY_INIT, PROGCACHE_BUF_INIT, 0, NULL};
     /* What the tier that hit knows of the bytes: the seal state, which
      * spares a whole structure check, and the records (lowered names). */
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
 
     double t = progcache__clock_ms();
-    rc = progcache__program_key_derive(out->key, &c.key, cache, &p.nvrtc);
+    /* The key's NVRTC version without loading NVRTC where a record says
+     * it (nvrtc_record.c): a hit never maps NVRTC. */
+    if (!p.nvrtc.nvrtc_major && !p.nvrtc.nvrtc_minor)
+        rc = progcache__nvrtc_key_version(&p.nvrtc.nvrtc_major, &p.nvrtc.nvrtc_minor,
+                                          &c.nvrtc_how, cache);
+    if (!rc)
+        rc = progcache__program_key_derive(out->key, &c.key, cache, &p.nvrtc);
     out->key_ms = progcache__clock_ms() - t;
     if (rc)
         goto done;
@@ -534,6 +545,11 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
             rc = progcache__program_load(out, &p, &refused);
     }
 done:
+    /* NVRTC loaded (to compile, or to learn the key's version): its record,
+     * so that the next process's hit need not load it. */
+    if (c.nvrtc_how == PROGCACHE__NVRTC_LOADED_FOR_KEY && out->status == PROGCACHE_STATUS_HIT)
+        progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_KEY_LOADS, 1);
+    progcache__nvrtc_record_loaded(cache);
     progcache_entry_meta_release(&meta);
     progcache__program_key_free(&c.key);
     progcache_buf_free(&c.lowered);

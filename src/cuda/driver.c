@@ -116,18 +116,17 @@ static void load_once(void)
     /* Every GPU program calls this before its first compile-or-load, and it
      * is slow anyway (cuInit: a quarter of a second). Pay the one-time
      * set-up of what a cache hit then uses here too: OpenSSL's (0.4-0.9 ms
-     * for the first digest of a process) and NVRTC's version query, which
-     * key derivation reads. Measured: the first key derivation of a
-     * process drops from 1-2.6 ms (OpenSSL's set-up) to about 15 us; what
-     * is left is code and data touched for the first time. */
+     * for the first digest of a process). Measured: the first key
+     * derivation of a process drops from 1-2.6 ms (OpenSSL's set-up) to
+     * about 15 us; what is left is code and data touched for the first
+     * time. NVRTC is not touched: a hit does not load it (the key's NVRTC
+     * version comes from a record, src/cuda/nvrtc_record.c). */
     unsigned char digest[PROGCACHE_SHA256_SIZE];
     progcache__sha256 *h = progcache__sha256_new();
     if (h && progcache__sha256_update(h, "progcache", 9) == PROGCACHE_OK)
         progcache__sha256_final(h, digest);
     else
         progcache__sha256_free(h);
-    int nvrtc_major, nvrtc_minor;
-    progcache_nvrtc_version(&nvrtc_major, &nvrtc_minor);
     progcache_error_clear();
 
     void *lib = dlopen(driver.path, RTLD_NOW | RTLD_LOCAL);

@@ -1,5 +1,4 @@
 /* NVRTC: C++ source to CUBIN, PTX or LTO-IR. */
-#include <nvrtc.h>
 #include <stdio.h>
 #include <limits.h>
 #include <string.h>
@@ -9,11 +8,19 @@
 #include "error.h"
 #include "cuda/nvrtc.h"
 #include "key/key_options.h"
+#include "key/nvrtc_lib.h"
 #include "progcache/cuda.h"
 
 /* How much of NVRTC's log fits in the last-error message (error.c keeps
  * 8 KiB) next to the headline and the note that it was cut. */
 #define LOG_IN_MESSAGE 7000
+
+/* NVRTC's text for r; the table is loaded whenever an nvrtcResult exists. */
+static const char *nvrtc_text(nvrtcResult r)
+{
+    const progcache__nvrtc_api *nv = progcache__nvrtc_loaded();
+    return nv ? nv->nvrtcGetErrorString(r) : "NVRTC is not loaded";
+}
 
 /* NVRTC only writes LTO-IR when asked to with -dlto. */
 static int asks_for_lto(const char *const *options, size_t n)
@@ -29,7 +36,7 @@ static int nvrtc_failed(nvrtcResult r, const char *what, const char *name)
 {
     int code = r == NVRTC_ERROR_OUT_OF_MEMORY ? PROGCACHE_ENOMEM : PROGCACHE_ECOMPILE;
     return progcache__error(code, "NVRTC %s failed for program '%s': %s", what, name,
-                            nvrtcGetErrorString(r));
+                            nvrtc_text(r));
 }
 
 /* The message for a failed compile: the headline and as much of the log as
@@ -40,12 +47,12 @@ static int compile_failed(nvrtcResult r, const char *name, const char *log, size
         log_len--;
     if (log_len <= LOG_IN_MESSAGE)
         return progcache__error(PROGCACHE_ECOMPILE, "NVRTC could not compile '%s' (%s):\n%.*s",
-                                name, nvrtcGetErrorString(r), (int)log_len, log);
+                                name, nvrtc_text(r), (int)log_len, log);
     return progcache__error(PROGCACHE_ECOMPILE,
                             "NVRTC could not compile '%s' (%s):\n%.*s\n[log cut: the first %d "
                             "of %zu bytes are shown; pass a log buffer to "
                             "progcache_nvrtc_compile, or read the result's log, for all of it]",
-                            name, nvrtcGetErrorString(r), LOG_IN_MESSAGE, log, LOG_IN_MESSAGE,
+                            name, nvrtc_text(r), LOG_IN_MESSAGE, log, LOG_IN_MESSAGE,
                             log_len);
 }
 
@@ -96,21 +103,22 @@ static int check_program(const progcache_key_nvrtc_options *p)
 static int fetch_output(progcache_buf *out, nvrtcProgram prog, progcache_target target,
                         const char *name)
 {
+    const progcache__nvrtc_api *nv = progcache__nvrtc_loaded();
     size_t size = 0;
     nvrtcResult r;
     const char *what;
     switch (target) {
     case PROGCACHE_TARGET_PTX:
         what = "nvrtcGetPTXSize";
-        r = nvrtcGetPTXSize(prog, &size);
+        r = nv->nvrtcGetPTXSize(prog, &size);
         break;
     case PROGCACHE_TARGET_LTOIR:
         what = "nvrtcGetLTOIRSize";
-        r = nvrtcGetLTOIRSize(prog, &size);
+        r = nv->nvrtcGetLTOIRSize(prog, &size);
         break;
     default:
         what = "nvrtcGetCUBINSize";
-        r = nvrtcGetCUBINSize(prog, &size);
+        r = nv->nvrtcGetCUBINSize(prog, &size);
         break;
     }
     if (r != NVRTC_SUCCESS)
@@ -126,15 +134,15 @@ static int fetch_output(progcache_buf *out, nvrtcProgram prog, progcache_target 
     switch (target) {
     case PROGCACHE_TARGET_PTX:
         what = "nvrtcGetPTX";
-        r = nvrtcGetPTX(prog, (char *)out->data);
+        r = nv->nvrtcGetPTX(prog, (char *)out->data);
         break;
     case PROGCACHE_TARGET_LTOIR:
         what = "nvrtcGetLTOIR";
-        r = nvrtcGetLTOIR(prog, (char *)out->data);
+        r = nv->nvrtcGetLTOIR(prog, (char *)out->data);
         break;
     default:
         what = "nvrtcGetCUBIN";
-        r = nvrtcGetCUBIN(prog, (char *)out->data);
+        r = nv->nvrtcGetCUBIN(prog, (char *)out->data);
         break;
     }
     if (r != NVRTC_SUCCESS)
@@ -146,14 +154,15 @@ static int fetch_output(progcache_buf *out, nvrtcProgram prog, progcache_target 
 static int fetch_lowered(progcache_buf *names, nvrtcProgram prog,
                          const progcache_key_nvrtc_options *p, const char *name)
 {
+    const progcache__nvrtc_api *nv = progcache__nvrtc_loaded();
     names->size = 0;
     for (size_t i = 0; i < p->num_name_expressions; i++) {
         const char *lowered = NULL;
-        nvrtcResult r = nvrtcGetLoweredName(prog, p->name_expressions[i], &lowered);
+        nvrtcResult r = nv->nvrtcGetLoweredName(prog, p->name_expressions[i], &lowered);
         if (r != NVRTC_SUCCESS || !lowered)
             return progcache__error(PROGCACHE_ECOMPILE,
                                     "NVRTC has no lowered name for '%s' in program '%s': %s",
-                                    p->name_expressions[i], name, nvrtcGetErrorString(r));
+                                    p->name_expressions[i], name, nvrtc_text(r));
         int rc = progcache__buf_append(names, lowered, strlen(lowered) + 1);
         if (rc)
             return rc;
@@ -163,8 +172,9 @@ static int fetch_lowered(progcache_buf *names, nvrtcProgram prog,
 
 static int fetch_log(progcache_buf *log, nvrtcProgram prog, const char *name)
 {
+    const progcache__nvrtc_api *nv = progcache__nvrtc_loaded();
     size_t size = 0;
-    nvrtcResult r = nvrtcGetProgramLogSize(prog, &size);
+    nvrtcResult r = nv->nvrtcGetProgramLogSize(prog, &size);
     if (r != NVRTC_SUCCESS)
         return nvrtc_failed(r, "nvrtcGetProgramLogSize", name);
     int rc = progcache__buf_reserve(log, size);
@@ -172,7 +182,7 @@ static int fetch_log(progcache_buf *log, nvrtcProgram prog, const char *name)
         return rc;
     log->data[0] = '\0';
     if (size) {
-        r = nvrtcGetProgramLog(prog, (char *)log->data);
+        r = nv->nvrtcGetProgramLog(prog, (char *)log->data);
         if (r != NVRTC_SUCCESS)
             return nvrtc_failed(r, "nvrtcGetProgramLog", name);
     }
@@ -229,6 +239,11 @@ static int compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowere
         return rc;
 
     const char *name = program->name ? program->name : "default_program";
+    const progcache__nvrtc_api *nv;
+    if ((rc = progcache__nvrtc_load(&nv))) {
+        progcache__error_prefix("cannot compile program '%s'", name);
+        return rc;
+    }
     char *source_copy = NULL;
     const char **argv = NULL;
     nvrtcProgram prog = NULL;
@@ -293,27 +308,27 @@ static int compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowere
             header_names[i] = h->name;
         }
     }
-    nvrtcResult r = nvrtcCreateProgram(&prog, source, name, (int)nh,
+    nvrtcResult r = nv->nvrtcCreateProgram(&prog, source, name, (int)nh,
                                        (const char *const *)header_texts, header_names);
     if (r != NVRTC_SUCCESS) {
         rc = nvrtc_failed(r, "nvrtcCreateProgram", name);
         goto done;
     }
     for (size_t i = 0; i < program->num_name_expressions; i++) {
-        r = nvrtcAddNameExpression(prog, program->name_expressions[i]);
+        r = nv->nvrtcAddNameExpression(prog, program->name_expressions[i]);
         if (r != NVRTC_SUCCESS) {
             rc = progcache__error(PROGCACHE_ECOMPILE,
                                   "NVRTC rejected name expression '%s' for program '%s': %s",
-                                  program->name_expressions[i], name, nvrtcGetErrorString(r));
+                                  program->name_expressions[i], name, nvrtc_text(r));
             goto done;
         }
     }
-    nvrtcResult compiled = nvrtcCompileProgram(prog, (int)argc, argv);
+    nvrtcResult compiled = nv->nvrtcCompileProgram(prog, (int)argc, argv);
     if (pch) {
-        pch->create_status = (int)nvrtcGetPCHCreateStatus(prog);
+        pch->create_status = (int)nv->nvrtcGetPCHCreateStatus(prog);
         pch->heap_required = 0;
         if (pch->create_status == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED)
-            nvrtcGetPCHHeapSizeRequired(prog, &pch->heap_required);
+            nv->nvrtcGetPCHHeapSizeRequired(prog, &pch->heap_required);
     }
     /* The log is read either way: on success it holds the warnings. */
     rc = fetch_log(logbuf, prog, name);
@@ -337,7 +352,7 @@ done:
     progcache__free(header_texts);
     progcache__free((void *)header_names);
     if (prog)
-        nvrtcDestroyProgram(&prog);
+        nv->nvrtcDestroyProgram(&prog);
     progcache_buf_free(&own_log);
     progcache__free(argv);
     progcache__free(source_copy);

@@ -31,6 +31,7 @@
 #include "cuda/nvrtc.h"
 #include "cuda/pch_tier.h"
 #include "cuda/pch_wire.h"
+#include "key/nvrtc_lib.h"
 #include "fs.h"
 
 /* PCHs a handle keeps at once (each 10-180 MB on disk); the oldest goes. */
@@ -264,7 +265,10 @@ static int make(pch_job *job, pch_inproc *ip, item *it, char *why, size_t len)
     int fd = -1;
     if (rc || extra.create_status != NVRTC_SUCCESS)
         snprintf(why, len, "NVRTC made none (%s)",
-                 nvrtcGetErrorString((nvrtcResult)extra.create_status));
+                 progcache__nvrtc_loaded()
+                     ? progcache__nvrtc_loaded()->nvrtcGetErrorString(
+                           (nvrtcResult)extra.create_status)
+                     : "NVRTC is not loaded");
     else if (!helped || r.status != PROGCACHE__WIRE_OK || r.deps_incomplete) {
         snprintf(why, len, "the helper could not record what NVRTC read");
         /* Its NVRTC is not this process's: its record would not be either. */

@@ -16,6 +16,7 @@
 
 #include "cuda/pch_tier.h"
 #include "cuda/pch_wire.h"
+#include "key/nvrtc_lib.h"
 #include "sha256.h"
 
 /* ---- the prefix --------------------------------------------------------------- */
@@ -204,13 +205,21 @@ done:
 void progcache__pch_ids(progcache__pch_tier *tier)
 {
     unsigned char id[64];
-    hex_of(tier->nvrtc_id, id, progcache__wire_build_id("nvrtcVersion", id, sizeof id));
-    if (nvrtcVersion(&tier->nvrtc_major, &tier->nvrtc_minor) != NVRTC_SUCCESS)
-        tier->nvrtc_major = tier->nvrtc_minor = 0;
+    /* NVRTC is loaded RTLD_LOCAL (key/nvrtc_lib.c): its symbols are found
+     * through the table, not by name. */
+    const progcache__nvrtc_api *nv = NULL;
+    tier->nvrtc_id[0] = tier->builtins_id[0] = '\0';
+    tier->nvrtc_major = tier->nvrtc_minor = 0;
+    if (progcache__nvrtc_load(&nv) != PROGCACHE_OK) {
+        progcache_error_clear();
+        return;
+    }
+    void *sym = (void *)nv->nvrtcVersion;
+    hex_of(tier->nvrtc_id, id, progcache__wire_build_id_at(sym, id, sizeof id));
+    tier->nvrtc_major = nv->major;
+    tier->nvrtc_minor = nv->minor;
     Dl_info info;
-    void *sym = dlsym(RTLD_DEFAULT, "nvrtcVersion");
-    tier->builtins_id[0] = '\0';
-    if (!sym || !dladdr(sym, &info) || !info.dli_fname)
+    if (!dladdr(sym, &info) || !info.dli_fname)
         return;
     const char *slash = strrchr(info.dli_fname, '/');
     char path[4096];

@@ -253,16 +253,20 @@ static inline int progcache__wire_bid_each(struct dl_phdr_info *info, size_t siz
     return 1;
 }
 
-/* The build ID of the object that defines the symbol name as loaded in
- * this process, into out (cap bytes); its length, or 0 when there is none. */
-static inline size_t progcache__wire_build_id(const char *name, unsigned char *out, size_t cap)
+/* The build ID of the object that holds address sym in this process,
+ * into out (cap bytes); its length, or 0 when there is none. */
+static inline size_t progcache__wire_build_id_at(void *sym, unsigned char *out, size_t cap)
 {
-    void *sym = dlsym(RTLD_DEFAULT, name);
-    if (!sym)
-        return 0;
     progcache__wire_bid b = {(uintptr_t)sym, out, cap, 0};
     dl_iterate_phdr(progcache__wire_bid_each, &b);
     return b.len;
+}
+
+/* The same for a symbol found by name (the helper links NVRTC). */
+static inline size_t progcache__wire_build_id(const char *name, unsigned char *out, size_t cap)
+{
+    void *sym = dlsym(RTLD_DEFAULT, name);
+    return sym ? progcache__wire_build_id_at(sym, out, cap) : 0;
 }
 
 #endif

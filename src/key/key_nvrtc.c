@@ -6,8 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <nvrtc.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +20,7 @@
 #include "sha256.h"
 #include "key/frame.h"
 #include "key/headers_digest.h"
+#include "key/nvrtc_lib.h"
 
 /* cuda.core's _KEY_SCHEMA_VERSION. */
 #define KEY_SCHEMA "2"
@@ -59,31 +58,27 @@ void progcache_key_nvrtc_options_init(progcache_key_nvrtc_options *opts)
     opts->version = PROGCACHE_KEY_NVRTC_OPTIONS_VERSION;
 }
 
-/* ---- NVRTC version: asked once per process; the library cannot change
- * under a running process. ------------------------------------------------ */
-
-static pthread_once_t nvrtc_once = PTHREAD_ONCE_INIT;
-static nvrtcResult nvrtc_status;
-static int nvrtc_major, nvrtc_minor;
-
-static void read_nvrtc_version(void)
-{
-    nvrtc_status = nvrtcVersion(&nvrtc_major, &nvrtc_minor);
-}
+/* ---- NVRTC version: the NVRTC that would compile. Loaded, it answers;
+ * otherwise the setting or a record of its file (nvrtc_lib.c) spares the
+ * load, and only then is it loaded to ask. --------------------------- */
 
 int progcache_nvrtc_version(int *major, int *minor)
 {
     if (!major || !minor)
         return progcache__error(PROGCACHE_EINVAL, "progcache_nvrtc_version: major or minor is NULL");
-    pthread_once(&nvrtc_once, read_nvrtc_version);
-    if (nvrtc_status != NVRTC_SUCCESS)
-        return progcache__error(PROGCACHE_ECOMPILE,
-                                "nvrtcVersion() failed: %s; check that a working NVRTC "
-                                "library (libnvrtc.so) is installed, or set the NVRTC "
-                                "version explicitly to derive keys without it",
-                                nvrtcGetErrorString(nvrtc_status));
-    *major = nvrtc_major;
-    *minor = nvrtc_minor;
+    const char *how;
+    int rc = progcache__nvrtc_version_known(major, minor, &how);
+    if (rc != PROGCACHE_ENOTFOUND)
+        return rc;
+    const progcache__nvrtc_api *api;
+    if ((rc = progcache__nvrtc_load(&api))) {
+        progcache__error_append("; keys carry the NVRTC version: without NVRTC, set "
+                                "PROGCACHE_NVRTC_VERSION (or nvrtc_major/nvrtc_minor) to the "
+                                "version the cached kernels were compiled with");
+        return rc;
+    }
+    *major = api->major;
+    *minor = api->minor;
     return PROGCACHE_OK;
 }
 

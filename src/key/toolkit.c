@@ -4,7 +4,8 @@
  * (CCCL alone is thousands of files), and their #if-guarded includes of
  * host headers cannot be resolved the way the scanner resolves a user's.
  *
- * Which toolkit: the one the loaded NVRTC belongs to. NVRTC 13 has no
+ * Which toolkit: the one the NVRTC that compiles belongs to (loaded, or
+ * the file a load would open: nvrtc_lib.c). NVRTC 13 has no
  * built-in headers of its own beyond the compiler's internal ones (an
  * <cuda_fp16.h> without -I fails: "no directories in search list"), so a
  * program reaches toolkit headers only through an include path into this
@@ -12,9 +13,7 @@
 #include "key/toolkit.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <limits.h>
-#include <nvrtc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +22,7 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "key/nvrtc_lib.h"
 #include "progcache/key.h"
 #include "sha256.h"
 
@@ -76,11 +76,19 @@ static void add_names(const char *dir)
 
 static void find_toolkit(void)
 {
-    Dl_info info;
-    char real[PATH_MAX];
-    if (!dladdr((void *)nvrtcVersion, &info) || !info.dli_fname ||
-        !realpath(info.dli_fname, real))
+    /* The NVRTC that compiles: the loaded one, else the file a load would
+     * open (found without mapping it), else what a load finds. */
+    progcache__nvrtc_file file;
+    const progcache__nvrtc_api *api;
+    if (progcache__nvrtc_loaded_file(&file) != PROGCACHE_OK &&
+        progcache__nvrtc_candidate(&file) != PROGCACHE_OK &&
+        (progcache__nvrtc_load(&api) != PROGCACHE_OK ||
+         progcache__nvrtc_loaded_file(&file) != PROGCACHE_OK)) {
+        progcache_error_clear();
         return;
+    }
+    char real[PATH_MAX];
+    snprintf(real, sizeof real, "%s", file.path);
     snprintf(library, sizeof library, "%s", real);
     /* <root>/lib/libnvrtc.so.13 -> <root>/include (also for
      * <root>/targets/x86_64-linux/lib). */

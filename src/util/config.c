@@ -382,3 +382,35 @@ int progcache__settings_apply_env(progcache_settings *s)
     }
     return PROGCACHE_OK;
 }
+
+/* ---- NVRTC (src/key/nvrtc_lib.c) ----------------------------------------- */
+
+const char *progcache__config_nvrtc_library(void)
+{
+    const char *v = getenv("PROGCACHE_NVRTC_LIBRARY");
+    return v && *v ? v : NULL;
+}
+
+int progcache__config_nvrtc_version(int *major, int *minor)
+{
+    const char *v = getenv("PROGCACHE_NVRTC_VERSION");
+    if (!v || !*v)
+        return PROGCACHE_ENOTFOUND;
+    /* "13.0": two decimal numbers, nothing else; 0.x is no NVRTC. */
+    long a = 0, b = 0;
+    const char *p = v;
+    int da = 0, db = 0;
+    for (; *p >= '0' && *p <= '9' && da < 4; p++, da++)
+        a = a * 10 + (*p - '0');
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9' && db < 4; p++, db++)
+            b = b * 10 + (*p - '0');
+    if (!da || !db || *p || a == 0)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "PROGCACHE_NVRTC_VERSION=\"%.40s\" is not an NVRTC version: "
+                                "give <major>.<minor> as nvrtcVersion() answers it, e.g. 13.0",
+                                v);
+    *major = (int)a;
+    *minor = (int)b;
+    return PROGCACHE_OK;
+}

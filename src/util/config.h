@@ -50,4 +50,13 @@ char **progcache__pch_helper_env(const char *tmpdir);
  * from 1 ms to 24 hours (the message names the variable and its value). */
 int progcache__config_wait_timeout(unsigned int *out_ms);
 
+/* $PROGCACHE_NVRTC_LIBRARY: the NVRTC library to load instead of the
+ * default chain (src/key/nvrtc_lib.c), or NULL when unset or empty. */
+const char *progcache__config_nvrtc_library(void);
+
+/* $PROGCACHE_NVRTC_VERSION ("13.0"): the NVRTC version keys carry when
+ * NVRTC is not loaded. PROGCACHE_OK; PROGCACHE_ENOTFOUND when unset or
+ * empty (no message); PROGCACHE_EINVAL when it is not <major>.<minor>. */
+int progcache__config_nvrtc_version(int *major, int *minor);
+
 #endif

@@ -48,7 +48,7 @@ const char *progcache_strerror(int code)
     case PROGCACHE_ETIMEOUT: return "timed out";
     case PROGCACHE_ECOMPILE: return "compile failed";
     case PROGCACHE_ECUDA: return "CUDA driver error";
-    case PROGCACHE_ENOCUDA: return "no CUDA driver or device";
+    case PROGCACHE_ENOCUDA: return "no CUDA driver, device or NVRTC";
     default: return "unknown error";
     }
 }

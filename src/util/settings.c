@@ -48,6 +48,12 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
     {"remote_min_rate", "PROGCACHE_REMOTE_MIN_RATE", SIZE, "1MiB", UINT64_C(1) << 20, 1,
      "bytes per second a remote command's deadline allows: each must end within "
      "command_timeout_ms plus the bytes it moved at this rate"},
+    {"nvrtc_library", "PROGCACHE_NVRTC_LIBRARY", TEXT, "", 0, 0,
+     "the NVRTC library to load for compiles, instead of the toolkit's found at build time "
+     "and then the loader's search path (environment only)"},
+    {"nvrtc_version", "PROGCACHE_NVRTC_VERSION", TEXT, "", 0, 0,
+     "the NVRTC version (13.0) keys carry when NVRTC is not loaded, instead of the cache's "
+     "record of it (environment only)"},
 };
 
 /* ---- sizes ---------------------------------------------------------------- */

@@ -414,6 +414,8 @@ static void test_versions(void)
         progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
     progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_OVER_BOUND, 410); /* i21 */
     progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_DEADLINES, 420);
+    progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_KEY_LOADS, 45); /* i23nvrtc */
+    progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_MISSING, 46);
 
     progcache_stats s = stats_of(cache);
     CHECK(s.version == PROGCACHE_STATS_VERSION && s.hits == 7 && s.names_learned == 300);
@@ -421,6 +423,7 @@ static void test_versions(void)
     CHECK(s.lock_failures == 340 && s.lock_fallbacks == 350 && s.other_writer_rescans == 360 &&
           s.other_writer_bytes == 370);
     CHECK(s.remote_over_bound == 410 && s.remote_deadlines == 420);
+    CHECK(s.nvrtc_key_loads == 45 && s.nvrtc_missing == 46);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
                             s.remote_dropped,   s.remote_newer,    s.remote_too_large,
                             s.remote_bad_tag,   s.remote_waits,    s.wait_timeouts,
@@ -446,7 +449,7 @@ static void test_versions(void)
     v1->version = 2;
     CHECK_OK(progcache_stats_get(v1, cache));
     CHECK(v1->version == 2 && v1->pch_fallbacks == 290);
-    for (size_t i = offsetof(progcache_stats, lock_failures); i < sizeof raw; i++)
+    for (size_t i = offsetof(progcache_stats, sidecar_seals); i < sizeof raw; i++)
         CHECK(raw[i] == 0xab);
     progcache_close(cache);
     test_rmtree(dir);

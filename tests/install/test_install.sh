@@ -58,9 +58,14 @@ fi
 # pkg-config: the .pc file finds its prefix from its own place.
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 static=$(pkg-config --static --libs progcache)
-for want in -lcrypto -lnvrtc -lpthread; do
+for want in -lcrypto -lpthread; do
   [[ " $static " == *" $want "* ]] || fail "pkg-config --static --libs lacks $want: $static"
 done
+# NVRTC is dlopen'ed on first need, never linked: not in the .pc, not a
+# NEEDED entry of the shared library.
+[[ " $static " != *"nvrtc"* ]] || fail "pkg-config --static --libs names NVRTC: $static"
+! readelf -d "$libdir/libprogcache.so" | grep -q 'NEEDED.*libnvrtc' \
+  || fail "libprogcache.so needs libnvrtc at load time"
 if [ "$redis" = ON ]; then
   [[ " $static " == *" -lhiredis "* ]] || fail "pkg-config --static --libs lacks -lhiredis: $static"
 fi

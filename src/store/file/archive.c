@@ -31,6 +31,7 @@
 #include "fs.h"
 #include "options.h"
 #include "store/file/file_admin.h"
+#include "store/file/file_nvrtc.h"
 
 #define TAR_RECORD (20 * TAR_BLOCK) /* archives are padded to whole records */
 
@@ -40,6 +41,8 @@ tar_name_kind progcache__tar_name(const char *name, char rel[80], int *shard)
 {
     if (name[0] == '.' && name[1] == '/')
         name += 2;
+    if (!strcmp(name, PROGCACHE__NVRTC_MEMBER))
+        return TAR_NAME_NVRTC;
     if (strncmp(name, "entries", 7) != 0)
         return TAR_NAME_BAD;
     const char *p = name + 7;
@@ -344,6 +347,29 @@ static int export_visit(void *ctx, file_walk_item *item)
     return 0;
 }
 
+/* First, the NVRTC versions the entries were compiled with (the records
+ * of this cache, file_nvrtc.c), so that a node without NVRTC derives the
+ * same keys after an import. None: no member. */
+static int write_nvrtc(export_ctx *x, file_store *fs)
+{
+    progcache_buf text = PROGCACHE_BUF_INIT;
+    unsigned char block[TAR_BLOCK];
+    static const unsigned char zeros[TAR_BLOCK];
+    int rc = progcache__file_nvrtc_read(fs, &text);
+    if (!rc && text.size) {
+        if (progcache__tar_make(block, PROGCACHE__NVRTC_MEMBER, text.size, time(NULL)) != 0)
+            rc = progcache__error(PROGCACHE_EIO, "the NVRTC records do not fit an archive");
+        if (!rc)
+            rc = write_bytes(x, block, sizeof block);
+        if (!rc)
+            rc = write_bytes(x, text.data, text.size);
+        if (!rc && text.size % TAR_BLOCK)
+            rc = write_bytes(x, zeros, TAR_BLOCK - text.size % TAR_BLOCK);
+    }
+    progcache_buf_free(&text);
+    return rc;
+}
+
 /* The end: two zero blocks, then zeros to a whole record. */
 static int write_trailer(export_ctx *x)
 {
@@ -400,7 +426,9 @@ static int export_to(file_store *fs, int fd, const char *name,
         uint64_t bytes;
         progcache__file_totals(fs, &bytes, &x.expected);
     }
-    int rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
+    int rc = write_nvrtc(&x, fs);
+    if (!rc)
+        rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
                                   export_visit, &x);
     if (!rc)
         rc = write_trailer(&x);

@@ -19,7 +19,8 @@
 typedef enum tar_name_kind {
     TAR_NAME_BAD = 0,  /* not part of a cache: the archive is refused */
     TAR_NAME_DIR = 1,  /* entries/ or entries/<2 hex>/ */
-    TAR_NAME_ENTRY = 2 /* entries/<2 hex>/<62 hex>: rel and shard are set */
+    TAR_NAME_ENTRY = 2, /* entries/<2 hex>/<62 hex>: rel and shard are set */
+    TAR_NAME_NVRTC = 3  /* progcache/nvrtc: the exporter's NVRTC records (file_nvrtc.h) */
 } tar_name_kind;
 
 /* Classify a member name (an optional leading "./" is dropped). For an

@@ -37,6 +37,7 @@
 #include "fs.h"
 #include "store/file/archive.h"
 #include "store/file/file_admin.h"
+#include "store/file/file_nvrtc.h"
 #include "artifact/inspect.h"
 #include "artifact/manifest_kind.h"
 
@@ -192,6 +193,7 @@ static void source_close(source *src)
 typedef struct member {
     char rel[80];
     int shard;
+    int nvrtc; /* progcache/nvrtc, not an entry */
     uint64_t offset, size;
     int64_t mtime;
     uint64_t records_at; /* its records (a pax header before it), in the archive */
@@ -269,7 +271,7 @@ static int read_pax(source *src, const tar_header *h, uint64_t pos, uint64_t dat
 
 /* Check every header and collect the entries. */
 static int scan_archive(member_list *list, source *src, uint64_t max_entry,
-                        const progcache_archive_options *opts)
+                        const progcache_archive_options *opts, int *have_nvrtc)
 {
     const char *path = src->name;
     unsigned char block[TAR_BLOCK];
@@ -344,8 +346,21 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
         if (kind == TAR_NAME_BAD)
             return refuse(path, pos,
                           "member \"%s\" is not a cache entry (expected entries/<2 hex "
-                          "digits>/<62 hex digits>)",
+                          "digits>/<62 hex digits>, or " PROGCACHE__NVRTC_MEMBER ")",
                           h.name);
+        if (kind == TAR_NAME_NVRTC) {
+            if (h.type != '0' || h.size > PROGCACHE__NVRTC_RECORD_MAX || *have_nvrtc)
+                return refuse(path, pos, "member \"%s\" is not one small regular file of "
+                                         "NVRTC records", h.name);
+            *have_nvrtc = 1;
+            m.nvrtc = 1;
+            m.offset = data;
+            m.size = h.size;
+            if ((rc = add_member(list, &m)))
+                return rc;
+            pos = next;
+            continue;
+        }
         if ((h.type == '5') != (kind == TAR_NAME_DIR))
             return refuse(path, pos,
                           "member \"%s\" has an entry's name but is not a regular file"
@@ -403,16 +418,33 @@ static int import_from(file_store *fs, int fd, const char *name,
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
     source src;
+    progcache_buf nvrtc = PROGCACHE_BUF_INIT;
+    int have_nvrtc = 0;
     int rc = source_open(&src, fs, fd, name);
     uint64_t duplicates = 0;
     if (!rc)
-        rc = scan_archive(&list, &src, fs->max_artifact_size, opts);
+        rc = scan_archive(&list, &src, fs->max_artifact_size, opts, &have_nvrtc);
     if (!rc)
         source_drain(&src);
     if (!rc)
         rc = find_duplicates(&list);
+    /* The NVRTC records are checked before anything is written, and
+     * merged into this user's after the entries (file_nvrtc.c). */
     for (size_t i = 0; !rc && i < list.len; i++) {
         const member *m = &list.items[i];
+        if (!m->nvrtc)
+            continue;
+        if (!(rc = progcache__buf_reserve(&nvrtc, (size_t)m->size + 1)) &&
+            !(rc = source_read(&src, nvrtc.data, (size_t)m->size, m->offset))) {
+            progcache__buf_set_size(&nvrtc, (size_t)m->size);
+            if (m->size && (nvrtc.data[m->size - 1] != '\n' || memchr(nvrtc.data, 0, m->size)))
+                rc = refuse(name, m->offset, "%s", PROGCACHE__NVRTC_MEMBER " is not text lines");
+        }
+    }
+    for (size_t i = 0; !rc && i < list.len; i++) {
+        const member *m = &list.items[i];
+        if (m->nvrtc)
+            continue;
         member *entry = &list.items[m->first];
         duplicates += m->first != i;
         if (entry->written == DUP_VALID)
@@ -465,6 +497,10 @@ static int import_from(file_store *fs, int fd, const char *name,
                             "archive %s holds %llu members that repeat an entry before them: "
                             "the first valid copy of each entry was kept, the others skipped",
                             name, (unsigned long long)duplicates);
+    if (!rc && nvrtc.size)
+        rc = progcache__file_nvrtc_add(fs, (const char *)nvrtc.data, nvrtc.size,
+                                       PROGCACHE__NVRTC_RECORD_LINES);
+    progcache_buf_free(&nvrtc);
     source_close(&src);
     progcache__free(list.items);
     progcache_buf_free(&data);

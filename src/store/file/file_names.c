@@ -54,7 +54,8 @@ int progcache__file_is_tmp_name(const char *name)
 
 int progcache__file_is_state_tmp_name(const char *name)
 {
-    return is_ours(name, "state-") || is_ours(name, "stats-") || is_ours(name, "config-");
+    return is_ours(name, "state-") || is_ours(name, "stats-") || is_ours(name, "config-") ||
+           is_ours(name, "nvrtc-tmp-");
 }
 
 int progcache__file_is_layout_name(const char *name)

@@ -287,6 +287,8 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->other_writer_bytes = sum(stats, PROGCACHE__OTHER_WRITER_BYTES);
     out->remote_over_bound = sum(stats, PROGCACHE__REMOTE_OVER_BOUND);
     out->remote_deadlines = sum(stats, PROGCACHE__REMOTE_DEADLINES);
+    out->nvrtc_key_loads = sum(stats, PROGCACHE__NVRTC_KEY_LOADS);
+    out->nvrtc_missing = sum(stats, PROGCACHE__NVRTC_MISSING);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

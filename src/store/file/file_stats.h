@@ -61,6 +61,9 @@ typedef enum progcache__counter {
     /* i21: a hostile or broken Redis server. */
     PROGCACHE__REMOTE_OVER_BOUND = 41,
     PROGCACHE__REMOTE_DEADLINES = 42,
+    /* i23nvrtc */
+    PROGCACHE__NVRTC_KEY_LOADS = 45,
+    PROGCACHE__NVRTC_MISSING = 46,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

@@ -92,7 +92,9 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__LOCK_FAILURES == (int)PROGCACHE_STAT_LOCK_FAILURES &&
                    (int)PROGCACHE__OTHER_WRITER_BYTES == (int)PROGCACHE_STAT_OTHER_WRITER_BYTES &&
                    (int)PROGCACHE__REMOTE_OVER_BOUND == (int)PROGCACHE_STAT_REMOTE_OVER_BOUND &&
-                   (int)PROGCACHE__REMOTE_DEADLINES == (int)PROGCACHE_STAT_REMOTE_DEADLINES,
+                   (int)PROGCACHE__REMOTE_DEADLINES == (int)PROGCACHE_STAT_REMOTE_DEADLINES &&
+                   (int)PROGCACHE__NVRTC_KEY_LOADS == (int)PROGCACHE_STAT_NVRTC_KEY_LOADS &&
+                   (int)PROGCACHE__NVRTC_MISSING == (int)PROGCACHE_STAT_NVRTC_MISSING,
                "progcache__counter and progcache_stat must agree");
 
 PROGCACHE_HOT
