@@ -119,6 +119,15 @@ static void fill(float *out, size_t n, uint64_t seed)
 
 int main(int argc, char **argv)
 {
+    /* bench_util.h's bench_help, written out: this program sees no progcache
+     * header. */
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs("usage: bench_driver_only ENTRY_FILE [M N K [TILE]]\n"
+              "  a cache HIT's work with the CUDA driver alone: cuInit, a context, read the\n"
+              "  entry file, cuLibraryLoadData, one launch, a host check (needs a GPU;\n"
+              "  bench/run_hit_vs_driver.sh runs it against the sample)\n", stdout);
+        return 0;
+    }
     if (argc != 2 && argc != 5 && argc != 6) {
         fprintf(stderr, "usage: bench_driver_only ENTRY_FILE [M N K [TILE]]\n");
         return 2;

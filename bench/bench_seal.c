@@ -87,6 +87,10 @@ static void run_case(result *r, const char *self, const char *dir, size_t size, 
 
 int main(int argc, char **argv)
 {
+    bench_help(argc, argv,
+               "usage: bench_seal [--size BYTES] [--samples N] [--dir DIR] [--no-nfs] [--json FILE]\n"
+               "  a HIT (progcache_get) of one entry with the xattr seal on a local disk, the\n"
+               "  sidecar seal (forced) on a local disk, and on an sshfs mount (as root)\n");
     size_t size = 100 * 1000, samples = 2000;
     const char *dir = NULL, *json_path = NULL, *child_dir = NULL;
     int nfs = 1;

@@ -16,6 +16,11 @@
 # until it execs, so about 15 MiB is a floor under both, far below either
 # program's). The sample runs with one launch (--warmup 0
 # --iterations 1), as the bare program does.
+
+# --help: the comment above, at once.
+case ${1:-} in
+-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 set -euo pipefail
 
 BUILD=${1:?usage: $0 BUILD_DIR [ROUNDS]}
