@@ -189,6 +189,10 @@ int cmd_stats(int argc, char **argv)
         {"PCH rejected", "pch_rejected", s.pch_rejected},
         {"PCH time saved (ms)", "pch_ms_saved", s.pch_ms_saved},
         {"PCH fallbacks", "pch_fallbacks", s.pch_fallbacks},
+        /* i20perm */
+        {"not stored (another user's)", "foreign_not_stored", s.foreign_not_stored},
+        {"modes fixed", "modes_fixed", s.modes_fixed},
+        {"files refused", "files_refused", s.files_refused},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -77,7 +77,15 @@ typedef enum progcache_stat {
     /* compile-or-load found an entry without the lowered names of its name
      * expressions (written by cuda.core or an older progcache) and compiled
      * once to learn them (docs/CUDA.md, "Name expressions") */
-    PROGCACHE_STAT_NAMES_LEARNED = 30
+    PROGCACHE_STAT_NAMES_LEARNED = 30,
+    /* i20perm: other users and modes (docs/SHARED.md, "Team caches, other
+     * users and root"). A compile not stored because the cache directory
+     * is another user's; a directory or file of ours whose mode was
+     * corrected; a settings or state file, or a directory, of another user
+     * refused or named in a warning. */
+    PROGCACHE_STAT_FOREIGN_NOT_STORED = 38,
+    PROGCACHE_STAT_MODES_FIXED = 39,
+    PROGCACHE_STAT_FILES_REFUSED = 40
 } progcache_stat;
 
 /*
@@ -175,9 +183,24 @@ typedef struct progcache_stats {
     uint64_t pch_rejected;
     uint64_t pch_ms_saved;
     uint64_t pch_fallbacks;
+
+    /* Version 3. */
+    /* i20perm (docs/SHARED.md, "Team caches, other users and root").
+     * foreign_not_stored: compiles (and copies from a remote tier) not
+     * stored because the cache directory belongs to another user (counted
+     * in that process's own copy of the statistics: nothing is written
+     * into another user's cache). modes_fixed: directories and files of
+     * this user's whose mode progcache corrected (a private cache made
+     * under umask 000, a group cache made under umask 022). files_refused:
+     * settings and state files refused (another user's, writable by
+     * everyone) and directories of other users with loose modes named in
+     * a warning. */
+    uint64_t foreign_not_stored;
+    uint64_t modes_fixed;
+    uint64_t files_refused;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 2
+#define PROGCACHE_STATS_VERSION 3
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -5,6 +5,7 @@
 #define PROGCACHE_UTIL_CONFIG_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The PCH tier's settings (src/cuda/pch_*.c; docs/CUDA.md). */
 typedef enum progcache__pch_mode {
@@ -49,5 +50,11 @@ char **progcache__pch_helper_env(const char *tmpdir);
  * unset or empty (no message); PROGCACHE_EINVAL when it is not a duration
  * from 1 ms to 24 hours (the message names the variable and its value). */
 int progcache__config_wait_timeout(unsigned int *out_ms);
+
+/* PROGCACHE_SHARED_GROUP: the group of a team's cache directory, a name or
+ * a number. PROGCACHE_OK with *gid (and the text in name), ENOTFOUND when
+ * unset or empty, EINVAL (message names the variable) for a group that
+ * does not exist. */
+int progcache__config_shared_group(gid_t *gid, char *name, size_t name_len);
 
 #endif

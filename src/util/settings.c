@@ -45,6 +45,9 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
      "URL of a shared Redis tier below the directory (environment only)"},
     {"remote_secret_file", "PROGCACHE_REMOTE_SECRET_FILE", TEXT, "", 0, 0,
      "file holding the remote tier's shared secret (environment only)"},
+    {"shared_group", "PROGCACHE_SHARED_GROUP", TEXT, "", 0, 0,
+     "the group of a team's cache directory, whose members' entries are trusted (environment "
+     "or --shared-group only)"},
 };
 
 /* ---- sizes ---------------------------------------------------------------- */

@@ -28,6 +28,7 @@
 #include "options.h"
 #include "sha256.h"
 #include "store/file/file_stats.h"
+#include "store/store.h"
 
 void progcache_file_options_init(progcache_file_options *opts)
 {
@@ -87,7 +88,9 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__REMOTE_TAKEOVERS == (int)PROGCACHE_STAT_REMOTE_TAKEOVERS &&
                    (int)PROGCACHE__PCH_HITS == (int)PROGCACHE_STAT_PCH_HITS &&
                    (int)PROGCACHE__PCH_FALLBACKS == (int)PROGCACHE_STAT_PCH_FALLBACKS &&
-                   (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
+                   (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED &&
+                   (int)PROGCACHE__FOREIGN_NOT_STORED == (int)PROGCACHE_STAT_FOREIGN_NOT_STORED &&
+                   (int)PROGCACHE__FILES_REFUSED == (int)PROGCACHE_STAT_FILES_REFUSED,
                "progcache__counter and progcache_stat must agree");
 
 PROGCACHE_HOT
@@ -132,6 +135,31 @@ void progcache_file_close(progcache_file *file)
 }
 
 const char *progcache_file_path(const progcache_file *file) { return file ? file->root : NULL; }
+
+int progcache__store_foreign(progcache_store *store)
+{
+    file_store *fs = progcache_store_as_file(store);
+    return fs && fs->foreign;
+}
+
+int progcache__store_open_own(progcache_store *store, const char *name, int flags,
+                              struct stat *st, char *why, size_t len)
+{
+    file_store *fs = progcache_store_as_file(store);
+    st->st_mode = 0;
+    why[0] = '\0';
+    if (!fs) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (fs->flags & PROGCACHE_FILE_READONLY) {
+        errno = EROFS;
+        return -1;
+    }
+    char rel[64];
+    snprintf(rel, sizeof rel, FILE_STATE_DIR "/%s", name);
+    return progcache__file_open_own(fs, rel, flags, st, why, len);
+}
 
 int progcache_file_open(progcache_file **out, const char *path, const progcache_file_options *opts)
 {
@@ -226,41 +254,65 @@ int progcache__file_check_dir(int root_fd, const char *path)
     }
 }
 
+/* One directory of the layout (entries/, tmp/, progcache/): made with the
+ * cache's mode, or, found, given it when ours (named in the warning of
+ * loose directories when not). */
+static int layout_dir(file_store *fs, const char *path, const char *name)
+{
+    int made = progcache__fs_mkdirat_mode(fs->root_fd, name, progcache__perm_dir_mode(&fs->perm),
+                                          progcache__perm_new_gid(&fs->perm));
+    if (made < 0) {
+        char what[40];
+        snprintf(what, sizeof what, "cannot create %s/", name);
+        return open_error(path, what, errno);
+    }
+    if (made == 0)
+        return PROGCACHE_OK;
+    int fd = progcache__fs_open_dir(fs->root_fd, name);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0)
+        (void)progcache__file_check_mode(fs, fd, name, &st);
+    if (fd >= 0)
+        close(fd);
+    return PROGCACHE_OK;
+}
+
 /* Create the layout (unless read-only) and hold the root open. */
 static int open_layout(file_store *fs, const char *path)
 {
-    const int readonly = fs->flags & PROGCACHE_FILE_READONLY;
-    if (!readonly && progcache__fs_mkdir_p(path, 0777) != 0 && errno != EEXIST)
-        return open_error(path, "cannot create it", errno);
+    int rc = progcache__file_perm_init(fs);
+    if (rc)
+        return rc;
+    if (!(fs->flags & PROGCACHE_FILE_READONLY) && (rc = progcache__file_make_root(fs, path)))
+        return rc;
     fs->root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fs->root_fd < 0)
         return open_error(path, "cannot open it", errno);
     struct stat root_st;
     if (fstat(fs->root_fd, &root_st) != 0)
         return open_error(path, "cannot stat it", errno);
-    fs->root_gid = root_st.st_gid;
-    fs->euid = geteuid();
-    int rc = progcache__file_check_dir(fs->root_fd, path);
-    if (rc || readonly)
+    fs->euid = fs->perm.euid;
+    if ((rc = progcache__file_perm_root(fs, path, &root_st)))
         return rc;
-    if (progcache__fs_mkdirat(fs->root_fd, "entries", 0777) != 0)
-        return open_error(path, "cannot create entries/", errno);
-    /* tmp/ is owner-only: nobody else can read or replace a file while it
-     * is being written. An existing tmp/ is left as it is (cuda.core does
-     * not chmod either). */
-    if (progcache__fs_mkdirat(fs->root_fd, "tmp", progcache__file_tmp_mode(fs)) != 0)
-        return open_error(path, "cannot create tmp/", errno);
+    rc = progcache__file_check_dir(fs->root_fd, path);
+    if (rc || (fs->flags & PROGCACHE_FILE_READONLY))
+        return rc;
+    (void)progcache__file_check_mode(fs, fs->root_fd, ".", &root_st);
+    if ((rc = layout_dir(fs, path, "entries")))
+        return rc;
+    /* tmp/ is the cache's mode too (0700, or the group's 02770): nobody
+     * else can read or replace a file while it is being written. */
+    if ((rc = layout_dir(fs, path, "tmp")))
+        return rc;
     /* Writable? A cache that cannot take a put should say so at open, not
      * at the first compile. */
     if (faccessat(fs->root_fd, "tmp", W_OK, AT_EACCESS) != 0)
         return open_error(path, "tmp/ is not writable", errno);
-    if (progcache__fs_mkdirat(fs->root_fd, FILE_STATE_DIR, 0777) != 0)
-        return open_error(path, "cannot create " FILE_STATE_DIR "/", errno);
-    return PROGCACHE_OK;
+    return layout_dir(fs, path, FILE_STATE_DIR);
 }
 
-int progcache_store_file_new(progcache_store **out, const char *path,
-                             const progcache_file_options *opts)
+static int file_new(progcache_store **out, const char *path, const progcache_file_options *opts,
+                    unsigned int internal_flags)
 {
     progcache_file_options o;
     if (!out)
@@ -276,6 +328,7 @@ int progcache_store_file_new(progcache_store **out, const char *path,
         rc = check_options(&o);
     if (rc)
         return rc;
+    o.flags |= internal_flags;
     opts = &o;
 
     file_store *fs = progcache__calloc(1, sizeof *fs);
@@ -318,11 +371,15 @@ int progcache_store_file_new(progcache_store **out, const char *path,
         goto fail;
     /* Statistics are worth less than a working cache: without them the
      * store works and counts nothing. */
-    if (progcache__stats_open(&fs->stats, fs->root_fd, fs->root,
-                              !(fs->flags & PROGCACHE_FILE_READONLY)) != PROGCACHE_OK)
+    int stats_mode = fs->foreign                                 ? PROGCACHE__STATS_PRIVATE
+                     : (fs->flags & PROGCACHE_FILE_READONLY) ? PROGCACHE__STATS_READ
+                                                             : PROGCACHE__STATS_SHARED;
+    if (progcache__stats_open(&fs->stats, fs->root_fd, fs->root, stats_mode, &fs->perm) !=
+        PROGCACHE_OK)
         progcache__file_log(fs, PROGCACHE_LOG_WARN, "no statistics for %s: %s", fs->root,
                             progcache_error_last());
     progcache__stats_set_max_size(fs->stats, fs->max_size);
+    progcache__file_perm_report(fs);
     if (!(fs->flags & PROGCACHE_FILE_READONLY))
         progcache__file_sweep_tmp(fs, 0);
     *out = &fs->base;
@@ -330,4 +387,16 @@ int progcache_store_file_new(progcache_store **out, const char *path,
 fail:
     file_free(&fs->base);
     return rc;
+}
+
+int progcache_store_file_new(progcache_store **out, const char *path,
+                             const progcache_file_options *opts)
+{
+    return file_new(out, path, opts, 0);
+}
+
+int progcache__file_new_internal(progcache_store **out, const char *path,
+                                 const progcache_file_options *opts, unsigned int internal_flags)
+{
+    return file_new(out, path, opts, internal_flags);
 }
