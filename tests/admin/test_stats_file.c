@@ -408,7 +408,7 @@ static void test_versions(void)
     progcache__cache_record(cache, PROGCACHE_STAT_HITS, 7);
 
     progcache_stats s = stats_of(cache);
-    CHECK(s.version == 2 && s.hits == 7 && s.names_learned == 300);
+    CHECK(s.version == PROGCACHE_STATS_VERSION && s.hits == 7 && s.names_learned == 300);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
                             s.remote_dropped,   s.remote_newer,    s.remote_too_large,
                             s.remote_bad_tag,   s.remote_waits,    s.wait_timeouts,

@@ -140,8 +140,10 @@ int progcache__file_make_root(file_store *fs, const char *path)
         return PROGCACHE_OK;
     if (*progcache_error_last())
         return PROGCACHE_EIO;
-    return progcache__error_errno(progcache__code_from_errno(errno), errno,
-                                  "cannot use cache directory %s: cannot create it", path);
+    int e = errno;
+    return progcache__error(progcache__code_from_errno(e),
+                            "cannot use cache directory %s: cannot create it: %s%s", path,
+                            strerror(e), progcache__file_errno_hint(e));
 }
 
 /* Append "; name" to the warning of loose directories that are not ours. */
@@ -225,7 +227,7 @@ int progcache__file_refuse_write(file_store *fs, const char *what)
     char who[96] = "another user";
     if (fstat(fs->root_fd, &st) == 0)
         user_name(who, sizeof who, st.st_uid);
-    return progcache__error(PROGCACHE_EINVAL,
+    return progcache__error(PROGCACHE_EIO,
                             "cannot %s: cache directory %s belongs to %s, not to you (uid %u), "
                             "and progcache never writes into another user's cache (run as that "
                             "user, e.g. runuser -u NAME -- progcache ..., or make it a group "

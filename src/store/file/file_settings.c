@@ -281,6 +281,10 @@ int progcache_settings_set(const char *dir, const char *name, const char *value)
     if ((rc = progcache__file_new_internal(&store, dir, &o, PROGCACHE__FILE_GROUP_ENV)))
         goto done;
     file_store *fs = (file_store *)store;
+    if (fs->flags & PROGCACHE_FILE_READONLY) {
+        rc = progcache__file_refuse_write(fs, "write its settings file");
+        goto done;
+    }
     progcache__file_lock(fs);
     rc = write_locked(fs, name, value);
     progcache__file_unlock(fs);

@@ -270,10 +270,22 @@ static int layout_dir(file_store *fs, const char *path, const char *name)
         return PROGCACHE_OK;
     int fd = progcache__fs_open_dir(fs->root_fd, name);
     struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0)
-        (void)progcache__file_check_mode(fs, fd, name, &st);
+    int loose = fd >= 0 && fstat(fd, &st) == 0 && progcache__file_check_mode(fs, fd, name, &st);
     if (fd >= 0)
         close(fd);
+    /* entries/ was ours and loose (made by an older version, or under
+     * umask 000): its shards were made so too; fix them now, once (the
+     * next open finds entries/ right and looks no further). */
+    if (loose && !strcmp(name, "entries"))
+        for (int shard = 0; shard < FILE_SHARDS; shard++) {
+            char rel[16];
+            snprintf(rel, sizeof rel, "entries/%02x", shard);
+            int sfd = progcache__fs_open_dir(fs->root_fd, rel);
+            if (sfd >= 0 && fstat(sfd, &st) == 0)
+                (void)progcache__file_check_mode(fs, sfd, rel, &st);
+            if (sfd >= 0)
+                close(sfd);
+        }
     return PROGCACHE_OK;
 }
 
