@@ -83,7 +83,7 @@ int progcache__perm_file_ok(const file_perm *p, const struct stat *st, char *why
 
 int progcache__perm_fix(const file_perm *p, int fd, struct stat *st, mode_t want)
 {
-    if (st->st_uid != p->euid || (st->st_mode & 07777) == want)
+    if (p->keep || st->st_uid != p->euid || (st->st_mode & 07777) == want)
         return 0;
     if (fchmod(fd, want) != 0)
         return -1;
@@ -167,7 +167,7 @@ static int mode_right(const file_perm *p, mode_t mode)
 
 int progcache__file_check_mode(file_store *fs, int fd, const char *rel, struct stat *st)
 {
-    if (mode_right(&fs->perm, st->st_mode))
+    if (fs->perm.keep || mode_right(&fs->perm, st->st_mode))
         return 0;
     if (!fs->foreign && st->st_uid == fs->perm.euid) {
         int fixed = progcache__perm_fix(&fs->perm, fd, st, progcache__perm_dir_mode(&fs->perm));
@@ -197,6 +197,21 @@ int progcache__file_perm_root(file_store *fs, const char *path, struct stat *roo
         p->team = root_st->st_gid;
     fs->root_gid = root_st->st_gid;
     int ours = root_st->st_uid == p->euid;
+    /* A team's directory (setgid, group-writable) opened as a private
+     * cache, the setting forgotten: its modes are left as they are (made
+     * private, the team could no longer use it); what this process makes
+     * is its own. */
+    if (!p->group && (root_st->st_mode & S_ISGID) && (root_st->st_mode & 070) == 070 &&
+        !(fs->flags & PROGCACHE_FILE_READONLY)) {
+        p->keep = 1;
+        group_name(grp, sizeof grp, root_st->st_gid);
+        progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                            "cache directory %s looks like a team's cache (setgid, writable by "
+                            "group %s) but is opened as a private one: its modes are left "
+                            "alone; set PROGCACHE_SHARED_GROUP (or --shared-group) to share "
+                            "it, or use a private directory",
+                            path, grp);
+    }
     int team_member = p->group && member_of(p->team);
     if ((fs->flags & PROGCACHE_FILE_READONLY) || ours || team_member)
         return PROGCACHE_OK;

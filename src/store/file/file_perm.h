@@ -15,6 +15,8 @@ typedef struct file_perm {
     int group;  /* 1: a group-shared cache (PROGCACHE_FILE_SHARED_GROUP or
                  * PROGCACHE_SHARED_GROUP) */
     gid_t team; /* its group; (gid_t)-1 for a private cache */
+    int keep;   /* 1: change no mode (a team's directory opened as a
+                 * private cache: tightening it would lock the team out) */
 } file_perm;
 
 /* The modes of what the store makes. */
@@ -45,8 +47,8 @@ int progcache__perm_file_ok(const file_perm *p, const struct stat *st, char *why
 /* A file or directory of ours, held open as fd, with st its fstat: set
  * its permission bits to want when they differ (a private cache's found
  * 0777 is tightened, a group cache's 0755 opened to the group); st's mode
- * is updated. 1 when it was changed, 0 when already right or not ours (left alone), -1 when the
- * chmod failed. */
+ * is updated. 1 when it was changed, 0 when already right, not ours or
+ * p->keep (left alone), -1 when the chmod failed. */
 int progcache__perm_fix(const file_perm *p, int fd, struct stat *st, mode_t want);
 
 #endif

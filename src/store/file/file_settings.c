@@ -183,7 +183,7 @@ int progcache_settings_load(progcache_settings **out, const char *dir)
     /* Whose settings may be honoured: as a store of this directory would
      * decide (the team's group from PROGCACHE_SHARED_GROUP, the program's
      * flag being unknown here). */
-    file_perm perm = {geteuid(), 0, (gid_t)-1};
+    file_perm perm = {geteuid(), 0, (gid_t)-1, 0};
     rc = progcache__config_shared_group(&perm.team, (char[64]){0}, 64);
     perm.group = rc == PROGCACHE_OK;
     if (rc == PROGCACHE_ENOTFOUND)
