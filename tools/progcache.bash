@@ -9,11 +9,11 @@ _progcache()
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     local commands="stats ls verify prune clear get put export import warm key remote config help"
     local settings="max_size low_water_percent memory_size max_artifact_size no_fsync"
-    local common="-d --dir -h --help"
+    local common="-d --dir -h --help --shared-group"
     local i cmd=
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-        -d | --dir) ((i++)) ;;
+        -d | --dir | --shared-group) ((i++)) ;;
         -*) ;;
         *)
             cmd=${COMP_WORDS[i]}
@@ -30,6 +30,10 @@ _progcache()
         ;;
     -o | --output | --header | --digest-file | --secret-file)
         COMPREPLY=($(compgen -f -- "$cur"))
+        return
+        ;;
+    --shared-group)
+        COMPREPLY=($(compgen -g -- "$cur"))
         return
         ;;
     -t | --target)
