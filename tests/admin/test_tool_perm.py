@@ -281,6 +281,21 @@ def test_group(base, art, art2):
         check(rc == 0, "bob clears the team's cache (alice's entries too)", (rc, err))
         rc, _, _ = run(opt + ["get", "-d", cache, KEY2], ALICE, umask_a)
         check(rc == 1, "the clear emptied it")
+    # The sample, as a member, on the team's cache: --shared-group.
+    sample = os.environ.get("PROGCACHE_SAMPLE")
+    if sample:
+        cache = os.path.join(team, "sample")
+        for user, umask in ((ALICE, 0o022), (BOB, 0o077)):
+            cmd = ["runuser", "-u", user, "--", sample, "--arch", "sm_90", "--m", "32",
+                   "--n", "32", "--k", "32", "--cache-dir", cache, "--shared-group", TEAM]
+            p = subprocess.run(cmd, capture_output=True, timeout=300,
+                               preexec_fn=lambda: os.umask(umask),
+                               env={"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent"})
+            out = (p.stdout + p.stderr).decode("utf-8", "replace")
+            check(p.returncode == 0, "the sample as %s on the team's cache" % user, out)
+            if user == BOB:
+                check("HIT" in out, "bob's sample run hits alice's entry", out)
+        modes_group(cache, "the sample's team cache")
     # A directory of another group, an unknown group.
     other = user_dir(base, "notteam", ALICE)
     rc, _, err = run(["--shared-group", TEAM, "put", "-d", other, KEY1, art], ALICE)
