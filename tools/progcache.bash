@@ -9,7 +9,7 @@ _progcache()
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     local commands="stats ls verify prune clear get put export import warm key remote config help"
     local settings="max_size low_water_percent memory_size max_artifact_size no_fsync"
-    local common="-d --dir -h --help --shared-group"
+    local common="-d --dir -h --help"
     local i cmd=
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
@@ -67,7 +67,7 @@ _progcache()
 
     if [[ -z $cmd ]]; then
         if [[ $cur == -* ]]; then
-            COMPREPLY=($(compgen -W "$common -q --quiet -V --version" -- "$cur"))
+            COMPREPLY=($(compgen -W "$common -q --quiet -V --version --shared-group" -- "$cur"))
         else
             COMPREPLY=($(compgen -W "$commands" -- "$cur"))
         fi
