@@ -169,6 +169,8 @@ int progcache__file_check_mode(file_store *fs, int fd, const char *rel, struct s
 {
     if (fs->perm.keep || mode_right(&fs->perm, st->st_mode))
         return 0;
+    if (fd < 0)
+        return 1; /* the caller opens it and asks again */
     if (!fs->foreign && st->st_uid == fs->perm.euid) {
         int fixed = progcache__perm_fix(&fs->perm, fd, st, progcache__perm_dir_mode(&fs->perm));
         if (fixed > 0) {

@@ -266,10 +266,13 @@ static int layout_dir(file_store *fs, const char *path, const char *name)
         snprintf(what, sizeof what, "cannot create %s/", name);
         return open_error(path, what, errno);
     }
-    if (made == 0)
+    struct stat st;
+    /* Found: one fstatat when its mode is right (every open but the first
+     * with this version); opened, to fix or name it, only when not. */
+    if (made == 0 || fstatat(fs->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        progcache__file_check_mode(fs, -1, name, &st) == 0)
         return PROGCACHE_OK;
     int fd = progcache__fs_open_dir(fs->root_fd, name);
-    struct stat st;
     int loose = fd >= 0 && fstat(fd, &st) == 0 && progcache__file_check_mode(fs, fd, name, &st);
     if (fd >= 0)
         close(fd);

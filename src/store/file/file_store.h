@@ -89,7 +89,8 @@ int progcache__file_make_root(file_store *fs, const char *path);
 int progcache__file_perm_root(file_store *fs, const char *path, struct stat *root_st);
 /* A layout directory (rel, for messages) held open as fd with its fstat:
  * fixed when ours and its mode is wrong (1), else named in the open's one
- * warning when its mode is wrong (0). */
+ * warning when its mode is wrong (0). fd -1: only whether its mode is
+ * wrong (1) or right (0), nothing changed or named. */
 int progcache__file_check_mode(file_store *fs, int fd, const char *rel, struct stat *st);
 /* After the statistics are open: count what open fixed or refused, and
  * log the one warning naming loose directories not ours. */
