@@ -259,18 +259,22 @@ int progcache__file_check_dir(int root_fd, const char *path)
  * loose directories when not). */
 static int layout_dir(file_store *fs, const char *path, const char *name)
 {
-    int made = progcache__fs_mkdirat_mode(fs->root_fd, name, progcache__perm_dir_mode(&fs->perm),
-                                          progcache__perm_new_gid(&fs->perm));
-    if (made < 0) {
-        char what[40];
-        snprintf(what, sizeof what, "cannot create %s/", name);
-        return open_error(path, what, errno);
-    }
+    /* Found: one fstatat, as many system calls as the mkdir it replaces,
+     * when its mode is right (every open but the first with this
+     * version); opened, to fix or name it, only when not. */
     struct stat st;
-    /* Found: one fstatat when its mode is right (every open but the first
-     * with this version); opened, to fix or name it, only when not. */
-    if (made == 0 || fstatat(fs->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        progcache__file_check_mode(fs, -1, name, &st) == 0)
+    if (fstatat(fs->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        int made = progcache__fs_mkdirat_mode(fs->root_fd, name,
+                                              progcache__perm_dir_mode(&fs->perm),
+                                              progcache__perm_new_gid(&fs->perm));
+        if (made < 0) {
+            char what[40];
+            snprintf(what, sizeof what, "cannot create %s/", name);
+            return open_error(path, what, errno);
+        }
+        return PROGCACHE_OK; /* made with its mode, or by a racing process */
+    }
+    if (progcache__file_check_mode(fs, -1, name, &st) == 0)
         return PROGCACHE_OK;
     int fd = progcache__fs_open_dir(fs->root_fd, name);
     int loose = fd >= 0 && fstat(fd, &st) == 0 && progcache__file_check_mode(fs, fd, name, &st);
