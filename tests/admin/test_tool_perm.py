@@ -30,6 +30,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 BIN = os.environ.get("PROGCACHE_BIN")
 failures = []
@@ -307,6 +308,20 @@ def test_group(base, art, art2):
           "an unknown group is refused", (rc, err))
 
 
+def admin(cmd):
+    """useradd/groupadd/userdel/groupdel, retried: tests running in parallel
+    may hold the lock on /etc/passwd for a moment."""
+    for _ in range(20):
+        p = subprocess.run(cmd, capture_output=True)
+        if p.returncode == 0:
+            return True
+        if b"lock" not in p.stderr:
+            break
+        time.sleep(0.25)
+    print("%s failed: %s" % (" ".join(cmd), p.stderr.decode("utf-8", "replace")))
+    return False
+
+
 def main():
     if not BIN:
         print("PROGCACHE_BIN is not set")
@@ -322,13 +337,15 @@ def main():
     base = tempfile.mkdtemp(prefix="progcache-perm-")
     os.chmod(base, 0o755)
     try:
-        subprocess.run(["groupadd", TEAM], check=True)
+        if not admin(["groupadd", TEAM]):
+            return 1
         made_group = True
         for user, groups in ((ALICE, TEAM), (BOB, TEAM), (CAROL, None)):
             cmd = ["useradd", "-M", "-N", "-d", "/nonexistent", "-s", "/bin/sh"]
             if groups:
                 cmd += ["-G", groups]
-            subprocess.run(cmd + [user], check=True)
+            if not admin(cmd + [user]):
+                return 1
             made_users.append(user)
         art = artifact(base, "art", b"hello\n")
         art2 = artifact(base, "art2", b"world\n")
@@ -339,9 +356,9 @@ def main():
     finally:
         shutil.rmtree(base, ignore_errors=True)
         for user in made_users:
-            subprocess.run(["userdel", user], check=False)
+            admin(["userdel", user])
         if made_group:
-            subprocess.run(["groupdel", TEAM], check=False)
+            admin(["groupdel", TEAM])
     if failures:
         print("test_tool_perm: %d failures" % len(failures))
         return 1
