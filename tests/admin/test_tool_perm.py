@@ -206,6 +206,9 @@ def test_other_users(base, art):
     home = user_dir(base, "owner", ALICE)
     cache = os.path.join(home, "cache")
     check(run(["put", "-d", cache, KEY1, art], ALICE)[0] == 0, "alice's put")
+    # Her settings file is hers to decide: others reading her cache honour
+    # it (and write nothing).
+    check(run(["config", "-d", cache, "max_size", "1G"], ALICE)[0] == 0, "alice's config")
     for who in ("root", CAROL):
         user = None if who == "root" else who
         rc, _, err = run(["put", "-d", cache, KEY2, art], user, 0o000)

@@ -73,11 +73,13 @@ int progcache__perm_file_ok(const file_perm *p, const struct stat *st, char *why
                  (unsigned)(st->st_mode & 07777), who);
         return 0;
     }
-    if (st->st_uid == p->euid || st->st_uid == 0 || (p->group && st->st_gid == p->team))
+    if (st->st_uid == p->euid || st->st_uid == 0 || st->st_uid == p->owner ||
+        (p->group && st->st_gid == p->team))
         return 1;
     user_name(who, sizeof who, st->st_uid);
-    snprintf(why, len, "it belongs to %s, not to you (uid %u)%s", who, (unsigned)p->euid,
-             p->group ? " or root, and is not of the cache's group" : " or root");
+    snprintf(why, len, "it belongs to %s, not to you (uid %u), root or the cache directory's "
+             "owner%s",
+             who, (unsigned)p->euid, p->group ? ", and is not of the cache's group" : "");
     return 0;
 }
 
@@ -94,6 +96,7 @@ int progcache__perm_fix(const file_perm *p, int fd, struct stat *st, mode_t want
 int progcache__file_perm_init(file_store *fs)
 {
     fs->perm.euid = geteuid();
+    fs->perm.owner = fs->perm.euid;
     fs->perm.group = (fs->flags & PROGCACHE_FILE_SHARED_GROUP) != 0;
     fs->perm.team = (gid_t)-1;
     fs->group_named = 0;
@@ -198,6 +201,7 @@ int progcache__file_perm_root(file_store *fs, const char *path, struct stat *roo
     if (p->group && p->team == (gid_t)-1)
         p->team = root_st->st_gid;
     fs->root_gid = root_st->st_gid;
+    p->owner = root_st->st_uid;
     int ours = root_st->st_uid == p->euid;
     /* A team's directory (setgid, group-writable) opened as a private
      * cache, the setting forgotten: its modes are left as they are (made

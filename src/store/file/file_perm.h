@@ -12,6 +12,9 @@
 
 typedef struct file_perm {
     uid_t euid;
+    uid_t owner; /* the cache directory's owner: euid, or another user's
+                  * (then nothing is written, and its settings file is
+                  * that user's to decide) */
     int group;  /* 1: a group-shared cache (PROGCACHE_FILE_SHARED_GROUP or
                  * PROGCACHE_SHARED_GROUP) */
     gid_t team; /* its group; (gid_t)-1 for a private cache */
@@ -40,8 +43,8 @@ static inline gid_t progcache__perm_new_gid(const file_perm *p)
 
 /* Whether a settings or state file of progcache/ (config, state, stats,
  * lock, flight) may be used: nobody but its owner can write it, and its
- * owner is this user or root, or, in a group cache, it is of the team's
- * group. Otherwise 0 with why (len bytes) saying whose it is. */
+ * owner is this user, root or the cache directory's owner, or, in a group
+ * cache, it is of the team's group. Otherwise 0 with why (len bytes) saying whose it is. */
 int progcache__perm_file_ok(const file_perm *p, const struct stat *st, char *why, size_t len);
 
 /* A file or directory of ours, held open as fd, with st its fstat: set

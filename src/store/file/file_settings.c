@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -183,7 +184,10 @@ int progcache_settings_load(progcache_settings **out, const char *dir)
     /* Whose settings may be honoured: as a store of this directory would
      * decide (the team's group from PROGCACHE_SHARED_GROUP, the program's
      * flag being unknown here). */
-    file_perm perm = {geteuid(), 0, (gid_t)-1, 0};
+    file_perm perm = {geteuid(), geteuid(), 0, (gid_t)-1, 0};
+    struct stat root_st;
+    if (root_fd >= 0 && fstat(root_fd, &root_st) == 0)
+        perm.owner = root_st.st_uid;
     rc = progcache__config_shared_group(&perm.team, (char[64]){0}, 64);
     perm.group = rc == PROGCACHE_OK;
     if (rc == PROGCACHE_ENOTFOUND)
