@@ -311,8 +311,8 @@ static uint64_t next_random(void)
     return z ^ (z >> 31);
 }
 
-int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *name,
-                              size_t name_size)
+static int create_temp(int dirfd, const char *prefix, mode_t mode, int exact, char *name,
+                       size_t name_size)
 {
     for (int attempt = 0; attempt < 100; attempt++) {
         snprintf(name, name_size, "%s%016llx", prefix, (unsigned long long)next_random());
@@ -320,7 +320,7 @@ int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *
         /* The umask may have taken bits the file needs (a group cache's
          * 0660); it never adds any, so the mode set here is only ever a
          * widening to what was asked, on a file nobody else has open. */
-        if (fd >= 0 && fchmod(fd, mode) != 0) {
+        if (fd >= 0 && exact && fchmod(fd, mode) != 0) {
             int saved = errno;
             close(fd);
             (void)unlinkat(dirfd, name, 0);
@@ -332,6 +332,18 @@ int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *
     }
     errno = EEXIST;
     return -1;
+}
+
+int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *name,
+                              size_t name_size)
+{
+    return create_temp(dirfd, prefix, mode, 0, name, name_size);
+}
+
+int progcache__fs_create_temp_exact(int dirfd, const char *prefix, mode_t mode, char *name,
+                                    size_t name_size)
+{
+    return create_temp(dirfd, prefix, mode, 1, name, name_size);
 }
 
 int progcache__fs_rename_aside(int olddirfd, const char *oldpath, int newdirfd,
@@ -401,9 +413,9 @@ int progcache__fs_publish(int dirfd, const char *name, const char *temp_prefix, 
                           size_t size, int flags)
 {
     char temp[64];
-    int fd = progcache__fs_create_temp(dirfd, temp_prefix,
-                                       (flags & PROGCACHE__PUBLISH_GROUP) ? 0660 : 0600, temp,
-                                       sizeof temp);
+    int fd = progcache__fs_create_temp_exact(dirfd, temp_prefix,
+                                             (flags & PROGCACHE__PUBLISH_GROUP) ? 0660 : 0600,
+                                             temp, sizeof temp);
     if (fd < 0)
         return -1;
     int ok = progcache__fs_write_full(fd, data, size) == 0;

@@ -98,10 +98,14 @@ int progcache__fs_unlinkat(int dirfd, const char *path, int flags);
 int progcache__fs_flock(int fd, int operation);
 
 /* Create a new file "<prefix><16 random hex>" in dirfd with O_EXCL and
- * exactly the given mode, whatever the umask (fchmod after the create);
+ * the given mode less the umask (a file for the user, such as an export);
  * writes the name into name (prefix length + 17 bytes). */
 int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *name,
                               size_t name_size);
+/* The same with exactly the given mode, whatever the umask (fchmod after
+ * the create): the cache's own files (docs/SHARED.md). */
+int progcache__fs_create_temp_exact(int dirfd, const char *prefix, mode_t mode, char *name,
+                                    size_t name_size);
 
 /* Rename oldpath to a new name "<prefix><16 random hex>" in newdirfd that
  * did not exist before (RENAME_NOREPLACE; link + unlink where the file

@@ -273,10 +273,14 @@ static void test_fs_modes(void)
     CHECK(dirfd >= 0);
     mode_t old = umask(077);
     char name[64];
-    int fd = progcache__fs_create_temp(dirfd, "entry-", 0660, name, sizeof name);
+    int fd = progcache__fs_create_temp_exact(dirfd, "entry-", 0660, name, sizeof name);
     CHECK(fd >= 0);
     struct stat st;
     CHECK(fstat(fd, &st) == 0 && (st.st_mode & 07777) == 0660);
+    close(fd);
+    /* A file for the user (an export) keeps the umask's say. */
+    fd = progcache__fs_create_temp(dirfd, "out-", 0666, name, sizeof name);
+    CHECK(fd >= 0 && fstat(fd, &st) == 0 && (st.st_mode & 07777) == 0600);
     close(fd);
     CHECK(progcache__fs_mkdirat_mode(dirfd, "d", 02770, (gid_t)-1) == 0);
     CHECK(fstatat(dirfd, "d", &st, 0) == 0 && (st.st_mode & 07777) == 02770);

@@ -140,8 +140,9 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
     }
     /* Private to the writer until the rename publishes it (cuda.core does
      * the same), so nobody can read or swap a half-written entry. */
-    fd = progcache__fs_create_temp(tmp_fd, "entry-", progcache__perm_entry_mode(&fs->perm),
-                                   tmp_name, sizeof tmp_name);
+    fd = progcache__fs_create_temp_exact(tmp_fd, "entry-",
+                                         progcache__perm_entry_mode(&fs->perm), tmp_name,
+                                         sizeof tmp_name);
     if (fd < 0) {
         rc = put_error(fs, errno, "create a temp file in", "tmp");
         goto done;
