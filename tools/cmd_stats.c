@@ -235,6 +235,10 @@ int cmd_stats(int argc, char **argv)
         {"remote deadlines", "remote_deadlines", s.remote_deadlines},
         {"NVRTC loads for a key", "nvrtc_key_loads", s.nvrtc_key_loads},
         {"NVRTC missing", "nvrtc_missing", s.nvrtc_missing},
+        /* i20perm */
+        {"not stored (another user's)", "foreign_not_stored", s.foreign_not_stored},
+        {"modes fixed", "modes_fixed", s.modes_fixed},
+        {"files refused", "files_refused", s.files_refused},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -117,6 +117,13 @@ static void compile_one(program *p, progcache *cache)
         p->error = r.cache_detail.size ? strndup((const char *)r.cache_detail.data,
                                                  r.cache_detail.size - 1)
                                        : strdup(r.cache_message);
+    } else if (r.status != PROGCACHE_STATUS_HIT && !r.stored) {
+        /* Compiled and, without a store error, not stored: the cache
+         * directory is another user's, which is never written (said once
+         * when the cache was opened). Warming did not happen. */
+        p->result = FAILED;
+        p->error = strdup("compiled, not stored: the cache directory belongs to another user, "
+                          "and progcache never writes into another user's cache");
     } else {
         p->result = r.status == PROGCACHE_STATUS_HIT ? CACHED : COMPILED;
     }

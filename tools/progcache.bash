@@ -13,7 +13,7 @@ _progcache()
     local i cmd=
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-        -d | --dir) ((i++)) ;;
+        -d | --dir | --shared-group) ((i++)) ;;
         -*) ;;
         *)
             cmd=${COMP_WORDS[i]}
@@ -30,6 +30,10 @@ _progcache()
         ;;
     -o | --output | --header | --digest-file | --secret-file)
         COMPREPLY=($(compgen -f -- "$cur"))
+        return
+        ;;
+    --shared-group)
+        COMPREPLY=($(compgen -g -- "$cur"))
         return
         ;;
     -t | --target)
@@ -63,7 +67,7 @@ _progcache()
 
     if [[ -z $cmd ]]; then
         if [[ $cur == -* ]]; then
-            COMPREPLY=($(compgen -W "$common -q --quiet -V --version" -- "$cur"))
+            COMPREPLY=($(compgen -W "$common -q --quiet -V --version --shared-group" -- "$cur"))
         else
             COMPREPLY=($(compgen -W "$commands" -- "$cur"))
         fi

@@ -47,6 +47,9 @@ static void usage(FILE *out)
                  "                 $XDG_CACHE_HOME/cuda-python/program-cache or\n"
                  "                 ~/.cache/cuda-python/program-cache)\n"
                  "  -q, --quiet    no progress bar on standard error\n"
+                 "  --shared-group GROUP\n"
+                 "                 a team's cache: trust and write for the members of GROUP\n"
+                 "                 (as $PROGCACHE_SHARED_GROUP; docs/SHARED.md)\n"
                  "  -h, --help     this text\n"
                  "  -V, --version  print the version\n\n"
                  "Exit status: 0 success; 1 looked and the answer is no (a miss, bad entries,\n"
@@ -329,6 +332,8 @@ static int global_options(int argc, char **argv, int *code)
                                           {"quiet", no_argument, NULL, 'q'},
                                           {"help", no_argument, NULL, 'h'},
                                           {"version", no_argument, NULL, 'V'},
+                                          {"shared-group", required_argument, NULL,
+                                           TOOL_OPT_SHARED_GROUP},
                                           {NULL, 0, NULL, 0}};
     opterr = 0;
     int c;
@@ -338,6 +343,10 @@ static int global_options(int argc, char **argv, int *code)
         switch (c) {
         case 'd': tool_global.dir = optarg; break;
         case 'q': tool_global.quiet = 1; break;
+        case TOOL_OPT_SHARED_GROUP:
+            if ((*code = tool_shared_group("", optarg)) != EXIT_OK)
+                return -1;
+            break;
         case 'h':
             usage(stdout);
             *code = finish_stdout(NULL, EXIT_OK);

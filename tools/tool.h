@@ -61,6 +61,12 @@ typedef struct tool_globals {
 } tool_globals;
 extern tool_globals tool_global;
 
+/* --shared-group GROUP (long only, before or after the subcommand): the
+ * team's group of a group-shared cache, as PROGCACHE_SHARED_GROUP, which it
+ * sets. EXIT_OK or EXIT_USAGE (message printed). */
+enum { TOOL_OPT_SHARED_GROUP = 0x1000 - 2 };
+int tool_shared_group(const char *cmd, const char *group);
+
 /* One option of a subcommand besides the common ones. */
 typedef struct tool_option {
     const char *name; /* the long name, without "--" */

@@ -17,7 +17,20 @@ static const tool_option common[] = {
     {"dir", 'd', 1},
     {"quiet", 'q', 0},
     {"help", 'h', 0},
+    {"shared-group", TOOL_OPT_SHARED_GROUP, 1},
 };
+
+int tool_shared_group(const char *cmd, const char *group)
+{
+    /* The library reads the team's group from the environment only (the
+     * user's own, never a file in the shared directory): the option sets
+     * it for this process, before any thread exists. */
+    if (!*group)
+        return tool_usage_error(cmd, "--shared-group is empty: give the team's group");
+    if (setenv("PROGCACHE_SHARED_GROUP", group, 1) != 0)
+        return tool_error(cmd, "out of memory");
+    return EXIT_OK;
+}
 
 void tool_parser_init(tool_parser *p, const char *cmd, const char *usage, int argc, char **argv,
                       const tool_option *opts, unsigned int flags)
@@ -185,6 +198,10 @@ int tool_next(tool_parser *p)
             continue;
         case 'q':
             tool_global.quiet = 1;
+            continue;
+        case TOOL_OPT_SHARED_GROUP:
+            if ((p->code = tool_shared_group(p->cmd, optarg)) != EXIT_OK)
+                return TOOL_EXIT;
             continue;
         case OPT_JSON:
             p->json = 1;

@@ -3,7 +3,8 @@
  * layout, with progcache's integrity checks, size cap and statistics.
  *
  *   <root>/entries/<h[0:2]>/<h[2:64]>   raw artifact bytes, h = hex SHA-256(key)
- *   <root>/tmp/                          writes in progress (mode 0700)
+ *   <root>/tmp/                          writes in progress (mode 0700, or
+ *                                        02770 in a group-shared cache)
  *   <root>/progcache/                    progcache's own state; cuda.core
  *                                        ignores it
  * docs/FORMAT.md describes it precisely.
@@ -59,9 +60,14 @@ typedef struct progcache_file_options {
 #define PROGCACHE_FILE_READONLY 0x2u
 /* A cache shared by the members of a group (a cluster's scratch space):
  * trust entries owned by other users when their group is the cache
- * directory's group, and write entries and tmp/ group-readable/writable.
- * Without it only entries owned by this user are trusted: a file someone
- * else placed in the directory is a miss, never loaded (docs/SECURITY.md). */
+ * directory's group, and make every directory 02770, entries 0640 and
+ * state files 0660, whatever the umask. The environment variable
+ * PROGCACHE_SHARED_GROUP (a group's name or number) does the same and
+ * checks that the directory is of that group. Without either, the cache is
+ * private: directories 0700, files 0600, and only entries owned by this
+ * user (or root) are trusted: a file someone else placed in the directory
+ * is a miss, never loaded. A directory that belongs to another user is
+ * opened but never written (docs/SECURITY.md, docs/SHARED.md). */
 #define PROGCACHE_FILE_SHARED_GROUP 0x4u
 /* Skip the checks of entries on read (see docs/RELIABILITY.md): the
  * SHA-256 that progcache stores with each entry, and, for entries without

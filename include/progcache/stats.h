@@ -104,7 +104,15 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_NVRTC_KEY_LOADS = 45,
     /* a compile, or a key, that NVRTC was needed for and is not on this
      * machine ("no NVRTC": a miss on a driver-only node) */
-    PROGCACHE_STAT_NVRTC_MISSING = 46
+    PROGCACHE_STAT_NVRTC_MISSING = 46,
+    /* i20perm: other users and modes (docs/SHARED.md, "Team caches, other
+     * users and root"). A compile not stored because the cache directory
+     * is another user's; a directory or file of ours whose mode was
+     * corrected; a settings or state file, or a directory, of another user
+     * refused or named in a warning. */
+    PROGCACHE_STAT_FOREIGN_NOT_STORED = 38,
+    PROGCACHE_STAT_MODES_FIXED = 39,
+    PROGCACHE_STAT_FILES_REFUSED = 40
 } progcache_stat;
 
 /*
@@ -241,6 +249,20 @@ typedef struct progcache_stats {
      * that needed NVRTC where there is none. */
     uint64_t nvrtc_key_loads;
     uint64_t nvrtc_missing;
+    /* Version 3. */
+    /* i20perm (docs/SHARED.md, "Team caches, other users and root").
+     * foreign_not_stored: compiles (and copies from a remote tier) not
+     * stored because the cache directory belongs to another user (counted
+     * in that process's own copy of the statistics: nothing is written
+     * into another user's cache). modes_fixed: directories and files of
+     * this user's whose mode progcache corrected (a private cache made
+     * under umask 000, a group cache made under umask 022). files_refused:
+     * settings and state files refused (another user's, writable by
+     * everyone) and directories of other users with loose modes named in
+     * a warning. */
+    uint64_t foreign_not_stored;
+    uint64_t modes_fixed;
+    uint64_t files_refused;
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 3

@@ -17,8 +17,8 @@
 static const char usage_text[] =
     "usage: " PROG " [--device N] [--m M] [--n N] [--k K] [--tile-size {16,32}]\n"
     "       [--epilogue {identity,relu,gelu,sigmoid,tanh,silu}] [--cache-dir DIR]\n"
-    "       [--clear-cache] [--warmup W] [--iterations I] [--arch sm_XY]\n"
-    "       [--kernel {tiled,fast}] [--config BMxBNxBK:TMxTN] [--autotune]\n"
+    "       [--shared-group G] [--clear-cache] [--warmup W] [--iterations I]\n"
+    "       [--arch sm_XY] [--kernel {tiled,fast}] [--config BMxBNxBK:TMxTN] [--autotune]\n"
     "       [--templated] [--print-source] [--async-store] [--help]\n"
     "\n"
     "Compile a matmul with bias and epilogue, C = epilogue(A @ B + bias), with NVRTC\n"
@@ -37,6 +37,8 @@ static const char usage_text[] =
     "                        default, $XDG_CACHE_HOME/cuda-python/program-cache or\n"
     "                        ~/.cache/cuda-python/program-cache, shared with Python\n"
     "                        programs using cuda.core)\n"
+    "  --shared-group G      the cache directory is a team's, shared by group G's\n"
+    "                        members (as $PROGCACHE_SHARED_GROUP; docs/SHARED.md)\n"
     "  --clear-cache         empty the cache before compiling\n"
     "  --warmup W            untimed launches before timing (default: 5)\n"
     "  --iterations I        timed launches (default: 20)\n"
@@ -277,6 +279,16 @@ int sample_parse_args(sample_args *out, int argc, char **argv)
                     cache_dir = v;
                 else
                     rc = usage_error("--cache-dir must not be empty");
+            }
+        } else if (is_opt(arg, "--shared-group")) {
+            /* A team's cache: the library takes the group from the
+             * user's environment (never from a file in the shared
+             * directory); the option sets it for this run. */
+            if ((v = value_of(argc, argv, &i, "--shared-group", &bad))) {
+                if (!*v)
+                    rc = usage_error("--shared-group must not be empty");
+                else if (setenv("PROGCACHE_SHARED_GROUP", v, 1) != 0)
+                    rc = usage_error("cannot set PROGCACHE_SHARED_GROUP: %s", strerror(errno));
             }
         } else if (is_opt(arg, "--arch")) {
             if ((v = value_of(argc, argv, &i, "--arch", &bad))) {

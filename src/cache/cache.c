@@ -330,8 +330,10 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     if (tiers[num_tiers])
         num_tiers++;
     rc = new_handle(out, tiers, num_tiers, path, opts);
-    if (!rc)
-        (*out)->read_only = (opts->flags & PROGCACHE_FILE_READONLY) != 0;
+    if (!rc) {
+        (*out)->foreign = progcache__store_foreign((*out)->tiers[(*out)->home]);
+        (*out)->read_only = (opts->flags & PROGCACHE_FILE_READONLY) != 0 || (*out)->foreign;
+    }
 
 done:
     if (rc) {
@@ -388,6 +390,11 @@ static void put_upper(progcache *cache, size_t i, const void *key, size_t key_le
                       const void *data, size_t size, const progcache_entry_meta *meta)
 {
     progcache_store *t = cache->tiers[i];
+    if (i == cache->home && cache->foreign) {
+        /* Another user's directory: said once at open, counted here. */
+        progcache__cache_record(cache, PROGCACHE_STAT_FOREIGN_NOT_STORED, 1);
+        return;
+    }
     int rc = progcache__store_put_meta(t, key, key_len, data, size, meta);
     if (rc == PROGCACHE_OK)
         return;

@@ -33,6 +33,10 @@ struct progcache {
     /* progcache_open with PROGCACHE_FILE_READONLY: nothing may be written
      * under path, by the stores or by a layer above (the PCH tier). */
     int read_only;
+    /* The home tier is another user's cache directory (file_perm.c): it is
+     * read, never written; compile-or-load does not store there, and
+     * counts it (PROGCACHE_STAT_FOREIGN_NOT_STORED). read_only is set too. */
+    int foreign;
 
     progcache_log_fn log; /* optional */
     void *log_ctx;

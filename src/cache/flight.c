@@ -16,6 +16,7 @@
 #include "fs.h"
 #include "netfs.h"
 #include "sha256.h"
+#include "store/store.h"
 
 
 /* 1: locked; 0: someone else holds it; -1: locking is unavailable. */
@@ -52,21 +53,29 @@ static int open_lock_file(progcache *cache)
 {
     if (!cache->path)
         return -1;
-    int root = open(cache->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0)
-        return -1;
     /* A regular file only, opened without blocking: a FIFO there would
-     * hang or, locked, coordinate nothing. Without the lock every process
-     * compiles for itself; say so, once per handle. */
+     * hang or, locked, coordinate nothing; made with the cache's mode, and
+     * refused when another user's (a lock someone else holds would stall
+     * every compile). Not made at all in another user's cache or one
+     * opened read-only. Without the lock every process compiles for
+     * itself; say so, once per handle. */
     struct stat st;
-    int fd = progcache__fs_open_regular(root, "progcache/flight", O_RDWR | O_CREAT, 0666, &st);
-    close(root);
-    if (fd < 0 && errno == PROGCACHE__FS_ENOTREG &&
-        !__atomic_exchange_n(&cache->flight_warned, 1, __ATOMIC_RELAXED))
-        progcache__cache_log(cache, PROGCACHE_LOG_WARN,
-                             "cannot use %s/progcache/flight: it is %s, not a regular file "
-                             "(remove it); processes missing the same key each compile it",
-                             cache->path, progcache__fs_type_name(st.st_mode));
+    char why[192];
+    int fd = progcache__store_open_own(cache->tiers[cache->home], "flight", O_RDWR | O_CREAT,
+                                       &st, why, sizeof why);
+    if (fd < 0 && (errno == PROGCACHE__FS_ENOTREG || errno == EPERM) &&
+        !__atomic_exchange_n(&cache->flight_warned, 1, __ATOMIC_RELAXED)) {
+        if (errno == EPERM)
+            progcache__cache_log(cache, PROGCACHE_LOG_WARN,
+                                 "cannot use %s/progcache/flight: %s; it is not used (remove "
+                                 "it); processes missing the same key each compile it",
+                                 cache->path, why);
+        else
+            progcache__cache_log(cache, PROGCACHE_LOG_WARN,
+                                 "cannot use %s/progcache/flight: it is %s, not a regular file "
+                                 "(remove it); processes missing the same key each compile it",
+                                 cache->path, progcache__fs_type_name(st.st_mode));
+    }
     return fd;
 }
 

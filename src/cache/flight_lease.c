@@ -37,6 +37,7 @@
 #include "clock.h"
 #include "error.h"
 #include "fs.h"
+#include "store/store.h"
 
 #define LEASE_DIR "progcache/flight.d"
 
@@ -142,9 +143,13 @@ static int take_over(int dirfd, const char *name, const lease_seen *stale)
 /* 1: created, *out is ours; 0: exists; -1: cannot be used (errno). */
 static int create(struct progcache__flight_lease **out, int dirfd, const char *name)
 {
-    int fd = progcache__fs_open_beneath(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = progcache__fs_open_beneath(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     if (fd < 0)
         return errno == EEXIST ? 0 : -1;
+    /* 0640 whatever the umask: a team's members read each other's leases
+     * (the directory is the cache's, 02770, or 0700 and reached by nobody
+     * else). */
+    (void)fchmod(fd, 0640);
     struct progcache__flight_lease *l = progcache__calloc(1, sizeof *l);
     if (!l) {
         close(fd);
@@ -178,16 +183,8 @@ static int create(struct progcache__flight_lease **out, int dirfd, const char *n
 
 int progcache__flight_lease_dir(const progcache *cache)
 {
-    if (!cache->path)
-        return -1;
-    int root = open(cache->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0)
-        return -1;
-    int fd = progcache__fs_open_dir(root, LEASE_DIR);
-    if (fd < 0 && errno == ENOENT && progcache__fs_mkdirat(root, LEASE_DIR, 0777) == 0)
-        fd = progcache__fs_open_dir(root, LEASE_DIR);
-    close(root);
-    return fd;
+    /* The file store hands out its own directories, with its modes. */
+    return progcache__store_open_own_dir(cache->tiers[cache->home], "flight.d");
 }
 
 int progcache__flight_lease_try(progcache__flight *f, progcache *cache, int dirfd,

@@ -25,6 +25,7 @@
 #include "buf.h"
 #include "clock.h"
 #include "cache/async_put.h"
+#include "cache/cache.h"
 #include "cache/cache_stats.h"
 #include "cache/flight.h"
 #include "driver.h"
@@ -254,6 +255,12 @@ static void store(call *c, progcache__flight *flight, const char *what)
         rc = progcache__names_add_record(&meta, &program->nvrtc, &c->lowered);
     if (rc) {
         cache_failed(out, program, rc, STEP_STORE, what);
+        goto done;
+    }
+    if (c->cache->foreign) {
+        /* Another user's cache directory: compiled, not stored (said once
+         * at open; counted). Whatever the tiers below hold is left. */
+        progcache__cache_record(c->cache, PROGCACHE_STAT_FOREIGN_NOT_STORED, 1);
         goto done;
     }
     if ((program->flags & PROGCACHE_PROGRAM_ASYNC_STORE) && flight &&

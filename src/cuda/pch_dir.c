@@ -48,7 +48,9 @@ void progcache__pch_dir_open(progcache__pch_tier *tier, const char *cache_dir)
         (state = progcache__fs_open_dir(root, "progcache")) < 0)
         goto fail;
     what = "cannot create it";
-    if (progcache__fs_mkdirat(state, name, 0700) != 0)
+    /* Exactly 0700 whatever the umask (and without the setgid bit a
+     * team's progcache/ would pass on: this directory is one user's). */
+    if (progcache__fs_mkdirat_mode(state, name, 0700, (gid_t)-1) < 0)
         goto fail;
     what = "cannot open it";
     if ((fd = progcache__fs_open_dir(state, name)) < 0)

@@ -29,4 +29,23 @@ const progcache_store_lease_ops *progcache__store_lease_ops(const progcache_stor
  * The hit path calls this: a few loads and one indirect call. */
 void progcache__store_record(progcache_store *store, progcache_stat stat, uint64_t n);
 
+/* For the cache over a file store (progcache_store_as_file), the files it
+ * keeps in the directory's progcache/ (the compile lock, progcache/flight):
+ * open progcache/<name> with the file store's rules (a regular file,
+ * never followed or waited on, made with the cache's mode whatever the
+ * umask, refused when another user's: progcache/SHARED.md). -1 with errno:
+ * EPERM and why (len bytes) when refused; EROFS when the store writes
+ * nothing (read-only, or another user's cache). Not a file store: EINVAL. */
+struct stat;
+/* 1 when store is a file store over another user's cache directory, which
+ * it writes nothing into (file_perm.c); else 0. */
+int progcache__store_foreign(progcache_store *store);
+int progcache__store_open_own(progcache_store *store, const char *name, int flags,
+                              struct stat *st, char *why, size_t len);
+/* Open the directory progcache/<name> of a file store, making it first
+ * with the cache's directory mode and group whatever the umask (0700, or
+ * 02770 in a team's cache). -1 with errno (EROFS: the store writes
+ * nothing; EINVAL: not a file store). */
+int progcache__store_open_own_dir(progcache_store *store, const char *name);
+
 #endif

@@ -4,6 +4,7 @@
  * directory's settings (PROGCACHE_MAX_SIZE, ...). */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,4 +414,35 @@ int progcache__config_nvrtc_version(int *major, int *minor)
     *major = (int)a;
     *minor = (int)b;
     return PROGCACHE_OK;
+}
+
+/* ---- the team group (PROGCACHE_SHARED_GROUP) ------------------------------- */
+
+#define GROUP_VAR "PROGCACHE_SHARED_GROUP"
+
+int progcache__config_shared_group(gid_t *gid, char *name, size_t name_len)
+{
+    const char *v = getenv(GROUP_VAR);
+    if (!v || !*v)
+        return PROGCACHE_ENOTFOUND;
+    snprintf(name, name_len, "%s", v);
+    /* A name, or a number (a group the name service does not list). */
+    struct group gr, *found = NULL;
+    char buf[4096];
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*v >= '0' && *v <= '9' && !*end && !errno && n < (gid_t)-1) {
+        *gid = (gid_t)n;
+        return PROGCACHE_OK;
+    }
+    int e = getgrnam_r(v, &gr, buf, sizeof buf, &found);
+    if (found) {
+        *gid = found->gr_gid;
+        return PROGCACHE_OK;
+    }
+    return progcache__error(PROGCACHE_EINVAL,
+                            GROUP_VAR " is \"%.64s\": %s; give the name or number of the group "
+                            "whose members share the cache (docs/SHARED.md)",
+                            v, e ? strerror(e) : "there is no such group");
 }

@@ -5,6 +5,7 @@
 #define PROGCACHE_UTIL_CONFIG_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The PCH tier's settings (src/cuda/pch_*.c; docs/CUDA.md). */
 typedef enum progcache__pch_mode {
@@ -58,5 +59,10 @@ const char *progcache__config_nvrtc_library(void);
  * NVRTC is not loaded. PROGCACHE_OK; PROGCACHE_ENOTFOUND when unset or
  * empty (no message); PROGCACHE_EINVAL when it is not <major>.<minor>. */
 int progcache__config_nvrtc_version(int *major, int *minor);
+/* PROGCACHE_SHARED_GROUP: the group of a team's cache directory, a name or
+ * a number. PROGCACHE_OK with *gid (and the text in name), ENOTFOUND when
+ * unset or empty, EINVAL (message names the variable) for a group that
+ * does not exist. */
+int progcache__config_shared_group(gid_t *gid, char *name, size_t name_len);
 
 #endif

@@ -244,6 +244,28 @@ int progcache__fs_mkdirat(int dirfd, const char *path, mode_t mode)
     return -1;
 }
 
+int progcache__fs_mkdirat_mode(int dirfd, const char *path, mode_t mode, gid_t gid)
+{
+    if (injected(PROGCACHE_FS_MKDIR))
+        return -1;
+    /* Made owner-only (the umask can only take bits away from 0700), then
+     * given its group and its mode through a descriptor: nobody else can
+     * use it before it has the mode it is meant to have, whatever the
+     * umask, and no umask() call (process-wide) is needed. */
+    if (mkdirat(dirfd, path, 0700) != 0)
+        return errno == EEXIST ? 1 : -1;
+    /* Not beneath dirfd: mkdir -p passes absolute paths. The last
+     * component is the directory just made, never followed if replaced. */
+    int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int ok = (gid == (gid_t)-1 || fchown(fd, (uid_t)-1, gid) == 0) && fchmod(fd, mode) == 0;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return ok ? 0 : -1;
+}
+
 int progcache__fs_unlinkat(int dirfd, const char *path, int flags)
 {
     if (injected(PROGCACHE_FS_UNLINK))
@@ -300,17 +322,39 @@ static uint64_t next_random(void)
     return z ^ (z >> 31);
 }
 
-int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *name,
-                              size_t name_size)
+static int create_temp(int dirfd, const char *prefix, mode_t mode, int exact, char *name,
+                       size_t name_size)
 {
     for (int attempt = 0; attempt < 100; attempt++) {
         snprintf(name, name_size, "%s%016llx", prefix, (unsigned long long)next_random());
         int fd = progcache__fs_open_beneath(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, mode);
+        /* The umask may have taken bits the file needs (a group cache's
+         * 0660); it never adds any, so the mode set here is only ever a
+         * widening to what was asked, on a file nobody else has open. */
+        if (fd >= 0 && exact && fchmod(fd, mode) != 0) {
+            int saved = errno;
+            close(fd);
+            (void)unlinkat(dirfd, name, 0);
+            errno = saved;
+            return -1;
+        }
         if (fd >= 0 || errno != EEXIST)
             return fd;
     }
     errno = EEXIST;
     return -1;
+}
+
+int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *name,
+                              size_t name_size)
+{
+    return create_temp(dirfd, prefix, mode, 0, name, name_size);
+}
+
+int progcache__fs_create_temp_exact(int dirfd, const char *prefix, mode_t mode, char *name,
+                                    size_t name_size)
+{
+    return create_temp(dirfd, prefix, mode, 1, name, name_size);
 }
 
 int progcache__fs_rename_aside(int olddirfd, const char *oldpath, int newdirfd,
@@ -334,7 +378,8 @@ int progcache__fs_rename_aside(int olddirfd, const char *oldpath, int newdirfd,
     return -1;
 }
 
-int progcache__fs_mkdir_p(const char *path, mode_t mode)
+int progcache__fs_mkdir_p(const char *path, mode_t mode, gid_t gid, progcache__fs_parent_fn ok,
+                          void *ctx)
 {
     char buf[PATH_MAX];
     size_t len = strlen(path);
@@ -348,10 +393,26 @@ int progcache__fs_mkdir_p(const char *path, mode_t mode)
             continue;
         char saved = buf[i];
         buf[i] = '\0';
-        if (progcache__fs_mkdirat(AT_FDCWD, buf, mode) != 0) {
+        struct stat st;
+        if (fstatat(AT_FDCWD, buf, &st, 0) != 0) {
+            if (errno != ENOENT)
+                return -1;
+            /* Missing: made in its parent only when the caller allows that
+             * parent (who owns it). */
+            char *slash = strrchr(buf, '/');
+            char parent[PATH_MAX];
+            if (!slash)
+                snprintf(parent, sizeof parent, ".");
+            else if (slash == buf)
+                snprintf(parent, sizeof parent, "/");
+            else
+                snprintf(parent, sizeof parent, "%.*s", (int)(slash - buf), buf);
+            struct stat pst;
+            if (ok && (fstatat(AT_FDCWD, parent, &pst, 0) != 0 || !ok(ctx, parent, &pst)))
+                return -1;
             /* An existing component that is not a directory is reported by
              * the open that follows; here only real failures stop us. */
-            if (errno != EEXIST)
+            if (progcache__fs_mkdirat_mode(AT_FDCWD, buf, mode, gid) < 0 && errno != EEXIST)
                 return -1;
         }
         buf[i] = saved;
@@ -363,7 +424,9 @@ int progcache__fs_publish(int dirfd, const char *name, const char *temp_prefix, 
                           size_t size, int flags)
 {
     char temp[64];
-    int fd = progcache__fs_create_temp(dirfd, temp_prefix, 0666, temp, sizeof temp);
+    int fd = progcache__fs_create_temp_exact(dirfd, temp_prefix,
+                                             (flags & PROGCACHE__PUBLISH_GROUP) ? 0660 : 0600,
+                                             temp, sizeof temp);
     if (fd < 0)
         return -1;
     int ok = progcache__fs_write_full(fd, data, size) == 0;

@@ -89,6 +89,11 @@ int progcache__fs_over_size_limit(int fd, size_t len);
 int progcache__fs_renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 int progcache__fs_linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 int progcache__fs_mkdirat(int dirfd, const char *path, mode_t mode); /* EEXIST is success */
+/* mkdirat that gives the new directory exactly mode (setgid included) and,
+ * unless gid is (gid_t)-1, that group, whatever the umask: it is made 0700
+ * and then fchown'ed and fchmod'ed through a descriptor. 0 when made, 1
+ * when it existed (left as it is), -1 with errno. */
+int progcache__fs_mkdirat_mode(int dirfd, const char *path, mode_t mode, gid_t gid);
 int progcache__fs_unlinkat(int dirfd, const char *path, int flags);
 int progcache__fs_flock(int fd, int operation);
 /* Whether errnum, from flock or fcntl's F_SETLK/F_OFD_SETLK, says that
@@ -112,10 +117,15 @@ int progcache__fs_lock_warn_once(void);
     "processes missing the same key each compile it (said once per process; lock_failures in "  \
     "progcache stats)"
 
-/* Create a new file "<prefix><16 random hex>" in dirfd with O_EXCL and the
- * given mode; writes the name into name (prefix length + 17 bytes). */
+/* Create a new file "<prefix><16 random hex>" in dirfd with O_EXCL and
+ * the given mode less the umask (a file for the user, such as an export);
+ * writes the name into name (prefix length + 17 bytes). */
 int progcache__fs_create_temp(int dirfd, const char *prefix, mode_t mode, char *name,
                               size_t name_size);
+/* The same with exactly the given mode, whatever the umask (fchmod after
+ * the create): the cache's own files (docs/SHARED.md). */
+int progcache__fs_create_temp_exact(int dirfd, const char *prefix, mode_t mode, char *name,
+                                    size_t name_size);
 
 /* Rename oldpath to a new name "<prefix><16 random hex>" in newdirfd that
  * did not exist before (RENAME_NOREPLACE; link + unlink where the file
@@ -134,6 +144,9 @@ int progcache__fs_rename_aside(int olddirfd, const char *oldpath, int newdirfd,
  * see whole or not at all. */
 #define PROGCACHE__PUBLISH_REPLACE 0x1
 #define PROGCACHE__PUBLISH_FSYNC 0x2
+/* The file is made 0660 (a group-shared cache's state) instead of 0600,
+ * whatever the umask. */
+#define PROGCACHE__PUBLISH_GROUP 0x4
 int progcache__fs_publish(int dirfd, const char *name, const char *temp_prefix, const void *data,
                           size_t size, int flags);
 
@@ -144,7 +157,12 @@ int progcache__fs_publish(int dirfd, const char *name, const char *temp_prefix, 
 typedef int (*progcache__fs_name_fn)(void *ctx, int dirfd, const char *name, unsigned char type);
 int progcache__fs_each_name(int dirfd, progcache__fs_name_fn fn, void *ctx);
 
-/* mkdir -p for an absolute or relative path; 0 or -1 with errno. */
-int progcache__fs_mkdir_p(const char *path, mode_t mode);
+/* mkdir -p for an absolute or relative path: every directory it makes gets
+ * mode and gid as progcache__fs_mkdirat_mode gives them. Before making one,
+ * ok (unless NULL) is asked about its existing parent (path and stat); a
+ * 0 stops there with errno as ok set it. 0 or -1 with errno. */
+typedef int (*progcache__fs_parent_fn)(void *ctx, const char *parent, const struct stat *st);
+int progcache__fs_mkdir_p(const char *path, mode_t mode, gid_t gid, progcache__fs_parent_fn ok,
+                          void *ctx);
 
 #endif

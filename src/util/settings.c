@@ -54,6 +54,9 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
     {"nvrtc_version", "PROGCACHE_NVRTC_VERSION", TEXT, "", 0, 0,
      "the NVRTC version (13.0) keys carry when NVRTC is not loaded, instead of the cache's "
      "record of it (environment only)"},
+    {"shared_group", "PROGCACHE_SHARED_GROUP", TEXT, "", 0, 0,
+     "the group of a team's cache directory, whose members' entries are trusted (environment "
+     "or --shared-group only)"},
 };
 
 /* ---- sizes ---------------------------------------------------------------- */

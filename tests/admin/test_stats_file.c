@@ -412,6 +412,8 @@ static void test_versions(void)
     progcache__cache_record(cache, PROGCACHE_STAT_FLIGHT_TAKEOVERS, 33);
     for (int pos = 34; pos <= 37; pos++) /* i20cap: version 3 */
         progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
+    for (int pos = 38; pos <= 40; pos++) /* i20perm */
+        progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
     progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_OVER_BOUND, 410); /* i21 */
     progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_DEADLINES, 420);
     progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_KEY_LOADS, 45); /* i23nvrtc */
@@ -424,6 +426,7 @@ static void test_versions(void)
           s.other_writer_bytes == 370);
     CHECK(s.remote_over_bound == 410 && s.remote_deadlines == 420);
     CHECK(s.nvrtc_key_loads == 45 && s.nvrtc_missing == 46);
+    CHECK(s.foreign_not_stored == 380 && s.modes_fixed == 390 && s.files_refused == 400);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
                             s.remote_dropped,   s.remote_newer,    s.remote_too_large,
                             s.remote_bad_tag,   s.remote_waits,    s.wait_timeouts,

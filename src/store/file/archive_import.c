@@ -411,8 +411,7 @@ static int import_from(file_store *fs, int fd, const char *name,
                        const progcache_archive_options *opts, progcache_archive_result *out)
 {
     if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot import",
-                                fs->root);
+        return progcache__file_refuse_write(fs, "import");
     member_list list = {NULL, 0, 0};
     progcache_buf data = PROGCACHE_BUF_INIT;
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
@@ -539,8 +538,7 @@ int progcache_file_import(progcache_archive_result *out, progcache_file *file, c
         return rc;
     opts = &o;
     if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot import",
-                                fs->root);
+        return progcache__file_refuse_write(fs, "import");
     /* A FIFO is read as a pipe is: the open waits for its writer. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)

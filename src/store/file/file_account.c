@@ -43,7 +43,9 @@ static int create_state(file_store *fs, int replace)
     memset(&fresh, 0, sizeof fresh);
     memcpy(fresh.magic, STATE_MAGIC, 8);
     fresh.version = STATE_VERSION;
-    int rc = progcache__fs_publish(dirfd, "state", "state-", &fresh, sizeof fresh, replace);
+    int rc = progcache__fs_publish(dirfd, "state", "state-", &fresh, sizeof fresh,
+                                   (replace ? PROGCACHE__PUBLISH_REPLACE : 0) |
+                                       (fs->perm.group ? PROGCACHE__PUBLISH_GROUP : 0));
     int saved = errno;
     close(dirfd);
     errno = saved;
@@ -53,11 +55,11 @@ static int create_state(file_store *fs, int replace)
 /* Map progcache/state, creating it if missing. NULL with errno on failure;
  * PROGCACHE__FS_ENOTREG (and *mode set) when something other than a
  * regular file is there: that is left alone, never replaced. */
-static file_state *map_state(file_store *fs, mode_t *mode)
+static file_state *map_state(file_store *fs, mode_t *mode, char *why, size_t why_len)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
         struct stat st;
-        int fd = progcache__fs_open_regular(fs->root_fd, FILE_STATE_DIR "/state", O_RDWR, 0, &st);
+        int fd = progcache__file_open_own(fs, FILE_STATE_DIR "/state", O_RDWR, &st, why, why_len);
         if (fd < 0) {
             *mode = st.st_mode;
             if (errno != ENOENT || create_state(fs, 0) != 0)
@@ -95,11 +97,33 @@ static file_state *map_state(file_store *fs, mode_t *mode)
     return NULL;
 }
 
-/* Why the file rel of progcache/ cannot be used, for the log: its type
- * when it is not a regular file, else errno's text. */
-static void describe(char *out, size_t len, int errnum, mode_t mode)
+int progcache__file_open_own(file_store *fs, const char *rel, int flags, struct stat *st,
+                             char *why, size_t why_len)
 {
-    if (errnum == PROGCACHE__FS_ENOTREG)
+    why[0] = '\0';
+    int fd = progcache__fs_open_regular(fs->root_fd, rel, flags,
+                                        progcache__perm_state_mode(&fs->perm), st);
+    if (fd < 0)
+        return -1;
+    /* Ours (just made, or made under another umask): given its mode. */
+    if (progcache__perm_fix(&fs->perm, fd, st, progcache__perm_state_mode(&fs->perm)) > 0)
+        fs->modes_fixed++;
+    if (progcache__perm_file_ok(&fs->perm, st, why, why_len))
+        return fd;
+    close(fd);
+    fs->files_refused++;
+    errno = EPERM;
+    return -1;
+}
+
+/* Why the file rel of progcache/ cannot be used, for the log: its type
+ * when it is not a regular file, whose it is when refused, else errno's
+ * text. */
+static void describe(char *out, size_t len, int errnum, mode_t mode, const char *refused)
+{
+    if (errnum == EPERM && refused[0])
+        snprintf(out, len, "%s; it is not used (remove it)", refused);
+    else if (errnum == PROGCACHE__FS_ENOTREG)
         snprintf(out, len, "it is %s, not a regular file (remove it)",
                  progcache__fs_type_name(mode));
     else
@@ -108,7 +132,7 @@ static void describe(char *out, size_t len, int errnum, mode_t mode)
 
 int progcache__file_state_open(file_store *fs)
 {
-    char why[160];
+    char why[320], refused[192];
     if (!(fs->flags & PROGCACHE_FILE_READONLY)) {
         /* The lock and the shared counters make a cache better, not
          * usable: without them it works (the counters private to this
@@ -116,22 +140,22 @@ int progcache__file_state_open(file_store *fs)
          * processes, which progcache__file_remove_if_same keeps safe) and
          * says so. */
         struct stat st;
-        fs->lock_fd = progcache__fs_open_regular(fs->root_fd, FILE_STATE_DIR "/lock",
-                                                 O_RDWR | O_CREAT, 0666, &st);
+        fs->lock_fd = progcache__file_open_own(fs, FILE_STATE_DIR "/lock", O_RDWR | O_CREAT, &st,
+                                               refused, sizeof refused);
         if (fs->lock_fd < 0) {
-            describe(why, sizeof why, errno, st.st_mode);
+            describe(why, sizeof why, errno, st.st_mode, refused);
             progcache__file_log(fs, PROGCACHE_LOG_WARN,
                                 "cannot use %s/" FILE_STATE_DIR "/lock: %s; evictions by "
                                 "several processes are not coordinated",
                                 fs->root, why);
         }
         mode_t mode = 0;
-        fs->state = map_state(fs, &mode);
+        fs->state = map_state(fs, &mode, refused, sizeof refused);
         if (fs->state) {
             fs->state_shared = 1;
             return PROGCACHE_OK;
         }
-        describe(why, sizeof why, errno, mode);
+        describe(why, sizeof why, errno, mode, refused);
         progcache__file_log(fs, PROGCACHE_LOG_WARN,
                             "cannot use %s/" FILE_STATE_DIR "/state: %s; sizes are counted by "
                             "this process alone (one scan when first needed)",

@@ -276,8 +276,7 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
 {
     *removed = *removed_bytes = 0;
     if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot prune",
-                                fs->root);
+        return progcache__file_refuse_write(fs, "prune");
     unsigned pass = progcache__file_lock(fs) ? PASS_LOCKED : 0;
     progcache__file_sweep_tmp(fs, 1);
     int rc = evict_pass(fs, pass, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes,

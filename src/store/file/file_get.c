@@ -62,16 +62,17 @@ static int64_t now_seconds(void)
     return (int64_t)ts.tv_sec;
 }
 
-/* Only files this user wrote are loaded as code: in a directory others can
- * write to, anything else could be planted (docs/SECURITY.md). A
- * group-shared cache trusts its group instead. Writable by all: never. */
+/* Only files this user (or root, who can replace this user's programs
+ * anyway) wrote are loaded as code: in a directory others can write to,
+ * anything else could be planted (docs/SECURITY.md). A group-shared cache
+ * trusts its group too. Writable by all: never. */
 int progcache__file_trusted(const file_store *fs, const struct stat *st)
 {
     if (st->st_mode & S_IWOTH)
         return 0;
-    if (st->st_uid == fs->euid)
+    if (st->st_uid == fs->euid || st->st_uid == 0)
         return 1;
-    return (fs->flags & PROGCACHE_FILE_SHARED_GROUP) && st->st_gid == fs->root_gid;
+    return fs->perm.group && st->st_gid == fs->perm.team;
 }
 
 /* The checks of an entry read:
@@ -141,6 +142,12 @@ int progcache__file_get(progcache_buf *out, progcache_entry_meta *meta, file_sto
          * anything but a regular file (PROGCACHE__FS_ENOTREG). */
         if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ||
             errno == PROGCACHE__FS_ENOTREG)
+            return PROGCACHE_ENOTFOUND;
+        /* An entry this user may not read (another member's, made by an
+         * older version without group read; one that root left): a miss,
+         * which the put after the compile replaces (the shard is ours or
+         * the group's). */
+        if (errno == EACCES)
             return PROGCACHE_ENOTFOUND;
         return progcache__error_errno(progcache__code_from_errno(errno), errno,
                                       "cannot open cache entry %s/%s", fs->root, rel);

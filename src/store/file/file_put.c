@@ -13,6 +13,7 @@
 
 #include "error.h"
 #include "fs.h"
+#include "store/file/file_stats.h"
 
 const char *progcache__file_errno_hint(int errnum)
 {
@@ -41,9 +42,11 @@ static int put_error(file_store *fs, int errnum, const char *what, const char *w
                             progcache__file_errno_hint(errnum));
 }
 
+/* progcache/tmp/'s mode: the cache's directory mode (0700, or the
+ * group's 02770), whatever the umask (file_perm.c). */
 mode_t progcache__file_tmp_mode(const file_store *fs)
 {
-    return (fs->flags & PROGCACHE_FILE_SHARED_GROUP) ? 02770 : 0700;
+    return progcache__perm_dir_mode(&fs->perm);
 }
 
 /* Open progcache/tmp/, recreating it (and progcache/) if someone removed
@@ -52,8 +55,11 @@ int progcache__file_open_tmp(file_store *fs)
 {
     int fd = progcache__fs_open_dir(fs->root_fd, FILE_TMP_DIR);
     if (fd < 0 && errno == ENOENT) {
-        if (progcache__fs_mkdirat(fs->root_fd, FILE_STATE_DIR, 0777) != 0 ||
-            progcache__fs_mkdirat(fs->root_fd, FILE_TMP_DIR, progcache__file_tmp_mode(fs)) != 0)
+        if (progcache__fs_mkdirat_mode(fs->root_fd, FILE_STATE_DIR,
+                                       progcache__perm_dir_mode(&fs->perm),
+                                       progcache__perm_new_gid(&fs->perm)) < 0 ||
+            progcache__fs_mkdirat_mode(fs->root_fd, FILE_TMP_DIR, progcache__file_tmp_mode(fs),
+                                       progcache__perm_new_gid(&fs->perm)) < 0)
             return -1;
         fd = progcache__fs_open_dir(fs->root_fd, FILE_TMP_DIR);
     }
@@ -69,10 +75,22 @@ static int open_shard_dir(file_store *fs, const char *rel, int *created)
     shard[10] = '\0';
     *created = 0;
     int fd = progcache__fs_open_dir(fs->root_fd, shard);
-    if (fd >= 0 || errno != ENOENT)
+    if (fd >= 0) {
+        /* A shard of ours that an older version (or a umask 000) left
+         * open to others, or closed to the group, gets its mode: one fstat
+         * per put. Another member's is theirs to fix (open names it). */
+        struct stat st;
+        if (fstat(fd, &st) == 0 && (st.st_mode & 07777) != progcache__perm_dir_mode(&fs->perm) &&
+            progcache__perm_fix(&fs->perm, fd, &st, progcache__perm_dir_mode(&fs->perm)) > 0)
+            progcache__stats_add(fs->stats, PROGCACHE__MODES_FIXED, 1);
         return fd;
-    if (progcache__fs_mkdirat(fs->root_fd, "entries", 0777) != 0 ||
-        progcache__fs_mkdirat(fs->root_fd, shard, 0777) != 0)
+    }
+    if (errno != ENOENT)
+        return fd;
+    mode_t mode = progcache__perm_dir_mode(&fs->perm);
+    gid_t gid = progcache__perm_new_gid(&fs->perm);
+    if (progcache__fs_mkdirat_mode(fs->root_fd, "entries", mode, gid) < 0 ||
+        progcache__fs_mkdirat_mode(fs->root_fd, shard, mode, gid) < 0)
         return -1;
     *created = 1;
     return progcache__fs_open_dir(fs->root_fd, shard);
@@ -110,9 +128,11 @@ int progcache__file_vput(progcache_store *store, const void *key, size_t key_len
 int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const void *data,
                             size_t size, const progcache_entry_meta *meta)
 {
-    if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot put",
-                                fs->root);
+    if (fs->flags & PROGCACHE_FILE_READONLY) {
+        if (fs->foreign)
+            progcache__stats_add(fs->stats, PROGCACHE__FOREIGN_NOT_STORED, 1);
+        return progcache__file_refuse_write(fs, "put");
+    }
     if ((uint64_t)size > fs->max_artifact_size)
         return progcache__error(PROGCACHE_EINVAL,
                                 "cannot store %zu bytes in cache %s: more than max_artifact_size "
@@ -131,9 +151,9 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
     }
     /* Private to the writer until the rename publishes it (cuda.core does
      * the same), so nobody can read or swap a half-written entry. */
-    fd = progcache__fs_create_temp(tmp_fd, "entry-",
-                                   (fs->flags & PROGCACHE_FILE_SHARED_GROUP) ? 0640 : 0600,
-                                   tmp_name, sizeof tmp_name);
+    fd = progcache__fs_create_temp_exact(tmp_fd, "entry-",
+                                         progcache__perm_entry_mode(&fs->perm), tmp_name,
+                                         sizeof tmp_name);
     if (fd < 0) {
         rc = put_error(fs, errno, "create a temp file in", FILE_TMP_DIR);
         goto done;
@@ -211,8 +231,7 @@ int progcache__file_vremove(progcache_store *store, const void *key, size_t key_
 {
     file_store *fs = (file_store *)store;
     if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot remove",
-                                fs->root);
+        return progcache__file_refuse_write(fs, "remove");
     char rel[FILE_REL_PATH_MAX];
     int shard = 0;
     int rc = progcache__file_rel_path(rel, &shard, key, key_len);

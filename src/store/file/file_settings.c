@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alloc.h"
+#include "config.h"
 #include "buf.h"
 #include "error.h"
 #include "fs.h"
@@ -16,10 +18,13 @@
 #include "store/file/file_store.h"
 
 /* Read root_fd's settings file into *text (*exists 0 when there is none).
- * for_use: refuse a file every user may write (a writer replacing it
- * anyway need not). */
+ * With perm (for use): refuse a file every user may write, or one that is
+ * not this user's, root's or (in a group cache) the team group's: its
+ * values would be honoured. A writer replacing it anyway passes NULL. The
+ * checks and the read are of one descriptor (opened O_NOFOLLOW and
+ * O_NONBLOCK, then fstat): nothing can be swapped in between. */
 static int read_text(progcache_buf *text, int root_fd, const char *path, int *exists,
-                     int for_use)
+                     const file_perm *perm)
 {
     struct stat st;
     *exists = 0;
@@ -44,11 +49,22 @@ static int read_text(progcache_buf *text, int root_fd, const char *path, int *ex
                               path, (long long)st.st_size, PROGCACHE__SETTINGS_FILE_MAX);
         goto done;
     }
-    if (for_use && (st.st_mode & S_IWOTH)) {
+    if (perm && (st.st_mode & S_IWOTH)) {
         rc = progcache__error(PROGCACHE_EINVAL,
                               "the settings file %s can be written by every user (mode %04o): "
                               "anyone could change this cache's settings; chmod o-w it",
                               path, (unsigned)(st.st_mode & 07777));
+        goto done;
+    }
+    char why[192];
+    if (perm && !progcache__perm_file_ok(perm, &st, why, sizeof why)) {
+        rc = progcache__error(PROGCACHE_EINVAL,
+                              "the settings file %s is refused: %s, so its values are not "
+                              "honoured; remove it (progcache config writes a new one)%s",
+                              path, why,
+                              perm->group ? ""
+                                          : " or, in a team's cache, set PROGCACHE_SHARED_GROUP "
+                                            "(docs/SHARED.md)");
         goto done;
     }
     /* One byte over the bound tells a file that grew meanwhile. */
@@ -73,13 +89,13 @@ done:
 }
 
 /* Defaults, then root_fd's file, then (unless skipped) the environment. */
-static int load(progcache_settings *s, int root_fd, int with_file_and_env)
+static int load(progcache_settings *s, int root_fd, int with_file_and_env, const file_perm *perm)
 {
     if (!with_file_and_env)
         return PROGCACHE_OK;
     progcache_buf text = PROGCACHE_BUF_INIT;
     int exists = 0;
-    int rc = root_fd >= 0 ? read_text(&text, root_fd, s->path, &exists, 1) : PROGCACHE_OK;
+    int rc = root_fd >= 0 ? read_text(&text, root_fd, s->path, &exists, perm) : PROGCACHE_OK;
     if (!rc && exists)
         rc = progcache__settings_apply_file(s, (const char *)text.data, text.size);
     if (!rc)
@@ -95,7 +111,7 @@ int progcache__file_settings_resolve(file_store *fs, const progcache_file_option
         return progcache__error(PROGCACHE_ENOMEM, "out of memory opening cache %s", fs->root);
     int rc = progcache__settings_init(s, fs->root);
     if (!rc)
-        rc = load(s, fs->root_fd, !(o->flags & PROGCACHE_FILE_NO_SETTINGS));
+        rc = load(s, fs->root_fd, !(o->flags & PROGCACHE_FILE_NO_SETTINGS), &fs->perm);
     if (!rc)
         rc = progcache__settings_api(s, PROGCACHE__SET_MAX_SIZE, o->max_size,
                                      "progcache_file_options.max_size");
@@ -165,7 +181,19 @@ int progcache_settings_load(progcache_settings **out, const char *dir)
     }
     if (root_fd >= 0 && (rc = progcache__file_check_dir(root_fd, dir)))
         goto done;
-    rc = load(s, root_fd, 1);
+    /* Whose settings may be honoured: as a store of this directory would
+     * decide (the team's group from PROGCACHE_SHARED_GROUP, the program's
+     * flag being unknown here). */
+    file_perm perm = {geteuid(), geteuid(), 0, (gid_t)-1, 0};
+    struct stat root_st;
+    if (root_fd >= 0 && fstat(root_fd, &root_st) == 0)
+        perm.owner = root_st.st_uid;
+    rc = progcache__config_shared_group(&perm.team, (char[64]){0}, 64);
+    perm.group = rc == PROGCACHE_OK;
+    if (rc == PROGCACHE_ENOTFOUND)
+        rc = PROGCACHE_OK;
+    if (!rc)
+        rc = load(s, root_fd, 1, &perm);
 done:
     if (root_fd >= 0)
         close(root_fd);
@@ -209,7 +237,7 @@ static int write_locked(file_store *fs, const char *name, const char *value)
     const char *path = fs->settings && fs->settings->path ? fs->settings->path : fs->root;
     progcache_buf old = PROGCACHE_BUF_INIT, text = PROGCACHE_BUF_INIT;
     int exists = 0, dirfd = -1;
-    int rc = read_text(&old, fs->root_fd, path, &exists, 0);
+    int rc = read_text(&old, fs->root_fd, path, &exists, NULL);
     if (!rc)
         rc = progcache__settings_edit(&text, exists ? (const char *)old.data : NULL,
                                       exists ? old.size : 0, name, value);
@@ -218,7 +246,8 @@ static int write_locked(file_store *fs, const char *name, const char *value)
     dirfd = progcache__fs_open_dir(fs->root_fd, FILE_STATE_DIR);
     if (dirfd < 0 ||
         progcache__fs_publish(dirfd, "config", "config-", text.data, text.size,
-                              PROGCACHE__PUBLISH_REPLACE | PROGCACHE__PUBLISH_FSYNC) != 0) {
+                              PROGCACHE__PUBLISH_REPLACE | PROGCACHE__PUBLISH_FSYNC |
+                                  (fs->perm.group ? PROGCACHE__PUBLISH_GROUP : 0)) != 0) {
         char why[128];
         int e = errno;
         rc = progcache__error(progcache__code_from_errno(e),
@@ -252,9 +281,14 @@ int progcache_settings_set(const char *dir, const char *name, const char *value)
     progcache_file_options o;
     progcache_file_options_init(&o);
     o.flags = PROGCACHE_FILE_NO_SETTINGS;
-    if ((rc = progcache_store_file_new(&store, dir, &o)))
+    /* The team's group still decides the new file's mode. */
+    if ((rc = progcache__file_new_internal(&store, dir, &o, PROGCACHE__FILE_GROUP_ENV)))
         goto done;
     file_store *fs = (file_store *)store;
+    if (fs->flags & PROGCACHE_FILE_READONLY) {
+        rc = progcache__file_refuse_write(fs, "write its settings file");
+        goto done;
+    }
     /* Without the lock (a file system that refuses it: said once) two
      * concurrent sets may lose one; the file is still published whole. */
     (void)progcache__file_lock(fs);

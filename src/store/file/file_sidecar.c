@@ -84,12 +84,14 @@ static void sidecar_rel(char out[FILE_REL_PATH_MAX + 16], const char name[FILE_N
     p[3 + FILE_NAME_LEN - 2] = '\0';
 }
 
-static int open_or_make_dir(int dirfd, const char *rel)
+static int open_or_make_dir(const file_store *fs, int dirfd, const char *rel)
 {
     int fd = progcache__fs_open_dir(dirfd, rel);
     if (fd >= 0 || errno != ENOENT)
         return fd;
-    if (progcache__fs_mkdirat(dirfd, rel, 0777) != 0)
+    /* The cache's directory mode whatever the umask (file_perm.c). */
+    if (progcache__fs_mkdirat_mode(dirfd, rel, progcache__perm_dir_mode(&fs->perm),
+                                   progcache__perm_new_gid(&fs->perm)) < 0)
         return -1;
     return progcache__fs_open_dir(dirfd, rel);
 }
@@ -101,11 +103,11 @@ int progcache__file_sidecar_write(file_store *fs, const char name[FILE_NAME_LEN]
     const int sync = !(fs->flags & PROGCACHE_FILE_NO_FSYNC);
     char rel[FILE_REL_PATH_MAX + 16], tmp[64];
     sidecar_rel(rel, name);
-    int seals = open_or_make_dir(fs->root_fd, SEALS_DIR);
+    int seals = open_or_make_dir(fs, fs->root_fd, SEALS_DIR);
     if (seals < 0)
         return -1;
     char shard[3] = {name[0], name[1], 0};
-    int shard_fd = open_or_make_dir(seals, shard);
+    int shard_fd = open_or_make_dir(fs, seals, shard);
     if (shard_fd < 0) {
         int saved = errno;
         close(seals);
@@ -113,9 +115,8 @@ int progcache__file_sidecar_write(file_store *fs, const char name[FILE_NAME_LEN]
         return -1;
     }
     int rc = -1, saved = 0;
-    int fd = progcache__fs_create_temp(seals, "seal-",
-                                       (fs->flags & PROGCACHE_FILE_SHARED_GROUP) ? 0640 : 0600,
-                                       tmp, sizeof tmp);
+    int fd = progcache__fs_create_temp_exact(seals, "seal-", progcache__perm_entry_mode(&fs->perm),
+                                             tmp, sizeof tmp);
     if (fd < 0)
         goto out;
     if (progcache__fs_write_full(fd, seal, FILE_SEAL_SIZE) == 0 &&

@@ -28,6 +28,7 @@
 #include "options.h"
 #include "fs.h"
 #include "store/file/file_layout.h"
+#include "store/file/file_perm.h"
 
 #define STATS_MAGIC "PCSTATS1"
 #define STATS_VERSION 2 /* 2: 64 counters a slot (1 had 32) */
@@ -76,7 +77,7 @@ static int layout_ok(const stats_file *f)
 /* Publish a fresh file: written under a temp name, then linked (never
  * replacing one another process published first) or, to replace a file
  * with the wrong layout, renamed over it. 0 or -1 with errno. */
-static int create_file(int root_fd, int replace)
+static int create_file(int root_fd, int replace, const file_perm *perm)
 {
     int dirfd = progcache__fs_open_dir(root_fd, FILE_STATE_DIR);
     if (dirfd < 0)
@@ -94,7 +95,9 @@ static int create_file(int root_fd, int replace)
     fresh->header.slot_size = STATS_SLOT_SIZE;
     fresh->header.file_size = STATS_FILE_SIZE;
     fresh->header.since = (int64_t)time(NULL);
-    ok = progcache__fs_publish(dirfd, "stats", "stats-", fresh, sizeof *fresh, replace) == 0;
+    ok = progcache__fs_publish(dirfd, "stats", "stats-", fresh, sizeof *fresh,
+                               (replace ? PROGCACHE__PUBLISH_REPLACE : 0) |
+                                   (perm->group ? PROGCACHE__PUBLISH_GROUP : 0)) == 0;
 done:;
     int saved = errno;
     progcache__free(fresh);
@@ -107,18 +110,34 @@ done:;
  * it is a regular file with another layout, NULL with errno otherwise
  * (PROGCACHE__FS_ENOTREG, *mode set, for something other than a regular
  * file: a FIFO there must neither hang the open nor be replaced). */
-static stats_file *map_existing(int root_fd, int writable, int *bad, mode_t *mode)
+static stats_file *map_existing(int root_fd, int writable, int *bad, mode_t *mode,
+                                const file_perm *perm, char *why, size_t why_len)
 {
     *bad = 0;
     struct stat st;
-    int fd = progcache__fs_open_regular(root_fd, STATS_REL, writable ? O_RDWR : O_RDONLY, 0, &st);
+    int fd = progcache__fs_open_regular(root_fd, STATS_REL,
+                                        writable == PROGCACHE__STATS_SHARED ? O_RDWR : O_RDONLY, 0,
+                                        &st);
     *mode = st.st_mode;
     if (fd < 0)
         return NULL;
+    /* Counting into a file that another user owns (or anyone may write)
+     * would be trusting it: refused. Ours with a loose mode: fixed. */
+    if (writable == PROGCACHE__STATS_SHARED) {
+        (void)progcache__perm_fix(perm, fd, &st, progcache__perm_state_mode(perm));
+        if (!progcache__perm_file_ok(perm, &st, why, why_len)) {
+            close(fd);
+            errno = EPERM;
+            return NULL;
+        }
+    }
     void *map = MAP_FAILED;
+    /* Private: a copy this process alone counts into (another user's
+     * cache, which nothing is written to). */
     if (st.st_size == (off_t)STATS_FILE_SIZE)
         map = mmap(NULL, STATS_FILE_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-                   MAP_SHARED | MAP_POPULATE,
+                   (writable == PROGCACHE__STATS_PRIVATE ? MAP_PRIVATE : MAP_SHARED) |
+                       MAP_POPULATE,
                    fd, 0);
     else
         *bad = 1;
@@ -134,16 +153,18 @@ static stats_file *map_existing(int root_fd, int writable, int *bad, mode_t *mod
     return NULL;
 }
 
-static stats_file *map_writable(int root_fd, mode_t *mode)
+static stats_file *map_writable(int root_fd, mode_t *mode, const file_perm *perm, char *why,
+                                size_t why_len)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
         int bad;
-        stats_file *map = map_existing(root_fd, 1, &bad, mode);
+        stats_file *map =
+            map_existing(root_fd, PROGCACHE__STATS_SHARED, &bad, mode, perm, why, why_len);
         if (map)
             return map;
         if (!bad && errno != ENOENT)
             return NULL;
-        if (create_file(root_fd, bad) != 0)
+        if (create_file(root_fd, bad, perm) != 0)
             return NULL;
     }
     /* Replaced three times and still not a statistics file: another
@@ -152,26 +173,52 @@ static stats_file *map_writable(int root_fd, mode_t *mode)
     return NULL;
 }
 
-int progcache__stats_open(progcache__stats **out, int root_fd, const char *root, int writable)
+/* A fresh private copy (nothing to start from). */
+static stats_file *map_anonymous(void)
+{
+    void *map = mmap(NULL, STATS_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (map == MAP_FAILED)
+        return NULL;
+    stats_file *f = map;
+    memcpy(f->header.magic, STATS_MAGIC, 8);
+    f->header.version = STATS_VERSION;
+    f->header.header_size = STATS_HEADER_SIZE;
+    f->header.num_slots = STATS_SLOTS;
+    f->header.slot_size = STATS_SLOT_SIZE;
+    f->header.file_size = STATS_FILE_SIZE;
+    f->header.since = (int64_t)time(NULL);
+    return f;
+}
+
+int progcache__stats_open(progcache__stats **out, int root_fd, const char *root, int writable,
+                          const file_perm *perm)
 {
     *out = NULL;
     stats_file *map;
     mode_t mode = 0;
-    if (writable) {
-        map = map_writable(root_fd, &mode);
+    char why[192] = "";
+    if (writable == PROGCACHE__STATS_SHARED) {
+        map = map_writable(root_fd, &mode, perm, why, sizeof why);
     } else {
         int bad;
-        map = map_existing(root_fd, 0, &bad, &mode);
+        map = map_existing(root_fd, writable, &bad, &mode, perm, why, sizeof why);
+        if (!map && writable == PROGCACHE__STATS_PRIVATE && errno != PROGCACHE__FS_ENOTREG)
+            map = map_anonymous();
         if (!map && errno != PROGCACHE__FS_ENOTREG)
             return PROGCACHE_OK; /* none, or not ours: no statistics */
     }
+    if (!map && errno == EPERM && why[0])
+        return progcache__error(PROGCACHE_EIO,
+                                "cannot use statistics file %s/" STATS_REL ": %s; it is not used "
+                                "(remove it)",
+                                root, why);
     if (!map && errno == PROGCACHE__FS_ENOTREG)
         return progcache__error(PROGCACHE_EIO,
                                 "cannot use statistics file %s/" STATS_REL
                                 ": it is %s, not a regular file (remove it)",
                                 root, progcache__fs_type_name(mode));
     if (!map) {
-        char why[160];
         int saved = errno;
         return progcache__error(progcache__code_from_errno(saved),
                                 "cannot open statistics file %s/" STATS_REL ": %s", root,
@@ -183,9 +230,9 @@ int progcache__stats_open(progcache__stats **out, int root_fd, const char *root,
         return progcache__error(PROGCACHE_ENOMEM, "out of memory opening statistics of %s", root);
     }
     stats->map = map;
-    stats->writable = writable;
+    stats->writable = writable != 0;
     stats->seed = (uint32_t)getpid() * 2654435761u;
-    if (writable) {
+    if (writable == PROGCACHE__STATS_SHARED) {
         /* Take the write faults now, at open, not on the first hit: the
          * first store to a page of a shared file mapping costs the file
          * system's page_mkwrite (tens of µs on ext4), and a program's first
@@ -289,6 +336,10 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->remote_deadlines = sum(stats, PROGCACHE__REMOTE_DEADLINES);
     out->nvrtc_key_loads = sum(stats, PROGCACHE__NVRTC_KEY_LOADS);
     out->nvrtc_missing = sum(stats, PROGCACHE__NVRTC_MISSING);
+    /* i20perm */
+    out->foreign_not_stored = sum(stats, PROGCACHE__FOREIGN_NOT_STORED);
+    out->modes_fixed = sum(stats, PROGCACHE__MODES_FIXED);
+    out->files_refused = sum(stats, PROGCACHE__FILES_REFUSED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

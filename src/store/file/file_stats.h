@@ -64,18 +64,33 @@ typedef enum progcache__counter {
     /* i23nvrtc */
     PROGCACHE__NVRTC_KEY_LOADS = 45,
     PROGCACHE__NVRTC_MISSING = 46,
+    /* i20perm: other users and modes (src/store/file/file_perm.c). */
+    PROGCACHE__FOREIGN_NOT_STORED = 38,
+    PROGCACHE__MODES_FIXED = 39,
+    PROGCACHE__FILES_REFUSED = 40,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;
 
 typedef struct progcache__stats progcache__stats;
 
+/* How progcache__stats_open maps the file. */
+enum {
+    PROGCACHE__STATS_READ = 0,    /* an existing file, read-only: counting is a no-op */
+    PROGCACHE__STATS_SHARED = 1,  /* read-write and shared, created or replaced as needed */
+    PROGCACHE__STATS_PRIVATE = 2  /* a copy of the file (or zeros) this process alone
+                                   * counts into: another user's cache */
+};
+
+struct file_perm;
 /* Open the statistics of the cache directory held open as root_fd (root is
- * for messages). writable: map it read-write, creating or replacing the
- * file as needed; otherwise map an existing file read-only (counting is
- * then a no-op) and set *out to NULL when there is none.
+ * for messages), mapped as writable says. With PROGCACHE__STATS_SHARED a
+ * file that perm does not allow (another user's) is refused, one of ours
+ * with a loose mode fixed, a new one made with perm's mode. *out is NULL
+ * when there is no file to read.
  * @return PROGCACHE_OK, PROGCACHE_EIO or PROGCACHE_ENOMEM (message set). */
-int progcache__stats_open(progcache__stats **out, int root_fd, const char *root, int writable);
+int progcache__stats_open(progcache__stats **out, int root_fd, const char *root, int writable,
+                          const struct file_perm *perm);
 
 /* Unmap and free. NULL-safe. */
 void progcache__stats_close(progcache__stats *stats);

@@ -29,6 +29,7 @@
 #include "options.h"
 #include "sha256.h"
 #include "store/file/file_stats.h"
+#include "store/store.h"
 
 void progcache_file_options_init(progcache_file_options *opts)
 {
@@ -94,7 +95,9 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__REMOTE_OVER_BOUND == (int)PROGCACHE_STAT_REMOTE_OVER_BOUND &&
                    (int)PROGCACHE__REMOTE_DEADLINES == (int)PROGCACHE_STAT_REMOTE_DEADLINES &&
                    (int)PROGCACHE__NVRTC_KEY_LOADS == (int)PROGCACHE_STAT_NVRTC_KEY_LOADS &&
-                   (int)PROGCACHE__NVRTC_MISSING == (int)PROGCACHE_STAT_NVRTC_MISSING,
+                   (int)PROGCACHE__NVRTC_MISSING == (int)PROGCACHE_STAT_NVRTC_MISSING &&
+                   (int)PROGCACHE__FOREIGN_NOT_STORED == (int)PROGCACHE_STAT_FOREIGN_NOT_STORED &&
+                   (int)PROGCACHE__FILES_REFUSED == (int)PROGCACHE_STAT_FILES_REFUSED,
                "progcache__counter and progcache_stat must agree");
 
 PROGCACHE_HOT
@@ -139,6 +142,54 @@ void progcache_file_close(progcache_file *file)
 }
 
 const char *progcache_file_path(const progcache_file *file) { return file ? file->root : NULL; }
+
+int progcache__store_foreign(progcache_store *store)
+{
+    file_store *fs = progcache_store_as_file(store);
+    return fs && fs->foreign;
+}
+
+int progcache__store_open_own(progcache_store *store, const char *name, int flags,
+                              struct stat *st, char *why, size_t len)
+{
+    file_store *fs = progcache_store_as_file(store);
+    st->st_mode = 0;
+    why[0] = '\0';
+    if (!fs) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (fs->flags & PROGCACHE_FILE_READONLY) {
+        errno = EROFS;
+        return -1;
+    }
+    char rel[64];
+    snprintf(rel, sizeof rel, FILE_STATE_DIR "/%s", name);
+    return progcache__file_open_own(fs, rel, flags, st, why, len);
+}
+
+int progcache__store_open_own_dir(progcache_store *store, const char *name)
+{
+    file_store *fs = progcache_store_as_file(store);
+    if (!fs) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (fs->flags & PROGCACHE_FILE_READONLY) {
+        errno = EROFS;
+        return -1;
+    }
+    char rel[64];
+    snprintf(rel, sizeof rel, FILE_STATE_DIR "/%s", name);
+    int fd = progcache__fs_open_dir(fs->root_fd, rel);
+    if (fd >= 0 || errno != ENOENT)
+        return fd;
+    /* The cache's directory mode and group whatever the umask (file_perm.c). */
+    if (progcache__fs_mkdirat_mode(fs->root_fd, rel, progcache__perm_dir_mode(&fs->perm),
+                                   progcache__perm_new_gid(&fs->perm)) < 0)
+        return -1;
+    return progcache__fs_open_dir(fs->root_fd, rel);
+}
 
 int progcache_file_open(progcache_file **out, const char *path, const progcache_file_options *opts)
 {
@@ -233,34 +284,80 @@ int progcache__file_check_dir(int root_fd, const char *path)
     }
 }
 
+/* One directory of the layout (entries/, tmp/, progcache/): made with the
+ * cache's mode, or, found, given it when ours (named in the warning of
+ * loose directories when not). */
+static int layout_dir(file_store *fs, const char *path, const char *name)
+{
+    /* Found: one fstatat, as many system calls as the mkdir it replaces,
+     * when its mode is right (every open but the first with this
+     * version); opened, to fix or name it, only when not. */
+    struct stat st;
+    if (fstatat(fs->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        int made = progcache__fs_mkdirat_mode(fs->root_fd, name,
+                                              progcache__perm_dir_mode(&fs->perm),
+                                              progcache__perm_new_gid(&fs->perm));
+        if (made < 0) {
+            char what[40];
+            snprintf(what, sizeof what, "cannot create %s/", name);
+            return open_error(path, what, errno);
+        }
+        return PROGCACHE_OK; /* made with its mode, or by a racing process */
+    }
+    if (progcache__file_check_mode(fs, -1, name, &st) == 0)
+        return PROGCACHE_OK;
+    int fd = progcache__fs_open_dir(fs->root_fd, name);
+    int loose = fd >= 0 && fstat(fd, &st) == 0 && progcache__file_check_mode(fs, fd, name, &st);
+    if (fd >= 0)
+        close(fd);
+    /* entries/ was ours and loose (made by an older version, or under
+     * umask 000): its shards were made so too; fix them now, once (the
+     * next open finds entries/ right and looks no further). */
+    if (loose && !strcmp(name, "entries"))
+        for (int shard = 0; shard < FILE_SHARDS; shard++) {
+            char rel[16];
+            snprintf(rel, sizeof rel, "entries/%02x", shard);
+            int sfd = progcache__fs_open_dir(fs->root_fd, rel);
+            if (sfd >= 0 && fstat(sfd, &st) == 0)
+                (void)progcache__file_check_mode(fs, sfd, rel, &st);
+            if (sfd >= 0)
+                close(sfd);
+        }
+    return PROGCACHE_OK;
+}
+
 /* Create the layout (unless read-only) and hold the root open. */
 static int open_layout(file_store *fs, const char *path)
 {
-    const int readonly = fs->flags & PROGCACHE_FILE_READONLY;
-    if (!readonly && progcache__fs_mkdir_p(path, 0777) != 0 && errno != EEXIST)
-        return open_error(path, "cannot create it", errno);
+    int rc = progcache__file_perm_init(fs);
+    if (rc)
+        return rc;
+    if (!(fs->flags & PROGCACHE_FILE_READONLY) && (rc = progcache__file_make_root(fs, path)))
+        return rc;
     fs->root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fs->root_fd < 0)
         return open_error(path, "cannot open it", errno);
     struct stat root_st;
     if (fstat(fs->root_fd, &root_st) != 0)
         return open_error(path, "cannot stat it", errno);
-    fs->root_gid = root_st.st_gid;
-    fs->euid = geteuid();
-    int rc = progcache__file_check_dir(fs->root_fd, path);
-    if (rc || readonly)
+    fs->euid = fs->perm.euid;
+    if ((rc = progcache__file_perm_root(fs, path, &root_st)))
         return rc;
-    if (progcache__fs_mkdirat(fs->root_fd, "entries", 0777) != 0)
-        return open_error(path, "cannot create entries/", errno);
-    if (progcache__fs_mkdirat(fs->root_fd, FILE_STATE_DIR, 0777) != 0)
-        return open_error(path, "cannot create " FILE_STATE_DIR "/", errno);
+    rc = progcache__file_check_dir(fs->root_fd, path);
+    if (rc || (fs->flags & PROGCACHE_FILE_READONLY))
+        return rc;
+    (void)progcache__file_check_mode(fs, fs->root_fd, ".", &root_st);
+    if ((rc = layout_dir(fs, path, "entries")))
+        return rc;
+    if ((rc = layout_dir(fs, path, FILE_STATE_DIR)))
+        return rc;
     /* progcache's temp files live in progcache/tmp/, not in cuda.core's
      * tmp/ (which cuda.core makes itself, counts against its cap, and
      * whose changes tell us that another program wrote: file_account.c).
-     * Owner-only: nobody else can read or replace a file while it is
-     * being written. An existing one is left as it is. */
-    if (progcache__fs_mkdirat(fs->root_fd, FILE_TMP_DIR, progcache__file_tmp_mode(fs)) != 0)
-        return open_error(path, "cannot create " FILE_TMP_DIR "/", errno);
+     * The cache's mode (0700, or the group's 02770): nobody else can read
+     * or replace a file while it is being written. */
+    if ((rc = layout_dir(fs, path, FILE_TMP_DIR)))
+        return rc;
     /* Writable? A cache that cannot take a put should say so at open, not
      * at the first compile. */
     if (faccessat(fs->root_fd, FILE_TMP_DIR, W_OK, AT_EACCESS) != 0)
@@ -268,8 +365,8 @@ static int open_layout(file_store *fs, const char *path)
     return PROGCACHE_OK;
 }
 
-int progcache_store_file_new(progcache_store **out, const char *path,
-                             const progcache_file_options *opts)
+static int file_new(progcache_store **out, const char *path, const progcache_file_options *opts,
+                    unsigned int internal_flags)
 {
     progcache_file_options o;
     if (!out)
@@ -285,6 +382,7 @@ int progcache_store_file_new(progcache_store **out, const char *path,
         rc = check_options(&o);
     if (rc)
         return rc;
+    o.flags |= internal_flags;
     opts = &o;
 
     file_store *fs = progcache__calloc(1, sizeof *fs);
@@ -330,11 +428,15 @@ int progcache_store_file_new(progcache_store **out, const char *path,
         goto fail;
     /* Statistics are worth less than a working cache: without them the
      * store works and counts nothing. */
-    if (progcache__stats_open(&fs->stats, fs->root_fd, fs->root,
-                              !(fs->flags & PROGCACHE_FILE_READONLY)) != PROGCACHE_OK)
+    int stats_mode = fs->foreign                                 ? PROGCACHE__STATS_PRIVATE
+                     : (fs->flags & PROGCACHE_FILE_READONLY) ? PROGCACHE__STATS_READ
+                                                             : PROGCACHE__STATS_SHARED;
+    if (progcache__stats_open(&fs->stats, fs->root_fd, fs->root, stats_mode, &fs->perm) !=
+        PROGCACHE_OK)
         progcache__file_log(fs, PROGCACHE_LOG_WARN, "no statistics for %s: %s", fs->root,
                             progcache_error_last());
     progcache__stats_set_max_size(fs->stats, fs->max_size);
+    progcache__file_perm_report(fs);
     if (!(fs->flags & PROGCACHE_FILE_READONLY))
         progcache__file_sweep_tmp(fs, 0);
     *out = &fs->base;
@@ -342,4 +444,16 @@ int progcache_store_file_new(progcache_store **out, const char *path,
 fail:
     file_free(&fs->base);
     return rc;
+}
+
+int progcache_store_file_new(progcache_store **out, const char *path,
+                             const progcache_file_options *opts)
+{
+    return file_new(out, path, opts, 0);
+}
+
+int progcache__file_new_internal(progcache_store **out, const char *path,
+                                 const progcache_file_options *opts, unsigned int internal_flags)
+{
+    return file_new(out, path, opts, internal_flags);
 }

@@ -15,6 +15,7 @@
 #include "progcache/settings.h"
 #include "progcache/sys/store.h"
 #include "store/file/file_layout.h"
+#include "store/file/file_perm.h"
 
 
 /* Accounting shared by every process that opens the directory: a small
@@ -59,8 +60,16 @@ struct progcache_file {
     int state_shared;    /* 1 if state is the shared mapping */
     struct progcache__stats *stats; /* progcache/stats (stats_file.h), or NULL */
     pthread_mutex_t evict_mutex; /* one eviction pass per process at a time */
-    uid_t euid;     /* entries owned by anyone else are not trusted ... */
+    uid_t euid;     /* entries owned by anyone else (but root) are not trusted ... */
     gid_t root_gid; /* ... unless SHARED_GROUP and of the directory's group */
+    /* Who the directory is for and the modes of what is made in it
+     * (file_perm.c): set at open. */
+    file_perm perm;
+    int foreign;          /* another user's cache: nothing is written */
+    int group_named;      /* the group came from PROGCACHE_SHARED_GROUP */
+    char group_text[64];  /* its text, for messages */
+    uint64_t modes_fixed, files_refused; /* at open, before the stats exist */
+    char loose[1024];     /* loose directories not ours, for one warning */
     /* The settings in force (file_settings.c): defaults, progcache/config,
      * the environment and the options, resolved at open into max_size,
      * low_water, max_artifact_size and PROGCACHE_FILE_NO_FSYNC above. */
@@ -74,6 +83,36 @@ struct progcache_file {
      * progcache__file_remove_if_same cannot compare it. */
     int network_fs;
 };
+
+/* An internal flag (outside the public PROGCACHE_FILE_* bits): read
+ * PROGCACHE_SHARED_GROUP even with PROGCACHE_FILE_NO_SETTINGS (which
+ * otherwise leaves it unread, as every variable). */
+#define PROGCACHE__FILE_GROUP_ENV 0x80000000u
+/* progcache_store_file_new with internal flags. */
+int progcache__file_new_internal(progcache_store **out, const char *path,
+                                 const progcache_file_options *opts, unsigned int internal_flags);
+
+/* Who the directory is for (file_perm.c). perm_init: the user and whether
+ * the cache is a group's (flag or PROGCACHE_SHARED_GROUP; EINVAL for an
+ * unknown group). make_root: mkdir -p of the cache directory with its
+ * modes, never inside another user's directory. perm_root: with the
+ * directory's fstat, decide the team's group and whether the directory is
+ * another user's (then PROGCACHE_FILE_READONLY is set, fs->foreign, one
+ * warning); a directory of ours with loose modes is fixed. */
+int progcache__file_perm_init(file_store *fs);
+int progcache__file_make_root(file_store *fs, const char *path);
+int progcache__file_perm_root(file_store *fs, const char *path, struct stat *root_st);
+/* A layout directory (rel, for messages) held open as fd with its fstat:
+ * fixed when ours and its mode is wrong (1), else named in the open's one
+ * warning when its mode is wrong (0). fd -1: only whether its mode is
+ * wrong (1) or right (0), nothing changed or named. */
+int progcache__file_check_mode(file_store *fs, int fd, const char *rel, struct stat *st);
+/* After the statistics are open: count what open fixed or refused, and
+ * log the one warning naming loose directories not ours. */
+void progcache__file_perm_report(file_store *fs);
+/* The error for a write (what: "put", "clear", ...) into a store opened
+ * read-only, or into another user's cache (the message says whose). */
+int progcache__file_refuse_write(file_store *fs, const char *what);
 
 /* Resolve fs's settings from o (and, unless PROGCACHE_FILE_NO_SETTINGS,
  * the settings file under fs->root_fd and the environment) into
@@ -223,6 +262,14 @@ int progcache__file_vremove(progcache_store *store, const void *key, size_t key_
 const char *progcache__file_errno_hint(int errnum);
 /* progcache/tmp/'s mode: 0700, or 02770 for a group-shared cache. */
 mode_t progcache__file_tmp_mode(const file_store *fs);
+
+/* Open rel, a file of progcache/ (state, lock, flight), as
+ * progcache__fs_open_regular does (with O_CREAT: made with the cache's
+ * state mode, 0600 or 0660, whatever the umask), give it that mode when it
+ * is ours, and refuse it (-1, errno EPERM, why saying whose it is) when
+ * progcache__perm_file_ok does not allow it (file_account.c). */
+int progcache__file_open_own(file_store *fs, const char *rel, int flags, struct stat *st,
+                             char *why, size_t why_len);
 
 /* Accounting (file_account.c). */
 int progcache__file_state_open(file_store *fs);

@@ -110,8 +110,7 @@ int progcache_file_clear(progcache_prune_result *out, progcache_file *file,
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_clear: out->version is not set "
                                                   "(PROGCACHE_PRUNE_RESULT_INIT)");
     if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__error(PROGCACHE_EINVAL, "cache %s was opened read-only; cannot clear",
-                                fs->root);
+        return progcache__file_refuse_write(fs, "clear");
     uint64_t bytes0, count0, bytes, count;
     progcache__file_totals(fs, &bytes0, &count0);
     /* As the store's clear (file_store.c), shard by shard, saying so. */
