@@ -36,6 +36,7 @@
 #include "error.h"
 #include "fs.h"
 #include "store/file/archive.h"
+#include "store/file/archive_sign.h"
 #include "store/file/file_admin.h"
 #include "artifact/inspect.h"
 #include "artifact/manifest_kind.h"
@@ -81,7 +82,7 @@ static ssize_t read_stream(int fd, void *buf, size_t len)
 static int open_spool(source *src, file_store *fs)
 {
 #ifdef O_TMPFILE
-    src->spool = openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    src->spool = !fs ? -1 : openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (src->spool >= 0)
         return PROGCACHE_OK;
 #endif
@@ -154,7 +155,9 @@ static void source_drain(source *src)
     }
 }
 
-static int source_open(source *src, file_store *fs, int fd, const char *name)
+/* spool: read even a regular file as a stream, into a copy only this
+ * process holds (a verified import imports the bytes it verified). */
+static int source_open(source *src, file_store *fs, int fd, const char *name, int spool)
 {
     struct stat st;
     memset(src, 0, sizeof *src);
@@ -166,7 +169,7 @@ static int source_open(source *src, file_store *fs, int fd, const char *name)
     if (S_ISDIR(st.st_mode))
         return progcache__error(PROGCACHE_EINVAL,
                                 "archive %s is a directory; give the archive file", name);
-    if (S_ISREG(st.st_mode)) {
+    if (S_ISREG(st.st_mode) && !spool) {
         off_t at = lseek(fd, 0, SEEK_CUR);
         src->base = at > 0 && at <= st.st_size ? (uint64_t)at : 0;
         src->size = (uint64_t)st.st_size - src->base;
@@ -260,7 +263,7 @@ static int read_pax(source *src, const tar_header *h, uint64_t pos, uint64_t dat
 }
 
 /* Check every header and collect the entries. */
-static int scan_archive(member_list *list, source *src, uint64_t max_entry,
+static int scan_archive(member_list *list, bundle_seen *bundle, source *src, uint64_t max_entry,
                         const progcache_archive_options *opts)
 {
     const char *path = src->name;
@@ -279,8 +282,10 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
         if ((rc = source_read(src, block, TAR_BLOCK, pos)))
             return rc;
         int got = progcache__tar_parse(&h, block, why, sizeof why);
-        if (got == 0)
+        if (got == 0) {
+            bundle->end_pos = pos;
             return PROGCACHE_OK; /* end of archive; what follows is padding */
+        }
         if (got < 0)
             return refuse(path, pos, "%s", why);
         if (has_path)
@@ -310,6 +315,14 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
             return rc < 0 ? rc
                           : refuse(path, pos, "member \"%s\" runs past the end of the archive",
                                    h.name);
+        if ((rc = progcache__bundle_member(bundle, &h, pos, data, path)) != 0) {
+            if (rc < 0)
+                return rc;
+            memset(&pending, 0, sizeof pending);
+            has_path = has_size = 0;
+            pos = next; /* a signed bundle's own member: not an entry */
+            continue;
+        }
         if (h.type == 'x' || h.type == 'g') {
             /* pax headers: 'x' applies to the next member, 'g' holds
              * archive-wide defaults (nothing we use). */
@@ -356,6 +369,34 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
     }
 }
 
+static int read_source(void *ctx, void *buf, size_t len, uint64_t offset)
+{
+    return source_read(ctx, buf, len, offset);
+}
+
+/* Pass one whole: open, scan, and with opts->verify_key verify the
+ * signature and that the entries are the manifest's (*check then holds
+ * it, for pass two). fs may be NULL (progcache_archive_verify). */
+static int check_archive(member_list *list, bundle_check **check, source *src, file_store *fs,
+                         int fd, const char *name, uint64_t max_entry,
+                         const progcache_archive_options *opts, progcache_archive_result *out)
+{
+    bundle_seen bundle;
+    memset(&bundle, 0, sizeof bundle);
+    int rc = source_open(src, fs, fd, name, opts->verify_key != NULL);
+    if (!rc)
+        rc = scan_archive(list, &bundle, src, max_entry, opts);
+    if (!rc)
+        source_drain(src);
+    if (!rc && opts->verify_key)
+        rc = progcache__bundle_verify(check, &bundle, read_source, src, opts->verify_key,
+                                      opts->verify_key_len, name, out);
+    for (size_t i = 0; !rc && *check && i <= list->len; i++)
+        rc = progcache__bundle_expect(*check, i, list->len, list->items[i < list->len ? i : 0].rel,
+                                      i < list->len ? list->items[i].size : 0, name);
+    return rc;
+}
+
 /* ---- pass two: the puts ------------------------------------------------------------- */
 
 static int import_from(file_store *fs, int fd, const char *name,
@@ -369,11 +410,8 @@ static int import_from(file_store *fs, int fd, const char *name,
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
     source src;
-    int rc = source_open(&src, fs, fd, name);
-    if (!rc)
-        rc = scan_archive(&list, &src, fs->max_artifact_size, opts);
-    if (!rc)
-        source_drain(&src);
+    bundle_check *check = NULL;
+    int rc = check_archive(&list, &check, &src, fs, fd, name, fs->max_artifact_size, opts, out);
     for (size_t i = 0; !rc && i < list.len; i++) {
         const member *m = &list.items[i];
         if ((rc = progcache__buf_reserve(&data, (size_t)m->size)))
@@ -390,6 +428,9 @@ static int import_from(file_store *fs, int fd, const char *name,
                 break;
             progcache__buf_set_size(&meta.records, m->records_len);
         }
+        if (check && (rc = progcache__bundle_entry_ok(check, i, data.data, data.size,
+                                                      meta.records.data, m->records_len, name)))
+            break;
         if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size,
                                           m->records_len ? &meta : NULL)))
             break;
@@ -410,6 +451,7 @@ static int import_from(file_store *fs, int fd, const char *name,
             rc = opts->on_progress(opts->ctx, "importing", i + 1, list.len);
     }
     source_close(&src);
+    progcache__bundle_check_free(check);
     progcache__free(list.items);
     progcache_buf_free(&data);
     progcache_artifact_info_release(&info);
@@ -454,6 +496,35 @@ int progcache_file_import(progcache_archive_result *out, progcache_file *file, c
     if (fd < 0)
         return progcache__error_errno(PROGCACHE_EIO, errno, "cannot open archive %s", path);
     rc = import_from(fs, fd, path, opts, out ? out : &local);
+    close(fd);
+    return rc;
+}
+
+int progcache_archive_verify(progcache_archive_result *out, const char *path,
+                             uint64_t max_artifact_size, const progcache_archive_options *opts)
+{
+    progcache_archive_options o;
+    member_list list = {NULL, 0, 0};
+    bundle_check *check = NULL;
+    source src;
+    int rc = progcache__archive_args(NULL, out, NULL, opts, &o, "progcache_archive_verify");
+    if (rc)
+        return rc;
+    if (!path || !*path || !o.verify_key)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_archive_verify: give %s",
+                                o.verify_key ? "the archive's path" : "opts->verify_key");
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return progcache__error_errno(PROGCACHE_EIO, errno, "cannot open archive %s", path);
+    rc = check_archive(&list, &check, &src, NULL, fd, path,
+                       max_artifact_size ? max_artifact_size : (uint64_t)1 << 30, &o, out);
+    for (size_t i = 0; !rc && out && i < list.len; i++) {
+        out->entries++;
+        out->bytes += list.items[i].size;
+    }
+    source_close(&src);
+    progcache__bundle_check_free(check);
+    progcache__free(list.items);
     close(fd);
     return rc;
 }
