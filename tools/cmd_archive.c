@@ -55,11 +55,11 @@ static const char import_usage[] =
     "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
     "  --max-artifact-size SIZE  the largest entry accepted (default: the setting\n"
     "                 max_artifact_size, 1G)\n"
-    "  --verify PUB.pem  import only an archive signed ('export --sign') by the\n"
-    "                 Ed25519 key whose public half this is ('openssl pkey -in KEY.pem\n"
-    "                 -pubout -out PUB.pem') and unchanged since: an unsigned archive,\n"
-    "                 another key's, or one changed in any way is refused before\n"
-    "                 anything is written\n"
+    "  --verify PUB.pem  import only an archive that 'progcache export' signed\n"
+    "                 with the Ed25519 key whose public half this is ('openssl pkey\n"
+    "                 -in KEY.pem -pubout -out PUB.pem'), unchanged since: an\n"
+    "                 unsigned archive, another key's, or one changed in any way is\n"
+    "                 refused before anything is written\n"
     "  -q, --quiet    no progress bar (drawn on a terminal)\n"
     "  -h, --help     this text\n"
     "\n"
@@ -119,10 +119,11 @@ static const char *nvrtc_version(char *buf, size_t len)
 
 static int run(const archive_command *c, int argc, char **argv)
 {
-    static const tool_option options[] = {TOOL_MAX_ARTIFACT_SIZE_OPTION,
-                                          {"sign", OPT_SIGN, 1},
-                                          {"verify", OPT_VERIFY, 1},
-                                          {NULL, 0, 0}};
+    static const tool_option export_options[] = {
+        TOOL_MAX_ARTIFACT_SIZE_OPTION, {"sign", OPT_SIGN, 1}, {NULL, 0, 0}};
+    static const tool_option import_options[] = {
+        TOOL_MAX_ARTIFACT_SIZE_OPTION, {"verify", OPT_VERIFY, 1}, {NULL, 0, 0}};
+    const tool_option *options = c->exporting ? export_options : import_options;
     const char *archive = NULL, *key_path = NULL;
     uint64_t max = 0;
     tool_parser p;
@@ -134,10 +135,6 @@ static int run(const archive_command *c, int argc, char **argv)
             if (tool_max_size_value(c->cmd, p.arg, &max))
                 return EXIT_USAGE;
         } else if (k == OPT_SIGN || k == OPT_VERIFY) {
-            if ((k == OPT_SIGN) != c->exporting)
-                return tool_usage_error(c->cmd, "--%s is an option of 'progcache %s'",
-                                        k == OPT_SIGN ? "sign" : "verify",
-                                        k == OPT_SIGN ? "export" : "import");
             key_path = p.arg;
         } else if (archive) {
             return tool_usage_error(c->cmd, "more than one ARCHIVE (\"%s\" and \"%s\")", archive,
