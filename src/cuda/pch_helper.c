@@ -102,10 +102,18 @@ void progcache__pch_helper_find(progcache__pch_tier *tier)
             return;
         }
     }
+    /* Run from its build tree: that tree's helper, and a refusal names it. */
+    const char *built = progcache__pch_helper_in_build();
+    char built_why[160] = "";
+    if (built && !untrusted(built, built_why, sizeof built_why)) {
+        tier->helper = progcache__strdup(built);
+        return;
+    }
     if (!untrusted(PROGCACHE_PCH_HELPER_PATH, why, sizeof why))
         tier->helper = progcache__strdup(PROGCACHE_PCH_HELPER_PATH);
     else
-        tier->helper_error = dup_error(PROGCACHE_PCH_HELPER_PATH, why);
+        tier->helper_error = built ? dup_error(built, built_why)
+                                   : dup_error(PROGCACHE_PCH_HELPER_PATH, why);
 }
 
 /* ---- the request ------------------------------------------------------------------ */

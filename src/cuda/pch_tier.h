@@ -63,6 +63,11 @@ typedef struct progcache__pch_tier {
      * is none, or it loads another build of NVRTC. Then the tier is off. */
     int helper_ok;
     pch_inproc *inproc;
+    /* The cache's log callback: what log_once tells when the program has
+     * none, so a tier that is off says why to the tools and the sample
+     * (they give the cache one, not each program). */
+    progcache_log_fn cache_log;
+    void *cache_log_ctx;
 } progcache__pch_tier;
 
 /* The tier's state for cache (made at the first call); NULL when the
@@ -217,6 +222,9 @@ void progcache__pch_evict(progcache__pch_tier *tier, const char *keep);
 
 /* Find the helper: tier->helper, or tier->helper_error saying why not. */
 void progcache__pch_helper_find(progcache__pch_tier *tier);
+/* The build tree's helper when this library runs from the build tree it
+ * was built in, else NULL (pch_helper_where.c). */
+const char *progcache__pch_helper_in_build(void);
 
 typedef struct pch_result {
     uint32_t status;      /* PROGCACHE__WIRE_OK, ... */
