@@ -189,6 +189,7 @@ int cmd_stats(int argc, char **argv)
         {"PCH rejected", "pch_rejected", s.pch_rejected},
         {"PCH time saved (ms)", "pch_ms_saved", s.pch_ms_saved},
         {"PCH fallbacks", "pch_fallbacks", s.pch_fallbacks},
+        {"PCH made after the compile", "pch_deferred", s.pch_deferred},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

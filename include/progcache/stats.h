@@ -77,7 +77,10 @@ typedef enum progcache_stat {
     /* compile-or-load found an entry without the lowered names of its name
      * expressions (written by cuda.core or an older progcache) and compiled
      * once to learn them (docs/CUDA.md, "Name expressions") */
-    PROGCACHE_STAT_NAMES_LEARNED = 30
+    PROGCACHE_STAT_NAMES_LEARNED = 30,
+    /* i23fleet (version 3): PCHs handed to a detached helper to make, off
+     * the critical path of the compile that found them worth making. */
+    PROGCACHE_STAT_PCH_DEFERRED = 47
 } progcache_stat;
 
 /*
@@ -175,9 +178,14 @@ typedef struct progcache_stats {
     uint64_t pch_rejected;
     uint64_t pch_ms_saved;
     uint64_t pch_fallbacks;
+
+    /* Version 3. i23fleet: pch_deferred, PCH creations started after the
+     * compile that found its prefix worth one had returned (a detached
+     * helper makes it; pch_created counts it once it is published). */
+    uint64_t pch_deferred;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 2
+#define PROGCACHE_STATS_VERSION 3
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -276,6 +276,7 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->pch_rejected = sum(stats, PROGCACHE__PCH_REJECTED);
     out->pch_ms_saved = sum(stats, PROGCACHE__PCH_MS_SAVED);
     out->pch_fallbacks = sum(stats, PROGCACHE__PCH_FALLBACKS);
+    out->pch_deferred = sum(stats, PROGCACHE__PCH_DEFERRED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

@@ -49,6 +49,8 @@ typedef enum progcache__counter {
     PROGCACHE__PCH_MS_SAVED = 28,
     PROGCACHE__PCH_FALLBACKS = 29,
     PROGCACHE__NAMES_LEARNED = 30,
+    /* i23fleet */
+    PROGCACHE__PCH_DEFERRED = 47,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

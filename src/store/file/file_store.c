@@ -87,6 +87,7 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__REMOTE_TAKEOVERS == (int)PROGCACHE_STAT_REMOTE_TAKEOVERS &&
                    (int)PROGCACHE__PCH_HITS == (int)PROGCACHE_STAT_PCH_HITS &&
                    (int)PROGCACHE__PCH_FALLBACKS == (int)PROGCACHE_STAT_PCH_FALLBACKS &&
+                   (int)PROGCACHE__PCH_DEFERRED == (int)PROGCACHE_STAT_PCH_DEFERRED &&
                    (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
                "progcache__counter and progcache_stat must agree");
 
