@@ -6,9 +6,12 @@
  *  - A usable PCH for the prefix (its headers unchanged, its file whole):
  *    the helper compiles with it. Anything short of NVRTC saying it used
  *    the PCH and returning an artifact: the compile runs here, as before.
- *  - None: the first sight of a prefix is compiled as before and, when
- *    that took at least PROGCACHE_PCH_MIN_MS, remembered; the second makes
- *    a PCH in the helper and compiles the program with it there.
+ *  - None: the compile runs here as before and, when it took at least
+ *    PROGCACHE_PCH_MIN_MS, the prefix is remembered and a detached helper
+ *    makes its PCH after this compile is done (pch_detach.c), for the
+ *    next compile to publish and use. With PROGCACHE_PCH_CREATE=inline the
+ *    second slow sight makes the PCH in the helper and compiles the
+ *    program with it there, waiting for both.
  *
  * The artifact is the same either way (NVRTC makes the same bytes with and
  * without a PCH; test_pch checks it), so the program's key does not

@@ -26,6 +26,7 @@ def run(args, env=None):
     for k in ("PROGCACHE_DIR", "PROGCACHE_PCH_HELPER", "PROGCACHE_PCH", "NVRTC_DISABLE_PCH"):
         e.pop(k, None)
     e["PROGCACHE_PCH_MIN_MS"] = "0"  # every header prefix is worth a PCH here
+    e["PROGCACHE_PCH_CREATE"] = "detached"  # the default (the tests' is inline)
     if env:
         e.update(env)
     p = subprocess.run([BIN] + args, capture_output=True, env=e)
@@ -43,6 +44,18 @@ def stats(cache):
     return json.loads(out) if rc == 0 else {}
 
 
+def wait_creations(cache):
+    """Until no detached PCH creation runs in cache (two minutes at most)."""
+    import glob
+    import time
+    pattern = os.path.join(cache, "progcache", "pch-*", "*.making")
+    for _ in range(1200):
+        if not glob.glob(pattern):
+            return
+        time.sleep(0.1)
+    check(False, "a detached PCH creation ended", glob.glob(pattern))
+
+
 def off_lines(err):
     return [l for l in err.splitlines() if "PCH tier is off" in l]
 
@@ -58,7 +71,7 @@ def main():
         src = os.path.join(tmp, "src")
         os.makedirs(src)
         lines = []
-        for i in range(4):
+        for i in range(8):
             with open(os.path.join(src, "h%d.cu" % i), "w") as f:
                 f.write('#include <cuda_fp16.h>\n'
                         'extern "C" __global__ void k%d(__half *x) { x[0] = __float2half(%d.0f); }\n'
@@ -66,7 +79,10 @@ def main():
             lines.append("h%d.cu -- -I%s" % (i, INCLUDE))
         manifest = os.path.join(src, "m.txt")
         with open(manifest, "w") as f:
-            f.write("\n".join(lines) + "\n")
+            f.write("\n".join(lines[:4]) + "\n")
+        later = os.path.join(src, "later.txt")
+        with open(later, "w") as f:
+            f.write("\n".join(lines[4:]) + "\n")
 
         # From the build tree, with no setting: the build's helper is used.
         cache = os.path.join(tmp, "built")
@@ -75,9 +91,16 @@ def main():
             print("SKIPPED: NVRTC cannot compile here: " + err)
             return 77
         check(rc == 0 and not off_lines(err), "warm from the build tree: no 'tier is off'", err)
+        # The PCH is made after the first compile, by a helper nobody waits
+        # for: wait for it (a bound, not a timing), then warm more variants.
+        wait_creations(cache)
+        rc, out, err = run(["warm", "--arch", "sm_90", "-j", "1", "--dir", cache, later])
+        check(rc == 0 and not off_lines(err), "second warm from the build tree", err)
+        wait_creations(cache)
         s = stats(cache)
-        check(s.get("pch_created", 0) >= 1 and s.get("pch_fallbacks", 1) == 0,
-              "warm from the build tree finds the build's helper: a PCH made, no fallback", s)
+        check(s.get("pch_deferred", 0) >= 1 and s.get("pch_created", 0) >= 1 and
+              s.get("pch_hits", 0) >= 1 and s.get("pch_fallbacks", 1) == 0,
+              "warm from the build tree finds the build's helper: a PCH made and used", s)
 
         # Off, for each reason: one line, naming the cause, with 2 threads
         # and 4 programs.

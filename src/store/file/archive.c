@@ -412,9 +412,11 @@ static int export_to(file_store *fs, int fd, const char *name,
     progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
     export_ctx x = {fd, name, opts, out ? out : &local, 0, NULL, 0, 0, NULL};
     struct stat st;
-    if (opts->sign_key && progcache__bundle_writer_new(&x.bundle, opts->sign_key,
-                                                       opts->sign_key_len, opts->nvrtc_version))
-        return PROGCACHE_EINVAL; /* the key (message set) */
+    int rc = opts->sign_key ? progcache__bundle_writer_new(&x.bundle, opts->sign_key,
+                                                           opts->sign_key_len, opts->nvrtc_version)
+                            : PROGCACHE_OK;
+    if (rc)
+        return rc; /* the key (message set) */
     if (!(x.buf = progcache__malloc(WRITE_BUFFER))) {
         progcache__bundle_writer_free(x.bundle);
         return progcache__error(PROGCACHE_ENOMEM, "out of memory writing archive %s", name);
@@ -423,7 +425,7 @@ static int export_to(file_store *fs, int fd, const char *name,
         uint64_t bytes;
         progcache__file_totals(fs, &bytes, &x.expected);
     }
-    int rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
+    rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
                                   export_visit, &x);
     if (!rc)
         rc = write_trailer(&x);

@@ -392,7 +392,7 @@ static int check_archive(member_list *list, bundle_check **check, source *src, f
         rc = progcache__bundle_verify(check, &bundle, read_source, src, opts->verify_key,
                                       opts->verify_key_len, name, out);
     for (size_t i = 0; !rc && *check && i <= list->len; i++)
-        rc = progcache__bundle_expect(*check, i, list->len, list->items[i < list->len ? i : 0].rel,
+        rc = progcache__bundle_expect(*check, i, list->len, i < list->len ? list->items[i].rel : "",
                                       i < list->len ? list->items[i].size : 0, name);
     return rc;
 }

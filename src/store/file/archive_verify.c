@@ -303,7 +303,7 @@ int progcache__bundle_verify(bundle_check **out_check, const bundle_seen *b, bun
 int progcache__bundle_expect(const bundle_check *c, size_t i, size_t count, const char *rel,
                              uint64_t size, const char *archive)
 {
-    if (i == count)
+    if (i == count || !*rel)
         return c->len == count ? PROGCACHE_OK
                                : refused(archive, "it holds other entries than its manifest");
     char name[65];
