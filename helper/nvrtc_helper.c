@@ -154,11 +154,14 @@ static int parse(request *rq, const buf *in)
         return -1;
     for (uint32_t i = 0; i < rq->num_names; i++)
         rq->names[i] = progcache__wire_str(&w, NULL);
-    if (w.bad || w.left != 0 || rq->mode < PROGCACHE__WIRE_USE || rq->mode > PROGCACHE__WIRE_DEPS ||
-        rq->target > 2)
+    if (w.bad || w.left != 0 || rq->mode < PROGCACHE__WIRE_USE ||
+        rq->mode > PROGCACHE__WIRE_CREATE_DETACHED || rq->target > 2)
         return -1;
-    /* A plain file name in the PCH directory. */
-    if (rq->mode == PROGCACHE__WIRE_CREATE &&
+    /* A plain file name in the PCH directory (a detached one's key is its
+     * first 64 characters, for <key>.made). */
+    if (rq->mode == PROGCACHE__WIRE_CREATE_DETACHED && strlen(rq->pch_name) < 64)
+        return -1;
+    if ((rq->mode == PROGCACHE__WIRE_CREATE || rq->mode == PROGCACHE__WIRE_CREATE_DETACHED) &&
         (!rq->pch_name[0] || strchr(rq->pch_name, '/') || rq->pch_name[0] == '.' ||
          strlen(rq->pch_name) > 200))
         return -1;
@@ -363,7 +366,7 @@ static void serve(response *rs, const request *rq)
         rs->status = PROGCACHE__WIRE_FAILED;
 }
 
-static int write_response(const response *rs)
+static int write_response(const response *rs, int fd)
 {
     buf out = {0};
     progcache__wire_out w = {buf_append, &out, 0};
@@ -398,7 +401,7 @@ static int write_response(const response *rs)
     if (w.bad)
         return -1;
     for (size_t off = 0; off < out.size;) {
-        ssize_t k = write(1, out.data + off, out.size - off);
+        ssize_t k = write(fd, out.data + off, out.size - off);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -406,6 +409,51 @@ static int write_response(const response *rs)
         off += (size_t)k;
     }
     return 0;
+}
+
+/* PROGCACHE__WIRE_CREATE_DETACHED (pch_wire.h): this process exits at once
+ * and the caller goes on with the artifact it compiled itself; a child
+ * makes the PCH and leaves its response in the directory as <key>.made
+ * (written under a temp name, then renamed: never seen half written). */
+static int detached(response *rs, request *rq)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid > 0 ? 0 : 1;
+    (void)setsid(); /* outlives the caller, and its terminal's signals */
+    alarm(PROGCACHE__WIRE_DETACHED_SECONDS);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+    }
+    rq->mode = PROGCACHE__WIRE_CREATE;
+    serve(rs, rq);
+    rs->artifact.size = 0;
+    rs->lowered.size = 0;
+    char tmp[32], made[80];
+    snprintf(tmp, sizeof tmp, "tmp-%08x%08x", (unsigned)getpid(), (unsigned)now_us());
+    snprintf(made, sizeof made, "%.64s.made", rq->pch_name);
+    char making[80];
+    snprintf(making, sizeof making, "%.64s.making", rq->pch_name);
+    int fd = openat(DIR_FD, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        unlinkat(DIR_FD, making, 0);
+        return 1;
+    }
+    char head[300];
+    int n = snprintf(head, sizeof head, PROGCACHE__WIRE_MADE "\n%s\n", rq->pch_name);
+    int ok = write(fd, head, (size_t)n) == n && write_response(rs, fd) == 0 && fsync(fd) == 0;
+    close(fd);
+    if (!ok || renameat(DIR_FD, tmp, DIR_FD, made) != 0) {
+        unlinkat(DIR_FD, tmp, 0);
+        unlinkat(DIR_FD, rq->pch_name, 0);
+        ok = 0;
+    }
+    /* The creation is over: another may start (the marker is the
+     * library's claim that one runs, pch_detach.c). */
+    unlinkat(DIR_FD, making, 0);
+    return ok ? 0 : 1;
 }
 
 int main(void)
@@ -429,7 +477,9 @@ int main(void)
     memset(&rq, 0, sizeof rq);
     if (read_all(&in) != 0 || parse(&rq, &in) != 0)
         rs.status = PROGCACHE__WIRE_BAD_REQUEST;
+    else if (rq.mode == PROGCACHE__WIRE_CREATE_DETACHED)
+        return detached(&rs, &rq);
     else
         serve(&rs, &rq);
-    return write_response(&rs) == 0 ? 0 : 1;
+    return write_response(&rs, 1) == 0 ? 0 : 1;
 }

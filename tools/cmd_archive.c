@@ -7,7 +7,7 @@
 #include "tool.h"
 
 static const char export_usage[] =
-    "usage: progcache export [-d DIR] [--max-artifact-size SIZE] ARCHIVE\n"
+    "usage: progcache export [-d DIR] [--max-artifact-size SIZE] [--sign KEY.pem] ARCHIVE\n"
     "\n"
     "Write every entry of a cache directory to ARCHIVE, a POSIX tar (ustar) file\n"
     "holding entries/<2 hex>/<62 hex>, the cache directory's own layout: import it\n"
@@ -27,6 +27,10 @@ static const char export_usage[] =
     "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
     "  --max-artifact-size SIZE  the largest entry read (default: the setting\n"
     "                 max_artifact_size, 1G)\n"
+    "  --sign KEY.pem sign the archive with this Ed25519 private key (made by\n"
+    "                 'openssl genpkey -algorithm ed25519 -out KEY.pem'): it ends with\n"
+    "                 a manifest of every entry and a signature over it, which\n"
+    "                 'progcache import --verify PUB.pem' checks\n"
     "  -q, --quiet    no progress bar (drawn on a terminal)\n"
     "  -h, --help     this text\n"
     "\n"
@@ -36,7 +40,7 @@ static const char export_usage[] =
     "read or written.\n";
 
 static const char import_usage[] =
-    "usage: progcache import [-d DIR] [--max-artifact-size SIZE] ARCHIVE\n"
+    "usage: progcache import [-d DIR] [--max-artifact-size SIZE] [--verify PUB.pem] ARCHIVE\n"
     "\n"
     "Add the entries of ARCHIVE (written by 'progcache export', or by\n"
     "'tar -cf ARCHIVE entries' in a cache directory) to a cache directory, which is\n"
@@ -54,11 +58,17 @@ static const char import_usage[] =
     "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
     "  --max-artifact-size SIZE  the largest entry accepted (default: the setting\n"
     "                 max_artifact_size, 1G)\n"
+    "  --verify PUB.pem  import only an archive that 'progcache export' signed\n"
+    "                 with the Ed25519 key whose public half this is ('openssl pkey\n"
+    "                 -in KEY.pem -pubout -out PUB.pem'), unchanged since: an\n"
+    "                 unsigned archive, another key's, or one changed in any way is\n"
+    "                 refused before anything is written\n"
     "  -q, --quiet    no progress bar (drawn on a terminal)\n"
     "  -h, --help     this text\n"
     "\n"
     "The directory's size cap (the setting max_size) applies to what is imported.\n"
-    "Prints: imported N entries (SIZE) from ARCHIVE into DIR\n"
+    "Prints: imported N entries (SIZE) from ARCHIVE into DIR (with --verify: and\n"
+    "'verified: signed by SIGNER, NVRTC VERSION')\n"
     "Exit status: 0 imported; 2 bad usage; 3 the archive was refused or could not\n"
     "be read, or the cache refused a put.\n";
 
@@ -158,10 +168,29 @@ static void warn_invalid(const archive_ctx *x)
                 c->cmd, (unsigned long long)x->other);
 }
 
+#define OPT_SIGN 0x1201
+#define OPT_VERIFY 0x1202
+/* A key file is a few hundred bytes; anything much larger is not one. */
+#define KEY_FILE_MAX 65536
+
+/* The NVRTC version a signed manifest records, when this process knows it. */
+static const char *nvrtc_version(char *buf, size_t len)
+{
+    int major, minor;
+    if (progcache_nvrtc_version(&major, &minor) != PROGCACHE_OK)
+        return NULL;
+    snprintf(buf, len, "%d.%d", major, minor);
+    return buf;
+}
+
 static int run(const archive_command *c, int argc, char **argv)
 {
-    static const tool_option options[] = {TOOL_MAX_ARTIFACT_SIZE_OPTION, {NULL, 0, 0}};
-    const char *archive = NULL;
+    static const tool_option export_options[] = {
+        TOOL_MAX_ARTIFACT_SIZE_OPTION, {"sign", OPT_SIGN, 1}, {NULL, 0, 0}};
+    static const tool_option import_options[] = {
+        TOOL_MAX_ARTIFACT_SIZE_OPTION, {"verify", OPT_VERIFY, 1}, {NULL, 0, 0}};
+    const tool_option *options = c->exporting ? export_options : import_options;
+    const char *archive = NULL, *key_path = NULL;
     uint64_t max = 0;
     tool_parser p;
     tool_parser_init(&p, c->cmd, c->usage, argc, argv, options, 0);
@@ -171,6 +200,8 @@ static int run(const archive_command *c, int argc, char **argv)
         if (k == TOOL_OPT_MAX_ARTIFACT_SIZE) {
             if (tool_max_size_value(c->cmd, p.arg, &max))
                 return EXIT_USAGE;
+        } else if (k == OPT_SIGN || k == OPT_VERIFY) {
+            key_path = p.arg;
         } else if (archive) {
             return tool_usage_error(c->cmd, "more than one ARCHIVE (\"%s\" and \"%s\")", archive,
                                     p.arg);
@@ -181,10 +212,37 @@ static int run(const archive_command *c, int argc, char **argv)
     if (!archive)
         return tool_usage_error(c->cmd, "give the ARCHIVE to %s (run 'progcache %s --help')",
                                 c->exporting ? "write" : "read", c->cmd);
-    char *dir = NULL;
+    char *dir = NULL, nvrtc[32];
     progcache_file *file = NULL;
+    unsigned char *key = NULL;
+    size_t key_len = 0;
+    /* The key first: a bad one is found before a cache is created. */
+    int code = key_path ? tool_read_input(c->cmd, c->exporting ? "signing key" : "verifying key",
+                                          key_path, TOOL_INPUT_REGULAR, KEY_FILE_MAX, &key,
+                                          &key_len)
+                        : EXIT_OK;
+    if (code)
+        goto done;
+    /* A signed archive in a file is verified before the cache is even
+     * created, so a refused one leaves no trace; the import verifies the
+     * bytes it imports again (a stream only then). */
+    if (key && !c->exporting && strcmp(archive, "-")) {
+        progcache_archive_options vo = PROGCACHE_ARCHIVE_OPTIONS_INIT;
+        uint64_t bound = 0;
+        vo.verify_key = key;
+        vo.verify_key_len = key_len;
+        if ((code = tool_resolve_dir(c->cmd, p.dir, &dir)) ||
+            (code = tool_input_bound(c->cmd, dir, max, &bound)))
+            goto done;
+        free(dir);
+        dir = NULL;
+        if (progcache_archive_verify(NULL, archive, bound, &vo) != PROGCACHE_OK) {
+            code = tool_lib_error(c->cmd, EXIT_FAILED, "import failed");
+            goto done;
+        }
+    }
     /* Export reads an existing cache; import creates one if missing. */
-    int code = tool_open_dir_file(c->cmd, p.dir, c->exporting ? TOOL_READ : TOOL_CREATE, max,
+    code = tool_open_dir_file(c->cmd, p.dir, c->exporting ? TOOL_READ : TOOL_CREATE, max,
                                    &dir, &file);
     if (code)
         goto done;
@@ -196,6 +254,14 @@ static int run(const archive_command *c, int argc, char **argv)
     opts.on_entry = note_invalid;
     opts.on_progress = tool_progress_cb_of_archive;
     opts.ctx = &ctx;
+    if (key && c->exporting) {
+        opts.sign_key = key;
+        opts.sign_key_len = key_len;
+        opts.nvrtc_version = nvrtc_version(nvrtc, sizeof nvrtc);
+    } else if (key) {
+        opts.verify_key = key;
+        opts.verify_key_len = key_len;
+    }
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
     int dash = !strcmp(archive, "-"), rc;
     if (c->exporting)
@@ -221,8 +287,11 @@ static int run(const archive_command *c, int argc, char **argv)
     else
         printf("imported %llu entries (%s) from %s into %s\n", (unsigned long long)res.entries,
                size, dash ? "standard input" : archive, dir);
+    if (res.verified)
+        printf("verified: signed by %s, NVRTC %s\n", res.signer, res.nvrtc_version);
 done:
     progcache_file_close(file);
+    free(key);
     free(dir);
     return code;
 }

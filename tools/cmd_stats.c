@@ -239,6 +239,7 @@ int cmd_stats(int argc, char **argv)
         {"not stored (another user's)", "foreign_not_stored", s.foreign_not_stored},
         {"modes fixed", "modes_fixed", s.modes_fixed},
         {"files refused", "files_refused", s.files_refused},
+        {"PCH made after the compile", "pch_deferred", s.pch_deferred},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -83,7 +83,8 @@ _progcache()
     clear) opts="--json -q --quiet" ;;
     get) opts="-o --output -e --entry --max-artifact-size" ;;
     put) opts="--max-artifact-size" ;;
-    export | import) opts="--max-artifact-size -q --quiet" ;;
+    export) opts="--max-artifact-size --sign -q --quiet" ;;
+    import) opts="--max-artifact-size --verify -q --quiet" ;;
     warm) opts="--json -a --arch -j --jobs --max-artifact-size -q --quiet" ;;
     key) opts="-t --target -n --name --name-expression --name-expressions-bytes --extra-digest
                --header --digest-file --nvrtc-version --max-artifact-size" ;;

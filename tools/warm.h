@@ -22,14 +22,8 @@ typedef struct program {
     unsigned char *digest;
     size_t digest_len;
     tool_headers headers; /* --header NAME=FILE: in memory */
-    char **options; /* including the -arch warm adds */
+    char **options; /* as the line gives them (progcache_warm adds -arch) */
     size_t num_options;
-
-    outcome result;
-    int program_error; /* FAILED because of the program (did not compile) */
-    char key_hex[2 * PROGCACHE_KEY_SIZE + 1];
-    double ms;
-    char *error;
 } program;
 
 typedef struct manifest {
@@ -39,12 +33,11 @@ typedef struct manifest {
     size_t len;
 } manifest;
 
-/* Read m->path (bounded by m->max_size), parse each line into m->items
- * (arch, when given, goes first among the NVRTC options of each line that
- * gives none), then read every source: a typo in the manifest surfaces
- * before anything is compiled. EXIT_OK, or an exit code after a message
- * naming MANIFEST:LINE. The caller frees m->items with warm_free_program. */
-int warm_read_manifest(manifest *m, const char *arch);
+/* Read m->path (bounded by m->max_size), parse each line into m->items,
+ * then read every source: a typo in the manifest surfaces before anything
+ * is compiled. EXIT_OK, or an exit code after a message naming
+ * MANIFEST:LINE. The caller frees m->items with warm_free_program. */
+int warm_read_manifest(manifest *m);
 void warm_free_program(program *p);
 
 #endif

@@ -95,14 +95,6 @@ static char *join_path(const char *manifest_path, const char *file)
     return out;
 }
 
-static int has_arch(char **options, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strncmp(options[i], "-arch", 5) || !strncmp(options[i], "--gpu-architecture", 18))
-            return 1;
-    return 0;
-}
-
 static int line_error(const manifest *m, int line, const char *fmt, const char *detail)
 {
     fprintf(stderr, "progcache warm: %s:%d: ", m->path, line);
@@ -112,7 +104,7 @@ static int line_error(const manifest *m, int line, const char *fmt, const char *
 }
 
 /* One line's words into p. Returns EXIT_OK or an exit code (printed). */
-static int parse_program(program *p, const manifest *m, words *w, const char *arch)
+static int parse_program(program *p, const manifest *m, words *w)
 {
     p->source_arg = w->items[0];
     w->items[0] = NULL;
@@ -166,16 +158,9 @@ static int parse_program(program *p, const manifest *m, words *w, const char *ar
         }
     }
     size_t given = w->len - (i < w->len ? i : w->len);
-    int add = arch && !has_arch(w->items + (w->len - given), given);
     p->options = calloc(given + 1, sizeof *p->options);
     if (!p->options)
         return line_error(m, p->line, "%s", "out of memory");
-    if (add) {
-        size_t n = strlen(arch) + 7;
-        if (!(p->options[p->num_options] = malloc(n)))
-            return line_error(m, p->line, "%s", "out of memory");
-        snprintf(p->options[p->num_options++], n, "-arch=%s", arch);
-    }
     for (size_t k = w->len - given; k < w->len; k++) {
         p->options[p->num_options++] = w->items[k];
         w->items[k] = NULL;
@@ -199,10 +184,9 @@ void warm_free_program(program *p)
     for (size_t i = 0; i < p->num_options; i++)
         free(p->options[i]);
     free(p->options);
-    free(p->error);
 }
 
-int warm_read_manifest(manifest *m, const char *arch)
+int warm_read_manifest(manifest *m)
 {
     size_t size;
     unsigned char *bytes = NULL;
@@ -238,7 +222,7 @@ int warm_read_manifest(manifest *m, const char *arch)
         program *prog = &m->items[m->len++];
         memset(prog, 0, sizeof *prog);
         prog->line = line;
-        code = parse_program(prog, m, &w, arch);
+        code = parse_program(prog, m, &w);
         free_words(&w);
     }
     free_words(&w);

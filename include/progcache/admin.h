@@ -292,9 +292,25 @@ typedef struct progcache_archive_options {
      * archive's bytes (of its size; 0 for a stream), then "importing",
      * one step per entry. */
     progcache_progress_fn on_progress;
+    /* Version 3: signed bundles (docs/FORMAT.md, "Signed bundles").
+     * Export: with sign_key, an Ed25519 private key in PEM (as
+     * `openssl genpkey -algorithm ed25519` writes it; not encrypted),
+     * sign_key_len bytes of it, the archive ends with a manifest of every
+     * entry and a detached signature over it. */
+    const void *sign_key;
+    size_t sign_key_len;
+    /* Export with sign_key: the NVRTC version the manifest records
+     * ("13.0"); NULL: "unknown" (the store does not load NVRTC). */
+    const char *nvrtc_version;
+    /* Import and progcache_archive_verify: with verify_key, an Ed25519
+     * public key in PEM (`openssl pkey -pubout`), verify_key_len bytes of
+     * it, the archive is refused, before anything is written, unless it is
+     * signed by that key and unchanged since: see progcache_archive_verify. */
+    const void *verify_key;
+    size_t verify_key_len;
 } progcache_archive_options;
 
-#define PROGCACHE_ARCHIVE_OPTIONS_VERSION 2
+#define PROGCACHE_ARCHIVE_OPTIONS_VERSION 3
 #define PROGCACHE_ARCHIVE_OPTIONS_INIT \
     PROGCACHE__INIT(progcache_archive_options, PROGCACHE_ARCHIVE_OPTIONS_VERSION)
 PROGCACHE_API void progcache_archive_options_init(progcache_archive_options *opts);
@@ -304,9 +320,16 @@ typedef struct progcache_archive_result {
     uint64_t entries; /* entries exported or imported */
     uint64_t bytes;   /* their bytes */
     uint64_t invalid; /* of those, not valid artifacts (still copied) */
+    /* Version 2. After a verified import or progcache_archive_verify: 1,
+     * the signer (lowercase hex SHA-256 of the 32-byte Ed25519 public key)
+     * and the NVRTC version the signed manifest records ("unknown" when
+     * the exporter did not know it). Else 0 and "". */
+    int verified;
+    char signer[65];
+    char nvrtc_version[32];
 } progcache_archive_result;
 
-#define PROGCACHE_ARCHIVE_RESULT_VERSION 1
+#define PROGCACHE_ARCHIVE_RESULT_VERSION 2
 #define PROGCACHE_ARCHIVE_RESULT_INIT \
     PROGCACHE__INIT(progcache_archive_result, PROGCACHE_ARCHIVE_RESULT_VERSION)
 
@@ -327,6 +350,9 @@ typedef struct progcache_archive_result {
  *  - a symbolic link: followed, and the rules above apply to its target
  *    (the link stays a link); a link to nothing is refused
  *    (PROGCACHE_EINVAL).
+ * With opts->sign_key the archive is a signed bundle (docs/FORMAT.md,
+ * "Signed bundles"); a key that is not a PEM Ed25519 private key is
+ * PROGCACHE_EINVAL, before anything is written.
  * A write that fails (a full disk, /dev/full) is PROGCACHE_EIO. SIGPIPE is
  * never raised: writing to a pipe or FIFO whose reader has gone fails
  * with EPIPE.
@@ -364,7 +390,11 @@ PROGCACHE_API int progcache_file_export_fd(progcache_archive_result *out, progca
  * writing into the directory directly, replacing entries of the same
  * name. Archives written by progcache_file_export and by
  * `tar -cf x.tar entries` in a cache directory (GNU, pax or ustar format)
- * are accepted.
+ * are accepted. The two members of a signed bundle (progcache-bundle/...)
+ * are skipped, unless opts->verify_key is given: then the archive is
+ * verified first as progcache_archive_verify() does, and a stream or a
+ * regular file alike is copied to an unlinked temporary file as it is
+ * checked, so the bytes imported are the bytes verified.
  *
  * Reading is bounded: a member larger than the store's max_artifact_size
  * (progcache_file_options) is refused from its header, before its bytes
@@ -397,6 +427,33 @@ PROGCACHE_API int progcache_file_import(progcache_archive_result *out, progcache
  */
 PROGCACHE_API int progcache_file_import_fd(progcache_archive_result *out, progcache_file *file,
                                            int fd, const char *name,
+                                           const progcache_archive_options *opts);
+
+/*
+ * progcache_archive_verify() : check a signed bundle without importing it,
+ * as progcache_file_import() with opts->verify_key does before it writes
+ * anything (a service checking a bundle it downloaded, a CI step).
+ *
+ * The archive must be one progcache_file_export() wrote with a sign_key:
+ * its last two members are the reserved progcache-bundle/manifest and
+ * progcache-bundle/signature; the signature must be verify_key's over the
+ * manifest, and the manifest's SHA-256 of the archive must match every
+ * byte before it, so a changed byte, an added, removed or renamed member
+ * anywhere refuses it. Every member is checked as import checks it
+ * (bounded by max_artifact_size; a stream is copied to an unlinked
+ * temporary file).
+ * @param out  [out, optional] version 2: verified, signer, nvrtc_version;
+ *             entries and bytes count the entries.
+ * @param path the archive (a regular file or a stream).
+ * @param max_artifact_size the largest entry accepted; 0: 1 GiB.
+ * @param opts verify_key is required; on_progress is called ("checking").
+ * @return PROGCACHE_OK; PROGCACHE_ECORRUPT (unsigned, signed by another
+ *         key, changed, not a cache archive: the message says which);
+ *         PROGCACHE_EINVAL (no verify_key, or not a PEM Ed25519 public
+ *         key); PROGCACHE_EIO; PROGCACHE_ENOMEM. Thread-safe.
+ */
+PROGCACHE_API int progcache_archive_verify(progcache_archive_result *out, const char *path,
+                                           uint64_t max_artifact_size,
                                            const progcache_archive_options *opts);
 
 #ifdef __cplusplus

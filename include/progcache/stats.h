@@ -112,7 +112,10 @@ typedef enum progcache_stat {
      * refused or named in a warning. */
     PROGCACHE_STAT_FOREIGN_NOT_STORED = 38,
     PROGCACHE_STAT_MODES_FIXED = 39,
-    PROGCACHE_STAT_FILES_REFUSED = 40
+    PROGCACHE_STAT_FILES_REFUSED = 40,
+    /* i23fleet (version 3): PCHs handed to a detached helper to make, off
+     * the critical path of the compile that found them worth making. */
+    PROGCACHE_STAT_PCH_DEFERRED = 47
 } progcache_stat;
 
 /*
@@ -263,6 +266,10 @@ typedef struct progcache_stats {
     uint64_t foreign_not_stored;
     uint64_t modes_fixed;
     uint64_t files_refused;
+    /* Version 3. i23fleet: pch_deferred, PCH creations started after the
+     * compile that found its prefix worth one had returned (a detached
+     * helper makes it; pch_created counts it once it is published). */
+    uint64_t pch_deferred;
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 3

@@ -6,9 +6,12 @@
  *  - A usable PCH for the prefix (its headers unchanged, its file whole):
  *    the helper compiles with it. Anything short of NVRTC saying it used
  *    the PCH and returning an artifact: the compile runs here, as before.
- *  - None: the first sight of a prefix is compiled as before and, when
- *    that took at least PROGCACHE_PCH_MIN_MS, remembered; the second makes
- *    a PCH in the helper and compiles the program with it there.
+ *  - None: the compile runs here as before and, when it took at least
+ *    PROGCACHE_PCH_MIN_MS, the prefix is remembered and a detached helper
+ *    makes its PCH after this compile is done (pch_detach.c), for the
+ *    next compile to publish and use. With PROGCACHE_PCH_CREATE=inline the
+ *    second slow sight makes the PCH in the helper and compiles the
+ *    program with it there, waiting for both.
  *
  * The artifact is the same either way (NVRTC makes the same bytes with and
  * without a PCH; test_pch checks it), so the program's key does not
@@ -308,6 +311,50 @@ static void no_pinning(pch_job *job, const pch_result *r)
                                                                    : "the address was taken");
 }
 
+int progcache__pch_judge(pch_job *job, pch_seen *seen, pch_result *r, const char *name)
+{
+    progcache__pch_tier *tier = job->tier;
+    uint64_t heap = seen->heap_required > PROGCACHE__PCH_HEAP_DEFAULT ? seen->heap_required
+                                                                      : PROGCACHE__PCH_HEAP_DEFAULT;
+    int rc = 1; /* 1: nothing to keep */
+    if (r->status == PROGCACHE__WIRE_MISMATCH) {
+        mismatch(job, r);
+    } else if (r->status != PROGCACHE__WIRE_OK) {
+        progcache__error(PROGCACHE_EIO, "status %u", r->status);
+        helper_failed(job, "making a PCH");
+    } else if (r->pch == PROGCACHE__WIRE_PCH_HEAP_SHORT) {
+        /* Made again next time, with the heap NVRTC asked for. */
+        seen->heap_required = r->heap_required;
+        progcache__pch_seen_write(tier, job->hex, seen);
+    } else if (r->pch != PROGCACHE__WIRE_PCH_USED) {
+        seen->failures++;
+        progcache__pch_seen_write(tier, job->hex, seen);
+        progcache__pch_log(job->program, PROGCACHE_LOG_INFO,
+                           "progcache: no PCH could be made for %.16s...: %.200s", job->hex,
+                           r->note.data ? (const char *)r->note.data : "");
+    } else if (r->heap != PROGCACHE__WIRE_HEAP_PINNED) {
+        no_pinning(job, r);
+        rc = 2;
+    } else if (tier->settings.min_ms && seen->plain_ms < r->compile_us / 1000 +
+                                                         tier->settings.min_ms * 3 / 5) {
+        /* Not worth its cost in time and disk: this prefix is left alone. */
+        seen->no_pay = 1;
+        progcache__pch_seen_write(tier, job->hex, seen);
+        rc = 2;
+    } else {
+        if (keep(job, r, name, seen, heap) == 0) {
+            progcache__pch_count(job, PROGCACHE_STAT_PCH_CREATED, 1);
+            progcache__pch_evict(tier, name);
+        }
+        rc = 3;
+    }
+    if (rc != 3)
+        (void)unlinkat(tier->dir_fd, name, 0);
+    return rc;
+}
+
+/* PROGCACHE_PCH_CREATE=inline: the helper makes the PCH and compiles the
+ * program with it, and this compile waits for both. */
 static int create(pch_job *job, pch_seen *seen, progcache_buf *out, progcache_buf *log)
 {
     progcache__pch_tier *tier = job->tier;
@@ -317,7 +364,6 @@ static int create(pch_job *job, pch_seen *seen, progcache_buf *out, progcache_bu
                                                                       : PROGCACHE__PCH_HEAP_DEFAULT;
     pch_result r;
     int run = progcache__pch_helper_run(&r, job, PROGCACHE__WIRE_CREATE, -1, name, heap);
-    int rc = 1; /* 1: compile without */
     if (run) {
         (void)unlinkat(tier->dir_fd, name, 0);
         helper_failed(job, "making a PCH");
@@ -327,42 +373,10 @@ static int create(pch_job *job, pch_seen *seen, progcache_buf *out, progcache_bu
         }
         return progcache__pch_plain(out, log, job);
     }
-    if (r.status == PROGCACHE__WIRE_MISMATCH) {
-        mismatch(job, &r);
-    } else if (r.status != PROGCACHE__WIRE_OK) {
-        progcache__error(PROGCACHE_EIO, "status %u", r.status);
-        helper_failed(job, "making a PCH");
-    } else if (r.pch == PROGCACHE__WIRE_PCH_HEAP_SHORT) {
-        /* Made again next time, with the heap NVRTC asked for. */
-        seen->heap_required = r.heap_required;
-        progcache__pch_seen_write(tier, job->hex, seen);
-    } else if (r.pch != PROGCACHE__WIRE_PCH_USED) {
-        seen->failures++;
-        progcache__pch_seen_write(tier, job->hex, seen);
-        progcache__pch_log(job->program, PROGCACHE_LOG_INFO,
-                           "progcache: no PCH could be made for %.16s...: %.200s", job->hex,
-                           r.note.data ? (const char *)r.note.data : "");
-    } else if (r.heap != PROGCACHE__WIRE_HEAP_PINNED) {
-        no_pinning(job, &r);
-        rc = 2;
-    } else if (tier->settings.min_ms && seen->plain_ms < r.compile_us / 1000 +
-                                                         tier->settings.min_ms * 3 / 5) {
-        /* Not worth its cost in time and disk: this prefix is left alone. */
-        seen->no_pay = 1;
-        progcache__pch_seen_write(tier, job->hex, seen);
-        rc = 2;
-    } else {
-        if (keep(job, &r, name, seen, heap) == 0) {
-            progcache__pch_count(job, PROGCACHE_STAT_PCH_CREATED, 1);
-            progcache__pch_evict(tier, name);
-        }
-        rc = 3;
-    }
-    if (rc != 3)
-        (void)unlinkat(tier->dir_fd, name, 0);
     /* The program was compiled with the PCH in the helper: that artifact
      * is the one a compile here would make. */
-    if (rc >= 2 && r.nvrtc_result == NVRTC_SUCCESS && r.artifact.size) {
+    if (progcache__pch_judge(job, seen, &r, name) >= 2 && r.nvrtc_result == NVRTC_SUCCESS &&
+        r.artifact.size) {
         take(job, out, log, &r);
         progcache__pch_result_release(&r);
         return PROGCACHE_OK;
@@ -403,10 +417,29 @@ static int run(pch_job *job, progcache_buf *out, progcache_buf *log)
     }
     progcache__pch_count(job, PROGCACHE_STAT_PCH_MISSES, 1);
     pch_seen seen;
-    if (!progcache__pch_seen_read(tier, job->hex, &seen) || seen.no_pay || seen.failures >= 3 ||
-        seen.plain_ms < tier->settings.min_ms)
-        return progcache__pch_plain(out, log, job);
-    return create(job, &seen, out, log);
+    int had = progcache__pch_seen_read(tier, job->hex, &seen);
+    if (tier->settings.create_inline)
+        return !had || seen.no_pay || seen.failures >= 3 || seen.plain_ms < tier->settings.min_ms
+                   ? progcache__pch_plain(out, log, job)
+                   : create(job, &seen, out, log);
+    /* A PCH a detached helper made since (pch_detach.c): published now,
+     * and used. */
+    if (progcache__pch_collect(job, &seen) &&
+        progcache__pch_find(&found, job, why, sizeof why) == PCH_FOUND) {
+        int rc, done = use(job, &found, out, log, &rc);
+        progcache__pch_found_release(&found);
+        if (done)
+            return rc;
+        return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
+    }
+    /* The compile itself is always the plain one: a PCH this prefix is
+     * worth is made after it, by a helper the caller does not wait for,
+     * so making a PCH never costs the compile that needed it. */
+    int rc = progcache__pch_plain(out, log, job);
+    if (rc == PROGCACHE_OK && !(had && (seen.no_pay || seen.failures >= 3)) &&
+        progcache__pch_seen_read(tier, job->hex, &seen) && seen.plain_ms >= tier->settings.min_ms)
+        progcache__pch_create_detached(job, &seen);
+    return rc;
 }
 
 int progcache__pch_compile(progcache_buf *out, progcache_buf *log, progcache_buf *lowered,

@@ -3,6 +3,8 @@
  *   <key>.manifest          what the PCH was made from; names its file
  *   <key>-<16 hex>.pch      the PCH, as NVRTC wrote it; never changed after
  *   <key>.seen              a prefix seen without a PCH: its plain compile time
+ *   <key>.making            a detached helper is making its PCH (pch_detach.c)
+ *   <key>.made              what that helper answered, for the next compile to publish
  *   nopin-<nvrtc build>     this NVRTC's heap cannot be pinned (30 days)
  *   lock                    eviction, one process at a time (flock)
  *   proc-<16 hex>/          a process's own PCHs (pch_inproc.c), locked while it lives
@@ -401,6 +403,10 @@ static int sweep_one(void *ctx, int dirfd, const char *name, unsigned char type)
     if (!S_ISREG(st.st_mode))
         return 0;
     int temp = len == 20 && !strncmp(name, "tmp-", 4) && hex_name(name + 4, 16);
+    /* A detached creation's answer or claim (pch_detach.c) nobody took up
+     * within the hour: stale, as a temp file is. */
+    temp = temp || (hex_name(name, PCH_KEY_HEX) && (!strcmp(name + PCH_KEY_HEX, ".made") ||
+                                                   !strcmp(name + PCH_KEY_HEX, ".making")));
     int record = (len == PCH_KEY_HEX + 5 && hex_name(name, PCH_KEY_HEX) &&
                   !strcmp(name + PCH_KEY_HEX, ".seen")) ||
                  (!strncmp(name, "nopin-", 6) && hex_name(name + 6, len - 6));

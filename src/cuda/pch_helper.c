@@ -127,10 +127,18 @@ void progcache__pch_helper_find(progcache__pch_tier *tier)
             return;
         }
     }
+    /* Run from its build tree: that tree's helper, and a refusal names it. */
+    const char *built = progcache__pch_helper_in_build();
+    char built_why[160] = "";
+    if (built && !untrusted(built, built_why, sizeof built_why)) {
+        tier->helper = progcache__strdup(built);
+        return;
+    }
     if (!untrusted(PROGCACHE_PCH_HELPER_PATH, why, sizeof why))
         tier->helper = progcache__strdup(PROGCACHE_PCH_HELPER_PATH);
     else
-        tier->helper_error = dup_error(PROGCACHE_PCH_HELPER_PATH, why);
+        tier->helper_error = built ? dup_error(built, built_why)
+                                   : dup_error(PROGCACHE_PCH_HELPER_PATH, why);
 }
 
 void progcache__pch_helper_open(progcache__pch_tier *tier)
@@ -478,6 +486,28 @@ int progcache__pch_helper_finish(pch_result *out, pch_call *call)
         progcache__pch_result_release(out);
     progcache_buf_free(&resp);
     return rc;
+}
+
+int progcache__pch_result_parse(pch_result *out, const progcache_buf *data)
+{
+    memset(out, 0, sizeof *out);
+    if (parse(out, data) == 0)
+        return 0;
+    progcache__pch_result_release(out);
+    return -1;
+}
+
+int progcache__pch_helper_detach(pch_call *call)
+{
+    close(call->sock);
+    call->sock = -1;
+    int status = 0, waited = reap(call->pid, &status, progcache__clock_ms() + 5000);
+    if (call->talked || waited == 1 || (waited == 0 && (!WIFEXITED(status) ||
+                                                        WEXITSTATUS(status) != 0)))
+        return progcache__error(PROGCACHE_EIO, "the PCH helper %s did not take the request "
+                                               "(%s)",
+                                call->helper, waited == 1 ? "killed after 5 s" : "it failed");
+    return PROGCACHE_OK;
 }
 
 int progcache__pch_helper_run(pch_result *out, const pch_job *job, uint32_t mode, int pch_fd,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "cache/cache.h"
 #include "cache/cache_stats.h"
 #include "cuda/pch_tier.h"
 
@@ -20,6 +21,8 @@ static void *make(void *arg)
     pthread_mutex_init(&tier->lock, NULL);
     tier->dir_fd = -1;
     tier->helper_fd = -1;
+    tier->cache_log = cache->log;
+    tier->cache_log_ctx = cache->log_ctx;
     if (progcache__pch_settings_read(&tier->settings) != PROGCACHE_OK)
         tier->settings_error = progcache__strdup(progcache_error_last());
     const char *path = progcache_path(cache);
@@ -89,7 +92,10 @@ int progcache__pch_log_once(progcache__pch_tier *tier, const progcache_program *
     if (first) {
         va_list ap;
         va_start(ap, fmt);
-        progcache__logv(program->log, program->log_ctx, level, fmt, ap);
+        if (program->log)
+            progcache__logv(program->log, program->log_ctx, level, fmt, ap);
+        else
+            progcache__logv(tier->cache_log, tier->cache_log_ctx, level, fmt, ap);
         va_end(ap);
     }
     return first;

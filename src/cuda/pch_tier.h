@@ -64,6 +64,11 @@ typedef struct progcache__pch_tier {
      * is none, or it loads another build of NVRTC. Then the tier is off. */
     int helper_ok;
     pch_inproc *inproc;
+    /* The cache's log callback: what log_once tells when the program has
+     * none, so a tier that is off says why to the tools and the sample
+     * (they give the cache one, not each program). */
+    progcache_log_fn cache_log;
+    void *cache_log_ctx;
 } progcache__pch_tier;
 
 /* The tier's state for cache (made at the first call); NULL when the
@@ -222,6 +227,9 @@ void progcache__pch_helper_find(progcache__pch_tier *tier);
  * descriptor and run from it (so nothing can be swapped in between), or
  * tier->helper NULL and tier->helper_error saying why. */
 void progcache__pch_helper_open(progcache__pch_tier *tier);
+/* The build tree's helper when this library runs from the build tree it
+ * was built in, else NULL (pch_helper_where.c). */
+const char *progcache__pch_helper_in_build(void);
 
 typedef struct pch_result {
     uint32_t status;      /* PROGCACHE__WIRE_OK, ... */
@@ -281,6 +289,31 @@ void progcache__pch_inproc_free(pch_inproc *inproc);
 /* The plain compile and the seen record, shared with pch_inproc.c: compile
  * in this process without a PCH, and remember the prefix if it is slow. */
 int progcache__pch_plain(progcache_buf *out, progcache_buf *log, pch_job *job);
+
+/* What a helper's CREATE answered (r), for the PCH it made as name: kept
+ * and published (3), made but not kept (2), or not made (1); the seen
+ * record and the counters are updated, the log told. */
+int progcache__pch_judge(pch_job *job, pch_seen *seen, pch_result *r, const char *name);
+
+/* ---- making PCHs off the critical path (pch_detach.c) ---------------------- */
+
+/* After job's plain compile: start a detached helper that makes the PCH of
+ * its prefix (one per prefix at a time: <key>.making), and count it
+ * (pch_deferred). Never fails the compile; a helper that cannot start is
+ * logged once. */
+void progcache__pch_create_detached(pch_job *job, const pch_seen *seen);
+/* A detached creation of job's prefix that has finished (<key>.made):
+ * claimed (one process only), judged and published. 1 when a PCH was
+ * published, else 0. */
+int progcache__pch_collect(pch_job *job, pch_seen *seen);
+
+/* Parse a helper's response (as pch_helper.c reads it from the socket). 0,
+ * or -1 when it is not one. */
+int progcache__pch_result_parse(pch_result *out, const progcache_buf *data);
+/* Finish a call started with PROGCACHE__WIRE_CREATE_DETACHED: no answer
+ * comes; the helper exits at once and is reaped here (killed after 5 s).
+ * PROGCACHE_OK, or an error saying how it ended. */
+int progcache__pch_helper_detach(pch_call *call);
 
 /* Count n of stat in the cache's statistics. */
 void progcache__pch_count(const pch_job *job, progcache_stat stat, uint64_t n);

@@ -62,9 +62,20 @@ enum {
     PROGCACHE__WIRE_USE = 1,    /* compile the program with the PCH on fd 4 */
     PROGCACHE__WIRE_CREATE = 2, /* create a PCH from the prefix (recording what NVRTC
                                  * reads), then compile the program with it */
-    PROGCACHE__WIRE_DEPS = 3    /* compile the prefix without a PCH, recording what
+    PROGCACHE__WIRE_DEPS = 3,   /* compile the prefix without a PCH, recording what
                                  * NVRTC reads (for the in-process tier) */
+    /* CREATE off the caller's critical path: the helper reads the request,
+     * exits at once (its caller reaps it), and a child of its own, in a
+     * session of its own, bounded by PROGCACHE__WIRE_DETACHED_SECONDS,
+     * does the CREATE and writes the response (without the artifact,
+     * which the caller compiled itself) to <key>.made in the PCH
+     * directory, for the next compile of the prefix to publish. */
+    PROGCACHE__WIRE_CREATE_DETACHED = 4
 };
+#define PROGCACHE__WIRE_DETACHED_SECONDS 600
+/* The first line of a <key>.made file, before the PCH's name and the
+ * response. */
+#define PROGCACHE__WIRE_MADE "progcache-pch-made 1"
 
 /* The response's status: whether the helper did its job. A compile error
  * is OK with nvrtc_result set: NVRTC's verdict, not the helper's. */

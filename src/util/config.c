@@ -304,6 +304,13 @@ int progcache__pch_settings_read(progcache__pch_settings *out)
             return pch_bad(out, "PROGCACHE_PCH_MIN_MS", v, "give milliseconds");
         out->min_ms = (unsigned int)ms;
     }
+    v = getenv("PROGCACHE_PCH_CREATE");
+    if (v && *v) {
+        if (!strcmp(v, "inline"))
+            out->create_inline = 1;
+        else if (strcmp(v, "detached"))
+            return pch_bad(out, "PROGCACHE_PCH_CREATE", v, "give detached (the default) or inline");
+    }
     v = getenv("PROGCACHE_PCH");
     if (v && *v) {
         if (!strcmp(v, "0") || !strcmp(v, "off")) {

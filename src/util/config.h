@@ -25,6 +25,12 @@ typedef struct progcache__pch_settings {
     /* NVRTC_APPEND_FLAGS: NVRTC adds these to every compile's options, so
      * they are part of what a PCH was made with. NULL when unset. */
     char *nvrtc_append_flags;
+    /* PROGCACHE_PCH_CREATE=inline (i23fleet): a PCH is made inside the
+     * compile of the prefix's second slow sight, which waits for it (as
+     * before; deterministic, for tests). The default, detached: made after
+     * the first slow sight's compile has returned, by a helper nobody
+     * waits for (src/cuda/pch_detach.c). */
+    int create_inline;
 } progcache__pch_settings;
 
 /* The defaults: 2 GiB of PCHs, 500 ms. */

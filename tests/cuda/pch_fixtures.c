@@ -212,6 +212,10 @@ int pch_fixtures_setup(const char *test)
         return 0;
     }
     setenv("PROGCACHE_PCH_MIN_MS", "0", 1);
+    /* These tests follow one compile's creation step by step; the default,
+     * a detached creation, has its own (test_pch_detach.c). */
+    if (!getenv("PROGCACHE_PCH_CREATE"))
+        setenv("PROGCACHE_PCH_CREATE", "inline", 1);
     unsetenv("PROGCACHE_PCH");
     unsetenv("PROGCACHE_PCH_MAX_SIZE");
     work = test_mkdtemp("pchwork");

@@ -11,6 +11,7 @@
  * none) at the path gets a temp file renamed over it, a character device
  * or a FIFO is written in place, anything else is refused. */
 #include "store/file/archive.h"
+#include "store/file/archive_sign.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -193,6 +194,7 @@ typedef struct export_ctx {
     unsigned char *buf; /* WRITE_BUFFER bytes not yet written */
     size_t buffered;
     uint64_t expected; /* entries, from the accounting: the progress total */
+    bundle_writer *bundle; /* signing (archive_sign.c), or NULL */
 } export_ctx;
 
 /* Write all of buf to fd. SIGPIPE is blocked meanwhile (and one it raised
@@ -250,6 +252,8 @@ static int flush_bytes(export_ctx *x)
 static int write_bytes(export_ctx *x, const void *data, size_t len)
 {
     const unsigned char *p = data;
+    if (x->bundle && progcache__bundle_hash(x->bundle, data, len))
+        return PROGCACHE_ENOMEM;
     while (len) {
         size_t n = WRITE_BUFFER - x->buffered < len ? WRITE_BUFFER - x->buffered : len;
         memcpy(x->buf + x->buffered, p, n);
@@ -334,6 +338,8 @@ static int export_visit(void *ctx, file_walk_item *item)
         rc = write_bytes(x, zeros, TAR_BLOCK - e->size % TAR_BLOCK);
     if (rc)
         return rc;
+    if (x->bundle && (rc = progcache__bundle_add(x->bundle, e)))
+        return rc;
     x->out->entries++;
     x->out->bytes += e->size;
     if (e->artifact && !e->artifact->valid)
@@ -370,10 +376,17 @@ static int write_nvrtc(export_ctx *x, file_store *fs)
     return rc;
 }
 
-/* The end: two zero blocks, then zeros to a whole record. */
+/* The end: a signed archive's manifest and signature, two zero blocks,
+ * then zeros to a whole record. */
 static int write_trailer(export_ctx *x)
 {
     static const unsigned char zeros[TAR_RECORD];
+    const progcache_buf *signed_end;
+    int rc = x->bundle ? progcache__bundle_finish(x->bundle, &signed_end) : PROGCACHE_OK;
+    if (!rc && x->bundle)
+        rc = write_bytes(x, signed_end->data, signed_end->size);
+    if (rc)
+        return rc;
     uint64_t end = x->written + 2 * TAR_BLOCK;
     uint64_t pad = (TAR_RECORD - end % TAR_RECORD) % TAR_RECORD;
     return write_bytes(x, zeros, (size_t)(2 * TAR_BLOCK + pad));
@@ -381,15 +394,20 @@ static int write_trailer(export_ctx *x)
 
 /* The options struct's size in each version, for progcache__options_load. */
 static const size_t archive_options_size[] = {0, offsetof(progcache_archive_options, on_progress),
+                                              offsetof(progcache_archive_options, sign_key),
                                               sizeof(progcache_archive_options)};
+/* And the result's. */
+static const size_t archive_result_size[] = {0, offsetof(progcache_archive_result, verified),
+                                             sizeof(progcache_archive_result)};
 
 int progcache__archive_args(file_store **fs, progcache_archive_result *out,
                             progcache_file *file, const progcache_archive_options *caller,
                             progcache_archive_options *opts, const char *fn)
 {
     progcache_archive_options_init(opts);
-    *fs = file;
-    int rc = progcache__admin_file(file, fn);
+    int rc = PROGCACHE_OK;
+    if (fs) /* NULL: no cache directory (progcache_archive_verify) */
+        rc = progcache__admin_file(*fs = file, fn);
     if (rc)
         return rc;
     if (out && (out->version == 0 || out->version > PROGCACHE_ARCHIVE_RESULT_VERSION))
@@ -402,7 +420,7 @@ int progcache__archive_args(file_store **fs, progcache_archive_result *out,
     if (rc)
         return rc;
     if (out) {
-        progcache__struct_init(out, sizeof *out, out->version);
+        progcache__struct_init(out, archive_result_size[out->version], out->version);
     }
     return PROGCACHE_OK;
 }
@@ -418,15 +436,22 @@ static int export_to(file_store *fs, int fd, const char *name,
                      const progcache_archive_options *opts, progcache_archive_result *out)
 {
     progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
-    export_ctx x = {fd, name, opts, out ? out : &local, 0, NULL, 0, 0};
+    export_ctx x = {fd, name, opts, out ? out : &local, 0, NULL, 0, 0, NULL};
     struct stat st;
-    if (!(x.buf = progcache__malloc(WRITE_BUFFER)))
+    int rc = opts->sign_key ? progcache__bundle_writer_new(&x.bundle, opts->sign_key,
+                                                           opts->sign_key_len, opts->nvrtc_version)
+                            : PROGCACHE_OK;
+    if (rc)
+        return rc; /* the key (message set) */
+    if (!(x.buf = progcache__malloc(WRITE_BUFFER))) {
+        progcache__bundle_writer_free(x.bundle);
         return progcache__error(PROGCACHE_ENOMEM, "out of memory writing archive %s", name);
+    }
     if (opts && opts->on_progress) {
         uint64_t bytes;
         progcache__file_totals(fs, &bytes, &x.expected);
     }
-    int rc = write_nvrtc(&x, fs);
+    rc = write_nvrtc(&x, fs);
     if (!rc)
         rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
                                   export_visit, &x);
@@ -437,6 +462,7 @@ static int export_to(file_store *fs, int fd, const char *name,
     if (!rc && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fsync(fd) != 0)
         rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", name);
     progcache__free(x.buf);
+    progcache__bundle_writer_free(x.bundle);
     return rc;
 }
 

@@ -65,7 +65,8 @@ int progcache__tar_make(unsigned char block[TAR_BLOCK], const char *name, uint64
 /* The checks every export/import function makes: file is a cache
  * directory (*fs), out carries a known version (it is zeroed), and the
  * caller's options (NULL: defaults) are loaded into opts by the versioned
- * struct rule. fn names the caller in messages. PROGCACHE_OK or
+ * struct rule (fs NULL: no cache directory is checked). fn names the
+ * caller in messages. PROGCACHE_OK or
  * PROGCACHE_EINVAL. */
 int progcache__archive_args(file_store **fs, progcache_archive_result *out,
                             progcache_file *file, const progcache_archive_options *caller,

@@ -36,6 +36,7 @@
 #include "error.h"
 #include "fs.h"
 #include "store/file/archive.h"
+#include "store/file/archive_sign.h"
 #include "store/file/file_admin.h"
 #include "store/file/file_nvrtc.h"
 #include "artifact/inspect.h"
@@ -82,7 +83,7 @@ static ssize_t read_stream(int fd, void *buf, size_t len)
 static int open_spool(source *src, file_store *fs)
 {
 #ifdef O_TMPFILE
-    src->spool = openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    src->spool = !fs ? -1 : openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (src->spool >= 0)
         return PROGCACHE_OK;
 #endif
@@ -155,7 +156,9 @@ static void source_drain(source *src)
     }
 }
 
-static int source_open(source *src, file_store *fs, int fd, const char *name)
+/* spool: read even a regular file as a stream, into a copy only this
+ * process holds (a verified import imports the bytes it verified). */
+static int source_open(source *src, file_store *fs, int fd, const char *name, int spool)
 {
     struct stat st;
     memset(src, 0, sizeof *src);
@@ -167,7 +170,7 @@ static int source_open(source *src, file_store *fs, int fd, const char *name)
     if (S_ISDIR(st.st_mode))
         return progcache__error(PROGCACHE_EINVAL,
                                 "archive %s is a directory; give the archive file", name);
-    if (S_ISREG(st.st_mode)) {
+    if (S_ISREG(st.st_mode) && !spool) {
         off_t at = lseek(fd, 0, SEEK_CUR);
         src->base = at > 0 && at <= st.st_size ? (uint64_t)at : 0;
         src->size = (uint64_t)st.st_size - src->base;
@@ -193,7 +196,7 @@ static void source_close(source *src)
 typedef struct member {
     char rel[80];
     int shard;
-    int nvrtc; /* progcache/nvrtc, not an entry */
+    int nvrtc; /* set in scan_archive's *nvrtc: progcache/nvrtc is there */
     uint64_t offset, size;
     int64_t mtime;
     uint64_t records_at; /* its records (a pax header before it), in the archive */
@@ -269,9 +272,10 @@ static int read_pax(source *src, const tar_header *h, uint64_t pos, uint64_t dat
     return rc;
 }
 
-/* Check every header and collect the entries. */
-static int scan_archive(member_list *list, source *src, uint64_t max_entry,
-                        const progcache_archive_options *opts, int *have_nvrtc)
+/* Check every header and collect the entries; the NVRTC records' member,
+ * not an entry, apart in *nvrtc (nvrtc->nvrtc set when there is one). */
+static int scan_archive(member_list *list, bundle_seen *bundle, source *src, uint64_t max_entry,
+                        const progcache_archive_options *opts, member *nvrtc)
 {
     const char *path = src->name;
     unsigned char block[TAR_BLOCK];
@@ -289,8 +293,10 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
         if ((rc = source_read(src, block, TAR_BLOCK, pos)))
             return rc;
         int got = progcache__tar_parse(&h, block, why, sizeof why);
-        if (got == 0)
+        if (got == 0) {
+            bundle->end_pos = pos;
             return PROGCACHE_OK; /* end of archive; what follows is padding */
+        }
         if (got < 0)
             return refuse(path, pos, "%s", why);
         if (has_path)
@@ -320,6 +326,14 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
             return rc < 0 ? rc
                           : refuse(path, pos, "member \"%s\" runs past the end of the archive",
                                    h.name);
+        if ((rc = progcache__bundle_member(bundle, &h, pos, data, path)) != 0) {
+            if (rc < 0)
+                return rc;
+            memset(&pending, 0, sizeof pending);
+            has_path = has_size = 0;
+            pos = next; /* a signed bundle's own member: not an entry */
+            continue;
+        }
         if (h.type == 'x' || h.type == 'g') {
             /* pax headers: 'x' applies to the next member, 'g' holds
              * archive-wide defaults (nothing we use). */
@@ -349,15 +363,12 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
                           "digits>/<62 hex digits>, or " PROGCACHE__NVRTC_MEMBER ")",
                           h.name);
         if (kind == TAR_NAME_NVRTC) {
-            if (h.type != '0' || h.size > PROGCACHE__NVRTC_RECORD_MAX || *have_nvrtc)
+            if (h.type != '0' || h.size > PROGCACHE__NVRTC_RECORD_MAX || nvrtc->nvrtc)
                 return refuse(path, pos, "member \"%s\" is not one small regular file of "
                                          "NVRTC records", h.name);
-            *have_nvrtc = 1;
-            m.nvrtc = 1;
-            m.offset = data;
-            m.size = h.size;
-            if ((rc = add_member(list, &m)))
-                return rc;
+            nvrtc->nvrtc = 1;
+            nvrtc->offset = data;
+            nvrtc->size = h.size;
             pos = next;
             continue;
         }
@@ -377,6 +388,35 @@ static int scan_archive(member_list *list, source *src, uint64_t max_entry,
         }
         pos = next;
     }
+}
+
+static int read_source(void *ctx, void *buf, size_t len, uint64_t offset)
+{
+    return source_read(ctx, buf, len, offset);
+}
+
+/* Pass one whole: open, scan, and with opts->verify_key verify the
+ * signature and that the entries are the manifest's (*check then holds
+ * it, for pass two). fs may be NULL (progcache_archive_verify). */
+static int check_archive(member_list *list, member *nvrtc, bundle_check **check, source *src,
+                         file_store *fs, int fd, const char *name, uint64_t max_entry,
+                         const progcache_archive_options *opts, progcache_archive_result *out)
+{
+    memset(nvrtc, 0, sizeof *nvrtc);
+    bundle_seen bundle;
+    memset(&bundle, 0, sizeof bundle);
+    int rc = source_open(src, fs, fd, name, opts->verify_key != NULL);
+    if (!rc)
+        rc = scan_archive(list, &bundle, src, max_entry, opts, nvrtc);
+    if (!rc)
+        source_drain(src);
+    if (!rc && opts->verify_key)
+        rc = progcache__bundle_verify(check, &bundle, read_source, src, opts->verify_key,
+                                      opts->verify_key_len, name, out);
+    for (size_t i = 0; !rc && *check && i <= list->len; i++)
+        rc = progcache__bundle_expect(*check, i, list->len, i < list->len ? list->items[i].rel : "",
+                                      i < list->len ? list->items[i].size : 0, name);
+    return rc;
 }
 
 /* ---- pass two: the puts ------------------------------------------------------------- */
@@ -418,21 +458,17 @@ static int import_from(file_store *fs, int fd, const char *name,
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
     source src;
     progcache_buf nvrtc = PROGCACHE_BUF_INIT;
-    int have_nvrtc = 0;
-    int rc = source_open(&src, fs, fd, name);
+    member nv;
     uint64_t duplicates = 0;
-    if (!rc)
-        rc = scan_archive(&list, &src, fs->max_artifact_size, opts, &have_nvrtc);
-    if (!rc)
-        source_drain(&src);
+    bundle_check *check = NULL;
+    int rc = check_archive(&list, &nv, &check, &src, fs, fd, name, fs->max_artifact_size, opts,
+                           out);
     if (!rc)
         rc = find_duplicates(&list);
     /* The NVRTC records are checked before anything is written, and
      * merged into this user's after the entries (file_nvrtc.c). */
-    for (size_t i = 0; !rc && i < list.len; i++) {
-        const member *m = &list.items[i];
-        if (!m->nvrtc)
-            continue;
+    if (!rc && nv.nvrtc) {
+        const member *m = &nv;
         if (!(rc = progcache__buf_reserve(&nvrtc, (size_t)m->size + 1)) &&
             !(rc = source_read(&src, nvrtc.data, (size_t)m->size, m->offset))) {
             progcache__buf_set_size(&nvrtc, (size_t)m->size);
@@ -442,8 +478,6 @@ static int import_from(file_store *fs, int fd, const char *name,
     }
     for (size_t i = 0; !rc && i < list.len; i++) {
         const member *m = &list.items[i];
-        if (m->nvrtc)
-            continue;
         member *entry = &list.items[m->first];
         duplicates += m->first != i;
         if (entry->written == DUP_VALID)
@@ -464,6 +498,9 @@ static int import_from(file_store *fs, int fd, const char *name,
                 break;
             progcache__buf_set_size(&meta.records, m->records_len);
         }
+        if (check && (rc = progcache__bundle_entry_ok(check, i, data.data, data.size,
+                                                      meta.records.data, m->records_len, name)))
+            break;
         if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size,
                                           m->records_len ? &meta : NULL)))
             break;
@@ -501,6 +538,7 @@ static int import_from(file_store *fs, int fd, const char *name,
                                        PROGCACHE__NVRTC_RECORD_LINES);
     progcache_buf_free(&nvrtc);
     source_close(&src);
+    progcache__bundle_check_free(check);
     progcache__free(list.items);
     progcache_buf_free(&data);
     progcache_artifact_info_release(&info);
@@ -544,6 +582,36 @@ int progcache_file_import(progcache_archive_result *out, progcache_file *file, c
     if (fd < 0)
         return progcache__error_errno(PROGCACHE_EIO, errno, "cannot open archive %s", path);
     rc = import_from(fs, fd, path, opts, out ? out : &local);
+    close(fd);
+    return rc;
+}
+
+int progcache_archive_verify(progcache_archive_result *out, const char *path,
+                             uint64_t max_artifact_size, const progcache_archive_options *opts)
+{
+    progcache_archive_options o;
+    member_list list = {NULL, 0, 0};
+    bundle_check *check = NULL;
+    source src;
+    int rc = progcache__archive_args(NULL, out, NULL, opts, &o, "progcache_archive_verify");
+    if (rc)
+        return rc;
+    if (!path || !*path || !o.verify_key)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_archive_verify: give %s",
+                                o.verify_key ? "the archive's path" : "opts->verify_key");
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return progcache__error_errno(PROGCACHE_EIO, errno, "cannot open archive %s", path);
+    member nv;
+    rc = check_archive(&list, &nv, &check, &src, NULL, fd, path,
+                       max_artifact_size ? max_artifact_size : (uint64_t)1 << 30, &o, out);
+    for (size_t i = 0; !rc && out && i < list.len; i++) {
+        out->entries++;
+        out->bytes += list.items[i].size;
+    }
+    source_close(&src);
+    progcache__bundle_check_free(check);
+    progcache__free(list.items);
     close(fd);
     return rc;
 }

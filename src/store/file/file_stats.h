@@ -68,6 +68,8 @@ typedef enum progcache__counter {
     PROGCACHE__FOREIGN_NOT_STORED = 38,
     PROGCACHE__MODES_FIXED = 39,
     PROGCACHE__FILES_REFUSED = 40,
+    /* i23fleet */
+    PROGCACHE__PCH_DEFERRED = 47,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

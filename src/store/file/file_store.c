@@ -97,7 +97,9 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__NVRTC_KEY_LOADS == (int)PROGCACHE_STAT_NVRTC_KEY_LOADS &&
                    (int)PROGCACHE__NVRTC_MISSING == (int)PROGCACHE_STAT_NVRTC_MISSING &&
                    (int)PROGCACHE__FOREIGN_NOT_STORED == (int)PROGCACHE_STAT_FOREIGN_NOT_STORED &&
-                   (int)PROGCACHE__FILES_REFUSED == (int)PROGCACHE_STAT_FILES_REFUSED,
+                   (int)PROGCACHE__FILES_REFUSED == (int)PROGCACHE_STAT_FILES_REFUSED &&
+                   (int)PROGCACHE__PCH_DEFERRED == (int)PROGCACHE_STAT_PCH_DEFERRED &&
+                   (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
                "progcache__counter and progcache_stat must agree");
 
 PROGCACHE_HOT

@@ -1,0 +1,164 @@
+/* Making a PCH off the critical path (docs/CUDA.md, "Precompiled headers").
+ *
+ * The compile that finds a prefix worth a PCH is compiled plain and
+ * returned; only then is the helper started, in PROGCACHE__WIRE_CREATE_
+ * DETACHED mode: it reads the request and exits (reaped here, within
+ * 5 s), and its own child, in a session of its own and bounded by an alarm
+ * (PROGCACHE__WIRE_DETACHED_SECONDS), makes the PCH and leaves the answer
+ * a CREATE would have given as <key>.made in the PCH directory. It never
+ * touches the caller's result, and it outlives a short-lived caller (a
+ * `progcache warm`, one process per compile): the caller exiting right
+ * after costs nothing but the wait of whoever uses the PCH next. Its
+ * parent being gone, init (or the nearest subreaper) reaps it.
+ *
+ * The next compile of the prefix that finds no PCH claims <key>.made (a
+ * rename to a temp name: one process wins), and judges and publishes it as
+ * a CREATE's answer (pch_compile.c): the PCH is then checked and used like
+ * any other.
+ *
+ * One creation per prefix at a time: <key>.making, created exclusively
+ * before the helper starts and removed by it when it is done; a marker
+ * older than the helper's bound is a creation that died, and is taken
+ * over. What a killed creation leaves (a PCH no manifest names, a stale
+ * <key>.made or marker) is swept by the directory's eviction. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "cuda/pch_tier.h"
+#include "cuda/pch_wire.h"
+#include "fs.h"
+
+/* A <key>.made holds no artifact: the helper's log, note and record of
+ * what NVRTC read; far below this. */
+#define MADE_MAX ((size_t)16 << 20)
+
+static int on(const int *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }
+
+/* Claim <key>.making: 1 when this process may start the creation. */
+static int claim_making(progcache__pch_tier *tier, const char *name)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = openat(tier->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                        0600);
+        if (fd >= 0) {
+            close(fd);
+            return 1;
+        }
+        struct stat st;
+        if (errno != EEXIST || fstatat(tier->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            time(NULL) - st.st_mtime < PROGCACHE__WIRE_DETACHED_SECONDS + 60)
+            return 0; /* one is under way (or the directory refuses) */
+        (void)unlinkat(tier->dir_fd, name, 0); /* a creation that died */
+    }
+    return 0;
+}
+
+void progcache__pch_create_detached(pch_job *job, const pch_seen *seen)
+{
+    progcache__pch_tier *tier = job->tier;
+    if (!on(&tier->helper_ok) || !on(&tier->cross))
+        return;
+    char making[PCH_NAME_MAX], name[PCH_NAME_MAX];
+    snprintf(making, sizeof making, "%s.making", job->hex);
+    if (!claim_making(tier, making))
+        return;
+    progcache__pch_new_name(name, job->hex);
+    uint64_t heap = seen->heap_required > PROGCACHE__PCH_HEAP_DEFAULT ? seen->heap_required
+                                                                      : PROGCACHE__PCH_HEAP_DEFAULT;
+    pch_call call;
+    int rc = progcache__pch_helper_start(&call, job, PROGCACHE__WIRE_CREATE_DETACHED, -1, name,
+                                         heap);
+    if (!rc)
+        rc = progcache__pch_helper_detach(&call);
+    if (rc) {
+        (void)unlinkat(tier->dir_fd, making, 0);
+        progcache__pch_tier_drop(tier, &tier->helper_ok);
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_FALLBACKS, 1);
+        progcache__pch_log_once(tier, job->program, PCH_LOGGED_HELPER, PROGCACHE_LOG_WARN,
+                                "progcache: the PCH helper failed (making a PCH: %s); "
+                                "compiling without it",
+                                progcache_error_last());
+        return;
+    }
+    progcache__pch_count(job, PROGCACHE_STAT_PCH_DEFERRED, 1);
+}
+
+/* The whole of a claimed file, bounded. 0, or -1. */
+static int read_claimed(int dir_fd, const char *name, progcache_buf *out)
+{
+    struct stat st;
+    int fd = progcache__fs_open_regular(dir_fd, name, O_RDONLY, 0, &st);
+    if (fd < 0)
+        return -1;
+    int rc = -1;
+    if ((uint64_t)st.st_size <= MADE_MAX &&
+        progcache__buf_reserve(out, (size_t)st.st_size) == PROGCACHE_OK) {
+        size_t done = 0;
+        while (done < (size_t)st.st_size) {
+            ssize_t n = pread(fd, out->data + done, (size_t)st.st_size - done, (off_t)done);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break;
+            done += (size_t)n;
+        }
+        if (done == (size_t)st.st_size) {
+            progcache__buf_set_size(out, done);
+            rc = 0;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+int progcache__pch_collect(pch_job *job, pch_seen *seen)
+{
+    progcache__pch_tier *tier = job->tier;
+    char made[PCH_NAME_MAX], claim[32];
+    unsigned char rnd[8] = {0};
+    (void)getrandom(rnd, sizeof rnd, GRND_NONBLOCK);
+    snprintf(made, sizeof made, "%s.made", job->hex);
+    snprintf(claim, sizeof claim, "tmp-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+             rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    if (renameat(tier->dir_fd, made, tier->dir_fd, claim) != 0)
+        return 0; /* none, or another process has it */
+    progcache_buf text = PROGCACHE_BUF_INIT;
+    int got = read_claimed(tier->dir_fd, claim, &text);
+    (void)unlinkat(tier->dir_fd, claim, 0);
+    int published = 0;
+    const char *head = PROGCACHE__WIRE_MADE "\n";
+    size_t head_len = strlen(head);
+    char name[PCH_NAME_MAX] = "";
+    const char *p = (const char *)text.data, *nl;
+    if (!got && text.size > head_len && !memcmp(p, head, head_len) &&
+        (nl = memchr(p + head_len, '\n', text.size - head_len)) &&
+        (size_t)(nl - (p + head_len)) < sizeof name) {
+        memcpy(name, p + head_len, (size_t)(nl - (p + head_len)));
+        name[nl - (p + head_len)] = '\0';
+    }
+    /* The helper was asked for a PCH of this key in this directory: any
+     * other name is not one to keep. */
+    if (!name[0] || strncmp(name, job->hex, PCH_KEY_HEX) || strchr(name, '/')) {
+        progcache_buf_free(&text);
+        return 0;
+    }
+    size_t at = (size_t)(nl + 1 - p);
+    progcache_buf resp = {text.data + at, text.size - at, 0};
+    pch_result r;
+    if (progcache__pch_result_parse(&r, &resp) == 0) {
+        published = progcache__pch_judge(job, seen, &r, name) == 3;
+        progcache__pch_result_release(&r);
+    } else {
+        (void)unlinkat(tier->dir_fd, name, 0);
+    }
+    progcache_buf_free(&text);
+    return published;
+}
