@@ -97,6 +97,18 @@ PROGCACHE_API int progcache_file_foreach(progcache_file *file, unsigned int flag
                                          progcache_entry_fn fn, void *ctx);
 
 /*
+ * progcache_store_foreach() : progcache_file_foreach() for any store that
+ * can be listed: a file store, or a tier whose vtable has a foreach op
+ * (progcache/sys/store.h; examples/tier_dir.c). Entries are reported in
+ * the store's order; entry->name is the hex SHA-256 of the key in every
+ * tier. PROGCACHE_ENTRIES_INSPECT is done here on the bytes the store read.
+ * @return as progcache_file_foreach(); PROGCACHE_EINVAL also for a store
+ *         that cannot be listed (the message names it).
+ */
+PROGCACHE_API int progcache_store_foreach(progcache_store *store, unsigned int flags,
+                                          progcache_entry_fn fn, void *ctx);
+
+/*
  * progcache_file_read_entry() : read one entry by its file name (64 hex
  * digits, as progcache_entry.name) into out.
  * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND (no such entry, or not a

@@ -175,6 +175,16 @@ PROGCACHE_API int progcache_store_put_meta(progcache_store *store, const void *k
 PROGCACHE_API int progcache_store_flush(progcache_store *store);
 
 /*
+ * progcache_store_exists() : whether key has an entry, without reading its
+ * bytes where the store can tell (its exists op; progcache/sys/store.h),
+ * else by a get whose bytes are dropped.
+ * @return PROGCACHE_OK (it has); PROGCACHE_ENOTFOUND (no message);
+ *         PROGCACHE_EINVAL; the store's error.
+ */
+PROGCACHE_API int progcache_store_exists(progcache_store *store, const void *key,
+                                         size_t key_len);
+
+/*
  * progcache_store_counters : what a store has done since it was created, in
  * this process (a remote tier's view; the home directory keeps persistent
  * statistics instead: progcache/stats.h). The caller sets version

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "artifact/manifest_kind.h"
 #include "error.h"
 #include "options.h"
 
@@ -31,6 +32,46 @@ static int check(const progcache_store *store, const void *key, size_t key_len,
 }
 
 /* ---- the version rule ---------------------------------------------------- */
+
+int progcache__store_check(const progcache_store *t, const char *fn, const char *what)
+{
+    const char *name = t && t->name ? t->name : "unnamed";
+    if (!t)
+        return progcache__error(PROGCACHE_EINVAL, "%s: %s is NULL", fn, what);
+    if (t->version == 0 || t->version > PROGCACHE_STORE_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: %s->version is %u; this library supports store version 1 "
+                                "to %d (start from PROGCACHE_STORE_INIT)",
+                                fn, what, t->version, PROGCACHE_STORE_VERSION);
+    if (!t->get || !t->put || !t->remove || !t->clear || !t->count || !t->total_size || !t->free)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: %s (\"%s\") leaves a function of its vtable NULL; every "
+                                "one is required",
+                                fn, what, name);
+    /* An ops struct that was never given its version is a mistake, not a
+     * request for none: refused like every other versioned struct. */
+    if (t->version >= 2 && t->stats &&
+        (t->stats->version == 0 || t->stats->version > PROGCACHE_STORE_STATS_OPS_VERSION))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: %s (\"%s\"): stats->version is %u; this library supports "
+                                "1 to %d (set PROGCACHE_STORE_STATS_OPS_VERSION)",
+                                fn, what, name, t->stats->version,
+                                PROGCACHE_STORE_STATS_OPS_VERSION);
+    if (t->version >= 2 && t->lease &&
+        (t->lease->version == 0 || t->lease->version > PROGCACHE_STORE_LEASE_OPS_VERSION))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: %s (\"%s\"): lease->version is %u; this library supports "
+                                "1 to %d (set PROGCACHE_STORE_LEASE_OPS_VERSION)",
+                                fn, what, name, t->lease->version,
+                                PROGCACHE_STORE_LEASE_OPS_VERSION);
+    if (t->version >= 2 && t->lease &&
+        (!t->lease->acquire || !t->lease->renew || !t->lease->release || !t->lease->wait))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: %s (\"%s\"): a lease op (acquire, renew, release, wait) is "
+                                "NULL; give all four or lease NULL",
+                                fn, what, name);
+    return PROGCACHE_OK;
+}
 
 PROGCACHE_HOT
 unsigned int progcache__store_flags(const progcache_store *store)
@@ -139,28 +180,28 @@ int progcache_store_put_meta(progcache_store *store, const void *key, size_t key
 int progcache_store_remove(progcache_store *store, const void *key, size_t key_len)
 {
     int rc = check(store, key, key_len, "progcache_store_remove");
-    return rc ? rc : store->remove(store, key, key_len);
+    return rc ? rc : progcache__store_remove(store, key, key_len);
 }
 
 int progcache_store_clear(progcache_store *store)
 {
     if (!store)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_clear: store is NULL");
-    return store->clear(store);
+    return progcache__store_clear(store);
 }
 
 int progcache_store_count(uint64_t *out, progcache_store *store)
 {
     if (!store || !out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_count: NULL argument");
-    return store->count(out, store);
+    return progcache__store_count(out, store);
 }
 
 int progcache_store_total_size(uint64_t *out, progcache_store *store)
 {
     if (!store || !out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_total_size: NULL argument");
-    return store->total_size(out, store);
+    return progcache__store_total_size(out, store);
 }
 
 int progcache_store_flush(progcache_store *store)
@@ -168,6 +209,87 @@ int progcache_store_flush(progcache_store *store)
     if (!store)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_flush: store is NULL");
     return store->version >= 2 && store->flush ? store->flush(store) : PROGCACHE_OK;
+}
+
+PROGCACHE_HOT
+int progcache__store_exists(progcache_store *store, const void *key, size_t key_len)
+{
+    if (store->version >= 3 && store->exists)
+        return store->exists(store, key, key_len);
+    progcache_buf bytes = PROGCACHE_BUF_INIT;
+    int rc = store->get(&bytes, store, key, key_len);
+    progcache_buf_free(&bytes);
+    return rc;
+}
+
+int progcache__store_remove(progcache_store *store, const void *key, size_t key_len)
+{
+    return store->remove(store, key, key_len);
+}
+
+int progcache__store_clear(progcache_store *store) { return store->clear(store); }
+
+int progcache__store_count(uint64_t *out, progcache_store *store)
+{
+    return store->count(out, store);
+}
+
+int progcache__store_total_size(uint64_t *out, progcache_store *store)
+{
+    return store->total_size(out, store);
+}
+
+int progcache_store_exists(progcache_store *store, const void *key, size_t key_len)
+{
+    int rc = check(store, key, key_len, "progcache_store_exists");
+    return rc ? rc : progcache__store_exists(store, key, key_len);
+}
+
+/* progcache_store_foreach: the store's walk, with the inspection done
+ * here for a store that does not inspect what it read. */
+typedef struct foreach_ctx {
+    unsigned int flags;
+    progcache_entry_fn fn;
+    void *ctx;
+    progcache_artifact_info info;
+} foreach_ctx;
+
+static int foreach_visit(void *ctx, const progcache_entry *e)
+{
+    foreach_ctx *f = ctx;
+    if (!(f->flags & PROGCACHE_ENTRIES_INSPECT) || !e->data || e->artifact)
+        return f->fn(f->ctx, e);
+    progcache_entry copy = *e;
+    int rc = progcache__inspect_entry(&f->info, e->data, (size_t)e->size, 1);
+    if (rc)
+        return rc;
+    copy.artifact = &f->info;
+    return f->fn(f->ctx, &copy);
+}
+
+int progcache_store_foreach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
+                            void *ctx)
+{
+    static const char fn_name[] = "progcache_store_foreach";
+    unsigned int known = PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT |
+                         PROGCACHE_ENTRIES_RECORDS;
+    if (!store || !fn)
+        return progcache__error(PROGCACHE_EINVAL, "%s: %s is NULL", fn_name,
+                                store ? "fn" : "store");
+    if (flags & ~known)
+        return progcache__error(PROGCACHE_EINVAL, "%s: unknown flags 0x%x", fn_name, flags);
+    if (store->version < 3 || !store->foreach)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: the \"%s\" store cannot be listed (its vtable has no "
+                                "foreach op: progcache/sys/store.h)",
+                                fn_name, store->name ? store->name : "unnamed");
+    /* INSPECT and RECORDS need the bytes: a store is asked for READ too. */
+    if (flags & (PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS))
+        flags |= PROGCACHE_ENTRIES_READ;
+    foreach_ctx f = {flags, fn, ctx, PROGCACHE_ARTIFACT_INFO_INIT};
+    int rc = store->foreach(store, flags, foreach_visit, &f);
+    progcache_artifact_info_release(&f.info);
+    return rc;
 }
 
 /* progcache_store_counters' size in each version. */

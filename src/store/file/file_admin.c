@@ -252,6 +252,12 @@ int progcache_file_foreach(progcache_file *file, unsigned int flags, progcache_e
     return progcache__file_walk(fs, flags, foreach_visit, &f);
 }
 
+int progcache__file_vforeach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
+                             void *ctx)
+{
+    return progcache_file_foreach((file_store *)store, flags, fn, ctx);
+}
+
 int progcache_file_read_entry(progcache_buf *out, progcache_file *file, const char *name)
 {
     file_store *fs = file;

@@ -222,3 +222,28 @@ int progcache__file_vget_meta(progcache_buf *out, progcache_entry_meta *meta,
     return progcache__file_get(out, meta, (file_store *)store, key, key_len);
 }
 
+
+/* exists: what a get would find, short of reading it: a regular file this
+ * user may trust, within max_artifact_size. Its bytes are not read, so a
+ * damaged entry counts as held until a get finds the damage. */
+int progcache__file_vexists(progcache_store *store, const void *key, size_t key_len)
+{
+    file_store *fs = (file_store *)store;
+    char rel[FILE_REL_PATH_MAX];
+    int rc = progcache__file_rel_path(rel, NULL, key, key_len);
+    if (rc)
+        return rc;
+    struct stat st;
+    int fd = progcache__fs_open_regular(fs->root_fd, rel, O_RDONLY, 0, &st);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ||
+            errno == PROGCACHE__FS_ENOTREG)
+            return PROGCACHE_ENOTFOUND;
+        return progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                      "cannot open cache entry %s/%s", fs->root, rel);
+    }
+    rc = trusted(fs, &st) && (uint64_t)st.st_size <= fs->max_artifact_size ? PROGCACHE_OK
+                                                                           : PROGCACHE_ENOTFOUND;
+    close(fd);
+    return rc;
+}
