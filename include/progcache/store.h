@@ -333,9 +333,13 @@ typedef struct progcache_memory_options {
     /* Byte cap over all values; 0: 64 MiB. A value larger than the cap is
      * not kept (put succeeds; the next get misses). */
     uint64_t max_size;
+    /* Version 2. The largest value put takes (a larger one is refused,
+     * PROGCACHE_EINVAL); 0: PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT.
+     * progcache_open passes the cache's max_artifact_size. */
+    uint64_t max_artifact_size;
 } progcache_memory_options;
 
-#define PROGCACHE_MEMORY_OPTIONS_VERSION 1
+#define PROGCACHE_MEMORY_OPTIONS_VERSION 2
 #define PROGCACHE_MEMORY_OPTIONS_INIT \
     PROGCACHE__INIT(progcache_memory_options, PROGCACHE_MEMORY_OPTIONS_VERSION)
 PROGCACHE_API void progcache_memory_options_init(progcache_memory_options *opts);

@@ -245,6 +245,7 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
         progcache_memory_options mem_opts;
         progcache_memory_options_init(&mem_opts);
         mem_opts.max_size = memory_size;
+        mem_opts.max_artifact_size = o.max_artifact_size;
         if ((rc = progcache_store_memory_new(&tiers[num_tiers], &mem_opts)))
             goto done;
         num_tiers++;

@@ -15,6 +15,7 @@
  * memory cannot change under it, so what the tier below had checked about
  * them when they were copied up stays true. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -50,11 +51,13 @@ typedef struct memory_store {
     size_t count;
     uint64_t total; /* value bytes; never above max_size once a put returns */
     uint64_t max_size;
+    uint64_t max_artifact_size;
     entry lru; /* sentinel: lru.next is the most recent, lru.prev the least */
 } memory_store;
 
 /* The options struct's size in each version, for progcache__options_load. */
-static const size_t options_size[] = {0, sizeof(progcache_memory_options)};
+static const size_t options_size[] = {0, offsetof(progcache_memory_options, max_artifact_size),
+                                      sizeof(progcache_memory_options)};
 
 void progcache_memory_options_init(progcache_memory_options *opts)
 {
@@ -211,6 +214,11 @@ static int memory_put_meta(progcache_store *store, const void *key, size_t key_l
     memory_store *m = (memory_store *)store;
     size_t records_len = meta ? meta->records.size : 0;
 
+    if (size > m->max_artifact_size)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "memory store: a value of %zu bytes is more than "
+                                "max_artifact_size (%llu bytes)",
+                                size, (unsigned long long)m->max_artifact_size);
     /* A value above the cap would evict everything and still not fit. Any
      * older value is dropped so the next get misses rather than returning
      * bytes the caller has just replaced. */
@@ -405,6 +413,8 @@ int progcache_store_memory_new(progcache_store **out, const progcache_memory_opt
         goto nomem;
     m->mask = INITIAL_BUCKETS - 1;
     m->max_size = o.max_size ? o.max_size : DEFAULT_MAX_SIZE;
+    m->max_artifact_size =
+        o.max_artifact_size ? o.max_artifact_size : PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
     m->lru.next = m->lru.prev = &m->lru;
 
     m->base.version = PROGCACHE_STORE_VERSION;

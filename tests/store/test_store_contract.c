@@ -1,0 +1,79 @@
+/* The store contract (store_contract.c) over progcache's own tiers and the
+ * example tier: test_store_contract memory|file|tier_dir|redis, one CTest
+ * test each (tests/store/CMakeLists.txt). Redis starts a private server
+ * (tests/redis/redis_fixture.c) and is skipped (77) without hiredis or
+ * redis-server. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "redis_fixture.h"
+#include "store_contract.h"
+#include "tier_dir.h"
+
+static int memory_factory(progcache_store **out, const char *url,
+                          const progcache_store_params *p, void *ctx)
+{
+    (void)url;
+    (void)ctx;
+    progcache_memory_options o = PROGCACHE_MEMORY_OPTIONS_INIT;
+    o.max_artifact_size = p->max_artifact_size;
+    return progcache_store_memory_new(out, &o);
+}
+
+/* A cache directory; the settings of the machine's environment are not
+ * this test's (NO_SETTINGS). */
+static int file_factory(progcache_store **out, const char *url, const progcache_store_params *p,
+                        void *ctx)
+{
+    (void)ctx;
+    progcache_file_options o = PROGCACHE_FILE_OPTIONS_INIT;
+    o.max_artifact_size = p->max_artifact_size;
+    o.flags = PROGCACHE_FILE_NO_SETTINGS;
+    return progcache_store_file_new(out, url, &o);
+}
+
+static int redis_factory(progcache_store **out, const char *url, const progcache_store_params *p,
+                         void *ctx)
+{
+    (void)ctx;
+    progcache_redis_options o = PROGCACHE_REDIS_OPTIONS_INIT;
+    o.url = url;
+    o.max_artifact_size = p->max_artifact_size;
+    return progcache_store_redis_new(out, &o);
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "";
+    char *base = test_mkdtemp("store-contract");
+    char url[4200];
+    int rc = 2;
+    if (strcmp(which, "memory") == 0) {
+        rc = store_contract_run("memory", memory_factory, NULL, NULL);
+    } else if (strcmp(which, "file") == 0) {
+        snprintf(url, sizeof url, "%s/cache", base);
+        rc = store_contract_run("file", file_factory, url, NULL);
+    } else if (strcmp(which, "tier_dir") == 0) {
+        /* The example tier as a cache would open it: by its registered
+         * name, through its factory. */
+        CHECK_OK(tier_dir_register());
+        void *ctx = NULL;
+        progcache_store_factory f = progcache_store_find(TIER_DIR_NAME, &ctx);
+        CHECK(f != NULL);
+        snprintf(url, sizeof url, TIER_DIR_NAME ":%s/tier", base);
+        rc = store_contract_run("tier_dir", f, url, ctx);
+    } else if (strcmp(which, "redis") == 0) {
+        test_redis_require(); /* exits 77, saying why, when it cannot run */
+        test_redis r;
+        test_redis_start(&r, NULL);
+        rc = store_contract_run("redis", redis_factory, r.url, NULL);
+        test_redis_stop(&r);
+    } else {
+        fprintf(stderr, "usage: %s memory|file|tier_dir|redis\n", argv[0]);
+    }
+    test_rmtree(base);
+    free(base);
+    return rc;
+}
