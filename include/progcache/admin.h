@@ -353,6 +353,20 @@ PROGCACHE_API int progcache_file_export_fd(progcache_archive_result *out, progca
                                            const progcache_archive_options *opts);
 
 /*
+ * progcache_store_export_fd() : progcache_file_export_fd() for any store
+ * that can be listed (progcache_store_foreach): a cache directory, or a
+ * tier of your own with a foreach op, so its entries can move into a
+ * cache directory (progcache_file_import) or another machine. Entries
+ * whose records the tier vouches for carry them, as from a cache
+ * directory; the order is the tier's.
+ * @return as progcache_file_export_fd(); PROGCACHE_EINVAL also for a
+ *         store that cannot be listed.
+ */
+PROGCACHE_API int progcache_store_export_fd(progcache_archive_result *out,
+                                            progcache_store *store, int fd, const char *name,
+                                            const progcache_archive_options *opts);
+
+/*
  * progcache_file_import() : add the entries of a ustar archive to the
  * cache directory.
  *

@@ -4,6 +4,7 @@
  * reaching it; exists and foreach; the registry's rules (a built-in or bad
  * name refused, a name replaced and unregistered); and what a factory that
  * misbehaves gets. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,6 +94,24 @@ static void test_selected_by_name(void)
     CHECK_OK(progcache_store_foreach(t, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
                                      count_entry, &l));
     CHECK(l.n == 1 && l.bytes == strlen(ptx) && l.with_records == 1);
+    /* Exported as an archive, imported into a cache directory: the same
+     * entry, with its records (a tier's entries can move to a machine). */
+    char *tar = dir("tier.tar"), *home4 = dir("home4");
+    int fd = open(tar, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    progcache_archive_result ar = PROGCACHE_ARCHIVE_RESULT_INIT;
+    CHECK_OK(progcache_store_export_fd(&ar, t, fd, "tier.tar", NULL));
+    close(fd);
+    CHECK(ar.entries == 1 && ar.bytes == strlen(ptx) && ar.invalid == 0);
+    progcache_file *imported = NULL;
+    CHECK_OK(progcache_file_open(&imported, home4, NULL));
+    progcache_archive_result ir = PROGCACHE_ARCHIVE_RESULT_INIT;
+    CHECK_OK(progcache_file_import(&ir, imported, tar, NULL));
+    CHECK(ir.entries == 1);
+    check_holds(progcache_file_store(imported), key1, ptx, strlen(ptx), 1);
+    progcache_file_close(imported);
+    free(tar);
+    free(home4);
     progcache_store_free(t);
 
     /* The cache's max_artifact_size reaches the tier: a tier opened for a
