@@ -15,6 +15,7 @@
 #include "buf.h"
 #include "cache/cache.h"
 #include "error.h"
+#include "options.h"
 #include "progcache/remote.h"
 #include "store/store.h"
 
@@ -62,11 +63,11 @@ int progcache_store_open_url(progcache_store **out, const char *url,
     progcache_store_params p;
     progcache_store_params_init(&p);
     if (params) {
-        if (params->version == 0 || params->version > PROGCACHE_STORE_PARAMS_VERSION)
-            return progcache__error(PROGCACHE_EINVAL,
-                                    "progcache_store_open_url: params->version is %u; start "
-                                    "from PROGCACHE_STORE_PARAMS_INIT",
-                                    params->version);
+        int rc = progcache__version_check(params, PROGCACHE_STORE_PARAMS_VERSION,
+                                          "progcache_store_open_url", "params",
+                                          "progcache_store_params");
+        if (rc)
+            return rc;
         memcpy(&p, params, sizeof p); /* one version so far */
     }
     if (!p.max_artifact_size)

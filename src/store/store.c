@@ -142,11 +142,10 @@ int progcache_store_get_meta(progcache_buf *out, progcache_entry_meta *meta,
     if (!out || !meta)
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_store_get_meta: out or meta is NULL");
-    if (meta->version == 0 || meta->version > PROGCACHE_ENTRY_META_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_store_get_meta: meta->version is %u; start from "
-                                "PROGCACHE_ENTRY_META_INIT",
-                                meta->version);
+    if ((rc = progcache__version_check(meta, PROGCACHE_ENTRY_META_VERSION,
+                                       "progcache_store_get_meta", "meta",
+                                       "progcache_entry_meta")))
+        return rc;
     return progcache__store_get_meta(out, meta, store, key, key_len);
 }
 
@@ -169,11 +168,10 @@ int progcache_store_put_meta(progcache_store *store, const void *key, size_t key
         return rc;
     if (!data && size)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_put_meta: data is NULL");
-    if (meta && (meta->version == 0 || meta->version > PROGCACHE_ENTRY_META_VERSION))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_store_put_meta: meta->version is %u; start from "
-                                "PROGCACHE_ENTRY_META_INIT",
-                                meta->version);
+    if (meta && (rc = progcache__version_check(meta, PROGCACHE_ENTRY_META_VERSION,
+                                               "progcache_store_put_meta", "meta",
+                                               "progcache_entry_meta")))
+        return rc;
     return progcache__store_put_meta(store, key, key_len, data, size, meta);
 }
 
@@ -303,11 +301,11 @@ int progcache_store_counters_get(progcache_store_counters *out, const progcache_
 {
     if (!store || !out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_counters_get: NULL argument");
-    if (out->version == 0 || out->version > PROGCACHE_STORE_COUNTERS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_store_counters_get: out->version is %u; start from "
-                                "PROGCACHE_STORE_COUNTERS_INIT",
-                                out->version);
+    int bad = progcache__version_check(out, PROGCACHE_STORE_COUNTERS_VERSION,
+                                       "progcache_store_counters_get", "out",
+                                       "progcache_store_counters");
+    if (bad)
+        return bad;
     const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
     if (!ops || !ops->counters)
         return PROGCACHE_ENOTFOUND;
@@ -346,11 +344,10 @@ int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
     if (!out || !store)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_stats_get: %s is NULL",
                                 out ? "store" : "out");
-    if (out->version == 0 || out->version > PROGCACHE_STATS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_stats.version is %u; set it with PROGCACHE_STATS_INIT "
-                                "or progcache_stats_init()",
-                                out->version);
+    int bad = progcache__version_check(out, PROGCACHE_STATS_VERSION,
+                                       "progcache_store_stats_get", "out", "progcache_stats");
+    if (bad)
+        return bad;
     /* Filled as this library's version of the struct, then copied back in
      * the caller's version's size: an older caller's struct is shorter. A
      * store without statistics reports zeros and available 0. */
@@ -437,11 +434,10 @@ int progcache_store_lease_holder(progcache_store_lease_info *out, progcache_stor
     const progcache_store_lease_ops *ops = NULL;
     if (!out || !key)
         return progcache__error(PROGCACHE_EINVAL, "%s: out or key is NULL", fn);
-    if (out->version == 0 || out->version > PROGCACHE_STORE_LEASE_INFO_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: out->version is %u; start from "
-                                "PROGCACHE_STORE_LEASE_INFO_INIT",
-                                fn, out->version);
+    int bad = progcache__version_check(out, PROGCACHE_STORE_LEASE_INFO_VERSION, fn, "out",
+                                       "progcache_store_lease_info");
+    if (bad)
+        return bad;
     int rc = lease_ops(&ops, store, key, key_len, fn);
     if (rc)
         return rc;

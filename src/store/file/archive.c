@@ -363,12 +363,12 @@ static int archive_load(progcache_archive_result *out, const progcache_archive_o
                         progcache_archive_options *opts, const char *fn)
 {
     progcache_archive_options_init(opts);
-    if (out && (out->version == 0 || out->version > PROGCACHE_ARCHIVE_RESULT_VERSION))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: out->version is not set "
-                                "(PROGCACHE_ARCHIVE_RESULT_INIT)",
-                                fn);
-    int rc = progcache__options_load(opts, caller, archive_options_size,
+    int rc = out ? progcache__version_check(out, PROGCACHE_ARCHIVE_RESULT_VERSION, fn, "out",
+                                            "progcache_archive_result")
+                 : PROGCACHE_OK;
+    if (rc)
+        return rc;
+    rc = progcache__options_load(opts, caller, archive_options_size,
                                      PROGCACHE_ARCHIVE_OPTIONS_VERSION, fn,
                                      "progcache_archive_options");
     if (!rc && out)
