@@ -15,7 +15,10 @@ typedef enum kind {
     SIZE,         /* bytes, at least 1 */
     PERCENT,      /* 1 to 100 */
     YES_NO,       /* true/false, yes/no, on/off, 1/0 */
-    TEXT          /* a string (environment only) */
+    TEXT,         /* a string (environment only) */
+    BYTES,        /* bytes, 0 allowed */
+    DURATION_S,   /* milliseconds, 1 ms to 24 hours; a bare number is seconds */
+    DURATION_MS   /* milliseconds, 0 to 24 hours; a bare number is milliseconds */
 } kind;
 
 typedef struct spec {
@@ -45,6 +48,19 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
      "URL of a shared Redis tier below the directory (environment only)"},
     {"remote_secret_file", "PROGCACHE_REMOTE_SECRET_FILE", TEXT, "", 0, 0,
      "file holding the remote tier's shared secret (environment only)"},
+    /* i22: the variables that were parsed apart (util/config.c reads them
+     * through this table now; docs/CONFIG.md). */
+    {"wait_timeout", "PROGCACHE_WAIT_TIMEOUT", DURATION_S, "60s", 60000, 0,
+     "how long a compile waits for another process's compile of the same program "
+     "(environment only)"},
+    {"pch", "PROGCACHE_PCH", TEXT, "on", 0, 0,
+     "the PCH tier: on (the default), off or inprocess (environment only)"},
+    {"pch_max_size", "PROGCACHE_PCH_MAX_SIZE", BYTES, "2GiB", (uint64_t)2 << 30, 0,
+     "size budget of the precompiled headers (environment only)"},
+    {"pch_min_ms", "PROGCACHE_PCH_MIN_MS", DURATION_MS, "500ms", 500, 0,
+     "a plain compile this slow makes its headers a PCH candidate (environment only)"},
+    {"pch_helper", "PROGCACHE_PCH_HELPER", TEXT, "", 0, 0,
+     "the helper program PCH compiles run in (environment only)"},
 };
 
 /* ---- sizes ---------------------------------------------------------------- */
@@ -144,6 +160,49 @@ static int lower_equal(const char *a, const char *b)
     return !*a && !*b;
 }
 
+int progcache__parse_bool(int *out, const char *text)
+{
+    if (lower_equal(text, "true") || lower_equal(text, "yes") || lower_equal(text, "on") ||
+        !strcmp(text, "1")) {
+        *out = 1;
+        return 0;
+    }
+    if (lower_equal(text, "false") || lower_equal(text, "no") || lower_equal(text, "off") ||
+        !strcmp(text, "0")) {
+        *out = 0;
+        return 0;
+    }
+    return -1;
+}
+
+#define DURATION_MAX_MS (UINT64_C(24) * 3600 * 1000)
+
+int progcache__parse_duration_ms(uint64_t *out, const char *text, uint64_t bare_unit_ms)
+{
+    uint64_t n = 0;
+    const char *p = text;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        n = n * 10 + (uint64_t)(*p - '0');
+        if (n > DURATION_MAX_MS)
+            return -1;
+    }
+    uint64_t unit = 0;
+    if (p != text) {
+        if (!*p)
+            unit = bare_unit_ms;
+        else if (!strcmp(p, "ms"))
+            unit = 1;
+        else if (!strcmp(p, "s"))
+            unit = 1000;
+        else if (!strcmp(p, "m"))
+            unit = 60000;
+    }
+    if (!unit || n * unit > DURATION_MAX_MS)
+        return -1;
+    *out = n * unit;
+    return 0;
+}
+
 /* The number text stands for, for setting idx. 0 or -1 (*why says what is
  * accepted). */
 static int parse_value(int idx, const char *text, uint64_t *number, const char **why)
@@ -179,21 +238,34 @@ static int parse_value(int idx, const char *text, uint64_t *number, const char *
             return -1;
         *number = n;
         return 0;
-    case YES_NO:
+    case YES_NO: {
         *why = "not a yes or no: give true or false (also yes/no, on/off, 1/0)";
-        if (lower_equal(text, "true") || lower_equal(text, "yes") || lower_equal(text, "on") ||
-            !strcmp(text, "1")) {
-            *number = 1;
-            return 0;
-        }
-        if (lower_equal(text, "false") || lower_equal(text, "no") || lower_equal(text, "off") ||
-            !strcmp(text, "0")) {
-            *number = 0;
-            return 0;
-        }
-        return -1;
+        int yes = 0;
+        if (progcache__parse_bool(&yes, text))
+            return -1;
+        *number = (uint64_t)yes;
+        return 0;
+    }
     case TEXT:
         *number = 0;
+        return 0;
+    case BYTES:
+        *why = "not a size: give bytes, or a number and K, M, G or T (powers of 1024) such as 5GiB";
+        if (progcache_parse_size(&n, text))
+            return -1;
+        *number = n;
+        return 0;
+    case DURATION_S:
+    case DURATION_MS:
+        *why = sp->kind == DURATION_S
+                   ? "not a duration from 1ms to 24 hours: give seconds (\"60\", \"60s\"), "
+                     "\"1500ms\" or \"2m\""
+                   : "not a duration up to 24 hours: give milliseconds (\"500\", \"500ms\"), "
+                     "\"2s\" or \"1m\"";
+        if (progcache__parse_duration_ms(&n, text, sp->kind == DURATION_S ? 1000 : 1) ||
+            (sp->kind == DURATION_S && n == 0))
+            return -1;
+        *number = n;
         return 0;
     }
     return -1;
@@ -215,6 +287,23 @@ static int set_item(progcache_settings *s, int idx, char *value, char *origin, i
     it->source = source;
     return PROGCACHE_OK;
 }
+
+int progcache__settings_parse(uint64_t *number, const char **why, int idx, const char *text)
+{
+    *why = "";
+    return parse_value(idx, text, number, why) ? PROGCACHE_EINVAL : PROGCACHE_OK;
+}
+
+/* Read where they are used (the PCH tier, the wait of a compile), not by
+ * a cache directory's resolution: a value its reader cannot use is
+ * reported there (the PCH tier turns itself off and says why), so the
+ * environment overlay skips it rather than failing the open. */
+int progcache__settings_apart(int idx)
+{
+    return idx >= PROGCACHE__SET_WAIT_TIMEOUT && idx <= PROGCACHE__SET_PCH_HELPER;
+}
+
+const char *progcache__settings_variable(int idx) { return specs[idx].variable; }
 
 int progcache__settings_assign(progcache_settings *s, int idx, const char *text,
                                progcache_setting_source source, const char *origin)
