@@ -15,7 +15,6 @@
 #ifndef PROGCACHE_SYS_STORE_H
 #define PROGCACHE_SYS_STORE_H
 
-#include "../admin.h"
 #include "../common.h"
 #include "../stats.h"
 #include "../store.h"
@@ -93,7 +92,7 @@ struct progcache_store {
      * a HEAD, not a download): PROGCACHE_OK, PROGCACHE_ENOTFOUND (no
      * message), or an error. NULL: get is called and the bytes dropped. */
     int (*exists)(progcache_store *store, const void *key, size_t key_len);
-    /* Call fn once for every entry (progcache_entry in progcache/admin.h):
+    /* Call fn once for every entry (progcache_entry in progcache/store.h):
      * name (the 64 hex digits of SHA-256(key), the name an entry has in
      * every tier and in an archive), size, times where known (0 if not);
      * with PROGCACHE_ENTRIES_READ in flags, data (size bytes); with
