@@ -98,18 +98,6 @@ PROGCACHE_API int progcache_entry_meta_add(progcache_entry_meta *meta, uint32_t 
 PROGCACHE_API int progcache_entry_meta_find(const unsigned char **data, size_t *len,
                                             const progcache_entry_meta *meta, uint32_t tag);
 
-/*
- * progcache_lowered_names_next() : walk a PROGCACHE_RECORD_LOWERED_NAMES
- * record (docs/FORMAT.md, "Lowered names"): the pair at *pos (start at 0),
- * *expression the name expression with its tag ("s:matmul<16, Relu>";
- * "b:" for one a Python caller gave as bytes), *lowered its lowered name,
- * both borrowed from record; *pos moves past the pair.
- * @return 1 for a pair; 0 at the end; PROGCACHE_ECORRUPT when the record
- *         is not well formed there (no message).
- */
-PROGCACHE_API int progcache_lowered_names_next(const unsigned char *record, size_t len,
-                                               size_t *pos, const char **expression,
-                                               const char **lowered);
 
 /* progcache_entry_meta_clear() : forget kind, seal and records (keeping
  * the memory for reuse). NULL-safe. */

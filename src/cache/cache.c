@@ -424,6 +424,8 @@ int progcache__cache_get_local(progcache_buf *out, progcache_entry_meta *meta, p
     return lookup(out, meta, cache, key, key_len, cache ? cache->home + 1 : 0);
 }
 
+int progcache__cache_read_only(const progcache *cache) { return cache && cache->read_only; }
+
 unsigned int progcache__cache_wait_timeout(const progcache *cache)
 {
     return cache ? cache->wait_timeout_ms : PROGCACHE__FLIGHT_WAIT_MS;

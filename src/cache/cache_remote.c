@@ -14,10 +14,26 @@
 
 #include "buf.h"
 #include "cache/cache.h"
+#include "config.h"
 #include "error.h"
 #include "options.h"
 #include "progcache/remote.h"
 #include "store/store.h"
+
+_Static_assert(PROGCACHE__MIN_SECRET == PROGCACHE_REDIS_MIN_SECRET,
+               "util/config.c checks secrets against the Redis tier's bound");
+
+int progcache_default_dir(progcache_buf *out) { return progcache__config_default_dir(out); }
+
+int progcache_default_remote(progcache_buf *url, progcache_buf *secret)
+{
+    return progcache__config_default_remote(url, secret);
+}
+
+int progcache_remote_secret_read(progcache_buf *secret, const char *path)
+{
+    return progcache__config_secret_read(secret, path);
+}
 
 /* The registered factory for url's scheme (the text before its first ':'),
  * or NULL: then url is the built-in Redis tier's. */

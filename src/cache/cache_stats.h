@@ -54,6 +54,11 @@ int progcache__cache_holds(progcache *cache, const void *key, size_t key_len);
  * NULL (tried again at the next call). One kind of state per handle. */
 void *progcache__cache_ext(progcache *cache, void *(*make)(void *arg), void *arg,
                            void (*destroy)(void *state));
+/* Whether the cache was opened read-only (PROGCACHE_FILE_READONLY):
+ * nothing may be written under its directory, by a layer above either
+ * (the PCH tier). 0 for NULL. */
+int progcache__cache_read_only(const progcache *cache);
+
 /* The bound on waiting for another compile when the program sets none
  * ($PROGCACHE_WAIT_TIMEOUT read at open, else the default). */
 unsigned int progcache__cache_wait_timeout(const progcache *cache);

@@ -1,5 +1,8 @@
 /* Configuration from the environment. This file is the only place the
- * library calls getenv (docs/CONFIG.md lists every variable): the cache
+ * library calls getenv (the public progcache_default_dir,
+ * progcache_default_remote and progcache_remote_secret_read are
+ * cache/cache_remote.c's wrappers of the functions here: util/ includes
+ * no header of a layer above it) (docs/CONFIG.md lists every variable): the cache
  * directory, the remote tier, and the variables that override a cache
  * directory's settings (PROGCACHE_MAX_SIZE, ...). */
 #include <errno.h>
@@ -16,8 +19,6 @@
 #include "config.h"
 #include "error.h"
 #include "fs.h"
-#include "progcache/cache.h"
-#include "progcache/remote.h"
 #include "settings.h"
 
 static int join(progcache_buf *out, const char *a, const char *b)
@@ -31,7 +32,7 @@ static int join(progcache_buf *out, const char *a, const char *b)
     return rc;
 }
 
-int progcache_default_dir(progcache_buf *out)
+int progcache__config_default_dir(progcache_buf *out)
 {
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_default_dir: out is NULL");
@@ -64,7 +65,7 @@ int progcache_default_dir(progcache_buf *out)
  * machine could forge entries or change the secret; ssh refuses such
  * private keys too); empty or shorter than the HMAC needs; longer than
  * MAX_SECRET (read with that bound, whatever the file claims). */
-#define MIN_SECRET PROGCACHE_REDIS_MIN_SECRET
+#define MIN_SECRET PROGCACHE__MIN_SECRET
 #define MAX_SECRET 4096
 #define VAR "PROGCACHE_REMOTE_SECRET_FILE"
 #define HOW_TO_MAKE "(openssl rand 32 > FILE; chmod 600 FILE)"
@@ -154,7 +155,7 @@ done:
     return rc;
 }
 
-int progcache_default_remote(progcache_buf *url, progcache_buf *secret)
+int progcache__config_default_remote(progcache_buf *url, progcache_buf *secret)
 {
     if (!url || !secret)
         return progcache__error(PROGCACHE_EINVAL, "progcache_default_remote: NULL argument");
@@ -172,7 +173,7 @@ int progcache_default_remote(progcache_buf *url, progcache_buf *secret)
     return file && *file ? read_secret(secret, file, VAR) : PROGCACHE_OK;
 }
 
-int progcache_remote_secret_read(progcache_buf *secret, const char *path)
+int progcache__config_secret_read(progcache_buf *secret, const char *path)
 {
     if (!secret || !path || !*path)
         return progcache__error(PROGCACHE_EINVAL, "progcache_remote_secret_read: %s",
