@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "alloc.h"
 #include "error.h"
@@ -63,79 +64,6 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
      "the helper program PCH compiles run in (environment only)"},
 };
 
-/* ---- sizes ---------------------------------------------------------------- */
-
-int progcache_parse_size(uint64_t *out, const char *text)
-{
-    if (!out || !text)
-        return PROGCACHE_EINVAL;
-    const char *p = text;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    uint64_t whole = 0, frac = 0, scale = 1;
-    const char *digits = p;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (whole > (UINT64_MAX - 9) / 10)
-            return PROGCACHE_EINVAL;
-        whole = whole * 10 + (uint64_t)(*p - '0');
-    }
-    int have_digits = p > digits, have_frac = 0;
-    if (*p == '.') {
-        p++;
-        for (; *p >= '0' && *p <= '9'; p++) {
-            if (scale >= 1000000000) /* nine digits are below a byte of a pebibyte */
-                return PROGCACHE_EINVAL;
-            have_frac = 1;
-            frac = frac * 10 + (uint64_t)(*p - '0');
-            scale *= 10;
-        }
-        if (!have_frac)
-            return PROGCACHE_EINVAL;
-    }
-    if (!have_digits && !have_frac)
-        return PROGCACHE_EINVAL;
-    unsigned shift = 0;
-    switch (*p) {
-    case 'k': case 'K': shift = 10; break;
-    case 'm': case 'M': shift = 20; break;
-    case 'g': case 'G': shift = 30; break;
-    case 't': case 'T': shift = 40; break;
-    case 'p': case 'P': shift = 50; break;
-    default: break;
-    }
-    if (shift) {
-        p++;
-        if (*p == 'i')
-            p++;
-    }
-    if (*p == 'B' || (*p == 'b' && !shift))
-        p++;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (*p)
-        return PROGCACHE_EINVAL;
-    if (whole > (UINT64_MAX >> shift))
-        return PROGCACHE_EINVAL;
-    uint64_t value = whole << shift;
-    if (have_frac) {
-        /* frac / scale of a unit, exactly: unit = q * scale + r, so
-         * frac * unit / scale = frac * q + frac * r / scale, and both
-         * products stay far below 2^64 (frac, r < scale <= 10^9). A
-         * fraction of a byte is refused. */
-        uint64_t unit = (uint64_t)1 << shift, q = unit / scale, r = unit % scale;
-        if (frac * r % scale)
-            return PROGCACHE_EINVAL;
-        uint64_t add = frac * q + frac * r / scale;
-        if (value > UINT64_MAX - add)
-            return PROGCACHE_EINVAL;
-        value += add;
-    }
-    if (value == UINT64_MAX) /* PROGCACHE_SIZE_NONE */
-        return PROGCACHE_EINVAL;
-    *out = value;
-    return PROGCACHE_OK;
-}
-
 /* "5GiB", "512MiB", "1000": the exact size in the largest whole unit. */
 static void format_size(char *out, size_t len, uint64_t bytes)
 {
@@ -149,59 +77,6 @@ static void format_size(char *out, size_t len, uint64_t bytes)
 }
 
 /* ---- values --------------------------------------------------------------- */
-
-static int lower_equal(const char *a, const char *b)
-{
-    for (; *a && *b; a++, b++) {
-        char c = *a >= 'A' && *a <= 'Z' ? (char)(*a - 'A' + 'a') : *a;
-        if (c != *b)
-            return 0;
-    }
-    return !*a && !*b;
-}
-
-int progcache__parse_bool(int *out, const char *text)
-{
-    if (lower_equal(text, "true") || lower_equal(text, "yes") || lower_equal(text, "on") ||
-        !strcmp(text, "1")) {
-        *out = 1;
-        return 0;
-    }
-    if (lower_equal(text, "false") || lower_equal(text, "no") || lower_equal(text, "off") ||
-        !strcmp(text, "0")) {
-        *out = 0;
-        return 0;
-    }
-    return -1;
-}
-
-#define DURATION_MAX_MS (UINT64_C(24) * 3600 * 1000)
-
-int progcache__parse_duration_ms(uint64_t *out, const char *text, uint64_t bare_unit_ms)
-{
-    uint64_t n = 0;
-    const char *p = text;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        n = n * 10 + (uint64_t)(*p - '0');
-        if (n > DURATION_MAX_MS)
-            return -1;
-    }
-    uint64_t unit = 0;
-    if (p != text) {
-        if (!*p)
-            unit = bare_unit_ms;
-        else if (!strcmp(p, "ms"))
-            unit = 1;
-        else if (!strcmp(p, "s"))
-            unit = 1000;
-        else if (!strcmp(p, "m"))
-            unit = 60000;
-    }
-    if (!unit || n * unit > DURATION_MAX_MS)
-        return -1;
-    *out = n * unit;
-    return 0;
-}
 
 /* The number text stands for, for setting idx. 0 or -1 (*why says what is
  * accepted). */
@@ -217,7 +92,7 @@ static int parse_value(int idx, const char *text, uint64_t *number, const char *
     case SIZE_OR_NONE:
         *why = "not a size: give bytes, or a number and K, M, G or T (powers of 1024) such as "
                 "10G, or none";
-        if (lower_equal(text, "none")) {
+        if (strcasecmp(text, "none") == 0) {
             *number = 0;
             return 0;
         }
