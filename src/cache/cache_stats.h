@@ -44,7 +44,9 @@ int progcache__cache_get_local(progcache_buf *out, progcache_entry_meta *meta, p
 /* After a progcache_put that failed: whether key's entry is in the home
  * tier all the same (a put can fail after its entry is in place, when
  * making it durable failed; or another process stored the key meanwhile).
- * Reads the entry once, uncounted; the thread's error is left as it was. */
+ * Asks the tier's exists op (the file store opens the entry without
+ * reading it; a tier without one is read once), uncounted; the thread's
+ * error is left as it was. */
 int progcache__cache_holds(progcache *cache, const void *key, size_t key_len);
 
 /* The state a layer above keeps with the handle (the PCH tier: its
