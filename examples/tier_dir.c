@@ -186,12 +186,10 @@ static int tier_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcac
     return load(out, meta, (tier_dir *)s, path, hash);
 }
 
-/* exists: a regular file at the key's name. Its bytes are not read (for a
- * server tier this is a HEAD request instead of a download); a damaged
- * entry counts as held until a get finds the damage. */
-static int tier_exists(progcache_store *s, const void *key, size_t key_len)
+/* Whether key's file is there, as a regular file (anything else at its
+ * path is not ours: a miss); path set either way. */
+static int find(char path[PATH_MAX], progcache_store *s, const void *key, size_t key_len)
 {
-    char path[PATH_MAX];
     unsigned char hash[32];
     struct stat st;
     entry_path(path, hash, (tier_dir *)s, key, key_len);
@@ -200,6 +198,15 @@ static int tier_exists(progcache_store *s, const void *key, size_t key_len)
                                : progcache_error_set(PROGCACHE_EIO, "tier_dir: %s: %s", path,
                                                      strerror(errno));
     return S_ISREG(st.st_mode) ? PROGCACHE_OK : PROGCACHE_ENOTFOUND;
+}
+
+/* exists: a regular file at the key's name. Its bytes are not read (for a
+ * server tier this is a HEAD request instead of a download); a damaged
+ * entry counts as held until a get finds the damage. */
+static int tier_exists(progcache_store *s, const void *key, size_t key_len)
+{
+    char path[PATH_MAX];
+    return find(path, s, key, key_len);
 }
 
 static int tier_get(progcache_buf *out, progcache_store *s, const void *key, size_t key_len)
@@ -273,15 +280,9 @@ static int tier_put(progcache_store *s, const void *key, size_t key_len, const v
 static int tier_remove(progcache_store *s, const void *key, size_t key_len)
 {
     char path[PATH_MAX];
-    unsigned char hash[32];
-    struct stat st;
-    entry_path(path, hash, (tier_dir *)s, key, key_len);
-    if (lstat(path, &st) != 0)
-        return errno == ENOENT ? PROGCACHE_ENOTFOUND
-                               : progcache_error_set(PROGCACHE_EIO, "tier_dir: %s: %s", path,
-                                                     strerror(errno));
-    if (!S_ISREG(st.st_mode)) /* not ours: left alone */
-        return PROGCACHE_ENOTFOUND;
+    int rc = find(path, s, key, key_len); /* what is not a regular file is left alone */
+    if (rc)
+        return rc;
     if (unlink(path) == 0)
         return PROGCACHE_OK;
     if (errno == ENOENT) /* another thread removed it first */
