@@ -167,6 +167,18 @@ static void test_registry_rules(void)
     CHECK_OK(progcache_store_register("bad", NULL, NULL)); /* unregistered */
     CHECK(progcache_store_find("bad", NULL) == NULL);
 
+    /* A scheme nobody registered goes to the built-in Redis tier, which
+     * refuses what it cannot use (or, without hiredis, says it is not
+     * built in); a Redis URL opens without contacting anything. */
+    CHECK(progcache_store_open_url(&s, "nosuch:x", NULL) < 0 && s == NULL);
+    CHECK(*progcache_error_last());
+    int rc = progcache_store_open_url(&s, "redis://127.0.0.1:1", NULL);
+    CHECK(rc == PROGCACHE_OK || rc == PROGCACHE_EREMOTE);
+    if (rc == PROGCACHE_OK)
+        CHECK(s != NULL && (s->flags & PROGCACHE_STORE_SHARED));
+    progcache_store_free(s);
+    s = NULL;
+
     /* remote and remote_url together: one remote tier only. */
     char *home = dir("home3");
     progcache_redis_options ro = PROGCACHE_REDIS_OPTIONS_INIT;
