@@ -45,15 +45,16 @@
 
 #define HEAD 76     /* header bytes, as above */
 #define NAME_LEN 64 /* hex SHA-256 */
-/* The largest entry put takes and get reads: whatever is in the directory
- * is read with a bound, never whole "because it is ours". */
-#define DATA_MAX PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT
 /* A temp file older than this is a leftover of a put that died. */
 #define STALE_S 600
 
 typedef struct tier_dir {
     progcache_store base; /* first: the library hands &base back to us */
     char *root;
+    /* The largest entry put takes and get reads (the cache's
+     * max_artifact_size, from the factory's params): whatever is in the
+     * directory is read with a bound, never whole "because it is ours". */
+    uint64_t data_max;
 } tier_dir;
 
 static void put32(unsigned char *p, uint32_t v)
@@ -97,7 +98,7 @@ static int digest(unsigned char out[32], const void *a, size_t na, const void *b
 
 /* Read the file at path whole, with a bound. Not following a link and not
  * waiting on a FIFO: what is not a regular file is not ours, so a miss. */
-static int read_file(unsigned char **out, size_t *len, const char *path)
+static int read_file(unsigned char **out, size_t *len, const char *path, uint64_t data_max)
 {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
@@ -113,7 +114,7 @@ static int read_file(unsigned char **out, size_t *len, const char *path)
         rc = progcache_error_set(PROGCACHE_EIO, "tier_dir: %s: %s", path, strerror(errno));
     else if (!S_ISREG(st.st_mode))
         rc = PROGCACHE_ENOTFOUND;
-    else if (st.st_size < HEAD || (uint64_t)st.st_size > HEAD + PROGCACHE_RECORDS_MAX + DATA_MAX)
+    else if (st.st_size < HEAD || (uint64_t)st.st_size > HEAD + PROGCACHE_RECORDS_MAX + data_max)
         rc = progcache_error_set(PROGCACHE_ECORRUPT, "tier_dir: %s is %lld bytes: not an entry",
                                  path, (long long)st.st_size);
     else if (!(*out = malloc(size = (size_t)st.st_size)))
@@ -136,15 +137,14 @@ static int read_file(unsigned char **out, size_t *len, const char *path)
     return rc;
 }
 
-/* get_meta: the bytes, and (meta not NULL) kind, records and seal state. */
-static int tier_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcache_store *s,
-                         const void *key, size_t key_len)
+/* The entry in the file at path, whose key hashes to hash: its bytes and
+ * (meta not NULL) kind, records and seal state. */
+static int load(progcache_buf *out, progcache_entry_meta *meta, const tier_dir *t,
+                const char *path, const unsigned char hash[32])
 {
-    char path[PATH_MAX];
-    unsigned char hash[32], sum[32], *f = NULL;
+    unsigned char sum[32], *f = NULL;
     size_t len = 0;
-    entry_path(path, hash, (tier_dir *)s, key, key_len);
-    int rc = read_file(&f, &len, path);
+    int rc = read_file(&f, &len, path, t->data_max);
     if (rc)
         return rc;
     uint32_t reclen = get32(f + 72), kind = get32(f + 68);
@@ -155,6 +155,8 @@ static int tier_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcac
         bad = "it is damaged: its bytes do not match the digest written with them";
     else if (rc == 0 && memcmp(f + 36, hash, 32) != 0)
         bad = "it holds the entry of another key (copied or renamed)";
+    else if (rc == 0 && len - HEAD - reclen > t->data_max)
+        bad = "it is larger than max_artifact_size";
     if (bad)
         rc = progcache_error_set(PROGCACHE_ECORRUPT, "tier_dir: %s: %s", path, bad);
     if (rc == PROGCACHE_OK)
@@ -172,6 +174,39 @@ static int tier_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcac
     }
     free(f);
     return rc;
+}
+
+/* get_meta: the bytes, and (meta not NULL) kind, records and seal state. */
+static int tier_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcache_store *s,
+                         const void *key, size_t key_len)
+{
+    char path[PATH_MAX];
+    unsigned char hash[32];
+    entry_path(path, hash, (tier_dir *)s, key, key_len);
+    return load(out, meta, (tier_dir *)s, path, hash);
+}
+
+/* Whether key's file is there, as a regular file (anything else at its
+ * path is not ours: a miss); path set either way. */
+static int find(char path[PATH_MAX], progcache_store *s, const void *key, size_t key_len)
+{
+    unsigned char hash[32];
+    struct stat st;
+    entry_path(path, hash, (tier_dir *)s, key, key_len);
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? PROGCACHE_ENOTFOUND
+                               : progcache_error_set(PROGCACHE_EIO, "tier_dir: %s: %s", path,
+                                                     strerror(errno));
+    return S_ISREG(st.st_mode) ? PROGCACHE_OK : PROGCACHE_ENOTFOUND;
+}
+
+/* exists: a regular file at the key's name. Its bytes are not read (for a
+ * server tier this is a HEAD request instead of a download); a damaged
+ * entry counts as held until a get finds the damage. */
+static int tier_exists(progcache_store *s, const void *key, size_t key_len)
+{
+    char path[PATH_MAX];
+    return find(path, s, key, key_len);
 }
 
 static int tier_get(progcache_buf *out, progcache_store *s, const void *key, size_t key_len)
@@ -202,11 +237,11 @@ static int tier_put_meta(progcache_store *s, const void *key, size_t key_len, co
     tier_dir *t = (tier_dir *)s;
     const unsigned char *rec = meta ? meta->records.data : NULL;
     size_t reclen = meta ? meta->records.size : 0;
-    if (size > DATA_MAX || reclen > PROGCACHE_RECORDS_MAX)
+    if (size > t->data_max || reclen > PROGCACHE_RECORDS_MAX)
         return progcache_error_set(PROGCACHE_EINVAL,
                                    "tier_dir: an entry of %zu bytes with %zu bytes of records is "
                                    "too large (at most %llu and %zu)",
-                                   size, reclen, (unsigned long long)DATA_MAX,
+                                   size, reclen, (unsigned long long)t->data_max,
                                    (size_t)PROGCACHE_RECORDS_MAX);
     char path[PATH_MAX], tmp[PATH_MAX];
     unsigned char head[HEAD];
@@ -245,15 +280,9 @@ static int tier_put(progcache_store *s, const void *key, size_t key_len, const v
 static int tier_remove(progcache_store *s, const void *key, size_t key_len)
 {
     char path[PATH_MAX];
-    unsigned char hash[32];
-    struct stat st;
-    entry_path(path, hash, (tier_dir *)s, key, key_len);
-    if (lstat(path, &st) != 0)
-        return errno == ENOENT ? PROGCACHE_ENOTFOUND
-                               : progcache_error_set(PROGCACHE_EIO, "tier_dir: %s: %s", path,
-                                                     strerror(errno));
-    if (!S_ISREG(st.st_mode)) /* not ours: left alone */
-        return PROGCACHE_ENOTFOUND;
+    int rc = find(path, s, key, key_len); /* what is not a regular file is left alone */
+    if (rc)
+        return rc;
     if (unlink(path) == 0)
         return PROGCACHE_OK;
     if (errno == ENOENT) /* another thread removed it first */
@@ -262,12 +291,62 @@ static int tier_remove(progcache_store *s, const void *key, size_t key_len)
                                strerror(errno));
 }
 
-enum walk_op { COUNT, TOTAL_SIZE, CLEAR };
+enum walk_op { COUNT, TOTAL_SIZE, CLEAR, FOREACH };
 
-/* One pass over the directory, for count, total_size and clear. Entries
- * are counted by a scan: O(entries), fine for an example; a real tier
- * might keep counters (or answer from its server, as an S3 LIST would). */
-static int walk(uint64_t *out, tier_dir *t, enum walk_op op)
+/* What foreach hands each entry to: the caller's function and flags. */
+typedef struct visit {
+    unsigned int flags;
+    progcache_entry_fn fn;
+    void *ctx;
+} visit;
+
+/* foreach's view of one entry: its name (the hex SHA-256 of the key, as
+ * in every tier), size and time; with READ its bytes, with RECORDS its
+ * kind and records. One that cannot be read is handed over with error. */
+static int visit_entry(tier_dir *t, const visit *v, const char *name, const struct stat *st)
+{
+    char path[PATH_MAX], errtext[256];
+    unsigned char hash[32];
+    progcache_buf bytes = PROGCACHE_BUF_INIT;
+    progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
+    progcache_entry e;
+    memset(&e, 0, sizeof e);
+    memcpy(e.name, name, NAME_LEN + 1);
+    for (int i = 0; i < 32; i++)
+        hash[i] = (unsigned char)strtoul((char[]){name[2 * i], name[2 * i + 1], 0}, NULL, 16);
+    e.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    e.atime_ns = (int64_t)st->st_atim.tv_sec * 1000000000 + st->st_atim.tv_nsec;
+    e.inode = (uint64_t)st->st_ino;
+    /* Without READ the header alone says the size; this example reads the
+     * entry either way (a real tier would ask its index). */
+    snprintf(path, sizeof path, "%s/%s", t->root, name);
+    int rc = load(&bytes, (v->flags & PROGCACHE_ENTRIES_RECORDS) ? &meta : NULL, t, path, hash);
+    if (rc == PROGCACHE_ENOTFOUND) { /* removed meanwhile */
+        progcache_entry_meta_release(&meta);
+        return 0;
+    }
+    if (rc) {
+        snprintf(errtext, sizeof errtext, "%s", progcache_error_last());
+        e.error = errtext;
+        e.size = (uint64_t)st->st_size;
+    } else {
+        e.size = bytes.size;
+        if (v->flags & PROGCACHE_ENTRIES_READ)
+            e.data = bytes.data ? bytes.data : (const unsigned char *)"";
+        if (meta.records.size)
+            e.meta = &meta;
+    }
+    rc = v->fn(v->ctx, &e);
+    progcache_buf_free(&bytes);
+    progcache_entry_meta_release(&meta);
+    return rc;
+}
+
+/* One pass over the directory, for count, total_size, clear and foreach.
+ * Entries are counted by a scan: O(entries), fine for an example; a real
+ * tier might keep counters (or answer from its server, as an S3 LIST
+ * would). */
+static int walk(uint64_t *out, tier_dir *t, enum walk_op op, const visit *v)
 {
     DIR *d = opendir(t->root);
     if (!d)
@@ -276,7 +355,7 @@ static int walk(uint64_t *out, tier_dir *t, enum walk_op op)
     uint64_t n = 0;
     int rc = PROGCACHE_OK;
     struct dirent *e;
-    while (errno = 0, (e = readdir(d)) != NULL) {
+    while (rc == PROGCACHE_OK && (errno = 0, (e = readdir(d)) != NULL)) {
         const char *name = e->d_name;
         int entry = strlen(name) == NAME_LEN && strspn(name, "0123456789abcdef") == NAME_LEN;
         int temp = strncmp(name, ".tmp-", 5) == 0;
@@ -286,12 +365,17 @@ static int walk(uint64_t *out, tier_dir *t, enum walk_op op)
             continue;
         if (temp && st.st_mtime > time(NULL) - STALE_S)
             continue; /* another put may be writing it */
+        if (op == FOREACH) {
+            rc = visit_entry(t, v, name, &st);
+            errno = 0;
+            continue;
+        }
         if (op == CLEAR && unlinkat(dirfd(d), name, 0) != 0 && errno != ENOENT)
             rc = progcache_error_set(PROGCACHE_EIO, "tier_dir: cannot remove %s/%s: %s",
                                      t->root, name, strerror(errno));
         n += op == COUNT ? 1 : (uint64_t)st.st_size;
     }
-    if (errno != 0)
+    if (rc == PROGCACHE_OK && errno != 0)
         rc = progcache_error_set(PROGCACHE_EIO, "tier_dir: cannot read %s: %s", t->root,
                                  strerror(errno));
     closedir(d);
@@ -300,11 +384,20 @@ static int walk(uint64_t *out, tier_dir *t, enum walk_op op)
     return rc;
 }
 
-static int tier_clear(progcache_store *s) { return walk(NULL, (tier_dir *)s, CLEAR); }
-static int tier_count(uint64_t *n, progcache_store *s) { return walk(n, (tier_dir *)s, COUNT); }
+static int tier_foreach(progcache_store *s, unsigned int flags, progcache_entry_fn fn, void *ctx)
+{
+    visit v = {flags, fn, ctx};
+    return walk(NULL, (tier_dir *)s, FOREACH, &v);
+}
+
+static int tier_clear(progcache_store *s) { return walk(NULL, (tier_dir *)s, CLEAR, NULL); }
+static int tier_count(uint64_t *n, progcache_store *s)
+{
+    return walk(n, (tier_dir *)s, COUNT, NULL);
+}
 static int tier_total_size(uint64_t *n, progcache_store *s)
 {
-    return walk(n, (tier_dir *)s, TOTAL_SIZE);
+    return walk(n, (tier_dir *)s, TOTAL_SIZE, NULL);
 }
 
 static void tier_free(progcache_store *s)
@@ -313,7 +406,8 @@ static void tier_free(progcache_store *s)
     free(s);
 }
 
-int tier_dir_new(progcache_store **out, const char *path, unsigned int flags)
+/* The store, for tier_dir_new and the factory. */
+static int make(progcache_store **out, const char *path, unsigned int flags, uint64_t data_max)
 {
     if (out)
         *out = NULL;
@@ -332,18 +426,53 @@ int tier_dir_new(progcache_store **out, const char *path, unsigned int flags)
         free(t);
         return progcache_error_set(PROGCACHE_ENOMEM, "tier_dir_new: out of memory");
     }
-    /* version: the sys/store.h this file was written against; the library
-     * reads only the members that version has. Members left out are 0 or
-     * NULL, which reads as "not offered" (flush, stats, lease, and whatever
-     * a later version appends). */
-    t->base = (progcache_store){.version = PROGCACHE_STORE_VERSION, .name = "tier_dir",
-                                /* version 1 */
-                                .get = tier_get, .put = tier_put, .remove = tier_remove,
-                                .clear = tier_clear, .count = tier_count,
-                                .total_size = tier_total_size, .free = tier_free,
-                                /* version 2 */
-                                .flags = flags, .get_meta = tier_get_meta,
-                                .put_meta = tier_put_meta};
+    t->data_max = data_max;
+    /* PROGCACHE_STORE_INIT: the version of the sys/store.h this file was
+     * written against (the library reads only the members that version
+     * has), every member 0 or NULL, which reads as "not offered" (flush,
+     * stats, lease, and whatever a later version appends). */
+    t->base = (progcache_store)PROGCACHE_STORE_INIT;
+    t->base.name = "tier_dir";
+    /* version 1 */
+    t->base.get = tier_get;
+    t->base.put = tier_put;
+    t->base.remove = tier_remove;
+    t->base.clear = tier_clear;
+    t->base.count = tier_count;
+    t->base.total_size = tier_total_size;
+    t->base.free = tier_free;
+    /* version 2 */
+    t->base.flags = flags;
+    t->base.get_meta = tier_get_meta;
+    t->base.put_meta = tier_put_meta;
+    /* version 3 */
+    t->base.exists = tier_exists;
+    t->base.foreach = tier_foreach;
     *out = &t->base;
     return PROGCACHE_OK;
+}
+
+int tier_dir_new(progcache_store **out, const char *path, unsigned int flags)
+{
+    return make(out, path, flags, PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT);
+}
+
+/* The factory progcache_open calls for "tier_dir:PATH": a remote tier
+ * (PERSISTENT | SHARED), bounded by the cache's max_artifact_size. */
+static int tier_dir_factory(progcache_store **out, const char *url,
+                            const progcache_store_params *params, void *ctx)
+{
+    (void)ctx;
+    static const char scheme[] = TIER_DIR_NAME ":";
+    if (strncmp(url, scheme, sizeof scheme - 1) != 0 || !url[sizeof scheme - 1])
+        return progcache_error_set(PROGCACHE_EINVAL, "tier_dir: %s: write %sPATH", url, scheme);
+    uint64_t max = params->max_artifact_size ? params->max_artifact_size
+                                             : PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
+    return make(out, url + sizeof scheme - 1, PROGCACHE_STORE_PERSISTENT | PROGCACHE_STORE_SHARED,
+                max);
+}
+
+int tier_dir_register(void)
+{
+    return progcache_store_register(TIER_DIR_NAME, tier_dir_factory, NULL);
 }

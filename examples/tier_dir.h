@@ -31,6 +31,19 @@ extern "C" {
  */
 int tier_dir_new(progcache_store **out, const char *path, unsigned int flags);
 
+/* The name the tier is registered under: a cache opened with remote_url
+ * (or $PROGCACHE_REMOTE) "tier_dir:/some/dir" stacks it as its remote
+ * tier. */
+#define TIER_DIR_NAME "tier_dir"
+
+/*
+ * tier_dir_register() : make the tier known to progcache_open by its name
+ * (progcache_store_register, progcache/sys/store.h). Call once, before
+ * opening the caches that name it.
+ * @return as progcache_store_register().
+ */
+int tier_dir_register(void);
+
 /*
  * tier_dir_open_cache() : a cache whose tiers are, top first,
  *     memory tier -> home directory (home) -> tier_dir (shared_dir)

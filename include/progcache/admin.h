@@ -28,58 +28,9 @@ extern "C" {
  * The entries of a cache directory
  * ======================================================================== */
 
-/* One entry, as handed to a progcache_entry_fn. Everything is borrowed for
- * the duration of the call. */
-typedef struct progcache_entry {
-    /* The entry's file name: the 64 hex digits of SHA-256(key); the file is
-     * entries/<name[0:2]>/<name[2:64]>. The key itself is not stored. */
-    char name[65];
-    uint64_t size;
-    int64_t atime_ns; /* last use (the LRU clock), ns since 1970 */
-    int64_t mtime_ns; /* when it was written, ns since 1970 */
-    uint64_t inode;
-
-    /* With PROGCACHE_ENTRIES_READ (or _INSPECT): the bytes (size of
-     * them), else NULL. NULL also when reading failed: error says why. */
-    const unsigned char *data;
-    /* With PROGCACHE_ENTRIES_INSPECT: what the bytes are, else NULL. */
-    const progcache_artifact_info *artifact;
-    /* Why the entry could not be read (larger than the store's
-     * max_artifact_size, a read error), or, for progcache_file_verify, why
-     * it is bad; else NULL. */
-    const char *error;
-    /* progcache_file_verify with PROGCACHE_VERIFY_FIX: 1 when the entry
-     * was removed. */
-    int removed;
-
-    /* With PROGCACHE_ENTRIES_RECORDS: what is kept with the entry (its
-     * records: progcache_entry_meta_find; the lowered names of its name
-     * expressions: progcache_lowered_names_next), when the entry's seal
-     * vouches for it; else NULL. Added after the fields above: the
-     * library fills it, a caller built against an older header does not
-     * see it. */
-    const progcache_entry_meta *meta;
-} progcache_entry;
-
-/* Called once per entry; return 0 to go on, anything else to stop (the
- * calling function then returns that value). */
-typedef int (*progcache_entry_fn)(void *ctx, const progcache_entry *entry);
-
-/* Progress of a long operation, for a progress bar: what is being done
- * ("checking", "importing", "exporting", "scanning", "removing"), done
- * of total steps of it (total 0: not known, as for an archive read from a
- * stream). Called after each step, so often: a caller that draws should
- * draw only every so often. Return 0 to go on, anything else to stop (the
- * calling function then returns that value). */
-typedef int (*progcache_progress_fn)(void *ctx, const char *what, uint64_t done,
-                                     uint64_t total);
-
-/* progcache_file_foreach() flags */
-#define PROGCACHE_ENTRIES_READ 0x1u    /* read each entry's bytes */
-#define PROGCACHE_ENTRIES_INSPECT 0x2u /* and inspect them (implies READ) */
-/* and the records kept with them (implies READ; costs a SHA-256 of each
- * entry, to check its seal) */
-#define PROGCACHE_ENTRIES_RECORDS 0x4u
+/* progcache_entry, progcache_entry_fn, progcache_progress_fn and the
+ * PROGCACHE_ENTRIES_* flags: progcache/store.h (every store that can be
+ * listed hands its entries over as they are). */
 
 /*
  * progcache_file_foreach() : call fn for every entry of the cache
@@ -376,6 +327,20 @@ PROGCACHE_API int progcache_file_export(progcache_archive_result *out, progcache
 PROGCACHE_API int progcache_file_export_fd(progcache_archive_result *out, progcache_file *file,
                                            int fd, const char *name,
                                            const progcache_archive_options *opts);
+
+/*
+ * progcache_store_export_fd() : progcache_file_export_fd() for any store
+ * that can be listed (progcache_store_foreach): a cache directory, or a
+ * tier of your own with a foreach op, so its entries can move into a
+ * cache directory (progcache_file_import) or another machine. Entries
+ * whose records the tier vouches for carry them, as from a cache
+ * directory; the order is the tier's.
+ * @return as progcache_file_export_fd(); PROGCACHE_EINVAL also for a
+ *         store that cannot be listed.
+ */
+PROGCACHE_API int progcache_store_export_fd(progcache_archive_result *out,
+                                            progcache_store *store, int fd, const char *name,
+                                            const progcache_archive_options *opts);
 
 /*
  * progcache_file_import() : add the entries of a ustar archive to the

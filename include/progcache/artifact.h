@@ -91,6 +91,19 @@ PROGCACHE_API const char *progcache_artifact_kernel(const progcache_artifact_inf
  * to PROGCACHE_ARTIFACT_INFO_INIT. NULL-safe. */
 PROGCACHE_API void progcache_artifact_info_release(progcache_artifact_info *info);
 
+/*
+ * progcache_lowered_names_next() : walk a PROGCACHE_RECORD_LOWERED_NAMES
+ * record (progcache/store.h; docs/FORMAT.md, "Lowered names"): the pair at
+ * *pos (start at 0), *expression the name expression with its tag ("s:matmul<16, Relu>";
+ * "b:" for one a Python caller gave as bytes), *lowered its lowered name,
+ * both borrowed from record; *pos moves past the pair.
+ * @return 1 for a pair; 0 at the end; PROGCACHE_ECORRUPT when the record
+ *         is not well formed there (no message).
+ */
+PROGCACHE_API int progcache_lowered_names_next(const unsigned char *record, size_t len,
+                                               size_t *pos, const char **expression,
+                                               const char **lowered);
+
 #ifdef __cplusplus
 }
 #endif

@@ -72,7 +72,8 @@ typedef struct progcache_options {
 
     /* The remote tier, below the home directory (Redis; progcache/remote.h):
      * the tiers are then memory -> home directory -> Redis. NULL: the one named by
-     * $PROGCACHE_REMOTE (progcache_default_remote), if any, unless
+     * remote_url (below), else by $PROGCACHE_REMOTE (progcache_default_remote;
+     * a registered tier by its URL's scheme, as remote_url), if any, unless
      * PROGCACHE_NO_REMOTE. A remote tier that cannot be set up fails the
      * open, whether given here or by the environment (a malformed URL, an
      * unusable $PROGCACHE_REMOTE_SECRET_FILE: the message names it); it is
@@ -85,12 +86,20 @@ typedef struct progcache_options {
      * in every tier; 0: the setting max_artifact_size
      * (PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT, 1 GiB, by default). */
     uint64_t max_artifact_size;
+
+    /* Version 3. The remote tier by URL, as $PROGCACHE_REMOTE is read: a
+     * tier registered under the URL's scheme (progcache_store_register,
+     * progcache/sys/store.h: "mytier:/path", "s3://bucket") is opened by
+     * its factory, given max_artifact_size and the log above; else the
+     * built-in Redis tier (redis://, unix:). NULL: $PROGCACHE_REMOTE. Not
+     * together with remote (PROGCACHE_EINVAL). */
+    const char *remote_url;
 } progcache_options;
 
 /* Ignore $PROGCACHE_REMOTE: no remote tier unless options->remote. */
 #define PROGCACHE_NO_REMOTE 0x100u
 
-#define PROGCACHE_OPTIONS_VERSION 2
+#define PROGCACHE_OPTIONS_VERSION 3
 #define PROGCACHE_OPTIONS_INIT PROGCACHE__INIT(progcache_options, PROGCACHE_OPTIONS_VERSION)
 
 /* progcache_options_init() : set opts to its defaults. NULL-safe. */

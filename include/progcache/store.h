@@ -98,18 +98,6 @@ PROGCACHE_API int progcache_entry_meta_add(progcache_entry_meta *meta, uint32_t 
 PROGCACHE_API int progcache_entry_meta_find(const unsigned char **data, size_t *len,
                                             const progcache_entry_meta *meta, uint32_t tag);
 
-/*
- * progcache_lowered_names_next() : walk a PROGCACHE_RECORD_LOWERED_NAMES
- * record (docs/FORMAT.md, "Lowered names"): the pair at *pos (start at 0),
- * *expression the name expression with its tag ("s:matmul<16, Relu>";
- * "b:" for one a Python caller gave as bytes), *lowered its lowered name,
- * both borrowed from record; *pos moves past the pair.
- * @return 1 for a pair; 0 at the end; PROGCACHE_ECORRUPT when the record
- *         is not well formed there (no message).
- */
-PROGCACHE_API int progcache_lowered_names_next(const unsigned char *record, size_t len,
-                                               size_t *pos, const char **expression,
-                                               const char **lowered);
 
 /* progcache_entry_meta_clear() : forget kind, seal and records (keeping
  * the memory for reuse). NULL-safe. */
@@ -118,6 +106,76 @@ PROGCACHE_API void progcache_entry_meta_clear(progcache_entry_meta *meta);
 /* progcache_entry_meta_release() : free the records and reset meta to
  * PROGCACHE_ENTRY_META_INIT. NULL-safe. */
 PROGCACHE_API void progcache_entry_meta_release(progcache_entry_meta *meta);
+
+/* ===========================================================================
+ * The entries of a store, as listed (progcache/admin.h: progcache_file_foreach,
+ * progcache_store_foreach)
+ * ======================================================================== */
+
+/* One entry, as handed to a progcache_entry_fn. Everything is borrowed for
+ * the duration of the call. */
+typedef struct progcache_entry {
+    /* The entry's file name: the 64 hex digits of SHA-256(key); the file is
+     * entries/<name[0:2]>/<name[2:64]>. The key itself is not stored. */
+    char name[65];
+    uint64_t size;
+    int64_t atime_ns; /* last use (the LRU clock), ns since 1970 */
+    int64_t mtime_ns; /* when it was written, ns since 1970 */
+    uint64_t inode;
+
+    /* With PROGCACHE_ENTRIES_READ (or _INSPECT): the bytes (size of
+     * them), else NULL. NULL also when reading failed: error says why. */
+    const unsigned char *data;
+    /* With PROGCACHE_ENTRIES_INSPECT: what the bytes are, else NULL. */
+    const progcache_artifact_info *artifact;
+    /* Why the entry could not be read (larger than the store's
+     * max_artifact_size, a read error), or, for progcache_file_verify, why
+     * it is bad; else NULL. */
+    const char *error;
+    /* progcache_file_verify with PROGCACHE_VERIFY_FIX: 1 when the entry
+     * was removed. */
+    int removed;
+
+    /* With PROGCACHE_ENTRIES_RECORDS: what is kept with the entry (its
+     * records: progcache_entry_meta_find; the lowered names of its name
+     * expressions: progcache_lowered_names_next), when the entry's seal
+     * vouches for it; else NULL. Added after the fields above: the
+     * library fills it, a caller built against an older header does not
+     * see it. */
+    const progcache_entry_meta *meta;
+} progcache_entry;
+
+/* Called once per entry; return 0 to go on, anything else to stop (the
+ * calling function then returns that value). */
+typedef int (*progcache_entry_fn)(void *ctx, const progcache_entry *entry);
+
+/* Progress of a long operation, for a progress bar: what is being done
+ * ("checking", "importing", "exporting", "scanning", "removing"), done
+ * of total steps of it (total 0: not known, as for an archive read from a
+ * stream). Called after each step, so often: a caller that draws should
+ * draw only every so often. Return 0 to go on, anything else to stop (the
+ * calling function then returns that value). */
+typedef int (*progcache_progress_fn)(void *ctx, const char *what, uint64_t done,
+                                     uint64_t total);
+
+/* progcache_file_foreach() and progcache_store_foreach() flags */
+#define PROGCACHE_ENTRIES_READ 0x1u    /* read each entry's bytes */
+#define PROGCACHE_ENTRIES_INSPECT 0x2u /* and inspect them (implies READ) */
+/* and the records kept with them (implies READ; costs a SHA-256 of each
+ * entry, to check its seal) */
+#define PROGCACHE_ENTRIES_RECORDS 0x4u
+
+/*
+ * progcache_store_foreach() : progcache_file_foreach() (progcache/admin.h)
+ * for any store that can be listed: a file store, or a tier whose vtable has a foreach op
+ * (progcache/sys/store.h; examples/tier_dir.c). Entries are reported in
+ * the store's order; entry->name is the hex SHA-256 of the key in every
+ * tier. PROGCACHE_ENTRIES_INSPECT is done here on the bytes the store read.
+ * @return as progcache_file_foreach(); PROGCACHE_EINVAL also for a store
+ *         that cannot be listed (the message names it).
+ */
+PROGCACHE_API int progcache_store_foreach(progcache_store *store, unsigned int flags,
+                                          progcache_entry_fn fn, void *ctx);
 
 /* ===========================================================================
  * Calling a store
@@ -173,6 +231,16 @@ PROGCACHE_API int progcache_store_put_meta(progcache_store *store, const void *k
                                            size_t key_len, const void *data, size_t size,
                                            const progcache_entry_meta *meta);
 PROGCACHE_API int progcache_store_flush(progcache_store *store);
+
+/*
+ * progcache_store_exists() : whether key has an entry, without reading its
+ * bytes where the store can tell (its exists op; progcache/sys/store.h),
+ * else by a get whose bytes are dropped.
+ * @return PROGCACHE_OK (it has); PROGCACHE_ENOTFOUND (no message);
+ *         PROGCACHE_EINVAL; the store's error.
+ */
+PROGCACHE_API int progcache_store_exists(progcache_store *store, const void *key,
+                                         size_t key_len);
 
 /*
  * progcache_store_counters : what a store has done since it was created, in
@@ -328,9 +396,13 @@ typedef struct progcache_memory_options {
     /* Byte cap over all values; 0: 64 MiB. A value larger than the cap is
      * not kept (put succeeds; the next get misses). */
     uint64_t max_size;
+    /* Version 2. The largest value put takes (a larger one is refused,
+     * PROGCACHE_EINVAL); 0: PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT.
+     * progcache_open passes the cache's max_artifact_size. */
+    uint64_t max_artifact_size;
 } progcache_memory_options;
 
-#define PROGCACHE_MEMORY_OPTIONS_VERSION 1
+#define PROGCACHE_MEMORY_OPTIONS_VERSION 2
 #define PROGCACHE_MEMORY_OPTIONS_INIT \
     PROGCACHE__INIT(progcache_memory_options, PROGCACHE_MEMORY_OPTIONS_VERSION)
 PROGCACHE_API void progcache_memory_options_init(progcache_memory_options *opts);

@@ -13,6 +13,7 @@
 #include "artifact/verdict.h"
 #include "buf.h"
 #include "error.h"
+#include "options.h"
 
 /* The kind the format announces, and its checker's verdict. */
 static int check_format(progcache__verdict *v)
@@ -75,11 +76,11 @@ int progcache_artifact_inspect(progcache_artifact_info *out, const void *data, s
         return progcache__error(PROGCACHE_EINVAL, "progcache_artifact_inspect: out is NULL");
     if (!data && size)
         return progcache__error(PROGCACHE_EINVAL, "progcache_artifact_inspect: data is NULL");
-    if (out->version == 0 || out->version > PROGCACHE_ARTIFACT_INFO_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_artifact_info.version is %u; start from "
-                                "PROGCACHE_ARTIFACT_INFO_INIT",
-                                out->version);
+    int bad = progcache__version_check(out, PROGCACHE_ARTIFACT_INFO_VERSION,
+                                       "progcache_artifact_inspect", "out",
+                                       "progcache_artifact_info");
+    if (bad)
+        return bad;
     return progcache__validate(out, data, size, 1);
 }
 

@@ -22,7 +22,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "error.h"
-#include "progcache/store.h"
+#include "progcache/artifact.h"
 
 /* ---- the record -------------------------------------------------------------- */
 

@@ -33,7 +33,6 @@
 #include "cache/flight.h"
 #include "config.h"
 #include "cache/cache_stats.h"
-#include "progcache/remote.h"
 #include "store/store.h"
 
 void progcache_options_init(progcache_options *opts)
@@ -58,6 +57,7 @@ static const char *tier_name(const progcache_store *store)
 
 /* The struct's size in each version, for progcache__options_load. */
 static const size_t options_size[] = {0, offsetof(progcache_options, max_artifact_size),
+                                      offsetof(progcache_options, remote_url),
                                       sizeof(progcache_options)};
 
 /* Load the caller's options (NULL: defaults) into o and check them. */
@@ -89,21 +89,13 @@ int progcache__cache_check_key(const progcache *cache, const void *key, size_t k
 
 static int check_tier(progcache_store *const *tiers, size_t i)
 {
-    const progcache_store *t = tiers[i];
-    if (!t)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_open_tiers: tiers[%zu] is NULL", i);
-    if (t->version == 0 || t->version > PROGCACHE_STORE_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_open_tiers: tiers[%zu]->version is %u; this library "
-                                "supports store version 1 to %d",
-                                i, t->version, PROGCACHE_STORE_VERSION);
-    if (!t->get || !t->put || !t->remove || !t->clear || !t->count || !t->total_size || !t->free)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_open_tiers: tiers[%zu] (\"%s\") leaves a function of "
-                                "its vtable NULL; every one is required",
-                                i, tier_name(t));
+    char what[32];
+    snprintf(what, sizeof what, "tiers[%zu]", i);
+    int rc = progcache__store_check(tiers[i], "progcache_open_tiers", what);
+    if (rc)
+        return rc;
     for (size_t j = 0; j < i; j++)
-        if (tiers[j] == t)
+        if (tiers[j] == tiers[i])
             return progcache__error(PROGCACHE_EINVAL,
                                     "progcache_open_tiers: tiers[%zu] and tiers[%zu] are the "
                                     "same store; a store can be one tier only",
@@ -203,71 +195,6 @@ int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t 
     return new_handle(out, tiers, num_tiers, NULL, &o);
 }
 
-/* The remote tier: the caller's, or the environment's. Either way, one
- * that cannot be set up fails the open with a message saying why: a remote
- * tier that was asked for and is silently left out (or, worse, kept without
- * the secret that was asked for) is a downgrade nobody would notice
- * (docs/CONFIG.md). A server that is down is not such a failure: nothing
- * is contacted here, and its gets are misses. */
-static int open_remote(progcache_store **out, const progcache_options *opts, uint64_t min_rate)
-{
-    *out = NULL;
-    if (opts->remote) {
-        /* The cache's log callback and size bound serve the tier too when
-         * its own options leave them unset: a program that gave the cache
-         * a log hears why the remote tier is not used (docs/REMOTE.md,
-         * "Messages"). The copy is as long as the caller's version. */
-        progcache_redis_options ro;
-        progcache_redis_options_init(&ro);
-        memcpy(&ro, opts->remote,
-               opts->remote->version >= 3   ? sizeof ro
-               : opts->remote->version == 2 ? offsetof(progcache_redis_options, min_rate)
-                                            : offsetof(progcache_redis_options, max_artifact_size));
-        ro.version = PROGCACHE_REDIS_OPTIONS_VERSION; /* the rest holds the defaults */
-        if (!ro.min_rate)
-            ro.min_rate = min_rate;
-        if (!ro.log) {
-            ro.log = opts->log;
-            ro.log_ctx = opts->log_ctx;
-        }
-        if (!ro.max_artifact_size)
-            ro.max_artifact_size = opts->max_artifact_size;
-        int rc = progcache_store_redis_new(out, &ro);
-        if (rc)
-            progcache__error_prefix("progcache_open: the remote tier");
-        return rc;
-    }
-    if (opts->flags & PROGCACHE_NO_REMOTE)
-        return PROGCACHE_OK;
-    progcache_buf url = PROGCACHE_BUF_INIT, secret = PROGCACHE_BUF_INIT;
-    int rc = progcache_default_remote(&url, &secret);
-    if (rc == PROGCACHE_ENOTFOUND) {
-        rc = PROGCACHE_OK; /* no remote tier configured */
-    } else if (rc == PROGCACHE_OK) {
-        progcache_redis_options ro;
-        progcache_redis_options_init(&ro);
-        ro.url = (const char *)url.data;
-        /* Size 0 only when no secret file is configured: one that is
-         * configured and unusable failed above. */
-        ro.secret = secret.size ? secret.data : NULL;
-        ro.secret_len = secret.size;
-        ro.log = opts->log;
-        ro.log_ctx = opts->log_ctx;
-        ro.max_artifact_size = opts->max_artifact_size;
-        ro.min_rate = min_rate;
-        rc = progcache_store_redis_new(out, &ro);
-        if (rc)
-            progcache__error_prefix("progcache_open: PROGCACHE_REMOTE");
-    } else {
-        progcache__error_prefix("progcache_open");
-    }
-    if (secret.data)
-        memset(secret.data, 0, secret.capacity);
-    progcache_buf_free(&secret);
-    progcache_buf_free(&url);
-    return rc;
-}
-
 int progcache_open(progcache **out, const char *path, const progcache_options *opts)
 {
     progcache_buf dir = PROGCACHE_BUF_INIT;
@@ -318,14 +245,16 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
         progcache_memory_options mem_opts;
         progcache_memory_options_init(&mem_opts);
         mem_opts.max_size = memory_size;
+        mem_opts.max_artifact_size = o.max_artifact_size;
         if ((rc = progcache_store_memory_new(&tiers[num_tiers], &mem_opts)))
             goto done;
         num_tiers++;
     }
     tiers[num_tiers++] = file;
     file = NULL;
-    if ((rc = open_remote(&tiers[num_tiers], opts,
-                          progcache_settings_find(settings, "remote_min_rate")->number)))
+    if ((rc = progcache__cache_open_remote(
+             &tiers[num_tiers], opts,
+             progcache_settings_find(settings, "remote_min_rate")->number)))
         goto done;
     if (tiers[num_tiers])
         num_tiers++;
@@ -401,7 +330,7 @@ static void put_upper(progcache *cache, size_t i, const void *key, size_t key_le
     progcache__cache_log(cache, PROGCACHE_LOG_WARN,
                          "could not copy an entry of %zu bytes into the %s tier: %s", size,
                          tier_name(t), progcache_error_last());
-    t->remove(t, key, key_len);
+    progcache__store_remove(t, key, key_len);
 }
 
 PROGCACHE_HOT
@@ -504,6 +433,8 @@ int progcache__cache_get_local(progcache_buf *out, progcache_entry_meta *meta, p
     return lookup(out, meta, cache, key, key_len, cache ? cache->home + 1 : 0);
 }
 
+int progcache__cache_read_only(const progcache *cache) { return cache && cache->read_only; }
+
 unsigned int progcache__cache_wait_timeout(const progcache *cache)
 {
     return cache ? cache->wait_timeout_ms : PROGCACHE__FLIGHT_WAIT_MS;
@@ -514,9 +445,7 @@ int progcache__cache_holds(progcache *cache, const void *key, size_t key_len)
     progcache_store *t = cache->tiers[cache->home];
     progcache__error_saved saved;
     progcache__error_save(&saved);
-    progcache_buf bytes = PROGCACHE_BUF_INIT;
-    int rc = t->get(&bytes, t, key, key_len);
-    progcache_buf_free(&bytes);
+    int rc = progcache__store_exists(t, key, key_len);
     progcache__error_restore(&saved);
     return rc == PROGCACHE_OK;
 }
@@ -532,7 +461,7 @@ static void drop_from_upper(progcache *cache, const void *key, size_t key_len)
     progcache__error_save(&saved);
     for (size_t i = 0; i < cache->home; i++) {
         progcache_store *t = cache->tiers[i];
-        int rc = t->remove(t, key, key_len);
+        int rc = progcache__store_remove(t, key, key_len);
         if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND)
             progcache__cache_log(cache, PROGCACHE_LOG_WARN,
                                  "could not drop a stale entry from the %s tier: %s",

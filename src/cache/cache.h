@@ -75,4 +75,11 @@ int progcache__cache_check_key(const progcache *cache, const void *key, size_t k
 void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)
     PROGCACHE_PRINTF(3, 4) PROGCACHE_COLD;
 
+/* The remote tier progcache_open stacks below the home directory
+ * (cache_remote.c): opts->remote, opts->remote_url or $PROGCACHE_REMOTE;
+ * *out NULL when none is asked for. opts is loaded and its
+ * max_artifact_size resolved. */
+int progcache__cache_open_remote(progcache_store **out, const progcache_options *opts,
+                                 uint64_t min_rate);
+
 #endif

@@ -44,7 +44,9 @@ int progcache__cache_get_local(progcache_buf *out, progcache_entry_meta *meta, p
 /* After a progcache_put that failed: whether key's entry is in the home
  * tier all the same (a put can fail after its entry is in place, when
  * making it durable failed; or another process stored the key meanwhile).
- * Reads the entry once, uncounted; the thread's error is left as it was. */
+ * Asks the tier's exists op (the file store opens the entry without
+ * reading it; a tier without one is read once), uncounted; the thread's
+ * error is left as it was. */
 int progcache__cache_holds(progcache *cache, const void *key, size_t key_len);
 
 /* The state a layer above keeps with the handle (the PCH tier: its
@@ -54,6 +56,11 @@ int progcache__cache_holds(progcache *cache, const void *key, size_t key_len);
  * NULL (tried again at the next call). One kind of state per handle. */
 void *progcache__cache_ext(progcache *cache, void *(*make)(void *arg), void *arg,
                            void (*destroy)(void *state));
+/* Whether the cache was opened read-only (PROGCACHE_FILE_READONLY):
+ * nothing may be written under its directory, by a layer above either
+ * (the PCH tier). 0 for NULL. */
+int progcache__cache_read_only(const progcache *cache);
+
 /* The bound on waiting for another compile when the program sets none
  * ($PROGCACHE_WAIT_TIMEOUT read at open, else the default). */
 unsigned int progcache__cache_wait_timeout(const progcache *cache);

@@ -5,7 +5,7 @@
 
 #include "error.h"
 #include "cache/cache.h"
-#include "progcache/sys/store.h"
+#include "store/store.h"
 
 int progcache_remove(progcache *cache, const void *key, size_t key_len)
 {
@@ -15,7 +15,7 @@ int progcache_remove(progcache *cache, const void *key, size_t key_len)
     int found = 0, failed = PROGCACHE_OK;
     for (size_t i = cache->num_tiers; i-- > 0;) {
         progcache_store *t = cache->tiers[i];
-        rc = t->remove(t, key, key_len);
+        rc = progcache__store_remove(t, key, key_len);
         if (rc == PROGCACHE_OK)
             found = 1;
         else if (rc != PROGCACHE_ENOTFOUND)
@@ -33,7 +33,7 @@ int progcache_clear(progcache *cache)
     int failed = PROGCACHE_OK;
     for (size_t i = cache->num_tiers; i-- > 0;) {
         progcache_store *t = cache->tiers[i];
-        int rc = t->clear(t);
+        int rc = progcache__store_clear(t);
         if (rc)
             failed = rc;
     }
@@ -47,7 +47,7 @@ int progcache_count(uint64_t *out, progcache *cache)
     if (!cache)
         return progcache__error(PROGCACHE_EINVAL, "progcache_count: cache is NULL");
     progcache_store *t = cache->tiers[cache->home];
-    return t->count(out, t);
+    return progcache__store_count(out, t);
 }
 
 int progcache_total_size(uint64_t *out, progcache *cache)
@@ -57,5 +57,5 @@ int progcache_total_size(uint64_t *out, progcache *cache)
     if (!cache)
         return progcache__error(PROGCACHE_EINVAL, "progcache_total_size: cache is NULL");
     progcache_store *t = cache->tiers[cache->home];
-    return t->total_size(out, t);
+    return progcache__store_total_size(out, t);
 }

@@ -385,11 +385,11 @@ static int check_args(progcache_program_result *out, const progcache_program *pr
 {
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_compile_or_load: out is NULL");
-    if (out->version == 0 || out->version > PROGCACHE_PROGRAM_RESULT_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_compile_or_load: out->version is %u; this library "
-                                "takes 1 to %u (start from PROGCACHE_PROGRAM_RESULT_INIT)",
-                                out->version, PROGCACHE_PROGRAM_RESULT_VERSION);
+    int bad = progcache__version_check(out, PROGCACHE_PROGRAM_RESULT_VERSION,
+                                       "progcache_compile_or_load", "out",
+                                       "progcache_program_result");
+    if (bad)
+        return bad;
     if (out->library || out->module)
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_compile_or_load: out still holds loaded code; call "

@@ -28,7 +28,7 @@
 
 #include "alloc.h"
 #include "buf.h"
-#include "cache/cache.h"
+#include "cache/cache_stats.h"
 #include "clock.h"
 #include "cuda/nvrtc.h"
 #include "cuda/pch.h"
@@ -67,7 +67,7 @@ static int prepare(pch_job *job, progcache *cache, const progcache_program *prog
         return 0;
     /* A cache opened read-only is not written to: PCHs are made, touched
      * and removed there. */
-    if (cache->read_only)
+    if (progcache__cache_read_only(cache))
         return 0;
     size_t len = p->source_len ? p->source_len : strlen(p->source);
     size_t prefix = progcache__pch_prefix_len(p->source, len);

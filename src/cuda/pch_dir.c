@@ -32,6 +32,7 @@
 #include "buf.h"
 #include "cuda/pch_tier.h"
 #include "fs.h"
+#include "lru.h"
 #include "sha256.h"
 
 /* Temp files older than this belong to a process that died. */
@@ -330,9 +331,8 @@ int progcache__pch_publish(progcache__pch_tier *tier, const pch_manifest *m)
 /* ---- the budget and the sweep ---------------------------------------------------------- */
 
 typedef struct pch_file {
+    progcache__lru_item lru; /* first: atime and size, for util/lru.c */
     char name[PCH_NAME_MAX];
-    uint64_t size;
-    struct timespec atime, mtime;
 } pch_file;
 
 typedef struct sweep {
@@ -437,18 +437,27 @@ static int sweep_one(void *ctx, int dirfd, const char *name, unsigned char type)
     }
     pch_file *f = &sw->files[sw->num++];
     snprintf(f->name, sizeof f->name, "%s", name);
-    f->size = (uint64_t)st.st_size;
-    f->atime = st.st_atim;
-    f->mtime = st.st_mtim;
+    f->lru.size = (uint64_t)st.st_size;
+    f->lru.atime = st.st_atim;
     return 0;
 }
 
-static int by_atime(const void *a, const void *b)
+typedef struct evict_ctx {
+    progcache__pch_tier *tier;
+    const char *keep;
+} evict_ctx;
+
+static int evict_visit(void *ctx, void *item, size_t i)
 {
-    const pch_file *x = a, *y = b;
-    if (x->atime.tv_sec != y->atime.tv_sec)
-        return x->atime.tv_sec < y->atime.tv_sec ? -1 : 1;
-    return (x->atime.tv_nsec > y->atime.tv_nsec) - (x->atime.tv_nsec < y->atime.tv_nsec);
+    evict_ctx *e = ctx;
+    const pch_file *f = item;
+    (void)i;
+    if (e->keep && !strcmp(f->name, e->keep))
+        return 0;
+    char hex[PCH_KEY_HEX + 1];
+    snprintf(hex, sizeof hex, "%.*s", PCH_KEY_HEX, f->name);
+    progcache__pch_remove(e->tier, hex, f->name);
+    return PROGCACHE__LRU_GONE;
 }
 
 void progcache__pch_evict(progcache__pch_tier *tier, const char *keep)
@@ -472,19 +481,14 @@ void progcache__pch_evict(progcache__pch_tier *tier, const char *keep)
         (void)progcache__fs_each_name(d, sweep_one, &sw);
     uint64_t total = 0;
     for (size_t i = 0; i < sw.num; i++)
-        total += sw.files[i].size;
+        total += sw.files[i].lru.size;
 
     if (!sw.oom && total > tier->settings.max_size) {
         /* Least recently used first: a use touches the PCH's access time. */
-        qsort(sw.files, sw.num, sizeof *sw.files, by_atime);
-        for (size_t i = 0; i < sw.num && total > tier->settings.max_size; i++) {
-            if (keep && !strcmp(sw.files[i].name, keep))
-                continue;
-            char hex[PCH_KEY_HEX + 1];
-            snprintf(hex, sizeof hex, "%.*s", PCH_KEY_HEX, sw.files[i].name);
-            progcache__pch_remove(tier, hex, sw.files[i].name);
-            total -= sw.files[i].size;
-        }
+        evict_ctx e = {tier, keep};
+        progcache__lru_sort(sw.files, sw.num, sizeof *sw.files);
+        (void)progcache__lru_evict(sw.files, sw.num, sizeof *sw.files, &total,
+                                   tier->settings.max_size, 0, evict_visit, &e);
     }
     progcache__free(sw.files);
     close(lock); /* releases the flock */

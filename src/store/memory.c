@@ -15,6 +15,7 @@
  * memory cannot change under it, so what the tier below had checked about
  * them when they were copied up stays true. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -23,6 +24,7 @@
 #include "error.h"
 #include "options.h"
 #include "progcache/sys/store.h"
+#include "sha256.h"
 
 #define DEFAULT_MAX_SIZE (UINT64_C(64) << 20)
 #define INITIAL_BUCKETS 64 /* a power of two */
@@ -49,11 +51,13 @@ typedef struct memory_store {
     size_t count;
     uint64_t total; /* value bytes; never above max_size once a put returns */
     uint64_t max_size;
+    uint64_t max_artifact_size;
     entry lru; /* sentinel: lru.next is the most recent, lru.prev the least */
 } memory_store;
 
 /* The options struct's size in each version, for progcache__options_load. */
-static const size_t options_size[] = {0, sizeof(progcache_memory_options)};
+static const size_t options_size[] = {0, offsetof(progcache_memory_options, max_artifact_size),
+                                      sizeof(progcache_memory_options)};
 
 void progcache_memory_options_init(progcache_memory_options *opts)
 {
@@ -210,6 +214,11 @@ static int memory_put_meta(progcache_store *store, const void *key, size_t key_l
     memory_store *m = (memory_store *)store;
     size_t records_len = meta ? meta->records.size : 0;
 
+    if (size > m->max_artifact_size)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "memory store: a value of %zu bytes is more than "
+                                "max_artifact_size (%llu bytes)",
+                                size, (unsigned long long)m->max_artifact_size);
     /* A value above the cap would evict everything and still not fit. Any
      * older value is dropped so the next get misses rather than returning
      * bytes the caller has just replaced. */
@@ -312,6 +321,67 @@ static int memory_total_size(uint64_t *out, progcache_store *store)
     return PROGCACHE_OK;
 }
 
+static int memory_exists(progcache_store *store, const void *key, size_t key_len)
+{
+    memory_store *m = (memory_store *)store;
+    uint64_t hash = hash_key(key, key_len);
+    pthread_mutex_lock(&m->lock);
+    int found = *find_slot(m, hash, key, key_len) != NULL;
+    pthread_mutex_unlock(&m->lock);
+    return found ? PROGCACHE_OK : PROGCACHE_ENOTFOUND;
+}
+
+/* foreach: a copy of every entry is taken under the lock (at most the
+ * tier's max_size of bytes, without READ only the keys), and fn is called
+ * after it is released, so fn may use the store. Listing is not a use:
+ * the recency order is left as it was. */
+static int memory_foreach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
+                          void *ctx)
+{
+    memory_store *m = (memory_store *)store;
+    int with_bytes = (flags & PROGCACHE_ENTRIES_READ) != 0, rc = PROGCACHE_OK;
+    pthread_mutex_lock(&m->lock);
+    size_t n = m->count, got = 0;
+    entry **copies = progcache__calloc(n ? n : 1, sizeof *copies);
+    for (entry *e = m->lru.next; copies && e != &m->lru && got < n; e = e->next) {
+        size_t len = sizeof *e + e->key_len + (with_bytes ? e->size + e->records_len : 0);
+        if (!(copies[got] = progcache__malloc(len)))
+            break;
+        memcpy(copies[got++], e, len);
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (!copies || got < n)
+        rc = progcache__error(PROGCACHE_ENOMEM, "memory store: out of memory listing %zu entries",
+                              n);
+    progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
+    for (size_t i = 0; i < got && rc == PROGCACHE_OK; i++) {
+        const entry *c = copies[i];
+        unsigned char digest[PROGCACHE_SHA256_SIZE];
+        progcache_entry out;
+        memset(&out, 0, sizeof out);
+        if ((rc = progcache__sha256_oneshot(digest, c->bytes, c->key_len)))
+            break;
+        progcache__hex(out.name, digest, sizeof digest);
+        out.size = c->size;
+        if (with_bytes) {
+            out.data = c->bytes + c->key_len;
+            if ((flags & PROGCACHE_ENTRIES_RECORDS) && c->records_len) {
+                meta.kind = c->kind;
+                meta.seal = c->seal;
+                if ((rc = copy_out(&meta.records, out.data + c->size, c->records_len)))
+                    break;
+                out.meta = &meta;
+            }
+        }
+        rc = fn(ctx, &out);
+    }
+    for (size_t i = 0; copies && i < got; i++)
+        progcache__free(copies[i]);
+    progcache__free(copies);
+    progcache_entry_meta_release(&meta);
+    return rc;
+}
+
 static void memory_free(progcache_store *store)
 {
     memory_store *m = (memory_store *)store;
@@ -343,6 +413,8 @@ int progcache_store_memory_new(progcache_store **out, const progcache_memory_opt
         goto nomem;
     m->mask = INITIAL_BUCKETS - 1;
     m->max_size = o.max_size ? o.max_size : DEFAULT_MAX_SIZE;
+    m->max_artifact_size =
+        o.max_artifact_size ? o.max_artifact_size : PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
     m->lru.next = m->lru.prev = &m->lru;
 
     m->base.version = PROGCACHE_STORE_VERSION;
@@ -356,6 +428,8 @@ int progcache_store_memory_new(progcache_store **out, const progcache_memory_opt
     m->base.free = memory_free;
     m->base.get_meta = memory_get_meta;
     m->base.put_meta = memory_put_meta;
+    m->base.exists = memory_exists;
+    m->base.foreach = memory_foreach;
     *out = &m->base;
     return PROGCACHE_OK;
 

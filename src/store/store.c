@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "artifact/manifest_kind.h"
 #include "error.h"
 #include "options.h"
 
@@ -31,6 +32,46 @@ static int check(const progcache_store *store, const void *key, size_t key_len,
 }
 
 /* ---- the version rule ---------------------------------------------------- */
+
+int progcache__store_check(const progcache_store *t, const char *fn, const char *what)
+{
+    const char *name = t && t->name ? t->name : "unnamed";
+    if (!t)
+        return progcache__error(PROGCACHE_EINVAL, "%s: %s is NULL", fn, what);
+    if (t->version == 0 || t->version > PROGCACHE_STORE_VERSION)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: %s->version is %u; this library supports store version 1 "
+                                "to %d (start from PROGCACHE_STORE_INIT)",
+                                fn, what, t->version, PROGCACHE_STORE_VERSION);
+    if (!t->get || !t->put || !t->remove || !t->clear || !t->count || !t->total_size || !t->free)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: %s (\"%s\") leaves a function of its vtable NULL; every "
+                                "one is required",
+                                fn, what, name);
+    /* An ops struct that was never given its version is a mistake, not a
+     * request for none: refused like every other versioned struct. */
+    if (t->version >= 2 && t->stats &&
+        (t->stats->version == 0 || t->stats->version > PROGCACHE_STORE_STATS_OPS_VERSION))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: %s (\"%s\"): stats->version is %u; this library supports "
+                                "1 to %d (set PROGCACHE_STORE_STATS_OPS_VERSION)",
+                                fn, what, name, t->stats->version,
+                                PROGCACHE_STORE_STATS_OPS_VERSION);
+    if (t->version >= 2 && t->lease &&
+        (t->lease->version == 0 || t->lease->version > PROGCACHE_STORE_LEASE_OPS_VERSION))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: %s (\"%s\"): lease->version is %u; this library supports "
+                                "1 to %d (set PROGCACHE_STORE_LEASE_OPS_VERSION)",
+                                fn, what, name, t->lease->version,
+                                PROGCACHE_STORE_LEASE_OPS_VERSION);
+    if (t->version >= 2 && t->lease &&
+        (!t->lease->acquire || !t->lease->renew || !t->lease->release || !t->lease->wait))
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: %s (\"%s\"): a lease op (acquire, renew, release, wait) is "
+                                "NULL; give all four or lease NULL",
+                                fn, what, name);
+    return PROGCACHE_OK;
+}
 
 PROGCACHE_HOT
 unsigned int progcache__store_flags(const progcache_store *store)
@@ -101,11 +142,10 @@ int progcache_store_get_meta(progcache_buf *out, progcache_entry_meta *meta,
     if (!out || !meta)
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_store_get_meta: out or meta is NULL");
-    if (meta->version == 0 || meta->version > PROGCACHE_ENTRY_META_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_store_get_meta: meta->version is %u; start from "
-                                "PROGCACHE_ENTRY_META_INIT",
-                                meta->version);
+    if ((rc = progcache__version_check(meta, PROGCACHE_ENTRY_META_VERSION,
+                                       "progcache_store_get_meta", "meta",
+                                       "progcache_entry_meta")))
+        return rc;
     return progcache__store_get_meta(out, meta, store, key, key_len);
 }
 
@@ -128,39 +168,38 @@ int progcache_store_put_meta(progcache_store *store, const void *key, size_t key
         return rc;
     if (!data && size)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_put_meta: data is NULL");
-    if (meta && (meta->version == 0 || meta->version > PROGCACHE_ENTRY_META_VERSION))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_store_put_meta: meta->version is %u; start from "
-                                "PROGCACHE_ENTRY_META_INIT",
-                                meta->version);
+    if (meta && (rc = progcache__version_check(meta, PROGCACHE_ENTRY_META_VERSION,
+                                               "progcache_store_put_meta", "meta",
+                                               "progcache_entry_meta")))
+        return rc;
     return progcache__store_put_meta(store, key, key_len, data, size, meta);
 }
 
 int progcache_store_remove(progcache_store *store, const void *key, size_t key_len)
 {
     int rc = check(store, key, key_len, "progcache_store_remove");
-    return rc ? rc : store->remove(store, key, key_len);
+    return rc ? rc : progcache__store_remove(store, key, key_len);
 }
 
 int progcache_store_clear(progcache_store *store)
 {
     if (!store)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_clear: store is NULL");
-    return store->clear(store);
+    return progcache__store_clear(store);
 }
 
 int progcache_store_count(uint64_t *out, progcache_store *store)
 {
     if (!store || !out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_count: NULL argument");
-    return store->count(out, store);
+    return progcache__store_count(out, store);
 }
 
 int progcache_store_total_size(uint64_t *out, progcache_store *store)
 {
     if (!store || !out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_total_size: NULL argument");
-    return store->total_size(out, store);
+    return progcache__store_total_size(out, store);
 }
 
 int progcache_store_flush(progcache_store *store)
@@ -168,6 +207,87 @@ int progcache_store_flush(progcache_store *store)
     if (!store)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_flush: store is NULL");
     return store->version >= 2 && store->flush ? store->flush(store) : PROGCACHE_OK;
+}
+
+PROGCACHE_HOT
+int progcache__store_exists(progcache_store *store, const void *key, size_t key_len)
+{
+    if (store->version >= 3 && store->exists)
+        return store->exists(store, key, key_len);
+    progcache_buf bytes = PROGCACHE_BUF_INIT;
+    int rc = store->get(&bytes, store, key, key_len);
+    progcache_buf_free(&bytes);
+    return rc;
+}
+
+int progcache__store_remove(progcache_store *store, const void *key, size_t key_len)
+{
+    return store->remove(store, key, key_len);
+}
+
+int progcache__store_clear(progcache_store *store) { return store->clear(store); }
+
+int progcache__store_count(uint64_t *out, progcache_store *store)
+{
+    return store->count(out, store);
+}
+
+int progcache__store_total_size(uint64_t *out, progcache_store *store)
+{
+    return store->total_size(out, store);
+}
+
+int progcache_store_exists(progcache_store *store, const void *key, size_t key_len)
+{
+    int rc = check(store, key, key_len, "progcache_store_exists");
+    return rc ? rc : progcache__store_exists(store, key, key_len);
+}
+
+/* progcache_store_foreach: the store's walk, with the inspection done
+ * here for a store that does not inspect what it read. */
+typedef struct foreach_ctx {
+    unsigned int flags;
+    progcache_entry_fn fn;
+    void *ctx;
+    progcache_artifact_info info;
+} foreach_ctx;
+
+static int foreach_visit(void *ctx, const progcache_entry *e)
+{
+    foreach_ctx *f = ctx;
+    if (!(f->flags & PROGCACHE_ENTRIES_INSPECT) || !e->data || e->artifact)
+        return f->fn(f->ctx, e);
+    progcache_entry copy = *e;
+    int rc = progcache__inspect_entry(&f->info, e->data, (size_t)e->size, 1);
+    if (rc)
+        return rc;
+    copy.artifact = &f->info;
+    return f->fn(f->ctx, &copy);
+}
+
+int progcache_store_foreach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
+                            void *ctx)
+{
+    static const char fn_name[] = "progcache_store_foreach";
+    unsigned int known = PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT |
+                         PROGCACHE_ENTRIES_RECORDS;
+    if (!store || !fn)
+        return progcache__error(PROGCACHE_EINVAL, "%s: %s is NULL", fn_name,
+                                store ? "fn" : "store");
+    if (flags & ~known)
+        return progcache__error(PROGCACHE_EINVAL, "%s: unknown flags 0x%x", fn_name, flags);
+    if (store->version < 3 || !store->foreach)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: the \"%s\" store cannot be listed (its vtable has no "
+                                "foreach op: progcache/sys/store.h)",
+                                fn_name, store->name ? store->name : "unnamed");
+    /* INSPECT and RECORDS need the bytes: a store is asked for READ too. */
+    if (flags & (PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS))
+        flags |= PROGCACHE_ENTRIES_READ;
+    foreach_ctx f = {flags, fn, ctx, PROGCACHE_ARTIFACT_INFO_INIT};
+    int rc = store->foreach(store, flags, foreach_visit, &f);
+    progcache_artifact_info_release(&f.info);
+    return rc;
 }
 
 /* progcache_store_counters' size in each version. */
@@ -182,11 +302,11 @@ int progcache_store_counters_get(progcache_store_counters *out, const progcache_
 {
     if (!store || !out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_counters_get: NULL argument");
-    if (out->version == 0 || out->version > PROGCACHE_STORE_COUNTERS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_store_counters_get: out->version is %u; start from "
-                                "PROGCACHE_STORE_COUNTERS_INIT",
-                                out->version);
+    int bad = progcache__version_check(out, PROGCACHE_STORE_COUNTERS_VERSION,
+                                       "progcache_store_counters_get", "out",
+                                       "progcache_store_counters");
+    if (bad)
+        return bad;
     const progcache_store_stats_ops *ops = progcache__store_stats_ops(store);
     if (!ops || !ops->counters)
         return PROGCACHE_ENOTFOUND;
@@ -226,11 +346,10 @@ int progcache_store_stats_get(progcache_stats *out, progcache_store *store)
     if (!out || !store)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_stats_get: %s is NULL",
                                 out ? "store" : "out");
-    if (out->version == 0 || out->version > PROGCACHE_STATS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_stats.version is %u; set it with PROGCACHE_STATS_INIT "
-                                "or progcache_stats_init()",
-                                out->version);
+    int bad = progcache__version_check(out, PROGCACHE_STATS_VERSION,
+                                       "progcache_store_stats_get", "out", "progcache_stats");
+    if (bad)
+        return bad;
     /* Filled as this library's version of the struct, then copied back in
      * the caller's version's size: an older caller's struct is shorter. A
      * store without statistics reports zeros and available 0. */
@@ -317,11 +436,10 @@ int progcache_store_lease_holder(progcache_store_lease_info *out, progcache_stor
     const progcache_store_lease_ops *ops = NULL;
     if (!out || !key)
         return progcache__error(PROGCACHE_EINVAL, "%s: out or key is NULL", fn);
-    if (out->version == 0 || out->version > PROGCACHE_STORE_LEASE_INFO_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: out->version is %u; start from "
-                                "PROGCACHE_STORE_LEASE_INFO_INIT",
-                                fn, out->version);
+    int bad = progcache__version_check(out, PROGCACHE_STORE_LEASE_INFO_VERSION, fn, "out",
+                                       "progcache_store_lease_info");
+    if (bad)
+        return bad;
     int rc = lease_ops(&ops, store, key, key_len, fn);
     if (rc)
         return rc;

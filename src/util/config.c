@@ -1,5 +1,8 @@
 /* Configuration from the environment. This file is the only place the
- * library calls getenv (docs/CONFIG.md lists every variable): the cache
+ * library calls getenv (the public progcache_default_dir,
+ * progcache_default_remote and progcache_remote_secret_read are
+ * cache/cache_remote.c's wrappers of the functions here: util/ includes
+ * no header of a layer above it) (docs/CONFIG.md lists every variable): the cache
  * directory, the remote tier, and the variables that override a cache
  * directory's settings (PROGCACHE_MAX_SIZE, ...). */
 #include <errno.h>
@@ -17,8 +20,6 @@
 #include "config.h"
 #include "error.h"
 #include "fs.h"
-#include "progcache/cache.h"
-#include "progcache/remote.h"
 #include "settings.h"
 #include "trusted_path.h"
 
@@ -33,7 +34,7 @@ static int join(progcache_buf *out, const char *a, const char *b)
     return rc;
 }
 
-int progcache_default_dir(progcache_buf *out)
+int progcache__config_default_dir(progcache_buf *out)
 {
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_default_dir: out is NULL");
@@ -66,7 +67,7 @@ int progcache_default_dir(progcache_buf *out)
  * machine could forge entries or change the secret; ssh refuses such
  * private keys too); empty or shorter than the HMAC needs; longer than
  * MAX_SECRET (read with that bound, whatever the file claims). */
-#define MIN_SECRET PROGCACHE_REDIS_MIN_SECRET
+#define MIN_SECRET PROGCACHE__MIN_SECRET
 #define MAX_SECRET 4096
 #define VAR "PROGCACHE_REMOTE_SECRET_FILE"
 #define HOW_TO_MAKE "(openssl rand 32 > FILE; chmod 600 FILE)"
@@ -177,7 +178,7 @@ done:
     return rc;
 }
 
-int progcache_default_remote(progcache_buf *url, progcache_buf *secret)
+int progcache__config_default_remote(progcache_buf *url, progcache_buf *secret)
 {
     if (!url || !secret)
         return progcache__error(PROGCACHE_EINVAL, "progcache_default_remote: NULL argument");
@@ -195,7 +196,7 @@ int progcache_default_remote(progcache_buf *url, progcache_buf *secret)
     return file && *file ? read_secret(secret, file, VAR) : PROGCACHE_OK;
 }
 
-int progcache_remote_secret_read(progcache_buf *secret, const char *path)
+int progcache__config_secret_read(progcache_buf *secret, const char *path)
 {
     if (!secret || !path || !*path)
         return progcache__error(PROGCACHE_EINVAL, "progcache_remote_secret_read: %s",
@@ -204,62 +205,34 @@ int progcache_remote_secret_read(progcache_buf *secret, const char *path)
     return read_secret(secret, path, "secret file");
 }
 
-/* PROGCACHE_WAIT_TIMEOUT: "90" or "90s" (seconds), "1500ms", "2m". */
-#define WAIT_VAR "PROGCACHE_WAIT_TIMEOUT"
-#define WAIT_MAX_MS (24u * 3600u * 1000u)
+/* A setting read where it is used (progcache__settings_apart): its
+ * variable's value parsed by the settings table. PROGCACHE_OK;
+ * PROGCACHE_ENOTFOUND when unset or empty; PROGCACHE_EINVAL (no message)
+ * with *why. */
+static int env_setting(uint64_t *out, const char **value, const char **why, int idx)
+{
+    *value = getenv(progcache__settings_variable(idx));
+    if (!*value || !**value)
+        return PROGCACHE_ENOTFOUND;
+    return progcache__settings_parse(out, why, idx, *value);
+}
 
 int progcache__config_wait_timeout(unsigned int *out_ms)
 {
-    const char *v = getenv(WAIT_VAR);
-    if (!v || !*v)
-        return PROGCACHE_ENOTFOUND;
-    unsigned long long n = 0;
-    const char *p = v;
-    for (; *p >= '0' && *p <= '9' && n <= WAIT_MAX_MS; p++)
-        n = n * 10 + (unsigned long long)(*p - '0');
-    unsigned long long unit = 0;
-    if (p != v) {
-        if (!strcmp(p, "") || !strcmp(p, "s"))
-            unit = 1000;
-        else if (!strcmp(p, "ms"))
-            unit = 1;
-        else if (!strcmp(p, "m"))
-            unit = 60000;
-    }
-    if (!unit || n == 0 || n > WAIT_MAX_MS || n * unit > WAIT_MAX_MS)
+    uint64_t ms = 0;
+    const char *v = NULL, *why = "";
+    int rc = env_setting(&ms, &v, &why, PROGCACHE__SET_WAIT_TIMEOUT);
+    if (rc == PROGCACHE_EINVAL)
         return progcache__error(PROGCACHE_EINVAL,
-                                WAIT_VAR " is \"%.64s\": give how long a compile waits for "
-                                "another one before compiling itself, from 1ms to 24 hours: "
-                                "seconds (\"60\", \"60s\"), \"1500ms\" or \"2m\"",
-                                v);
-    *out_ms = (unsigned int)(n * unit);
-    return PROGCACHE_OK;
+                                "PROGCACHE_WAIT_TIMEOUT is \"%.64s\": %s; it is how long a "
+                                "compile waits for another one before compiling itself",
+                                v, why);
+    if (rc == PROGCACHE_OK)
+        *out_ms = (unsigned int)ms; /* at most 24 hours */
+    return rc;
 }
 
 /* ---- the PCH tier ---------------------------------------------------------- */
-
-/* A size: digits and an optional K, M or G (binary). */
-static int parse_size(uint64_t *out, const char *s)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *s == '-')
-        return -1;
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30;
-    if (shift)
-        end++;
-    if (*end || (shift && v > (UINT64_MAX >> shift)))
-        return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
 
 static int pch_bad(progcache__pch_settings *out, const char *var, const char *value,
                    const char *want)
@@ -294,17 +267,20 @@ int progcache__pch_settings_read(progcache__pch_settings *out)
         out->off_because = "out of memory";
         return rc;
     }
-    const char *v = getenv("PROGCACHE_PCH_MAX_SIZE");
-    if (v && *v && parse_size(&out->max_size, v) != 0)
-        return pch_bad(out, "PROGCACHE_PCH_MAX_SIZE", v, "give bytes, or a number and K, M or G");
-    v = getenv("PROGCACHE_PCH_MIN_MS");
-    if (v && *v) {
-        uint64_t ms;
-        if (parse_size(&ms, v) != 0 || ms > UINT32_MAX || strpbrk(v, "KkMmGg"))
-            return pch_bad(out, "PROGCACHE_PCH_MIN_MS", v, "give milliseconds");
-        out->min_ms = (unsigned int)ms;
-    }
-    v = getenv("PROGCACHE_PCH_CREATE");
+    /* The numbers and the mode through the settings table's parser. */
+    uint64_t n = 0;
+    const char *v = NULL, *why = "";
+    rc = env_setting(&n, &v, &why, PROGCACHE__SET_PCH_MAX_SIZE);
+    if (rc == PROGCACHE_EINVAL)
+        return pch_bad(out, "PROGCACHE_PCH_MAX_SIZE", v, why);
+    if (rc == PROGCACHE_OK)
+        out->max_size = n;
+    rc = env_setting(&n, &v, &why, PROGCACHE__SET_PCH_MIN_MS);
+    if (rc == PROGCACHE_EINVAL)
+        return pch_bad(out, "PROGCACHE_PCH_MIN_MS", v, why);
+    if (rc == PROGCACHE_OK)
+        out->min_ms = (unsigned int)n; /* at most 24 hours */
+    v = getenv(progcache__settings_variable(PROGCACHE__SET_PCH_CREATE));
     if (v && *v) {
         if (!strcmp(v, "inline"))
             out->create_inline = 1;
@@ -312,14 +288,16 @@ int progcache__pch_settings_read(progcache__pch_settings *out)
             return pch_bad(out, "PROGCACHE_PCH_CREATE", v, "give detached (the default) or inline");
     }
     v = getenv("PROGCACHE_PCH");
+    int on = 1;
     if (v && *v) {
-        if (!strcmp(v, "0") || !strcmp(v, "off")) {
+        if (!strcmp(v, "inprocess")) {
+            out->mode = PROGCACHE__PCH_INPROCESS;
+        } else if (progcache__parse_bool(&on, v) != 0) {
+            return pch_bad(out, "PROGCACHE_PCH", v,
+                           "give on (1, the default), off (0) or inprocess");
+        } else if (!on) {
             out->mode = PROGCACHE__PCH_OFF;
             out->off_because = "PROGCACHE_PCH is off";
-        } else if (!strcmp(v, "inprocess")) {
-            out->mode = PROGCACHE__PCH_INPROCESS;
-        } else if (strcmp(v, "1") && strcmp(v, "on")) {
-            return pch_bad(out, "PROGCACHE_PCH", v, "give 1 (on, the default), 0 (off) or inprocess");
         }
     }
     /* NVRTC itself ignores every PCH option then (and says so in each log). */
@@ -383,6 +361,13 @@ int progcache__settings_apply_env(progcache_settings *s)
         const char *var = s->item[i].variable;
         const char *value = var ? getenv(var) : NULL;
         if (!value || !*value) /* empty counts as unset, as for every variable */
+            continue;
+        uint64_t number;
+        const char *why;
+        /* A setting read where it is used is reported there (the PCH tier
+         * turns off and says why): it does not fail the directory's open. */
+        if (progcache__settings_apart((int)i) &&
+            progcache__settings_parse(&number, &why, (int)i, value) != PROGCACHE_OK)
             continue;
         int rc = progcache__settings_assign(s, (int)i, value, PROGCACHE_SETTING_ENV, var);
         if (rc)

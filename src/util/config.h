@@ -7,6 +7,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "buf.h"
+
+/* The bodies of progcache_default_dir (progcache/cache.h),
+ * progcache_default_remote and progcache_remote_secret_read
+ * (progcache/remote.h), which cache/cache_remote.c defines with them, as
+ * documented there. */
+int progcache__config_default_dir(progcache_buf *out);
+int progcache__config_default_remote(progcache_buf *url, progcache_buf *secret);
+int progcache__config_secret_read(progcache_buf *secret, const char *path);
+/* The shortest secret: PROGCACHE_REDIS_MIN_SECRET (checked where both are
+ * seen, cache/cache_remote.c). */
+#define PROGCACHE__MIN_SECRET 16
+
 /* The PCH tier's settings (src/cuda/pch_*.c; docs/CUDA.md). */
 typedef enum progcache__pch_mode {
     PROGCACHE__PCH_ON = 0,        /* the default: PCHs shared through the helper */

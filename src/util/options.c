@@ -6,12 +6,10 @@
 
 #include "error.h"
 
-int progcache__options_load(void *dst, const void *src, const size_t *sizes,
-                            unsigned int current, const char *fn, const char *name)
+int progcache__version_check(const void *s, unsigned int current, const char *fn,
+                            const char *what, const char *name)
 {
-    if (!src)
-        return PROGCACHE_OK;
-    unsigned int version = PROGCACHE__VERSION_OF(src);
+    unsigned int version = PROGCACHE__VERSION_OF(s);
     if (version == 0) {
         char macro[64];
         size_t i = 0;
@@ -19,17 +17,28 @@ int progcache__options_load(void *dst, const void *src, const size_t *sizes,
             macro[i] = (char)toupper((unsigned char)name[i]);
         macro[i] = '\0';
         return progcache__error(PROGCACHE_EINVAL,
-                                "%s: opts->version is 0 (version 0: the %s struct was never "
+                                "%s: %s->version is 0 (version 0: the %s struct was never "
                                 "initialised); start from %s_INIT or %s_init()",
-                                fn, name, macro, name);
+                                fn, what, name, macro, name);
     }
     if (version > current)
         return progcache__error(PROGCACHE_EINVAL,
-                                "%s: opts->version is %u, newer than this library knows (%u, "
+                                "%s: %s->version is %u, newer than this library knows (%u, "
                                 "progcache %s): the program was built against newer progcache "
                                 "headers; rebuild it against the installed ones",
-                                fn, version, current, PROGCACHE_VERSION_STRING);
-    memcpy(dst, src, sizes[version]);
+                                fn, what, version, current, PROGCACHE_VERSION_STRING);
+    return PROGCACHE_OK;
+}
+
+int progcache__options_load(void *dst, const void *src, const size_t *sizes,
+                            unsigned int current, const char *fn, const char *name)
+{
+    if (!src)
+        return PROGCACHE_OK;
+    int rc = progcache__version_check(src, current, fn, "opts", name);
+    if (rc)
+        return rc;
+    memcpy(dst, src, sizes[PROGCACHE__VERSION_OF(src)]);
     return PROGCACHE_OK;
 }
 

@@ -17,6 +17,15 @@
 int progcache__options_load(void *dst, const void *src, const size_t *sizes,
                             unsigned int current, const char *fn, const char *name);
 
+/* The version rule alone, for a struct the caller hands in to be filled
+ * (a result: out) or checked in place: s's version must be 1 to current.
+ * Else PROGCACHE_EINVAL with the one message every versioned struct gets,
+ * naming the function fn, the argument what ("out", "meta") and the
+ * struct's type name ("progcache_prune_result"; its _INIT macro is that
+ * in capitals). */
+int progcache__version_check(const void *s, unsigned int current, const char *fn,
+                             const char *what, const char *name);
+
 /* Set a versioned struct of size bytes to its defaults: zeros, and version
  * (its first member) set. The body of every _init() function. NULL-safe. */
 void progcache__struct_init(void *p, size_t size, unsigned int version);

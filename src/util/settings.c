@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "alloc.h"
 #include "error.h"
@@ -15,7 +16,10 @@ typedef enum kind {
     SIZE,         /* bytes, at least 1 */
     PERCENT,      /* 1 to 100 */
     YES_NO,       /* true/false, yes/no, on/off, 1/0 */
-    TEXT          /* a string (environment only) */
+    TEXT,         /* a string (environment only) */
+    BYTES,        /* bytes, 0 allowed */
+    DURATION_S,   /* milliseconds, 1 ms to 24 hours; a bare number is seconds */
+    DURATION_MS   /* milliseconds, 0 to 24 hours; a bare number is milliseconds */
 } kind;
 
 typedef struct spec {
@@ -57,80 +61,23 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
     {"shared_group", "PROGCACHE_SHARED_GROUP", TEXT, "", 0, 0,
      "the group of a team's cache directory, whose members' entries are trusted (environment "
      "or --shared-group only)"},
+    /* i22: the variables that were parsed apart (util/config.c reads them
+     * through this table now; docs/CONFIG.md). */
+    {"wait_timeout", "PROGCACHE_WAIT_TIMEOUT", DURATION_S, "60s", 60000, 0,
+     "how long a compile waits for another process's compile of the same program "
+     "(environment only)"},
+    {"pch", "PROGCACHE_PCH", TEXT, "on", 0, 0,
+     "the PCH tier: on (the default), off or inprocess (environment only)"},
+    {"pch_max_size", "PROGCACHE_PCH_MAX_SIZE", BYTES, "2GiB", (uint64_t)2 << 30, 0,
+     "size budget of the precompiled headers (environment only)"},
+    {"pch_min_ms", "PROGCACHE_PCH_MIN_MS", DURATION_MS, "500ms", 500, 0,
+     "a plain compile this slow makes its headers a PCH candidate (environment only)"},
+    {"pch_helper", "PROGCACHE_PCH_HELPER", TEXT, "", 0, 0,
+     "the helper program PCH compiles run in (environment only)"},
+    {"pch_create", "PROGCACHE_PCH_CREATE", TEXT, "detached", 0, 0,
+     "when a PCH is made: detached (after the compile that needed it returned, the default) "
+     "or inline (environment only)"},
 };
-
-/* ---- sizes ---------------------------------------------------------------- */
-
-int progcache_parse_size(uint64_t *out, const char *text)
-{
-    if (!out || !text)
-        return PROGCACHE_EINVAL;
-    const char *p = text;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    uint64_t whole = 0, frac = 0, scale = 1;
-    const char *digits = p;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (whole > (UINT64_MAX - 9) / 10)
-            return PROGCACHE_EINVAL;
-        whole = whole * 10 + (uint64_t)(*p - '0');
-    }
-    int have_digits = p > digits, have_frac = 0;
-    if (*p == '.') {
-        p++;
-        for (; *p >= '0' && *p <= '9'; p++) {
-            if (scale >= 1000000000) /* nine digits are below a byte of a pebibyte */
-                return PROGCACHE_EINVAL;
-            have_frac = 1;
-            frac = frac * 10 + (uint64_t)(*p - '0');
-            scale *= 10;
-        }
-        if (!have_frac)
-            return PROGCACHE_EINVAL;
-    }
-    if (!have_digits && !have_frac)
-        return PROGCACHE_EINVAL;
-    unsigned shift = 0;
-    switch (*p) {
-    case 'k': case 'K': shift = 10; break;
-    case 'm': case 'M': shift = 20; break;
-    case 'g': case 'G': shift = 30; break;
-    case 't': case 'T': shift = 40; break;
-    case 'p': case 'P': shift = 50; break;
-    default: break;
-    }
-    if (shift) {
-        p++;
-        if (*p == 'i')
-            p++;
-    }
-    if (*p == 'B' || (*p == 'b' && !shift))
-        p++;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (*p)
-        return PROGCACHE_EINVAL;
-    if (whole > (UINT64_MAX >> shift))
-        return PROGCACHE_EINVAL;
-    uint64_t value = whole << shift;
-    if (have_frac) {
-        /* frac / scale of a unit, exactly: unit = q * scale + r, so
-         * frac * unit / scale = frac * q + frac * r / scale, and both
-         * products stay far below 2^64 (frac, r < scale <= 10^9). A
-         * fraction of a byte is refused. */
-        uint64_t unit = (uint64_t)1 << shift, q = unit / scale, r = unit % scale;
-        if (frac * r % scale)
-            return PROGCACHE_EINVAL;
-        uint64_t add = frac * q + frac * r / scale;
-        if (value > UINT64_MAX - add)
-            return PROGCACHE_EINVAL;
-        value += add;
-    }
-    if (value == UINT64_MAX) /* PROGCACHE_SIZE_NONE */
-        return PROGCACHE_EINVAL;
-    *out = value;
-    return PROGCACHE_OK;
-}
 
 /* "5GiB", "512MiB", "1000": the exact size in the largest whole unit. */
 static void format_size(char *out, size_t len, uint64_t bytes)
@@ -146,16 +93,6 @@ static void format_size(char *out, size_t len, uint64_t bytes)
 
 /* ---- values --------------------------------------------------------------- */
 
-static int lower_equal(const char *a, const char *b)
-{
-    for (; *a && *b; a++, b++) {
-        char c = *a >= 'A' && *a <= 'Z' ? (char)(*a - 'A' + 'a') : *a;
-        if (c != *b)
-            return 0;
-    }
-    return !*a && !*b;
-}
-
 /* The number text stands for, for setting idx. 0 or -1 (*why says what is
  * accepted). */
 static int parse_value(int idx, const char *text, uint64_t *number, const char **why)
@@ -170,7 +107,7 @@ static int parse_value(int idx, const char *text, uint64_t *number, const char *
     case SIZE_OR_NONE:
         *why = "not a size: give bytes, or a number and K, M, G or T (powers of 1024) such as "
                 "10G, or none";
-        if (lower_equal(text, "none")) {
+        if (strcasecmp(text, "none") == 0) {
             *number = 0;
             return 0;
         }
@@ -191,21 +128,34 @@ static int parse_value(int idx, const char *text, uint64_t *number, const char *
             return -1;
         *number = n;
         return 0;
-    case YES_NO:
+    case YES_NO: {
         *why = "not a yes or no: give true or false (also yes/no, on/off, 1/0)";
-        if (lower_equal(text, "true") || lower_equal(text, "yes") || lower_equal(text, "on") ||
-            !strcmp(text, "1")) {
-            *number = 1;
-            return 0;
-        }
-        if (lower_equal(text, "false") || lower_equal(text, "no") || lower_equal(text, "off") ||
-            !strcmp(text, "0")) {
-            *number = 0;
-            return 0;
-        }
-        return -1;
+        int yes = 0;
+        if (progcache__parse_bool(&yes, text))
+            return -1;
+        *number = (uint64_t)yes;
+        return 0;
+    }
     case TEXT:
         *number = 0;
+        return 0;
+    case BYTES:
+        *why = "not a size: give bytes, or a number and K, M, G or T (powers of 1024) such as 5GiB";
+        if (progcache_parse_size(&n, text))
+            return -1;
+        *number = n;
+        return 0;
+    case DURATION_S:
+    case DURATION_MS:
+        *why = sp->kind == DURATION_S
+                   ? "not a duration from 1ms to 24 hours: give seconds (\"60\", \"60s\"), "
+                     "\"1500ms\" or \"2m\""
+                   : "not a duration up to 24 hours: give milliseconds (\"500\", \"500ms\"), "
+                     "\"2s\" or \"1m\"";
+        if (progcache__parse_duration_ms(&n, text, sp->kind == DURATION_S ? 1000 : 1) ||
+            (sp->kind == DURATION_S && n == 0))
+            return -1;
+        *number = n;
         return 0;
     }
     return -1;
@@ -227,6 +177,23 @@ static int set_item(progcache_settings *s, int idx, char *value, char *origin, i
     it->source = source;
     return PROGCACHE_OK;
 }
+
+int progcache__settings_parse(uint64_t *number, const char **why, int idx, const char *text)
+{
+    *why = "";
+    return parse_value(idx, text, number, why) ? PROGCACHE_EINVAL : PROGCACHE_OK;
+}
+
+/* Read where they are used (the PCH tier, the wait of a compile), not by
+ * a cache directory's resolution: a value its reader cannot use is
+ * reported there (the PCH tier turns itself off and says why), so the
+ * environment overlay skips it rather than failing the open. */
+int progcache__settings_apart(int idx)
+{
+    return idx >= PROGCACHE__SET_WAIT_TIMEOUT && idx <= PROGCACHE__SET_PCH_CREATE;
+}
+
+const char *progcache__settings_variable(int idx) { return specs[idx].variable; }
 
 int progcache__settings_assign(progcache_settings *s, int idx, const char *text,
                                progcache_setting_source source, const char *origin)

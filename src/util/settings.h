@@ -25,6 +25,13 @@ enum {
     PROGCACHE__SET_NVRTC_LIBRARY,
     PROGCACHE__SET_NVRTC_VERSION,
     PROGCACHE__SET_SHARED_GROUP,
+    /* i22: read where they are used (progcache__settings_apart) */
+    PROGCACHE__SET_WAIT_TIMEOUT,
+    PROGCACHE__SET_PCH,
+    PROGCACHE__SET_PCH_MAX_SIZE,
+    PROGCACHE__SET_PCH_MIN_MS,
+    PROGCACHE__SET_PCH_HELPER,
+    PROGCACHE__SET_PCH_CREATE,
     PROGCACHE__SET_COUNT
 };
 
@@ -66,6 +73,22 @@ int progcache__settings_assign(progcache_settings *s, int idx, const char *text,
  * ("progcache_options.max_size"). PROGCACHE_OK, PROGCACHE_EINVAL (a value
  * the setting does not take), PROGCACHE_ENOMEM. */
 int progcache__settings_api(progcache_settings *s, int idx, uint64_t number, const char *what);
+
+/* The one parser of every setting's value (sizes, durations, booleans,
+ * percentages): the number text stands for as setting idx, or
+ * PROGCACHE_EINVAL (no message) with *why saying what is accepted. */
+int progcache__settings_parse(uint64_t *number, const char **why, int idx, const char *text);
+/* Whether setting idx is read where it is used rather than by a cache
+ * directory's resolution (the environment overlay then skips a value it
+ * cannot use: its reader reports it), and its variable. */
+int progcache__settings_apart(int idx);
+const char *progcache__settings_variable(int idx);
+/* The pieces of that parser, for values that are not a setting's:
+ * true/yes/on/1 and false/no/off/0 (any case) into *out; a duration of
+ * digits and an optional ms, s or m (a bare number is bare_unit_ms each),
+ * at most 24 hours, into milliseconds. 0 or -1. */
+int progcache__parse_bool(int *out, const char *text);
+int progcache__parse_duration_ms(uint64_t *out, const char *text, uint64_t bare_unit_ms);
 
 /* Overlay the environment (config.c): each setting's variable, when set
  * and not empty, replaces the value, source ENV. */

@@ -3,7 +3,8 @@
  * tier above and below the home, and through every generic call; the
  * library reads nothing past its struct, which is allocated at exactly
  * that size so that ASan catches a read of a version-2 member. And what
- * progcache_store_get_meta gives for a store without get_meta. */
+ * progcache_store_get_meta gives for a store without get_meta; versions 0
+ * and newer refused, for the vtable and its ops structs. */
 #include <stddef.h>
 
 #include "cache/cache_stats.h"
@@ -177,11 +178,55 @@ static void test_get_meta_without_get_meta(void)
     free(tier);
 }
 
+/* Versions a struct never given one (0), or newer than this library:
+ * refused like every other versioned struct, never read as "none". A
+ * version-2 store (no exists, no foreach) keeps working: exists falls
+ * back to get; listing it is refused with a message. */
+static void test_versions_refused(void)
+{
+    char *tier = dir("refused");
+    progcache_store *s = open_tier(tier, SHARED_TIER);
+    progcache *c = NULL;
+    static const progcache_store_stats_ops zero_stats; /* version 0 */
+    s->stats = &zero_stats;
+    CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, &s, 1, NULL));
+    CHECK(strstr(progcache_error_last(), "stats->version is 0") != NULL);
+    progcache_store_stats_ops newer = {PROGCACHE_STORE_STATS_OPS_VERSION + 1, NULL, NULL, NULL,
+                                       NULL};
+    s->stats = &newer;
+    CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, &s, 1, NULL));
+    s->stats = NULL;
+    progcache_store_lease_ops half = {PROGCACHE_STORE_LEASE_OPS_VERSION, NULL, NULL, NULL, NULL,
+                                      NULL};
+    s->lease = &half; /* acquire and friends NULL */
+    CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, &s, 1, NULL));
+    CHECK(strstr(progcache_error_last(), "lease op") != NULL);
+    s->lease = NULL;
+    s->version = PROGCACHE_STORE_VERSION + 1;
+    CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, &s, 1, NULL));
+    s->version = 0;
+    CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, &s, 1, NULL));
+    CHECK(strstr(progcache_error_last(), "PROGCACHE_STORE_INIT") != NULL);
+
+    /* Version 2: the members of version 3 are not read. */
+    s->version = 2;
+    CHECK_OK(progcache_store_put(s, key1, strlen(key1), ptx, strlen(ptx)));
+    CHECK_OK(progcache_store_exists(s, key1, strlen(key1)));
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_exists(s, key2, strlen(key2)));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_foreach(s, 0, NULL, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_foreach(s, 0, (progcache_entry_fn)1, NULL));
+    CHECK(strstr(progcache_error_last(), "cannot be listed") != NULL);
+    CHECK_OK(progcache_open_tiers(&c, &s, 1, NULL));
+    progcache_close(c);
+    free(tier);
+}
+
 int main(void)
 {
     base_dir = test_mkdtemp("tier-dir-version");
     test_version1_store();
     test_get_meta_without_get_meta();
+    test_versions_refused();
     test_rmtree(base_dir);
     free(base_dir);
     printf("test_tier_dir_version: ok\n");

@@ -86,9 +86,29 @@ struct progcache_store {
     const progcache_store_stats_ops *stats;
     /* Single-flight leases across machines. NULL: none. */
     const progcache_store_lease_ops *lease;
+
+    /* Version 3: each may be NULL. */
+    /* Whether key has an entry, without reading its bytes (for a server:
+     * a HEAD, not a download): PROGCACHE_OK, PROGCACHE_ENOTFOUND (no
+     * message), or an error. NULL: get is called and the bytes dropped. */
+    int (*exists)(progcache_store *store, const void *key, size_t key_len);
+    /* Call fn once for every entry (progcache_entry in progcache/store.h):
+     * name (the 64 hex digits of SHA-256(key), the name an entry has in
+     * every tier and in an archive), size, times where known (0 if not);
+     * with PROGCACHE_ENTRIES_READ in flags, data (size bytes); with
+     * PROGCACHE_ENTRIES_RECORDS, meta. An entry that cannot be read is
+     * handed over with data NULL and error saying why. Stop when fn returns
+     * non-zero, and return that value. Entries put or removed meanwhile
+     * may or may not be seen; none is seen twice. The library does
+     * PROGCACHE_ENTRIES_INSPECT itself. NULL: the store cannot be listed
+     * (progcache_store_foreach then says so). */
+    int (*foreach)(progcache_store *store, unsigned int flags, progcache_entry_fn fn, void *ctx);
 };
 
-#define PROGCACHE_STORE_VERSION 2
+#define PROGCACHE_STORE_VERSION 3
+/* A store's vtable with its version set and every other member 0/NULL:
+ * `progcache_store s = PROGCACHE_STORE_INIT; s.get = my_get; ...`. */
+#define PROGCACHE_STORE_INIT PROGCACHE__INIT(progcache_store, PROGCACHE_STORE_VERSION)
 
 /*
  * Statistics a store keeps: the home tier's persistent counters (the file
@@ -134,6 +154,72 @@ struct progcache_store_lease_ops {
 };
 
 #define PROGCACHE_STORE_LEASE_OPS_VERSION 2
+
+/* ===========================================================================
+ * Tiers by name: a registry, as sqlite3_vfs_register / sqlite3_vfs_find
+ * ======================================================================== */
+
+/* What a cache hands a factory for the tier it opens. */
+typedef struct progcache_store_params {
+    unsigned int version; /* PROGCACHE_STORE_PARAMS_VERSION */
+    /* The largest artifact the cache stores or reads, in bytes (the
+     * cache's max_artifact_size setting): the store must refuse to put,
+     * and must not read, anything larger. Never 0 when a cache calls. */
+    uint64_t max_artifact_size;
+    /* The cache's log callback (optional), for what the tier tells. */
+    progcache_log_fn log;
+    void *log_ctx;
+} progcache_store_params;
+
+#define PROGCACHE_STORE_PARAMS_VERSION 1
+#define PROGCACHE_STORE_PARAMS_INIT \
+    PROGCACHE__INIT(progcache_store_params, PROGCACHE_STORE_PARAMS_VERSION)
+/* progcache_store_params_init() : set params to its defaults. NULL-safe. */
+PROGCACHE_API void progcache_store_params_init(progcache_store_params *params);
+
+/*
+ * A factory: make the store that url names (the whole text given to
+ * progcache_options.remote_url or $PROGCACHE_REMOTE, "name:rest" or
+ * "name://rest"; a factory takes what follows its name as it likes).
+ * params is never NULL (version PROGCACHE_STORE_PARAMS_VERSION or
+ * older: read only what its version has). ctx is what was registered. A
+ * store made for a cache's remote tier should declare
+ * PROGCACHE_STORE_SHARED in its flags.
+ * @return PROGCACHE_OK with *out set, or a code with a message naming url.
+ */
+typedef int (*progcache_store_factory)(progcache_store **out, const char *url,
+                                       const progcache_store_params *params, void *ctx);
+
+/*
+ * progcache_store_register() : make a tier known by name, for
+ * progcache_open (progcache_options.remote_url, $PROGCACHE_REMOTE): a URL
+ * whose scheme (the text before its first ':') is name is opened by
+ * factory. Registering a name again replaces its factory (NULL factory:
+ * unregisters it). Safe from several threads; register before opening
+ * the caches that use it.
+ * @param name 1-31 characters of [a-z0-9+.-_]; not "redis", "rediss" or
+ *             "unix" (the built-in Redis tier).
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL (a bad or built-in name);
+ *         PROGCACHE_ENOMEM (more than 32 names registered).
+ */
+PROGCACHE_API int progcache_store_register(const char *name, progcache_store_factory factory,
+                                           void *ctx);
+
+/*
+ * progcache_store_find() : the factory registered under name (and its
+ * ctx in *ctx, if ctx is not NULL), or NULL.
+ */
+PROGCACHE_API progcache_store_factory progcache_store_find(const char *name, void **ctx);
+
+/*
+ * progcache_store_open_url() : open the store url names: a registered
+ * tier when url's scheme is a registered name, else the built-in Redis
+ * tier (redis://, unix:; progcache/remote.h). params NULL: defaults
+ * (max_artifact_size PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT, no log).
+ * @return as the factory; PROGCACHE_EINVAL for a URL no tier takes.
+ */
+PROGCACHE_API int progcache_store_open_url(progcache_store **out, const char *url,
+                                           const progcache_store_params *params);
 
 #ifdef __cplusplus
 }

@@ -400,6 +400,25 @@ static const size_t archive_options_size[] = {0, offsetof(progcache_archive_opti
 static const size_t archive_result_size[] = {0, offsetof(progcache_archive_result, verified),
                                              sizeof(progcache_archive_result)};
 
+/* The checks of every export and import: out's version, the options
+ * loaded into opts. */
+static int archive_load(progcache_archive_result *out, const progcache_archive_options *caller,
+                        progcache_archive_options *opts, const char *fn)
+{
+    progcache_archive_options_init(opts);
+    int rc = out ? progcache__version_check(out, PROGCACHE_ARCHIVE_RESULT_VERSION, fn, "out",
+                                            "progcache_archive_result")
+                 : PROGCACHE_OK;
+    if (rc)
+        return rc;
+    rc = progcache__options_load(opts, caller, archive_options_size,
+                                     PROGCACHE_ARCHIVE_OPTIONS_VERSION, fn,
+                                     "progcache_archive_options");
+    if (!rc && out)
+        progcache__struct_init(out, archive_result_size[out->version], out->version);
+    return rc;
+}
+
 int progcache__archive_args(file_store **fs, progcache_archive_result *out,
                             progcache_file *file, const progcache_archive_options *caller,
                             progcache_archive_options *opts, const char *fn)
@@ -408,21 +427,7 @@ int progcache__archive_args(file_store **fs, progcache_archive_result *out,
     int rc = PROGCACHE_OK;
     if (fs) /* NULL: no cache directory (progcache_archive_verify) */
         rc = progcache__admin_file(*fs = file, fn);
-    if (rc)
-        return rc;
-    if (out && (out->version == 0 || out->version > PROGCACHE_ARCHIVE_RESULT_VERSION))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: out->version is not set "
-                                "(PROGCACHE_ARCHIVE_RESULT_INIT)",
-                                fn);
-    rc = progcache__options_load(opts, caller, archive_options_size,
-                                 PROGCACHE_ARCHIVE_OPTIONS_VERSION, fn, "progcache_archive_options");
-    if (rc)
-        return rc;
-    if (out) {
-        progcache__struct_init(out, archive_result_size[out->version], out->version);
-    }
-    return PROGCACHE_OK;
+    return rc ? rc : archive_load(out, caller, opts, fn);
 }
 
 void progcache_archive_options_init(progcache_archive_options *opts)
@@ -430,9 +435,18 @@ void progcache_archive_options_init(progcache_archive_options *opts)
     progcache__struct_init(opts, sizeof *opts, PROGCACHE_ARCHIVE_OPTIONS_VERSION);
 }
 
-/* The whole archive to fd, from its current position. fsync'ed when fd is
- * a regular file (a pipe or a device has nothing to sync). */
-static int export_to(file_store *fs, int fd, const char *name,
+/* A store's entry (progcache_store_foreach) as the walker's item. */
+static int export_store_entry(void *ctx, const progcache_entry *e)
+{
+    file_walk_item item = {(progcache_entry *)e, 0, NULL, -1, NULL};
+    return export_visit(ctx, &item);
+}
+
+/* The whole archive to fd, from its current position: the entries of the
+ * cache directory fs, or (fs NULL) of any store that can be listed.
+ * fsync'ed when fd is a regular file (a pipe or a device has nothing to
+ * sync). */
+static int export_to(file_store *fs, progcache_store *store, int fd, const char *name,
                      const progcache_archive_options *opts, progcache_archive_result *out)
 {
     progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
@@ -447,14 +461,16 @@ static int export_to(file_store *fs, int fd, const char *name,
         progcache__bundle_writer_free(x.bundle);
         return progcache__error(PROGCACHE_ENOMEM, "out of memory writing archive %s", name);
     }
-    if (opts && opts->on_progress) {
-        uint64_t bytes;
+    unsigned int flags = PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS;
+    uint64_t bytes;
+    if (opts && opts->on_progress && fs)
         progcache__file_totals(fs, &bytes, &x.expected);
-    }
-    rc = write_nvrtc(&x, fs);
+    else if (opts && opts->on_progress && progcache_store_count(&x.expected, store) != 0)
+        x.expected = 0; /* not known: progress counts up */
+    rc = fs ? write_nvrtc(&x, fs) : PROGCACHE_OK; /* a user tier keeps no NVRTC records */
     if (!rc)
-        rc = progcache__file_walk(fs, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
-                                  export_visit, &x);
+        rc = fs ? progcache__file_walk(fs, flags, export_visit, &x)
+                : progcache_store_foreach(store, flags, export_store_entry, &x);
     if (!rc)
         rc = write_trailer(&x);
     if (!rc)
@@ -477,7 +493,25 @@ int progcache_file_export_fd(progcache_archive_result *out, progcache_file *file
     opts = &o;
     if (fd < 0)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_export_fd: fd is %d", fd);
-    return export_to(fs, fd, name && *name ? name : "(file descriptor)", opts, out);
+    return export_to(fs, NULL, fd, name && *name ? name : "(file descriptor)", opts, out);
+}
+
+int progcache_store_export_fd(progcache_archive_result *out, progcache_store *store, int fd,
+                              const char *name, const progcache_archive_options *opts)
+{
+    static const char fn[] = "progcache_store_export_fd";
+    progcache_file *file = progcache_store_as_file(store);
+    if (file)
+        return progcache_file_export_fd(out, file, fd, name, opts);
+    if (!store)
+        return progcache__error(PROGCACHE_EINVAL, "%s: store is NULL", fn);
+    progcache_archive_options o;
+    int rc = archive_load(out, opts, &o, fn);
+    if (rc)
+        return rc;
+    if (fd < 0)
+        return progcache__error(PROGCACHE_EINVAL, "%s: fd is %d", fn, fd);
+    return export_to(NULL, store, fd, name && *name ? name : "(file descriptor)", &o, out);
 }
 
 /* Split path into its directory (opened) and its last component. */
@@ -521,7 +555,7 @@ static int export_replace(file_store *fs, const char *target, const char *name,
         close(dirfd);
         return rc;
     }
-    rc = export_to(fs, fd, name, opts, out);
+    rc = export_to(fs, NULL, fd, name, opts, out);
     if (close(fd) != 0 && !rc)
         rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", name);
     if (!rc && renameat(dirfd, tmp_name, dirfd, base) != 0)
@@ -556,7 +590,7 @@ static int export_in_place(file_store *fs, const char *path, mode_t type,
     else if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
         rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", path);
     else
-        rc = export_to(fs, fd, path, opts, out);
+        rc = export_to(fs, NULL, fd, path, opts, out);
     if (close(fd) != 0 && !rc)
         rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", path);
     return rc;

@@ -252,6 +252,12 @@ int progcache_file_foreach(progcache_file *file, unsigned int flags, progcache_e
     return progcache__file_walk(fs, flags, foreach_visit, &f);
 }
 
+int progcache__file_vforeach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
+                             void *ctx)
+{
+    return progcache_file_foreach((file_store *)store, flags, fn, ctx);
+}
+
 int progcache_file_read_entry(progcache_buf *out, progcache_file *file, const char *name)
 {
     file_store *fs = file;
@@ -500,10 +506,12 @@ int progcache_file_verify(progcache_verify_result *out, progcache_file *file,
     int rc = progcache__admin_file(file, "progcache_file_verify");
     if (rc)
         return rc;
-    if (!out || out->version == 0 || out->version > PROGCACHE_VERIFY_RESULT_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_file_verify: out is NULL or its "
-                                "version is not set (PROGCACHE_VERIFY_RESULT_INIT)");
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_verify: out is NULL");
+    if ((rc = progcache__version_check(out, PROGCACHE_VERIFY_RESULT_VERSION,
+                                       "progcache_file_verify", "out",
+                                       "progcache_verify_result")))
+        return rc;
     progcache_verify_options_init(&o);
     rc = progcache__options_load(&o, opts, verify_options_size, PROGCACHE_VERIFY_OPTIONS_VERSION,
                                  "progcache_file_verify", "progcache_verify_options");
@@ -561,9 +569,10 @@ int progcache_file_prune(progcache_prune_result *out, progcache_file *file,
     if (rc)
         return rc;
     opts = &o;
-    if (out && (out->version == 0 || out->version > PROGCACHE_PRUNE_RESULT_VERSION))
-        return progcache__error(PROGCACHE_EINVAL, "progcache_file_prune: out->version is not set "
-                                                  "(PROGCACHE_PRUNE_RESULT_INIT)");
+    if (out && (rc = progcache__version_check(out, PROGCACHE_PRUNE_RESULT_VERSION,
+                                              "progcache_file_prune", "out",
+                                              "progcache_prune_result")))
+        return rc;
     if (!opts->max_size && !opts->older_than)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_prune: no bound given; set "
                                                   "max_size and/or older_than");

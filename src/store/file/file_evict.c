@@ -23,15 +23,15 @@
 #include "clock.h"
 #include "error.h"
 #include "fs.h"
+#include "lru.h"
 #include "store/file/file_stats.h"
 #include "store/file/file_store.h"
 
 /* ---- eviction ---------------------------------------------------------- */
 
 typedef struct {
-    struct timespec atime;
+    progcache__lru_item lru; /* first: atime and size, for util/lru.c */
     struct timespec mtime;
-    uint64_t size;
     ino_t ino;
     unsigned char shard;
     char name[63];
@@ -60,22 +60,12 @@ static int collect(void *ctx, int shard, const char *name, const struct stat *st
         list->cap = cap;
     }
     candidate *c = &list->items[list->len++];
-    c->atime = st->st_atim;
+    c->lru.atime = st->st_atim;
     c->mtime = st->st_mtim;
-    c->size = (uint64_t)st->st_size;
+    c->lru.size = (uint64_t)st->st_size;
     c->ino = st->st_ino;
     c->shard = (unsigned char)shard;
     strcpy(c->name, name);
-    return 0;
-}
-
-static int older_first(const void *a, const void *b)
-{
-    const candidate *x = a, *y = b;
-    if (x->atime.tv_sec != y->atime.tv_sec)
-        return x->atime.tv_sec < y->atime.tv_sec ? -1 : 1;
-    if (x->atime.tv_nsec != y->atime.tv_nsec)
-        return x->atime.tv_nsec < y->atime.tv_nsec ? -1 : 1;
     return 0;
 }
 
@@ -134,15 +124,39 @@ static int evict_one(file_store *fs, const candidate *c)
     struct stat seen;
     memset(&seen, 0, sizeof seen);
     seen.st_ino = c->ino;
-    seen.st_size = (off_t)c->size;
+    seen.st_size = (off_t)c->lru.size;
     seen.st_mtim = c->mtime;
-    seen.st_atim = c->atime;
+    seen.st_atim = c->lru.atime;
     return progcache__file_remove_if_same(fs, c->shard, c->name, &seen, 1);
 }
 
 /* How a pass was started (flags of evict_pass). */
 #define PASS_LOCKED 0x1u /* the cross-process lock is held: counters by delta */
 #define PASS_OTHERS 0x2u /* another program wrote: count what the scan finds */
+/* What evict_pass's removals need: the store, and the progress. */
+typedef struct evict_ctx {
+    file_store *fs;
+    uint64_t freed;
+    size_t planned;
+    progcache_progress_fn progress;
+    void *ctx;
+    int rc;
+} evict_ctx;
+
+static int evict_visit(void *ctx, void *item, size_t i)
+{
+    evict_ctx *e = ctx;
+    const candidate *c = item;
+    int r = 0;
+    if (evict_one(e->fs, c)) {
+        e->freed += c->lru.size;
+        r = PROGCACHE__LRU_GONE;
+    }
+    if (e->progress &&
+        (e->rc = e->progress(e->ctx, "removing", i + 1, e->planned > i ? e->planned : i + 1)))
+        r |= PROGCACHE__LRU_STOP;
+    return r;
+}
 
 /* One pass: scan and re-measure; then, if the total is over trigger or an
  * age bound is set, evict oldest first while the total is over target or
@@ -192,28 +206,16 @@ static int evict_pass(file_store *fs, unsigned pass, uint64_t trigger, uint64_t 
     }
     if (total <= trigger && !atime_cutoff)
         goto done;
-    if (list.len > 1)
-        qsort(list.items, list.len, sizeof *list.items, older_first);
-    size_t evicted = 0, planned = 0;
-    uint64_t freed = 0;
-    if (progress) { /* how many the loop below removes when nothing changes meanwhile */
-        uint64_t left = total;
-        while (planned < list.len &&
-               (left > target || list.items[planned].atime.tv_sec < atime_cutoff))
-            left -= list.items[planned++].size;
-    }
-    for (size_t i = 0; i < list.len; i++) {
-        /* Oldest first: once neither bound applies, none later will. */
-        if (total <= target && list.items[i].atime.tv_sec >= atime_cutoff)
-            break;
-        if (evict_one(fs, &list.items[i])) {
-            total -= list.items[i].size;
-            freed += list.items[i].size;
-            evicted++;
-        }
-        if (progress && (rc = progress(ctx, "removing", i + 1, planned > i ? planned : i + 1)))
-            break;
-    }
+    progcache__lru_sort(list.items, list.len, sizeof *list.items);
+    evict_ctx e = {fs, 0, 0, progress, ctx, PROGCACHE_OK};
+    if (progress) /* how many are removed when nothing changes meanwhile */
+        e.planned =
+            progcache__lru_planned(list.items, list.len, sizeof *list.items, total, target,
+                                   atime_cutoff);
+    size_t evicted = progcache__lru_evict(list.items, list.len, sizeof *list.items, &total,
+                                          target, atime_cutoff, evict_visit, &e);
+    uint64_t freed = e.freed;
+    rc = e.rc;
     progcache__stats_add(fs->stats, PROGCACHE__EVICTIONS, evicted);
     progcache__stats_add(fs->stats, PROGCACHE__EVICTED_BYTES, freed);
     if (removed)

@@ -121,37 +121,45 @@ static int intact(file_store *fs, int fd, const char *rel, const unsigned char *
     return 1;
 }
 
+/* Open key's entry: *fd and st set, or PROGCACHE_ENOTFOUND, or an error. */
+PROGCACHE_HOT
+static int open_entry(int *fd, struct stat *st, char rel[FILE_REL_PATH_MAX], const file_store *fs,
+                      const void *key, size_t key_len)
+{
+    int rc = progcache__file_rel_path(rel, NULL, key, key_len);
+    if (rc)
+        return rc;
+    /* Non-blocking (progcache__fs_open_regular): a FIFO planted at an
+     * entry's path would otherwise hang the open until someone writes. */
+    *fd = progcache__fs_open_regular(fs->root_fd, rel, O_RDONLY, 0, st);
+    if (*fd >= 0)
+        return PROGCACHE_OK;
+    /* ELOOP: a symbolic link where an entry or shard should be; a hostile
+     * or broken directory is a miss, never followed. So is anything but a
+     * regular file (PROGCACHE__FS_ENOTREG). */
+    if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ||
+        errno == PROGCACHE__FS_ENOTREG)
+        return PROGCACHE_ENOTFOUND;
+    /* An entry this user may not read (another member's, made by an older
+     * version without group read; one that root left): a miss, which the
+     * put after the compile replaces (the shard is ours or the group's). */
+    if (errno == EACCES)
+        return PROGCACHE_ENOTFOUND;
+    return progcache__error_errno(progcache__code_from_errno(errno), errno,
+                                  "cannot open cache entry %s/%s", fs->root, rel);
+}
+
 PROGCACHE_HOT
 int progcache__file_get(progcache_buf *out, progcache_entry_meta *meta, file_store *fs,
                         const void *key, size_t key_len)
 {
-    int sealed = 0;
+    int sealed = 0, fd = -1;
     progcache_entry_meta_clear(meta);
     char rel[FILE_REL_PATH_MAX];
-    int rc = progcache__file_rel_path(rel, NULL, key, key_len);
+    struct stat st;
+    int rc = open_entry(&fd, &st, rel, fs, key, key_len);
     if (rc)
         return rc;
-
-    /* Non-blocking (progcache__fs_open_regular): a FIFO planted at an
-     * entry's path would otherwise hang the open until someone writes. */
-    struct stat st;
-    int fd = progcache__fs_open_regular(fs->root_fd, rel, O_RDONLY, 0, &st);
-    if (fd < 0) {
-        /* ELOOP: a symbolic link where an entry or shard should be; a
-         * hostile or broken directory is a miss, never followed. So is
-         * anything but a regular file (PROGCACHE__FS_ENOTREG). */
-        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ||
-            errno == PROGCACHE__FS_ENOTREG)
-            return PROGCACHE_ENOTFOUND;
-        /* An entry this user may not read (another member's, made by an
-         * older version without group read; one that root left): a miss,
-         * which the put after the compile replaces (the shard is ours or
-         * the group's). */
-        if (errno == EACCES)
-            return PROGCACHE_ENOTFOUND;
-        return progcache__error_errno(progcache__code_from_errno(errno), errno,
-                                      "cannot open cache entry %s/%s", fs->root, rel);
-    }
     if (!progcache__file_trusted(fs, &st)) {
         rc = PROGCACHE_ENOTFOUND;
         goto done;
@@ -231,3 +239,20 @@ int progcache__file_vget_meta(progcache_buf *out, progcache_entry_meta *meta,
     return progcache__file_get(out, meta, (file_store *)store, key, key_len);
 }
 
+
+/* exists: what a get would find, short of reading it: a regular file this
+ * user may trust, within max_artifact_size. Its bytes are not read, so a
+ * damaged entry counts as held until a get finds the damage. */
+int progcache__file_vexists(progcache_store *store, const void *key, size_t key_len)
+{
+    file_store *fs = (file_store *)store;
+    char rel[FILE_REL_PATH_MAX];
+    struct stat st;
+    int fd = -1, rc = open_entry(&fd, &st, rel, fs, key, key_len);
+    if (rc)
+        return rc;
+    rc = progcache__file_trusted(fs, &st) && (uint64_t)st.st_size <= fs->max_artifact_size ? PROGCACHE_OK
+                                                                           : PROGCACHE_ENOTFOUND;
+    close(fd);
+    return rc;
+}

@@ -406,6 +406,8 @@ static int file_new(progcache_store **out, const char *path, const progcache_fil
     fs->base.get_meta = progcache__file_vget_meta;
     fs->base.put_meta = progcache__file_vput_meta;
     fs->base.stats = &file_stats_ops;
+    fs->base.exists = progcache__file_vexists;
+    fs->base.foreach = progcache__file_vforeach;
     fs->flags = opts->flags;
     fs->log = opts->log;
     fs->log_ctx = opts->log_ctx;

@@ -257,6 +257,10 @@ int progcache__file_vput(progcache_store *store, const void *key, size_t key_len
 int progcache__file_vput_meta(progcache_store *store, const void *key, size_t key_len,
                               const void *data, size_t size, const progcache_entry_meta *meta);
 int progcache__file_vremove(progcache_store *store, const void *key, size_t key_len);
+/* The vtable's exists (file_get.c) and foreach (file_admin.c). */
+int progcache__file_vexists(progcache_store *store, const void *key, size_t key_len);
+int progcache__file_vforeach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
+                             void *ctx);
 
 /* " (the disk is full: ...)": what to do about errnum, or "". */
 const char *progcache__file_errno_hint(int errnum);

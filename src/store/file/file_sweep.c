@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "options.h"
 #include "fs.h"
 #include "store/file/file_admin.h"
 #include "store/file/file_store.h"
@@ -106,9 +107,10 @@ int progcache_file_clear(progcache_prune_result *out, progcache_file *file,
     int rc = progcache__admin_file(file, "progcache_file_clear");
     if (rc)
         return rc;
-    if (out && (out->version == 0 || out->version > PROGCACHE_PRUNE_RESULT_VERSION))
-        return progcache__error(PROGCACHE_EINVAL, "progcache_file_clear: out->version is not set "
-                                                  "(PROGCACHE_PRUNE_RESULT_INIT)");
+    if (out && (rc = progcache__version_check(out, PROGCACHE_PRUNE_RESULT_VERSION,
+                                              "progcache_file_clear", "out",
+                                              "progcache_prune_result")))
+        return rc;
     if (fs->flags & PROGCACHE_FILE_READONLY)
         return progcache__file_refuse_write(fs, "clear");
     uint64_t bytes0, count0, bytes, count;

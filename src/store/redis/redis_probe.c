@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "options.h"
 #include "clock.h"
 
 #define DEFAULT_PINGS 5
@@ -108,10 +109,10 @@ int progcache_redis_status_get(progcache_redis_status *out, progcache_store *sto
     if (!out || !s)
         return progcache__error(PROGCACHE_EINVAL, "%s: %s", fn,
                                 !out ? "out is NULL" : "not a Redis store (NULL or another kind)");
-    if (out->version == 0 || out->version > PROGCACHE_REDIS_STATUS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: out->version is %u; start from PROGCACHE_REDIS_STATUS_INIT",
-                                fn, out->version);
+    int bad = progcache__version_check(out, PROGCACHE_REDIS_STATUS_VERSION, fn, "out",
+                                       "progcache_redis_status");
+    if (bad)
+        return bad;
     memset(out, 0, sizeof *out);
     out->version = PROGCACHE_REDIS_STATUS_VERSION;
     snprintf(out->where, sizeof out->where, "%.*s", (int)sizeof out->where - 1, s->cfg.where);

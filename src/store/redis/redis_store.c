@@ -24,6 +24,7 @@
 
 #include "alloc.h"
 #include "buf.h"
+#include "options.h"
 #include "sha256.h"
 
 /* Redis refuses bulk strings over proto-max-bulk-len, 512 MiB by default. */
@@ -481,11 +482,11 @@ int progcache_redis_counters_get(progcache_redis_counters *out, const progcache_
     if (!out || !s)
         return progcache__error(PROGCACHE_EINVAL, "progcache_redis_counters_get: %s",
                                 !out ? "out is NULL" : "not a Redis store (NULL or another kind)");
-    if (out->version == 0 || out->version > PROGCACHE_REDIS_COUNTERS_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_redis_counters_get: out->version is %u; initialize "
-                                "it with PROGCACHE_REDIS_COUNTERS_INIT",
-                                out->version);
+    int bad = progcache__version_check(out, PROGCACHE_REDIS_COUNTERS_VERSION,
+                                       "progcache_redis_counters_get", "out",
+                                       "progcache_redis_counters");
+    if (bad)
+        return bad;
     progcache__redis_counters_fill(out, &s->health);
     return PROGCACHE_OK;
 }

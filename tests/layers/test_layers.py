@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""The layer test: every quoted #include of src/, include/progcache/,
+tools/, samples/, examples/ and helper/ points down the layers
+docs/ARCHITECTURE.md draws, as tests/layers.txt encodes them, and into
+another room only through the headers that room exports (its internal
+interface). Fails, naming the file, the line and the rule, on any other.
+
+    test_layers.py ROOT [TABLE]
+
+Also fails on a table that names a folder or header that does not exist
+(so the table cannot drift from the tree), and checks itself: a planted
+include of cache/ from util/ must be caught."""
+import os
+import re
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+SOURCES = (".c", ".h")
+TREES = ("src", "include/progcache", "tools", "samples", "examples", "helper")
+
+
+def load_table(path):
+    layers, public, exports, excepts = {}, {}, {}, set()
+    for n, raw in enumerate(open(path, encoding="utf-8"), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.match(r"^(layer|public|export|except)\s+(\S+):\s*(.*)$", line)
+        if not m:
+            raise SystemExit("%s:%d: not a rule: %s" % (path, n, raw.rstrip()))
+        verb, key, rest = m.group(1), m.group(2), m.group(3).split()
+        if verb == "layer":
+            layers[key] = set(rest)
+        elif verb == "public":
+            public[key] = rest[0]
+        elif verb == "export":
+            exports[key] = set(rest)
+        else:
+            excepts.add((key, rest[0]))
+    return layers, public, exports, excepts
+
+
+def folder_of(root, path):
+    """The layer folder a source file is in: src/<room> (src/store/file),
+    include, or the top-level program folder."""
+    rel = os.path.relpath(path, root)
+    parts = rel.split(os.sep)
+    if parts[0] == "src":
+        d = os.path.dirname(rel)[len("src/"):]
+        return d
+    if parts[0] == "include":
+        return "include"
+    return parts[0]
+
+
+def resolve(root, path, inc):
+    """(kind, target): ('public', header) or ('private', (folder, header))
+    or ('unknown', inc)."""
+    here = os.path.dirname(path)
+    if inc.startswith("progcache/"):
+        return "public", inc[len("progcache/"):]
+    rel = os.path.relpath(path, root)
+    if rel.startswith("include" + os.sep):
+        # A public header includes its neighbours by relative name.
+        name = os.path.normpath(os.path.join(os.path.relpath(here, os.path.join(root, "include",
+                                                                                 "progcache")), inc))
+        return "public", name
+    if os.path.exists(os.path.join(here, inc)):
+        target = os.path.normpath(os.path.join(here, inc))
+    elif os.path.exists(os.path.join(root, "src", inc)):
+        target = os.path.join(root, "src", inc)
+    elif os.path.exists(os.path.join(root, "src", "util", inc)):
+        target = os.path.join(root, "src", "util", inc)
+    else:
+        return "unknown", inc
+    return "private", (folder_of(root, target), os.path.basename(target))
+
+
+def check(root, table):
+    layers, public, exports, excepts = table
+    problems = []
+    # The table names what exists.
+    for folder in list(layers) + list(exports):
+        if folder not in ("tools", "samples", "examples", "helper", "include") and \
+                not os.path.isdir(os.path.join(root, "src", folder)):
+            problems.append("tests/layers.txt: folder %s does not exist" % folder)
+    for header in public:
+        if not os.path.isfile(os.path.join(root, "include", "progcache", header)):
+            problems.append("tests/layers.txt: public header %s does not exist" % header)
+    for folder, names in exports.items():
+        for name in names - {"*"}:
+            if not os.path.isfile(os.path.join(root, "src", folder, name)):
+                problems.append("tests/layers.txt: export %s/%s does not exist" % (folder, name))
+    seen = set()
+    used = set()  # (folder, header) of exports another room includes
+    for tree in TREES:
+        for d, _, files in os.walk(os.path.join(root, tree)):
+            for f in sorted(files):
+                if not f.endswith(SOURCES):
+                    continue
+                path = os.path.join(d, f)
+                rel = os.path.relpath(path, root)
+                folder = folder_of(root, path)
+                if folder not in layers and folder != "include":
+                    problems.append("%s: folder %s is in no layer of tests/layers.txt"
+                                    % (rel, folder))
+                    continue
+                text = open(path, encoding="utf-8", errors="replace").read()
+                for m in INCLUDE.finditer(text):
+                    inc = m.group(1)
+                    line = text.count("\n", 0, m.start()) + 1
+                    why = judge(root, path, rel, folder, inc, table)
+                    kind, target = resolve(root, path, inc)
+                    if kind == "private" and target[0] != folder:
+                        used.add(target)
+                    key = (rel, os.path.basename(inc))
+                    if why and key in excepts:
+                        seen.add(key)
+                        continue
+                    if why:
+                        problems.append("%s:%d: #include \"%s\": %s" % (rel, line, inc, why))
+    for folder, names in sorted(exports.items()):
+        for name in sorted(names - {"*"}):
+            if (folder, name) not in used:
+                problems.append("tests/layers.txt: export %s/%s: no other room includes it; "
+                                "remove it" % (folder, name))
+    for key in sorted(excepts - seen):
+        problems.append("tests/layers.txt: except %s: %s is not needed any more: remove it"
+                        % key)
+    return problems
+
+
+def judge(root, path, rel, folder, inc, table):
+    layers, public, exports, _ = table
+    kind, target = resolve(root, path, inc)
+    if kind == "unknown":
+        return "resolves to no file of the tree"
+    if kind == "public":
+        layer = public.get(target)
+        if layer is None:
+            return "public header %s is in no layer of tests/layers.txt" % target
+        mine = public.get(os.path.relpath(rel, "include/progcache")) if folder == "include" \
+            else folder
+        allowed = layers.get(mine, set())
+        if layer == mine or layer in allowed or "public" in allowed:
+            return None
+        return "%s (layer %s) points up from %s" % (target, layer, mine)
+    tfolder, name = target
+    if tfolder == folder:
+        return None
+    if folder == "include":
+        return "a public header includes a private one (%s/%s)" % (tfolder, name)
+    allowed = layers.get(folder, set())
+    if tfolder not in allowed:
+        return "%s/ is not below %s/ (tests/layers.txt)" % (tfolder, folder)
+    names = exports.get(tfolder, set())
+    if "*" not in names and name not in names:
+        return ("%s is private to %s/: use its internal interface (%s)"
+                % (name, tfolder, ", ".join(sorted(names)) or "none"))
+    return None
+
+
+def self_test(table):
+    """A planted violation is caught: util/ including cache/cache.h."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="layers-") as tmp:
+        for d in ("src/util", "src/cache", "include/progcache"):
+            os.makedirs(os.path.join(tmp, d))
+        open(os.path.join(tmp, "src/cache/cache.h"), "w").write("")
+        open(os.path.join(tmp, "src/util/bad.c"), "w").write('#include "cache/cache.h"\n')
+        layers, public, exports, _ = table
+        small = ({"util": set(), "cache": {"util"}}, {}, {"util": {"*"}, "cache": set()}, set())
+        found = check(tmp, small)
+        return any("src/util/bad.c:1" in p and "not below" in p for p in found)
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    table_path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "tests", "layers.txt")
+    table = load_table(table_path)
+    if not self_test(table):
+        print("FAIL: the layer test did not catch a planted violation")
+        return 1
+    problems = check(root, table)
+    for p in problems:
+        print(p)
+    if problems:
+        print("FAIL: %d include(s) against the layers (tests/layers.txt, docs/ARCHITECTURE.md)"
+              % len(problems))
+        return 1
+    print("layers: every include points down (tests/layers.txt)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

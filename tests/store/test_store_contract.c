@@ -1,0 +1,168 @@
+/* The store contract (store_contract.c) over progcache's own tiers and the
+ * example tier: test_store_contract memory|file|tier_dir|redis, one CTest
+ * test each, and "broken": tiers that break it, which it must fail (tests/store/CMakeLists.txt). Redis starts a private server
+ * (tests/redis/redis_fixture.c) and is skipped (77) without hiredis or
+ * redis-server. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "redis_fixture.h"
+#include "store_contract.h"
+#include "tier_dir.h"
+
+static int memory_factory(progcache_store **out, const char *url,
+                          const progcache_store_params *p, void *ctx)
+{
+    (void)url;
+    (void)ctx;
+    progcache_memory_options o = PROGCACHE_MEMORY_OPTIONS_INIT;
+    o.max_artifact_size = p->max_artifact_size;
+    return progcache_store_memory_new(out, &o);
+}
+
+/* A cache directory; the settings of the machine's environment are not
+ * this test's (NO_SETTINGS). */
+static int file_factory(progcache_store **out, const char *url, const progcache_store_params *p,
+                        void *ctx)
+{
+    (void)ctx;
+    progcache_file_options o = PROGCACHE_FILE_OPTIONS_INIT;
+    o.max_artifact_size = p->max_artifact_size;
+    o.flags = PROGCACHE_FILE_NO_SETTINGS;
+    return progcache_store_file_new(out, url, &o);
+}
+
+static int redis_factory(progcache_store **out, const char *url, const progcache_store_params *p,
+                         void *ctx)
+{
+    (void)ctx;
+    progcache_redis_options o = PROGCACHE_REDIS_OPTIONS_INIT;
+    o.url = url;
+    o.max_artifact_size = p->max_artifact_size;
+    return progcache_store_redis_new(out, &o);
+}
+
+/* A tier that breaks the contract in one way each (ctx says which): the
+ * suite must fail it, or it proves nothing. Wraps a memory store. */
+typedef struct broken {
+    progcache_store base;
+    progcache_store *inner;
+    int how; /* 1: a get returns one byte short; 2: a miss sets a message;
+              * 3: put ignores max_artifact_size (a memory store of no bound) */
+} broken;
+
+static int broken_get(progcache_buf *out, progcache_store *s, const void *k, size_t n)
+{
+    broken *b = (broken *)s;
+    int rc = progcache_store_get(out, b->inner, k, n);
+    if (rc == PROGCACHE_OK && b->how == 1 && out->size)
+        out->size--;
+    if (rc == PROGCACHE_ENOTFOUND && b->how == 2)
+        progcache_error_set(PROGCACHE_ENOTFOUND, "a miss with a message");
+    return rc;
+}
+static int broken_put(progcache_store *s, const void *k, size_t n, const void *d, size_t size)
+{
+    return progcache_store_put(((broken *)s)->inner, k, n, d, size);
+}
+static int broken_remove(progcache_store *s, const void *k, size_t n)
+{
+    return progcache_store_remove(((broken *)s)->inner, k, n);
+}
+static int broken_clear(progcache_store *s) { return progcache_store_clear(((broken *)s)->inner); }
+static int broken_count(uint64_t *out, progcache_store *s)
+{
+    return progcache_store_count(out, ((broken *)s)->inner);
+}
+static int broken_total(uint64_t *out, progcache_store *s)
+{
+    return progcache_store_total_size(out, ((broken *)s)->inner);
+}
+static void broken_free(progcache_store *s)
+{
+    progcache_store_free(((broken *)s)->inner);
+    free(s);
+}
+
+static int broken_factory(progcache_store **out, const char *url,
+                          const progcache_store_params *p, void *ctx)
+{
+    broken *b = calloc(1, sizeof *b);
+    CHECK(b != NULL);
+    b->how = *(int *)ctx;
+    progcache_store_params unbounded = *p;
+    unbounded.max_artifact_size = b->how == 3 ? 0 : p->max_artifact_size;
+    CHECK_OK(memory_factory(&b->inner, url, &unbounded, NULL));
+    b->base = (progcache_store)PROGCACHE_STORE_INIT;
+    b->base.name = "broken";
+    b->base.get = broken_get;
+    b->base.put = broken_put;
+    b->base.remove = broken_remove;
+    b->base.clear = broken_clear;
+    b->base.count = broken_count;
+    b->base.total_size = broken_total;
+    b->base.free = broken_free;
+    *out = &b->base;
+    return PROGCACHE_OK;
+}
+
+/* Each in a child that leaves by _exit: a failed run ends in the middle
+ * of a test, holding what that test allocated, which is not a leak of
+ * the library's. */
+static int broken_tiers_fail(void)
+{
+    for (int how = 1; how <= 3; how++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0)
+            _exit(store_contract_run("a broken tier, as it should", broken_factory, NULL, &how));
+        int status = 0;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 1) {
+            fprintf(stderr, "the contract passed a tier broken in way %d\n", how);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "";
+    char *base = test_mkdtemp("store-contract");
+    char url[4200];
+    int rc = 2;
+    if (strcmp(which, "memory") == 0) {
+        rc = store_contract_run("memory", memory_factory, NULL, NULL);
+    } else if (strcmp(which, "file") == 0) {
+        snprintf(url, sizeof url, "%s/cache", base);
+        rc = store_contract_run("file", file_factory, url, NULL);
+    } else if (strcmp(which, "tier_dir") == 0) {
+        /* The example tier as a cache would open it: by its registered
+         * name, through its factory. */
+        CHECK_OK(tier_dir_register());
+        void *ctx = NULL;
+        progcache_store_factory f = progcache_store_find(TIER_DIR_NAME, &ctx);
+        CHECK(f != NULL);
+        snprintf(url, sizeof url, TIER_DIR_NAME ":%s/tier", base);
+        rc = store_contract_run("tier_dir", f, url, ctx);
+    } else if (strcmp(which, "broken") == 0) {
+        rc = broken_tiers_fail();
+    } else if (strcmp(which, "redis") == 0) {
+        test_redis_require(); /* exits 77, saying why, when it cannot run */
+        test_redis r;
+        test_redis_start(&r, NULL);
+        rc = store_contract_run("redis", redis_factory, r.url, NULL);
+        test_redis_stop(&r);
+    } else {
+        fprintf(stderr, "usage: %s memory|file|tier_dir|redis|broken\n", argv[0]);
+    }
+    test_rmtree(base);
+    free(base);
+    return rc;
+}
