@@ -25,7 +25,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -123,12 +122,10 @@ int progcache__pch_collect(pch_job *job, pch_seen *seen)
 {
     progcache__pch_tier *tier = job->tier;
     char made[PCH_NAME_MAX], claim[32];
-    unsigned char rnd[8] = {0};
-    (void)getrandom(rnd, sizeof rnd, GRND_NONBLOCK);
     snprintf(made, sizeof made, "%s.made", job->hex);
-    snprintf(claim, sizeof claim, "tmp-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
-             rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-    if (renameat(tier->dir_fd, made, tier->dir_fd, claim) != 0)
+    /* A fresh name no other process holds (RENAME_NOREPLACE): the claim. */
+    if (progcache__fs_rename_aside(tier->dir_fd, made, tier->dir_fd, "tmp-", claim, sizeof claim) !=
+        0)
         return 0; /* none, or another process has it */
     progcache_buf text = PROGCACHE_BUF_INIT;
     int got = read_claimed(tier->dir_fd, claim, &text);

@@ -212,7 +212,7 @@ void progcache__pch_remove(progcache__pch_tier *tier, const char *hex, const cha
     if (progcache__fs_rename_aside(tier->dir_fd, manifest, tier->dir_fd, "tmp-", aside,
                                    sizeof aside) == 0) {
         if (pch_name && named_pch(tier->dir_fd, aside, named) == 0 && strcmp(named, pch_name))
-            (void)linkat(tier->dir_fd, aside, tier->dir_fd, manifest, 0);
+            (void)progcache__fs_linkat(tier->dir_fd, aside, tier->dir_fd, manifest);
         (void)unlinkat(tier->dir_fd, aside, 0);
     }
     if (pch_name && *pch_name)
