@@ -435,6 +435,21 @@ int progcache__cache_get_local(progcache_buf *out, progcache_entry_meta *meta, p
 
 int progcache__cache_read_only(const progcache *cache) { return cache && cache->read_only; }
 
+int progcache__cache_foreign(const progcache *cache) { return cache && cache->foreign; }
+
+progcache_store *progcache__cache_home(const progcache *cache)
+{
+    return cache && cache->home < cache->num_tiers ? cache->tiers[cache->home] : NULL;
+}
+
+const char *progcache__cache_path(const progcache *cache) { return cache ? cache->path : NULL; }
+
+void progcache__cache_log_of(const progcache *cache, progcache_log_fn *log, void **log_ctx)
+{
+    *log = cache ? cache->log : NULL;
+    *log_ctx = cache ? cache->log_ctx : NULL;
+}
+
 unsigned int progcache__cache_wait_timeout(const progcache *cache)
 {
     return cache ? cache->wait_timeout_ms : PROGCACHE__FLIGHT_WAIT_MS;

@@ -71,10 +71,6 @@ progcache_store *progcache__cache_lease_tier(const progcache *cache);
 int progcache__cache_check_key(const progcache *cache, const void *key, size_t key_len,
                                const char *fn);
 
-/* Pass a formatted message to the cache's log callback, if any. */
-void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)
-    PROGCACHE_PRINTF(3, 4) PROGCACHE_COLD;
-
 /* The remote tier progcache_open stacks below the home directory
  * (cache_remote.c): opts->remote, opts->remote_url or $PROGCACHE_REMOTE;
  * *out NULL when none is asked for. opts is loaded and its

@@ -4,6 +4,7 @@
 #ifndef PROGCACHE_CACHE_CACHE_STATS_H
 #define PROGCACHE_CACHE_CACHE_STATS_H
 
+#include "error.h" /* PROGCACHE_PRINTF, PROGCACHE_COLD */
 #include "progcache/cache.h"
 #include "progcache/stats.h"
 
@@ -60,6 +61,18 @@ void *progcache__cache_ext(progcache *cache, void *(*make)(void *arg), void *arg
  * nothing may be written under its directory, by a layer above either
  * (the PCH tier). 0 for NULL. */
 int progcache__cache_read_only(const progcache *cache);
+/* The home tier is another user's cache directory, read and never written
+ * (file_perm.c). 0 for NULL. */
+int progcache__cache_foreign(const progcache *cache);
+/* The home tier (the cache's own record), borrowed; NULL for NULL. */
+progcache_store *progcache__cache_home(const progcache *cache);
+/* The cache directory, or NULL (progcache_open_tiers, or cache NULL). */
+const char *progcache__cache_path(const progcache *cache);
+/* Pass a formatted message to the cache's log callback, if any. */
+void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)
+    PROGCACHE_PRINTF(3, 4) PROGCACHE_COLD;
+/* The cache's log callback and its context (NULL, NULL when none). */
+void progcache__cache_log_of(const progcache *cache, progcache_log_fn *log, void **log_ctx);
 
 /* The bound on waiting for another compile when the program sets none
  * ($PROGCACHE_WAIT_TIMEOUT read at open, else the default). */

@@ -25,7 +25,6 @@
 #include "buf.h"
 #include "clock.h"
 #include "cache/async_put.h"
-#include "cache/cache.h"
 #include "cache/cache_stats.h"
 #include "cache/flight.h"
 #include "driver.h"
@@ -257,7 +256,7 @@ static void store(call *c, progcache__flight *flight, const char *what)
         cache_failed(out, program, rc, STEP_STORE, what);
         goto done;
     }
-    if (c->cache->foreign) {
+    if (progcache__cache_foreign(c->cache)) {
         /* Another user's cache directory: compiled, not stored (said once
          * at open; counted). Whatever the tiers below hold is left. */
         progcache__cache_record(c->cache, PROGCACHE_STAT_FOREIGN_NOT_STORED, 1);

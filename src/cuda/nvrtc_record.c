@@ -30,7 +30,6 @@
 
 #include "alloc.h"
 #include "buf.h"
-#include "cache/cache.h"
 #include "cache/cache_stats.h"
 #include "error.h"
 #include "key/nvrtc_lib.h"
@@ -52,7 +51,7 @@ typedef struct records {
 /* The cache directory behind the handle, or NULL (no records then). */
 static progcache_file *home_dir(progcache *cache)
 {
-    return cache ? progcache_store_as_file(cache->tiers[cache->home]) : NULL;
+    return cache ? progcache_store_as_file(progcache__cache_home(cache)) : NULL;
 }
 
 static int format_line(char *buf, size_t len, int major, int minor,
@@ -116,7 +115,7 @@ static int write_loaded(progcache *cache, const records *r)
     const progcache__nvrtc_api *api = progcache__nvrtc_loaded();
     progcache_file *dir = home_dir(cache);
     progcache__nvrtc_file f;
-    if (!dir || cache->read_only || !api || progcache__nvrtc_loaded_file(&f) != PROGCACHE_OK)
+    if (!dir || progcache__cache_read_only(cache) || !api || progcache__nvrtc_loaded_file(&f) != PROGCACHE_OK)
         return 0;
     const line *have = find(r, &f);
     if (have && have->major == api->major && have->minor == api->minor)
@@ -157,15 +156,15 @@ const char PROGCACHE__NVRTC_LOADED_FOR_KEY[] = "NVRTC, loaded to learn the key's
 
 void progcache__nvrtc_record_loaded(progcache *cache)
 {
-    if (!progcache__nvrtc_loaded() || !home_dir(cache) || !cache->path ||
-        already_noted(cache->path, 0))
+    if (!progcache__nvrtc_loaded() || !home_dir(cache) || !progcache__cache_path(cache) ||
+        already_noted(progcache__cache_path(cache), 0))
         return;
     records *r = progcache__calloc(1, sizeof *r);
     if (!r)
         return;
     read_records(r, cache);
     if (write_loaded(cache, r))
-        already_noted(cache->path, 1);
+        already_noted(progcache__cache_path(cache), 1);
     progcache__free(r);
 }
 
@@ -180,7 +179,7 @@ static int no_nvrtc(progcache *cache, const records *r, const char *load_error)
             "compiled with (every key carries it). On a node without NVRTC: import a bundle "
             "that `progcache export` made where the kernels were compiled (it carries the "
             "record), or set PROGCACHE_NVRTC_VERSION=<major>.<minor>",
-            load_error, cache && cache->path ? " " : "", cache && cache->path ? cache->path : "");
+            load_error, progcache__cache_path(cache) ? " " : "", progcache__cache_path(cache) ? progcache__cache_path(cache) : "");
     char versions[256] = "";
     size_t len = 0;
     for (size_t i = 0; i < r->n; i++) {

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "cache/cache.h"
+#include "cache/cache_stats.h"
 #include "cache/cache_stats.h"
 #include "cuda/pch_tier.h"
 
@@ -21,8 +21,7 @@ static void *make(void *arg)
     pthread_mutex_init(&tier->lock, NULL);
     tier->dir_fd = -1;
     tier->helper_fd = -1;
-    tier->cache_log = cache->log;
-    tier->cache_log_ctx = cache->log_ctx;
+    progcache__cache_log_of(cache, &tier->cache_log, &tier->cache_log_ctx);
     if (progcache__pch_settings_read(&tier->settings) != PROGCACHE_OK)
         tier->settings_error = progcache__strdup(progcache_error_last());
     const char *path = progcache_path(cache);

@@ -162,7 +162,9 @@ def test_sign_verify(tmp, cache, keys):
 
 def test_tamper(tmp, bundle, pub):
     raw = open(bundle, "rb").read()
-    first = members(bundle)[0][0]
+    all_members = [m for m, _ in members(bundle)]
+    first = [m for m in all_members if m.name.startswith("entries/")][0]
+    nvrtc = [m for m in all_members if m.name == "progcache/nvrtc"]
 
     def write(name, data):
         path = os.path.join(tmp, name)
@@ -177,6 +179,13 @@ def test_tamper(tmp, bundle, pub):
     path = write("bytes.tar", flipped)
     refused(tmp, path, pub, "changed after it was signed", "a changed byte")
     refused(tmp, path, pub, "changed after it was signed", "a changed byte (stdin)", stdin=True)
+    # The NVRTC records travel signed too: one changed digit of a version.
+    if nvrtc:
+        rec = bytearray(raw)
+        at = nvrtc[0].offset_data + bytes(raw[nvrtc[0].offset_data:]).index(b"13.") + 3
+        rec[at] = ord("9") if rec[at] != ord("9") else ord("8")
+        refused(tmp, write("nvrtc.tar", rec), pub, "changed after it was signed",
+                "a changed NVRTC record")
     # A header field (the entry's mtime) with its checksum fixed.
     hdr = bytearray(raw)
     hdr[first.offset + 136:first.offset + 148] = b"%011o\0" % 12345
@@ -185,7 +194,7 @@ def test_tamper(tmp, bundle, pub):
     refused(tmp, write("header.tar", hdr), pub, "changed after it was signed", "a changed header")
 
     def renamed(ms):
-        m = ms[0][0]
+        m = [m for m, _ in ms if m.name.startswith("entries/")][0]
         m.name = m.name[:-1] + ("0" if m.name[-1] != "0" else "1")
         return ms
 

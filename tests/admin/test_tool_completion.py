@@ -99,7 +99,7 @@ def test_shell(name, complete):
         completed = set(w for w in complete("progcache %s --" % cmd) if w.startswith("--"))
         # The options every command takes (some helps leave out --quiet)
         # may be offered beyond its --help; nothing else.
-        extra = completed - helped - {"--dir", "--quiet", "--help"}
+        extra = completed - helped - {"--dir", "--quiet", "--help", "--shared-group"}
         check(helped <= completed and not extra,
               "%s: completion of %s matches its --help" % (name, cmd),
               (sorted(helped - completed), sorted(extra)))

@@ -27,7 +27,7 @@ import tempfile
 
 BIN = os.environ.get("PROGCACHE_BIN")
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-COMMON = {"dir", "quiet", "help"}
+COMMON = {"dir", "quiet", "help", "shared-group"}  # global options, documented once
 GLOBAL_SHORTS = {"d": "dir", "q": "quiet", "h": "help", "V": "version"}
 failures = 0
 

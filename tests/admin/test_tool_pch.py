@@ -113,7 +113,7 @@ def main():
         for label, cache, env, what in (
                 ("the helper missing", os.path.join(tmp, "missing"),
                  {"PROGCACHE_PCH_HELPER": os.path.join(tmp, "no-such-helper")},
-                 "no-such-helper cannot be used: No such file"),
+                 "no-such-helper: No such file"),
                 ("the helper untrusted", os.path.join(tmp, "untrusted"),
                  {"PROGCACHE_PCH_HELPER": bad}, "writable by other users"),
                 ("the directory refused", refused, {}, "off for this cache")):

@@ -101,6 +101,8 @@ def modes_group(cache, what):
             want = 0o2770
         elif rel.startswith("entries/"):
             want = 0o640
+        elif rel.startswith("progcache/nvrtc-"):
+            want = 0o600  # a user's own record of NVRTC versions, read by that user only
         else:
             want = 0o660
         check(g == gid, "%s: %s is of the team's group" % (what, p), g)

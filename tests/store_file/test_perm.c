@@ -237,10 +237,10 @@ static void test_foreign(void)
         /* Open to alice through her group: only the owner check stops it. */
         CHECK(chown(p, CAROL, ALICE) == 0 && chmod(p, 0660) == 0);
     }
-    /* And a directory of carol's, open to all, where tmp/ should be: not
-     * alice's to fix; named in one warning. */
+    /* And a directory of carol's, open to all, where progcache/tmp/ should
+     * be: not alice's to fix; named in one warning. */
     char tmp[4400];
-    snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+    snprintf(tmp, sizeof tmp, "%s/progcache/tmp", dir);
     CHECK(chown(tmp, CAROL, CAROL) == 0 && chmod(tmp, 0777) == 0);
     pid = fork();
     if (pid == 0) {
