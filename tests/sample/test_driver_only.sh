@@ -35,7 +35,12 @@ farm=$work/farm
 grep -q 'Cache status: *MISS' "$work/farm1.out" || fail "farm: the first run was not a MISS"
 "$sample" "${sizes[@]}" --templated --cache-dir "$farm" >"$work/farm2.out" \
   || fail "farm: the templated sample failed"
-"$tool" export -d "$farm" "$work/bundle.tar" >/dev/null || fail "farm: export"
+"$tool" export -d "$farm" "$work/unsigned.tar" >/dev/null || fail "farm: export"
+# The farm's key pair; the bundle is signed with it (docs/FLEET.md).
+openssl genpkey -algorithm ed25519 -out "$work/farm.pem" 2>/dev/null || fail "farm: openssl genpkey"
+openssl pkey -in "$work/farm.pem" -pubout -out "$work/farm.pub" 2>/dev/null || fail "farm: openssl pkey"
+"$tool" export -d "$farm" --sign "$work/farm.pem" "$work/bundle.tar" >/dev/null ||
+  fail "farm: export --sign"
 # A program the bundle lacks (the gelu epilogue), and its key on the farm.
 "$sample" --print-source --epilogue gelu >"$work/gelu.cu"
 echo "gelu.cu -- -arch=sm_90 --std=c++17" >"$work/manifest"
@@ -87,10 +92,17 @@ mkdir "$node"
 "$tool" ls -d "$node" >/dev/null || fail "ls"
 "$tool" verify -d "$node" >/dev/null || fail "verify"
 # The bundle goes in.
-# TODO(lead, after merging i23fleet): import with --verify PUB.pem here (the
-# bundle signed on the farm with export --sign KEY.pem), and check that an
-# unsigned or altered bundle is refused before anything is written.
-"$tool" import -d "$node" "$work/bundle.tar" >/dev/null || fail "import"
+# The bundle goes in, verified: an unsigned one and an altered one are
+# refused before anything is written (exit 3), then the farm's signed one.
+rc=0; "$tool" import -d "$node" --verify "$work/farm.pub" "$work/unsigned.tar" 2>/dev/null || rc=$?
+[ "$rc" = 3 ] || fail "import --verify of an unsigned bundle: exit $rc, not 3"
+cp "$work/bundle.tar" "$work/altered.tar"
+printf 'X' | dd of="$work/altered.tar" bs=1 seek=1536 conv=notrunc 2>/dev/null
+rc=0; "$tool" import -d "$node" --verify "$work/farm.pub" "$work/altered.tar" 2>/dev/null || rc=$?
+[ "$rc" = 3 ] || fail "import --verify of an altered bundle: exit $rc, not 3"
+[ -z "$(find "$node/entries" -type f 2>/dev/null)" ] || fail "a refused bundle wrote entries"
+"$tool" import -d "$node" --verify "$work/farm.pub" "$work/bundle.tar" >/dev/null ||
+  fail "import --verify"
 "$tool" ls -d "$node" | grep -q CUBIN || fail "ls after the import shows no CUBIN"
 "$tool" verify -d "$node" >/dev/null || fail "verify after the import"
 [ -s "$node/progcache/nvrtc-$(id -u)" ] || fail "the import did not keep the bundle's NVRTC record"
