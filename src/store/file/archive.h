@@ -1,6 +1,7 @@
-/* Internal: the ustar archives of progcache export/import (the format and
- * export in archive.c, import in archive_import.c; docs/FORMAT.md,
- * "Archives"). Exposed for the unit tests. */
+/* Internal: the ustar archives of progcache export/import (the format in
+ * archive_ustar.c and archive_pax.c, export in archive.c, import in
+ * archive_import.c; docs/FORMAT.md, "Archives"). Exposed for the unit
+ * tests. */
 #ifndef PROGCACHE_STORE_ARCHIVE_H
 #define PROGCACHE_STORE_ARCHIVE_H
 

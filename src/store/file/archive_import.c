@@ -1,5 +1,6 @@
 /* Import of a ustar archive into a cache directory (docs/FORMAT.md,
- * "Archives"; the format and export are in archive.c).
+ * "Archives"; the format is in archive_ustar.c, export in archive.c, the
+ * reading of the archive's bytes in archive_source.c).
  *
  * Import trusts nothing in the archive. It reads the whole archive once to
  * check it before writing anything: every member must be a regular file
@@ -24,7 +25,6 @@
  * directory (tmpfile): nothing is left behind, whatever happens. */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,159 +37,11 @@
 #include "fs.h"
 #include "store/file/archive.h"
 #include "store/file/archive_sign.h"
+#include "store/file/archive_source.h"
 #include "store/file/file_admin.h"
 #include "store/file/file_nvrtc.h"
 #include "artifact/inspect.h"
 #include "artifact/manifest_kind.h"
-
-#define SPOOL_CHUNK 65536
-/* After the end of a streamed archive, padding (tar pads to 10 KiB
- * records) is read and dropped, so the writer does not see a broken pipe;
- * beyond this the rest is left unread. */
-#define DRAIN_MAX ((uint64_t)1 << 20)
-
-/* ---- where the archive's bytes come from ---------------------------------------- */
-
-typedef struct source {
-    int fd;           /* the archive */
-    const char *name; /* for messages */
-    uint64_t base;    /* where the archive starts in fd (a regular file) */
-    uint64_t size;    /* bytes available: a regular file's, or spooled so far */
-    int stream;       /* fd is read once, front to back, into spool */
-    int spool;        /* the stream's copy, or -1 */
-    FILE *spool_file; /* tmpfile() that owns spool, or NULL */
-    int eof;          /* the stream has ended */
-    unsigned char *chunk;
-} source;
-
-static ssize_t read_stream(int fd, void *buf, size_t len)
-{
-    for (;;) {
-        ssize_t n = read(fd, buf, len);
-        if (n >= 0)
-            return n;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return -1;
-        /* The caller's descriptor is non-blocking: wait for data, as a
-         * blocking read would. */
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        (void)poll(&p, 1, -1);
-    }
-}
-
-/* An unlinked file for the stream's copy. */
-static int open_spool(source *src, file_store *fs)
-{
-#ifdef O_TMPFILE
-    src->spool = !fs ? -1 : openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (src->spool >= 0)
-        return PROGCACHE_OK;
-#endif
-    src->spool_file = tmpfile();
-    if (!src->spool_file)
-        return progcache__error_errno(PROGCACHE_EIO, errno,
-                                      "cannot create a temporary file to hold archive %s "
-                                      "(a stream is checked whole before it is imported)",
-                                      src->name);
-    src->spool = fileno(src->spool_file);
-    return PROGCACHE_OK;
-}
-
-/* Make bytes [0, end) of the archive available: 1 yes, 0 the archive ends
- * before, or an error code (message set). */
-static int source_have(source *src, uint64_t end)
-{
-    if (!src->stream)
-        return end <= src->size;
-    while (src->size < end && !src->eof) {
-        ssize_t n = read_stream(src->fd, src->chunk, SPOOL_CHUNK);
-        if (n < 0)
-            return progcache__error_errno(PROGCACHE_EIO, errno, "cannot read archive %s",
-                                          src->name);
-        if (n == 0) {
-            src->eof = 1;
-            break;
-        }
-        if (progcache__fs_write_full(src->spool, src->chunk, (size_t)n) != 0)
-            return progcache__error_errno(PROGCACHE_EIO, errno,
-                                          "cannot copy archive %s to a temporary file",
-                                          src->name);
-        src->size += (uint64_t)n;
-    }
-    return src->size >= end;
-}
-
-/* Read len bytes at offset, which source_have has made available. */
-static int source_read(source *src, void *buf, size_t len, uint64_t offset)
-{
-    int fd = src->stream ? src->spool : src->fd;
-    uint64_t at = src->base + offset;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(at + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return progcache__error_errno(PROGCACHE_EIO, n < 0 ? errno : EIO,
-                                          "cannot read archive %s", src->name);
-        done += (size_t)n;
-    }
-    return PROGCACHE_OK;
-}
-
-/* The padding after a streamed archive's end: what has already arrived
- * (tar writes whole records), up to DRAIN_MAX; never waited for, since a
- * writer may keep the stream open. */
-static void source_drain(source *src)
-{
-    uint64_t drained = 0;
-    while (src->stream && !src->eof && drained < DRAIN_MAX) {
-        struct pollfd p = {.fd = src->fd, .events = POLLIN};
-        if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
-            break;
-        ssize_t n = read(src->fd, src->chunk, SPOOL_CHUNK);
-        if (n <= 0)
-            break;
-        drained += (uint64_t)n;
-    }
-}
-
-/* spool: read even a regular file as a stream, into a copy only this
- * process holds (a verified import imports the bytes it verified). */
-static int source_open(source *src, file_store *fs, int fd, const char *name, int spool)
-{
-    struct stat st;
-    memset(src, 0, sizeof *src);
-    src->fd = fd;
-    src->name = name;
-    src->spool = -1;
-    if (fstat(fd, &st) != 0)
-        return progcache__error_errno(PROGCACHE_EIO, errno, "cannot read archive %s", name);
-    if (S_ISDIR(st.st_mode))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "archive %s is a directory; give the archive file", name);
-    if (S_ISREG(st.st_mode) && !spool) {
-        off_t at = lseek(fd, 0, SEEK_CUR);
-        src->base = at > 0 && at <= st.st_size ? (uint64_t)at : 0;
-        src->size = (uint64_t)st.st_size - src->base;
-        return PROGCACHE_OK;
-    }
-    src->stream = 1;
-    if (!(src->chunk = progcache__malloc(SPOOL_CHUNK)))
-        return progcache__error(PROGCACHE_ENOMEM, "out of memory reading archive %s", name);
-    return open_spool(src, fs);
-}
-
-static void source_close(source *src)
-{
-    if (src->spool_file)
-        fclose(src->spool_file);
-    else if (src->spool >= 0)
-        close(src->spool);
-    progcache__free(src->chunk);
-}
 
 /* ---- pass one: check the archive --------------------------------------------------- */
 
@@ -254,14 +106,14 @@ static int add_member(member_list *list, const member *m)
 }
 
 /* A pax extended header's records (h.size <= PAX_MAX bytes at data). */
-static int read_pax(source *src, const tar_header *h, uint64_t pos, uint64_t data,
+static int read_pax(archive_source *src, const tar_header *h, uint64_t pos, uint64_t data,
                     tar_header *pending, int *has_path, int *has_size)
 {
     char why[300];
     char *text = progcache__malloc((size_t)h->size + 1);
     if (!text)
         return progcache__error(PROGCACHE_ENOMEM, "out of memory reading %s", src->name);
-    int rc = source_read(src, text, (size_t)h->size, data);
+    int rc = progcache__source_read(src, text, (size_t)h->size, data);
     memset(pending, 0, sizeof *pending);
     *has_path = *has_size = 0;
     if (!rc && progcache__tar_pax(pending, has_path, has_size, text, (size_t)h->size, why,
@@ -274,8 +126,8 @@ static int read_pax(source *src, const tar_header *h, uint64_t pos, uint64_t dat
 
 /* Check every header and collect the entries; the NVRTC records' member,
  * not an entry, apart in *nvrtc (nvrtc->nvrtc set when there is one). */
-static int scan_archive(member_list *list, bundle_seen *bundle, source *src, uint64_t max_entry,
-                        const progcache_archive_options *opts, member *nvrtc)
+static int scan_archive(member_list *list, bundle_seen *bundle, archive_source *src,
+                        uint64_t max_entry, const progcache_archive_options *opts, member *nvrtc)
 {
     const char *path = src->name;
     unsigned char block[TAR_BLOCK];
@@ -285,12 +137,12 @@ static int scan_archive(member_list *list, bundle_seen *bundle, source *src, uin
     uint64_t pos = 0;
     memset(&pending, 0, sizeof pending);
     for (;;) {
-        if ((rc = source_have(src, pos + TAR_BLOCK)) != 1)
+        if ((rc = progcache__source_have(src, pos + TAR_BLOCK)) != 1)
             return rc < 0 ? rc
                    : pos == 0
                        ? refuse(path, pos, "%s", "empty, or not a tar archive")
                        : refuse(path, pos, "%s", "cut short: no end-of-archive blocks");
-        if ((rc = source_read(src, block, TAR_BLOCK, pos)))
+        if ((rc = progcache__source_read(src, block, TAR_BLOCK, pos)))
             return rc;
         int got = progcache__tar_parse(&h, block, why, sizeof why);
         if (got == 0) {
@@ -322,7 +174,7 @@ static int scan_archive(member_list *list, bundle_seen *bundle, source *src, uin
                           what);
         }
         uint64_t next = data + (h.size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
-        if ((rc = source_have(src, data + h.size)) != 1)
+        if ((rc = progcache__source_have(src, data + h.size)) != 1)
             return rc < 0 ? rc
                           : refuse(path, pos, "member \"%s\" runs past the end of the archive",
                                    h.name);
@@ -392,24 +244,25 @@ static int scan_archive(member_list *list, bundle_seen *bundle, source *src, uin
 
 static int read_source(void *ctx, void *buf, size_t len, uint64_t offset)
 {
-    return source_read(ctx, buf, len, offset);
+    return progcache__source_read(ctx, buf, len, offset);
 }
 
 /* Pass one whole: open, scan, and with opts->verify_key verify the
  * signature and that the entries are the manifest's (*check then holds
  * it, for pass two). fs may be NULL (progcache_archive_verify). */
-static int check_archive(member_list *list, member *nvrtc, bundle_check **check, source *src,
-                         file_store *fs, int fd, const char *name, uint64_t max_entry,
-                         const progcache_archive_options *opts, progcache_archive_result *out)
+static int check_archive(member_list *list, member *nvrtc, bundle_check **check,
+                         archive_source *src, file_store *fs, int fd, const char *name,
+                         uint64_t max_entry, const progcache_archive_options *opts,
+                         progcache_archive_result *out)
 {
     memset(nvrtc, 0, sizeof *nvrtc);
     bundle_seen bundle;
     memset(&bundle, 0, sizeof bundle);
-    int rc = source_open(src, fs, fd, name, opts->verify_key != NULL);
+    int rc = progcache__source_open(src, fs, fd, name, opts->verify_key != NULL);
     if (!rc)
         rc = scan_archive(list, &bundle, src, max_entry, opts, nvrtc);
     if (!rc)
-        source_drain(src);
+        progcache__source_drain(src);
     if (!rc && opts->verify_key)
         rc = progcache__bundle_verify(check, &bundle, read_source, src, opts->verify_key,
                                       opts->verify_key_len, name, out);
@@ -456,7 +309,7 @@ static int import_from(file_store *fs, int fd, const char *name,
     progcache_buf data = PROGCACHE_BUF_INIT;
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
-    source src;
+    archive_source src;
     progcache_buf nvrtc = PROGCACHE_BUF_INIT;
     member nv;
     uint64_t duplicates = 0;
@@ -470,7 +323,7 @@ static int import_from(file_store *fs, int fd, const char *name,
     if (!rc && nv.nvrtc) {
         const member *m = &nv;
         if (!(rc = progcache__buf_reserve(&nvrtc, (size_t)m->size + 1)) &&
-            !(rc = source_read(&src, nvrtc.data, (size_t)m->size, m->offset))) {
+            !(rc = progcache__source_read(&src, nvrtc.data, (size_t)m->size, m->offset))) {
             progcache__buf_set_size(&nvrtc, (size_t)m->size);
             if (m->size && (nvrtc.data[m->size - 1] != '\n' || memchr(nvrtc.data, 0, m->size)))
                 rc = refuse(name, m->offset, "%s", PROGCACHE__NVRTC_MEMBER " is not text lines");
@@ -484,7 +337,7 @@ static int import_from(file_store *fs, int fd, const char *name,
             goto next; /* a later copy of an entry already in: the first valid one stays */
         if ((rc = progcache__buf_reserve(&data, (size_t)m->size)))
             break;
-        if ((rc = source_read(&src, data.data, (size_t)m->size, m->offset)))
+        if ((rc = progcache__source_read(&src, data.data, (size_t)m->size, m->offset)))
             break;
         progcache__buf_set_size(&data, (size_t)m->size);
         if ((rc = progcache__inspect_entry(&info, data.data, data.size, 1)))
@@ -494,7 +347,8 @@ static int import_from(file_store *fs, int fd, const char *name,
         /* Its records (lowered names...) go in with it, sealed with it. */
         if (m->records_len) {
             if ((rc = progcache__buf_reserve(&meta.records, m->records_len)) ||
-                (rc = source_read(&src, meta.records.data, m->records_len, m->records_at)))
+                (rc = progcache__source_read(&src, meta.records.data, m->records_len,
+                                             m->records_at)))
                 break;
             progcache__buf_set_size(&meta.records, m->records_len);
         }
@@ -537,7 +391,7 @@ static int import_from(file_store *fs, int fd, const char *name,
         rc = progcache__file_nvrtc_add(fs, (const char *)nvrtc.data, nvrtc.size,
                                        PROGCACHE__NVRTC_RECORD_LINES);
     progcache_buf_free(&nvrtc);
-    source_close(&src);
+    progcache__source_close(&src);
     progcache__bundle_check_free(check);
     progcache__free(list.items);
     progcache_buf_free(&data);
@@ -592,7 +446,7 @@ int progcache_archive_verify(progcache_archive_result *out, const char *path,
     progcache_archive_options o;
     member_list list = {NULL, 0, 0};
     bundle_check *check = NULL;
-    source src;
+    archive_source src;
     int rc = progcache__archive_args(NULL, out, NULL, opts, &o, "progcache_archive_verify");
     if (rc)
         return rc;
@@ -609,7 +463,7 @@ int progcache_archive_verify(progcache_archive_result *out, const char *path,
         out->entries++;
         out->bytes += list.items[i].size;
     }
-    source_close(&src);
+    progcache__source_close(&src);
     progcache__bundle_check_free(check);
     progcache__free(list.items);
     close(fd);
