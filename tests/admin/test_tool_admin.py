@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The progcache admin subcommands through the real binary: each one's
-output parsed and its effect on a real cache directory checked.
-
-stats, ls, verify, prune, clear, get, put, export, import, warm; --dir
-defaults from the environment; --help and usage errors (exit 2) for all.
+"""The progcache admin subcommands on a cache's entries, through the real
+binary: each one's output parsed and its effect on a real cache directory
+checked. ls, stats, get, put, verify, prune, clear, export, import.
+Usage errors, --dir defaults and an empty cache are in
+test_tool_admin_usage.py, warm in test_tool_admin_warm.py.
 
 Environment: PROGCACHE_BIN (the progcache tool), PROGCACHE_REFERENCE_DIR
 (the cuda.core reference data; copied before use, never modified)."""
@@ -12,69 +12,14 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 
-BIN = os.environ.get("PROGCACHE_BIN")
-REF = os.environ.get("PROGCACHE_REFERENCE_DIR")
-failures = []
-
-REF_KERNELS = {"scale", "axpy", "fill"}
-SCALE_CUBIN_KEY = "59bcff4260892d4dc837f7f50b9a5d418cbdc5901e53c093c52aef55316be2c1"
-
-
-def run(args, env=None, stdin=None):
-    e = dict(os.environ)
-    e.pop("PROGCACHE_DIR", None)
-    if env:
-        e.update(env)
-    p = subprocess.run([BIN] + args, capture_output=True, env=e, input=stdin)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, detail)
-
-
-def entry_files(cache):
-    out = {}
-    root = os.path.join(cache, "entries")
-    if not os.path.isdir(root):
-        return out
-    for shard in sorted(os.listdir(root)):
-        for name in sorted(os.listdir(os.path.join(root, shard))):
-            with open(os.path.join(root, shard, name), "rb") as f:
-                out[shard + name] = f.read()
-    return out
-
-
-def entry_path(cache, name):
-    return os.path.join(cache, "entries", name[:2], name[2:])
-
-
-def copy_reference(tmp, name):
-    dst = os.path.join(tmp, name)
-    shutil.copytree(os.path.join(REF, "cuda-core-cache"), dst)
-    for root, dirs, files in os.walk(dst):
-        for d in dirs:
-            os.chmod(os.path.join(root, d), 0o755)
-        for f in files:
-            os.chmod(os.path.join(root, f), 0o644)
-    return dst
-
-
-def ls_json(cache):
-    rc, out, err = run(["ls", "--dir", cache, "--json"])
-    check(rc == 0, "ls --json exit 0", err)
-    listing = json.loads(out)
-    check(listing["schema"] == 1 and listing["dir"] == cache, "ls --json: schema and dir", listing)
-    return listing["entries"]
+import tool_admin_fixture as fx
+from tool_admin_fixture import (BIN, REF_KERNELS, SCALE_CUBIN_KEY, check, copy_reference, entry_files,
+                                entry_path, flip_bit, ls_json, run)
 
 
 # ---------------------------------------------------------------------------
@@ -179,36 +124,6 @@ def test_stats_get_put(tmp):
     check(s["hits"] == 0 and s["misses"] == 0 and s["stores"] == 0 and s["entries"] == 7,
           "stats --zero resets counters, keeps entries", s)
     check(run(["stats", "--dir", cache, "--bogus"])[0] == 2, "stats bad option: exit 2")
-
-
-def run_on_tty(args):
-    """Run with standard error on a pseudo-terminal; return what it wrote there."""
-    import pty
-    master, slave = pty.openpty()
-    e = dict(os.environ)
-    e.pop("PROGCACHE_DIR", None)
-    p = subprocess.Popen([BIN] + args, stdout=subprocess.DEVNULL, stderr=slave, env=e)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    p.wait()
-    os.close(master)
-    return b"".join(chunks).decode("utf-8", "replace")
-
-
-def flip_bit(path, offset, bit=0):
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)[0]
-        f.seek(offset)
-        f.write(bytes([b ^ (1 << bit)]))
 
 
 def test_verify(tmp):
@@ -433,177 +348,5 @@ def test_export_import(tmp):
     check(run(["export", "--dir", cache])[0] == 2, "export without ARCHIVE: exit 2")
 
 
-def test_dir_defaults(tmp):
-    cache = copy_reference(tmp, "envdir")
-    rc, out, err = run(["ls"], env={"PROGCACHE_DIR": cache})
-    check(rc == 0 and len(out.splitlines()) == 6, "PROGCACHE_DIR is the default --dir", err)
-    xdg = os.path.join(tmp, "xdg")
-    payload = os.path.join(tmp, "p.bin")
-    with open(payload, "wb") as f:
-        f.write(b"hello")
-    rc, _, err = run(["put", "aa" * 32, payload], env={"XDG_CACHE_HOME": xdg})
-    check(rc == 0, "put into the XDG default", err)
-    default = os.path.join(xdg, "cuda-python", "program-cache")
-    check(len(entry_files(default)) == 1, "XDG_CACHE_HOME/cuda-python/program-cache is cuda.core's default")
-    home = os.path.join(tmp, "home")
-    os.makedirs(home)
-    rc, _, err = run(["put", "aa" * 32, payload], env={"XDG_CACHE_HOME": "", "HOME": home})
-    check(rc == 0 and len(entry_files(os.path.join(home, ".cache", "cuda-python", "program-cache"))) == 1,
-          "HOME/.cache/cuda-python/program-cache without XDG_CACHE_HOME", err)
-    # --dir wins over the environment.
-    rc, out, err = run(["ls", "--dir", cache], env={"PROGCACHE_DIR": xdg})
-    check(len(out.splitlines()) == 6, "--dir overrides PROGCACHE_DIR")
-
-
-def test_usage(tmp):
-    cmds = ["stats", "ls", "verify", "prune", "clear", "get", "put", "export", "import", "warm", "key"]
-    for c in cmds:
-        rc, out, err = run([c, "--help"])
-        check(rc == 0 and out.startswith("usage: progcache " + c), c + " --help", out + err)
-        rc, out, err = run([c, "--no-such-option"])
-        check(rc == 2 and ("--no-such-option" in err or "no-such-option" in err), c + " bad option: exit 2", err)
-    rc, out, err = run(["--help"])
-    check(rc == 0 and all(c in out for c in cmds), "progcache --help lists every command", out)
-    check(run(["frobnicate"])[0] == 2, "unknown command: exit 2")
-    check(run([])[0] == 2, "no command: exit 2")
-    check(run(["ls", "--dir"])[0] == 2, "--dir without a value: exit 2")
-    check(run(["ls", "--dir="])[0] == 2, "--dir empty: exit 2")
-
-
-def test_empty(tmp):
-    cache = os.path.join(tmp, "empty")
-    os.makedirs(cache)
-    rc, out, err = run(["ls", "--dir", cache])
-    check(rc == 0 and out == "", "ls of an empty cache: nothing", out + err)
-    check(json.loads(run(["ls", "--dir", cache, "--json"])[1])["entries"] == [], "ls --json of an empty cache")
-    rc, out, err = run(["verify", "--dir", cache])
-    check(rc == 0 and "checked 0 entries" in out, "verify of an empty cache", out + err)
-    for args in (["--older-than", "1d"], ["--max-size", "1K"]):
-        rc, out, err = run(["prune", "--dir", cache] + args)
-        check(rc == 0 and "removed 0 entries" in out, "prune of an empty cache", out + err)
-    archive = os.path.join(tmp, "empty.tar")
-    rc, out, err = run(["export", "--dir", cache, archive])
-    check(rc == 0 and "exported 0 entries" in out, "export of an empty cache", out + err)
-    with tarfile.open(archive) as t:
-        check(t.getmembers() == [], "empty archive has no members")
-    rc, out, err = run(["import", "--dir", os.path.join(tmp, "empty2"), archive])
-    check(rc == 0 and "imported 0 entries" in out, "import of an empty archive", out + err)
-    rc, out, err = run(["clear", "--dir", cache])
-    check(rc == 0 and "removed 0 entries" in out, "clear of an empty cache", out + err)
-    s = json.loads(run(["stats", "--dir", cache, "--json"])[1])
-    check(s["entries"] == 0 and s["hit_rate"] is None, "stats of an empty cache", s)
-
-
-KERNELS = {
-    "a.cu": 'extern "C" __global__ void scale(float *a, float s, int n)'
-            '{ int i = blockIdx.x*blockDim.x+threadIdx.x; if (i < n) a[i] *= s; }\n',
-    "b.cu": 'extern "C" __global__ void axpy(const float *x, float *y, float a, int n)'
-            '{ int i = blockIdx.x*blockDim.x+threadIdx.x; if (i < n) y[i] += a*x[i]; }\n',
-    "sub/c.cu": 'template <typename T> __global__ void fill(T *a, T v, int n)'
-                '{ int i = blockIdx.x*blockDim.x+threadIdx.x; if (i < n) a[i] = v; }\n',
-}
-
-
-def test_warm(tmp):
-    src = os.path.join(tmp, "warm-src")
-    for name, text in KERNELS.items():
-        os.makedirs(os.path.dirname(os.path.join(src, name)), exist_ok=True)
-        with open(os.path.join(src, name), "w") as f:
-            f.write(text)
-    manifest = os.path.join(src, "programs.txt")
-    with open(manifest, "w") as f:
-        f.write("# three programs for the cluster\n\n"
-                "a.cu -- --std=c++17\n"
-                "b.cu --target ptx   # PTX for the JIT\n"
-                "sub/c.cu --name 'fill prog' --name-expression \"fill<float>\" -- -DWIDTH=4\n")
-    cache = os.path.join(tmp, "warm-cache")
-    rc, out, err = run(["warm", "--arch", "sm_90", manifest, "--dir", cache, "--json", "--jobs", "2"])
-    check(rc == 0, "warm exit 0", err)
-    w = json.loads(out)
-    check(w["compiled"] == 3 and w["cached"] == 0 and w["failed"] == 0, "warm compiles 3", w)
-    progs = w["programs"]
-    check([p["options"][0] for p in progs] == ["-arch=sm_90"] * 3, "warm puts -arch first", progs)
-    # The keys are those `progcache key` derives for the same compile.
-    expect = [
-        run(["key", os.path.join(src, "a.cu"), "--", "-arch=sm_90", "--std=c++17"])[1].strip(),
-        run(["key", "--target", "ptx", os.path.join(src, "b.cu"), "--", "-arch=sm_90"])[1].strip(),
-        run(["key", "--name", "fill prog", "--name-expression", "fill<float>",
-             os.path.join(src, "sub/c.cu"), "--", "-arch=sm_90", "-DWIDTH=4"])[1].strip(),
-    ]
-    check([p["key"] for p in progs] == expect, "warm keys == progcache key", (progs, expect))
-    # a.cu with those options is the reference vector cuda.core keyed.
-    check(progs[0]["key"] == SCALE_CUBIN_KEY, "warm key matches cuda.core's", progs[0])
-    for p in progs:
-        rc, _, err = run(["get", p["key"], "--dir", cache, "-o", os.path.join(tmp, "w.out")])
-        check(rc == 0, "warmed entry is a hit: " + p["source"], err)
-    kinds = sorted(e["kind"] for e in ls_json(cache))
-    check(kinds == ["CUBIN", "CUBIN", "PTX"], "warm: two CUBINs and a PTX", kinds)
-
-    rc, out, err = run(["warm", "--arch", "sm_90", manifest, "--dir", cache])
-    check(rc == 0, "second warm exit 0", err)
-    check("0 compiled, 3 already cached, 0 failed" in out, "second warm: all cached", out)
-    check(sum(1 for l in out.splitlines() if l.startswith("cached ")) == 3, "second warm lines", out)
-
-    # On a terminal: a progress bar on standard error, ending at 3/3.
-    progress = run_on_tty(["warm", "--arch", "sm_90", manifest, "--dir", cache])
-    check("\r[" in progress and "3/3" in progress and "cached 3" in progress,
-          "warm draws a progress bar on a terminal", repr(progress))
-
-    # A line with its own -arch keeps it.
-    own = os.path.join(src, "own.txt")
-    with open(own, "w") as f:
-        f.write("a.cu -- -arch=sm_80\n")
-    w = json.loads(run(["warm", "--arch", "sm_90", own, "--dir", cache, "--json"])[1])
-    check(w["programs"][0]["options"] == ["-arch=sm_80"], "a line's own -arch wins", w)
-
-    # Failures: a compile error names the program, exit 1; the others still go in.
-    broken = os.path.join(src, "broken.cu")
-    with open(broken, "w") as f:
-        f.write("__global__ void oops( { }\n")
-    mixed = os.path.join(src, "mixed.txt")
-    with open(mixed, "w") as f:
-        f.write("broken.cu\nb.cu --target cubin\n")
-    rc, out, err = run(["warm", "--arch", "sm_90", mixed, "--dir", cache])
-    check(rc == 1 and "broken.cu" in err and "1 failed" in out and "1 compiled" in out,
-          "warm with a compile error: exit 1, named", out + err)
-
-    for text, what in (("a.cu --bogus\n", "unknown option"), ("a.cu --name 'open\n", "quote"),
-                       ("a.cu --target sass\n", "--target"), ("# nothing\n", "no program")):
-        bad = os.path.join(src, "bad.txt")
-        with open(bad, "w") as f:
-            f.write(text)
-        rc, _, err = run(["warm", "--arch", "sm_90", bad, "--dir", cache])
-        check(rc == 2 and what in err, "malformed manifest (%s): exit 2" % what, err)
-    missing = os.path.join(src, "missing.txt")
-    with open(missing, "w") as f:
-        f.write("a.cu\nnot-there.cu\n")
-    rc, _, err = run(["warm", "--arch", "sm_90", missing, "--dir", cache])
-    check(rc == 3 and "not-there.cu" in err and "missing.txt:2" in err, "missing source: exit 3, line named", err)
-    check(run(["warm", "--arch", "90", manifest, "--dir", cache])[0] == 2, "warm bad --arch: exit 2")
-    check(run(["warm", "--jobs", "0", manifest, "--dir", cache])[0] == 2, "warm bad --jobs: exit 2")
-    check(run(["warm", "--dir", cache])[0] == 2, "warm without MANIFEST: exit 2")
-
-
-def main():
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
-    if not REF or not os.path.isdir(os.path.join(REF, "cuda-core-cache")):
-        # In the repository (tests/data): missing is a fault, not a skip.
-        print("FAIL: no reference cache at PROGCACHE_REFERENCE_DIR=%r (tests/data)" % REF)
-        return 1
-    with tempfile.TemporaryDirectory(prefix="progcache-tool-admin-") as tmp:
-        for test in (test_usage, test_empty, test_ls, test_stats_get_put, test_verify, test_prune_clear,
-                     test_export_import, test_dir_defaults, test_warm):
-            sub = os.path.join(tmp, test.__name__)
-            os.makedirs(sub)
-            test(sub)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("test_tool_admin: ok")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(fx.main((test_ls, test_stats_get_put, test_verify, test_prune_clear, test_export_import), "test_tool_admin"))
