@@ -235,7 +235,8 @@ static int write_nvrtc(export_ctx *x, file_store *fs)
  * then zeros to a whole record. */
 static int write_trailer(export_ctx *x)
 {
-    static const unsigned char zeros[TAR_RECORD];
+    /* Two end blocks and up to a record's padding after them. */
+    static const unsigned char zeros[2 * TAR_BLOCK + TAR_RECORD];
     const progcache_buf *signed_end;
     int rc = x->bundle ? progcache__bundle_finish(x->bundle, &signed_end) : PROGCACHE_OK;
     if (!rc && x->bundle)
