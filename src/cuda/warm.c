@@ -73,19 +73,20 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* One compile, into item (message: a copy the caller frees). */
+/* One compile, into item (message: a copy the caller frees). options and
+ * arch_opt are the caller's: item points into them, and on_item reads
+ * them after this returns. */
 static void compile_one(warm_run *w, const job *j, progcache_warm_item *item, char **message,
-                        const char **options)
+                        const char **options, char arch_opt[64])
 {
     const progcache_program *src = &w->programs[j->program];
     progcache_program prog = *src;
-    char arch_opt[64];
     size_t n = 0;
     item->program = j->program;
     item->arch = j->arch;
     item->arch_name = j->arch < w->opts->num_archs ? w->opts->archs[j->arch] : NULL;
     if (item->arch_name) {
-        snprintf(arch_opt, sizeof arch_opt, "-arch=%s", item->arch_name);
+        snprintf(arch_opt, 64, "-arch=%s", item->arch_name);
         options[n++] = arch_opt;
     }
     for (size_t i = 0; i < src->nvrtc.num_options; i++)
@@ -143,10 +144,10 @@ static void *worker(void *arg)
         if (i >= w->njobs)
             break;
         progcache_warm_item item;
-        char *message = NULL;
+        char *message = NULL, arch_opt[64];
         memset(&item, 0, sizeof item);
         if (options) {
-            compile_one(w, &w->jobs[i], &item, &message, options);
+            compile_one(w, &w->jobs[i], &item, &message, options, arch_opt);
         } else {
             item.program = w->jobs[i].program;
             item.arch = w->jobs[i].arch;
