@@ -55,8 +55,11 @@ run 0 "$bin" ls --dir "$dir"
 run 0 "$bin" ls --dir "$dir" --json
 run 0 "$bin" stats --dir "$dir"
 run 0 "$bin" stats --dir "$dir" --json
-run 1 "$bin" verify --dir "$dir"
-run 1 "$bin" verify --dir "$dir" --fix
+# The blob is of no known kind: reported, kept (exit 0), removed only by
+# --fix-unknown.
+run 0 "$bin" verify --dir "$dir"
+run 0 "$bin" verify --dir "$dir" --fix
+run 0 "$bin" verify --dir "$dir" --fix-unknown
 run 0 "$bin" export --dir "$dir" "$work/a.tar"
 run 0 "$bin" import --dir "$work/other" "$work/a.tar"
 run 0 "$bin" export --dir "$dir" -
