@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+from tool_admin_fixture import tty_capture
+
 BIN = os.environ.get("PROGCACHE_BIN")
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 failures = []
@@ -55,44 +57,13 @@ def write(path, data):
 
 
 def run_on_tty(args, env=None):
-    """Run with standard error on a pseudo-terminal; return what it wrote there."""
-    import pty
-    master, slave = pty.openpty()
-    p = subprocess.Popen([BIN] + args, stdout=subprocess.DEVNULL, stderr=slave,
-                         env=env_with(env))
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    p.wait()
-    os.close(master)
-    return p.returncode, b"".join(chunks).decode("utf-8", "replace")
+    """Run with standard error on a pseudo-terminal; return (status, what it wrote there)."""
+    return tty_capture([BIN] + args, env_with(env), "stderr")
 
 
 def run_stdout_on_tty(args, env=None):
     """Run with standard output on a pseudo-terminal; return what it wrote."""
-    import pty
-    master, slave = pty.openpty()
-    p = subprocess.Popen([BIN] + args, stdout=slave, stderr=subprocess.DEVNULL, env=env_with(env))
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    p.wait()
-    os.close(master)
-    return b"".join(chunks).decode("utf-8", "replace")
+    return tty_capture([BIN] + args, env_with(env), "stdout")[1]
 
 
 def fill(cache, n, size=1000, tag=b""):

@@ -11,10 +11,11 @@ Environment: PROGCACHE_BIN (the progcache tool)."""
 
 import json
 import os
-import pty
 import subprocess
 import sys
 import tempfile
+
+from tool_admin_fixture import run_on_tty
 
 BIN = os.environ.get("PROGCACHE_BIN")
 failures = []
@@ -33,27 +34,6 @@ def run(args):
     e.pop("PROGCACHE_DIR", None)
     p = subprocess.run([BIN] + args, capture_output=True, env=e)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def run_on_tty(args):
-    master, slave = pty.openpty()
-    e = dict(os.environ)
-    e.pop("PROGCACHE_DIR", None)
-    p = subprocess.Popen([BIN] + args, stdout=subprocess.DEVNULL, stderr=slave, env=e)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    p.wait()
-    os.close(master)
-    return b"".join(chunks).decode("utf-8", "replace")
-
 
 def check(cond, what, detail=""):
     if not cond:

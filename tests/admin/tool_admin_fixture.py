@@ -69,13 +69,15 @@ def ls_json(cache):
     return listing["entries"]
 
 
-def run_on_tty(args):
-    """Run with standard error on a pseudo-terminal; return what it wrote there."""
+def tty_capture(argv, env, stream="stderr"):
+    """Run argv with one of its streams ("stdout" or "stderr") on a
+    pseudo-terminal and the other on /dev/null; return (exit status, what
+    it wrote on the terminal)."""
     import pty
     master, slave = pty.openpty()
-    e = dict(os.environ)
-    e.pop("PROGCACHE_DIR", None)
-    p = subprocess.Popen([BIN] + args, stdout=subprocess.DEVNULL, stderr=slave, env=e)
+    streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    streams[stream] = slave
+    p = subprocess.Popen(argv, env=env, **streams)
     os.close(slave)
     chunks = []
     while True:
@@ -88,7 +90,14 @@ def run_on_tty(args):
         chunks.append(data)
     p.wait()
     os.close(master)
-    return b"".join(chunks).decode("utf-8", "replace")
+    return p.returncode, b"".join(chunks).decode("utf-8", "replace")
+
+
+def run_on_tty(args):
+    """Run with standard error on a pseudo-terminal; return what it wrote there."""
+    e = dict(os.environ)
+    e.pop("PROGCACHE_DIR", None)
+    return tty_capture([BIN] + args, e)[1]
 
 
 def flip_bit(path, offset, bit=0):

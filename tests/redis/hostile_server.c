@@ -1,5 +1,6 @@
 /* The lying RESP server (hostile_server.h). */
 #include "hostile_server.h"
+#include "redis_fixture.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,25 +32,9 @@ static void pause_ms(unsigned int ms)
     }
 }
 
-/* Write all of data; -1 once the client is gone. */
-static int send_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static int send_str(int fd, const char *s)
 {
-    return send_all(fd, s, strlen(s));
+    return test_send_all(fd, s, strlen(s));
 }
 
 /* Send unit again and again until the client stops reading (or 1 GiB). */
@@ -64,7 +49,7 @@ static void flood(int fd, const char *head, const char *unit)
     if (send_str(fd, head))
         return;
     for (size_t sent = 0; sent < ((size_t)1 << 30); sent += n)
-        if (send_all(fd, block, n))
+        if (test_send_all(fd, block, n))
             return;
 }
 
@@ -179,7 +164,7 @@ static int hostile(int fd, hostile_mode mode)
         static const char head[] = "$100000\r\n";
         for (size_t i = 0; i < 100000 + sizeof head; i++) {
             char ch = i < sizeof head - 1 ? head[i] : 'x';
-            if (send_all(fd, &ch, 1))
+            if (test_send_all(fd, &ch, 1))
                 return -1;
             pause_ms(20);
         }

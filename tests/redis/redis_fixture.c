@@ -389,7 +389,7 @@ void test_reply_free(test_reply *reply)
     free(reply);
 }
 
-static int send_all(int fd, const void *data, size_t len)
+int test_send_all(int fd, const void *data, size_t len)
 {
     const char *p = data;
     while (len) {
@@ -408,13 +408,13 @@ static test_reply *roundtrip(reader *rd, int argc, const char **argv, const size
 {
     char head[64];
     snprintf(head, sizeof head, "*%d\r\n", argc);
-    if (send_all(rd->fd, head, strlen(head)))
+    if (test_send_all(rd->fd, head, strlen(head)))
         return NULL;
     for (int i = 0; i < argc; i++) {
         size_t len = lens ? lens[i] : strlen(argv[i]);
         snprintf(head, sizeof head, "$%zu\r\n", len);
-        if (send_all(rd->fd, head, strlen(head)) || send_all(rd->fd, argv[i], len) ||
-            send_all(rd->fd, "\r\n", 2))
+        if (test_send_all(rd->fd, head, strlen(head)) || test_send_all(rd->fd, argv[i], len) ||
+            test_send_all(rd->fd, "\r\n", 2))
             return NULL;
     }
     return parse(rd);

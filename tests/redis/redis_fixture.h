@@ -47,6 +47,10 @@ void test_redis_resume(test_redis *r);
 /* A free loopback TCP port, with nothing listening on it right now. */
 int test_free_port(void);
 
+/* Write all of data to a socket (EINTR retried, no SIGPIPE); -1 once the
+ * peer is gone. */
+int test_send_all(int fd, const void *data, size_t len);
+
 /* A reply from the raw client (RESP2). */
 typedef struct test_reply {
     char type; /* '+', '-', ':', '$' (str set; NULL = nil), '*' */
