@@ -80,10 +80,7 @@ static void *refresh_main(void *arg)
     pthread_mutex_lock(&l->lock);
     while (!l->stop) {
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        long long ns = until.tv_nsec + (long long)(PROGCACHE__LEASE_MS / 3 % 1000) * 1000000LL;
-        until.tv_sec += PROGCACHE__LEASE_MS / 3 / 1000 + ns / 1000000000LL;
-        until.tv_nsec = (long)(ns % 1000000000LL);
+        progcache__clock_realtime_after(&until, PROGCACHE__LEASE_MS / 3);
         if (pthread_cond_timedwait(&l->wake, &l->lock, &until) == ETIMEDOUT && !l->stop) {
             pthread_mutex_unlock(&l->lock);
             /* By name, not by a held descriptor: a file taken over is

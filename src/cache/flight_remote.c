@@ -47,10 +47,7 @@ static void *renew_main(void *arg)
     pthread_mutex_lock(&r->lock);
     while (!r->stop) {
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        long long ns = until.tv_nsec + (long long)(PROGCACHE__LEASE_MS / 3 % 1000) * 1000000LL;
-        until.tv_sec += PROGCACHE__LEASE_MS / 3 / 1000 + ns / 1000000000LL;
-        until.tv_nsec = (long)(ns % 1000000000LL);
+        progcache__clock_realtime_after(&until, PROGCACHE__LEASE_MS / 3);
         if (pthread_cond_timedwait(&r->wake, &r->lock, &until) == ETIMEDOUT && !r->stop) {
             pthread_mutex_unlock(&r->lock);
             /* Lost (expired, taken over, flushed): nothing to do but finish

@@ -21,3 +21,11 @@ void progcache__sleep_ms(unsigned int ms)
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
+
+void progcache__clock_realtime_after(struct timespec *out, unsigned int ms)
+{
+    clock_gettime(CLOCK_REALTIME, out);
+    long long ns = out->tv_nsec + (long long)(ms % 1000) * 1000000LL;
+    out->tv_sec += ms / 1000 + ns / 1000000000LL;
+    out->tv_nsec = (long)(ns % 1000000000LL);
+}

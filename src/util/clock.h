@@ -9,4 +9,9 @@ double progcache__clock_ms(void);
 /* Sleep ms milliseconds, resuming after signals. */
 void progcache__sleep_ms(unsigned int ms);
 
+struct timespec;
+/* *out = CLOCK_REALTIME now plus ms: the absolute deadline that
+ * pthread_cond_timedwait takes (a condition variable's default clock). */
+void progcache__clock_realtime_after(struct timespec *out, unsigned int ms);
+
 #endif
