@@ -18,7 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cuda/pch_wire.h"
+#include "pch/pch_wire.h"
 
 /* ---- the PCH heap ----------------------------------------------------------- */
 

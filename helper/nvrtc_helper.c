@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cuda/pch_wire.h"
+#include "pch/pch_wire.h"
 #include "interpose.h"
 
 #define DIR_FD 3

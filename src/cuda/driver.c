@@ -10,7 +10,7 @@
  * several versions of many entry points (cuMemAlloc and cuMemAlloc_v2, ...);
  * cuGetProcAddress returns the one matching the CUDA version whose header we
  * compiled against, which is the signature the table declares. */
-#include "driver.h"
+#include "cuda/driver.h"
 
 #include "sha256.h"
 

@@ -19,7 +19,6 @@
 #include "key/key_options.h"
 #include "sha256.h"
 #include "key/frame.h"
-#include "key/headers_digest.h"
 #include "key/nvrtc_lib.h"
 
 /* cuda.core's _KEY_SCHEMA_VERSION. */
@@ -255,31 +254,6 @@ int progcache__key_derive(unsigned char out[PROGCACHE_KEY_SIZE],
         return rc;
     }
     return progcache__sha256_final(h, out); /* releases h */
-}
-
-int progcache_key_nvrtc(unsigned char out[PROGCACHE_KEY_SIZE],
-                        const progcache_key_nvrtc_options *opts)
-{
-    int rc;
-    if (!out || !opts)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_key_nvrtc: out or opts is NULL");
-    progcache_key_nvrtc_options o;
-    if ((rc = progcache__key_load(&o, opts, "progcache_key_nvrtc")))
-        return rc;
-    /* An empty digest is still a digest, as in cuda.core (b"" is not None). */
-    int given = o.extra_digest != NULL;
-    if ((rc = progcache__key_check_options(o.options, o.num_options, o.name, given)))
-        return rc;
-    /* Files the source includes: this function reads none, so only the
-     * caller's digest can cover them. */
-    if (!given && (rc = progcache__key_check_includes(&o)))
-        return rc;
-    if (!o.num_headers)
-        return progcache__key_derive(out, &o, o.extra_digest, o.extra_digest_len);
-    unsigned char extra[PROGCACHE_KEY_SIZE];
-    if ((rc = progcache__headers_digest(extra, &o, NULL, 0, NULL)))
-        return rc;
-    return progcache__key_derive(out, &o, extra, sizeof extra);
 }
 
 /* ---- hex ------------------------------------------------------------------ */

@@ -8,7 +8,7 @@
  * merely start alike ("--pch-verbose=true", "--instantiate-templates-in-pch",
  * "-time-passes") stay cacheable. -I is the one true prefix option: NVRTC
  * reads "-I<dir>" as an include path, so anything starting with "-I" is one. */
-#include "key_options.h"
+#include "key/key_options.h"
 
 #include <string.h>
 

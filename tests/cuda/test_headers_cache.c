@@ -19,11 +19,11 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "cuda/program_key.h"
+#include "program/program_key.h"
 #include "cuda_fixtures.h"
-#include "key/header_manifest.h"
-#include "key/headers_digest.h"
-#include "key/include_resolve.h"
+#include "headers/header_manifest.h"
+#include "headers/headers_digest.h"
+#include "headers/include_resolve.h"
 #include "progcache/admin.h"
 
 static const char *const arch[] = {"-arch=sm_90"};

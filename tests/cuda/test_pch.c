@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "cuda/pch_tier.h"
+#include "pch/pch_tier.h"
 #include "pch_fixtures.h"
 #include "progcache/admin.h"
 #include "progcache/cuda.h"

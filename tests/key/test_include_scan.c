@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "key/include_scan.h"
+#include "headers/include_scan.h"
 
 typedef struct found {
     char text[64][128];

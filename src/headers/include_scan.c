@@ -12,7 +12,7 @@
  *
  * Any bytes are accepted; an unterminated comment or literal ends the
  * scan or its line, never a read past the end. */
-#include "key/include_scan.h"
+#include "headers/include_scan.h"
 
 #include <string.h>
 

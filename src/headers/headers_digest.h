@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "key/include_resolve.h"
+#include "headers/include_resolve.h"
 #include "progcache/key.h"
 
 /* The recipe: the headers in memory of o (sorted by name), the header

@@ -4,14 +4,14 @@
  * is read from its own kernels when that is certain, else the program is
  * compiled once to learn the names: compile_or_load.c). Never a guess:
  * a wrong kernel would run silently. */
-#include "cuda/program_names.h"
+#include "program/program_names.h"
 
 #include <string.h>
 
 #include "alloc.h"
 #include "artifact/names.h"
 #include "buf.h"
-#include "driver.h"
+#include "cuda/driver.h"
 #include "error.h"
 
 int progcache__names_of_entry(progcache_buf *lowered, const progcache_key_nvrtc_options *o,

@@ -31,9 +31,9 @@
 #include "cache/cache_stats.h"
 #include "clock.h"
 #include "cuda/nvrtc.h"
-#include "cuda/pch.h"
-#include "cuda/pch_tier.h"
-#include "cuda/pch_wire.h"
+#include "pch/pch.h"
+#include "pch/pch_tier.h"
+#include "pch/pch_wire.h"
 #include "fs.h"
 
 static int on(const int *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }

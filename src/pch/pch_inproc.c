@@ -29,8 +29,8 @@
 #include "buf.h"
 #include "clock.h"
 #include "cuda/nvrtc.h"
-#include "cuda/pch_tier.h"
-#include "cuda/pch_wire.h"
+#include "pch/pch_tier.h"
+#include "pch/pch_wire.h"
 #include "key/nvrtc_lib.h"
 #include "fs.h"
 

@@ -2,13 +2,13 @@
  * cuModuleLoadData), the kernel the program names, and the kernel of each
  * name expression. docs/CUDA.md, "cuLibraryLoadData, not
  * cuModuleLoadData", says why the library API is the default. */
-#include "cuda/program_load.h"
+#include "program/program_load.h"
 
 #include <stdint.h>
 
 #include "clock.h"
-#include "cuda/program_names.h"
-#include "driver.h"
+#include "program/program_names.h"
+#include "cuda/driver.h"
 #include "error.h"
 
 /* Driver results that mean "these bytes are no good", as opposed to "the

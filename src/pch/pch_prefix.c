@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cuda/pch_tier.h"
-#include "cuda/pch_wire.h"
+#include "pch/pch_tier.h"
+#include "pch/pch_wire.h"
 #include "key/nvrtc_lib.h"
 #include "sha256.h"
 

@@ -21,7 +21,7 @@
  * is missing, the directory that would hold it is recorded: a file
  * appearing there later changes what NVRTC reads, and that directory's
  * times. Toolkit headers are not read (toolkit.c). */
-#include "key/include_resolve.h"
+#include "headers/include_resolve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,10 +36,10 @@
 #include "alloc.h"
 #include "error.h"
 #include "fs.h"
-#include "key/include_paths.h"
-#include "key/include_scan.h"
+#include "headers/include_paths.h"
+#include "headers/include_scan.h"
 #include "key/key_options.h"
-#include "key/toolkit.h"
+#include "headers/toolkit.h"
 #include "sha256.h"
 
 /* Bounds: more headers than this, or an include path longer than

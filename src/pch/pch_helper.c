@@ -36,8 +36,8 @@
 #include "buf.h"
 #include "trusted_path.h"
 #include "clock.h"
-#include "cuda/pch_tier.h"
-#include "cuda/pch_wire.h"
+#include "pch/pch_tier.h"
+#include "pch/pch_wire.h"
 
 #ifndef PROGCACHE_PCH_HELPER_PATH
 #define PROGCACHE_PCH_HELPER_PATH "/usr/local/libexec/progcache/progcache-nvrtc-helper"

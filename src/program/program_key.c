@@ -10,15 +10,15 @@
  * header was looked for and not found that changed, another toolkit)
  * reads the header again, or scans everything again: the manifest only
  * ever saves work, it never decides a key on its own. */
-#include "cuda/program_key.h"
+#include "program/program_key.h"
 
 #include <string.h>
 
 #include "buf.h"
 #include "cache/cache_stats.h"
 #include "error.h"
-#include "key/header_manifest.h"
-#include "key/headers_digest.h"
+#include "headers/header_manifest.h"
+#include "headers/headers_digest.h"
 #include "key/key_options.h"
 
 void progcache__program_key_free(progcache__program_key *pk)

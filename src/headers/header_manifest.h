@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "key/include_resolve.h"
+#include "headers/include_resolve.h"
 #include "progcache/common.h"
 #include "progcache/key.h"
 

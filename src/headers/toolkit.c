@@ -10,7 +10,7 @@
  * <cuda_fp16.h> without -I fails: "no directories in search list"), so a
  * program reaches toolkit headers only through an include path into this
  * directory, and a different NVRTC is already a different key. */
-#include "key/toolkit.h"
+#include "headers/toolkit.h"
 
 #include <dirent.h>
 #include <limits.h>

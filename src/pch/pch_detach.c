@@ -31,8 +31,8 @@
 
 #include "alloc.h"
 #include "buf.h"
-#include "cuda/pch_tier.h"
-#include "cuda/pch_wire.h"
+#include "pch/pch_tier.h"
+#include "pch/pch_wire.h"
 #include "fs.h"
 
 /* A <key>.made holds no artifact: the helper's log, note and record of

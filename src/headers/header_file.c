@@ -1,7 +1,7 @@
 /* Header files: their stat, and reading and hashing one whole, bounded
  * and without blocking (include_resolve.h). Shared by the include scan and
  * the manifest's checks. */
-#include "key/include_resolve.h"
+#include "headers/include_resolve.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
 #ifndef PROGCACHE_CUDA_PROGRAM_KEY_H
 #define PROGCACHE_CUDA_PROGRAM_KEY_H
 
-#include "key/include_resolve.h"
+#include "headers/include_resolve.h"
 #include "progcache/cache.h"
 #include "progcache/key.h"
 

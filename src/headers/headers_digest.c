@@ -18,7 +18,7 @@
  *
  * Headers in memory are sorted because NVRTC refuses two of one name, so
  * their order cannot change the program. */
-#include "key/headers_digest.h"
+#include "headers/headers_digest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +27,7 @@
 #include "alloc.h"
 #include "error.h"
 #include "key/frame.h"
-#include "key/include_scan.h"
+#include "headers/include_scan.h"
 #include "key/key_options.h"
 #include "sha256.h"
 

@@ -36,7 +36,7 @@
 
 #include "alloc.h"
 #include "buf.h"
-#include "cuda/pch_tier.h"
+#include "pch/pch_tier.h"
 #include "fs.h"
 #include "sha256.h"
 

@@ -1,6 +1,6 @@
 /* The include paths and pre-includes of an NVRTC option list, as NVRTC
  * reads them, and the paths of candidate headers (include_paths.h). */
-#include "key/include_paths.h"
+#include "headers/include_paths.h"
 
 #include <limits.h>
 #include <stdio.h>

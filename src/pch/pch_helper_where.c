@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/pch_tier.h"
+#include "pch/pch_tier.h"
 
 #ifndef PROGCACHE_BUILD_DIR
 #define PROGCACHE_BUILD_DIR ""

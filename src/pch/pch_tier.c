@@ -10,7 +10,7 @@
 #include "alloc.h"
 #include "cache/cache_stats.h"
 #include "cache/cache_stats.h"
-#include "cuda/pch_tier.h"
+#include "pch/pch_tier.h"
 
 static void *make(void *arg)
 {

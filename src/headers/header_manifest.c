@@ -20,7 +20,7 @@
  *            per directory: dev, ino, size, mtime_ns, ctime_ns (8 each),
  *            path length (4), path
  */
-#include "key/header_manifest.h"
+#include "headers/header_manifest.h"
 
 #include <limits.h>
 #include <string.h>
@@ -31,9 +31,9 @@
 #include "buf.h"
 #include "error.h"
 #include "key/frame.h"
-#include "key/headers_digest.h"
+#include "headers/headers_digest.h"
 #include "key/key_options.h"
-#include "key/toolkit.h"
+#include "headers/toolkit.h"
 #include "sha256.h"
 
 #define HEADER_SIZE 72
