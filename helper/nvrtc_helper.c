@@ -1,6 +1,6 @@
 /* progcache-nvrtc-helper: one NVRTC compile in a fresh process, for the
  * PCH tier (docs/CUDA.md, "Precompiled headers"; the library's side is
- * src/cuda/pch_helper.c, the protocol src/cuda/pch_wire.h).
+ * src/pch/pch_helper.c, the protocol src/pch/pch_wire.h).
  *
  * Why a process of its own: NVRTC restores a precompiled header as a
  * memory image at the address its PCH heap had when the PCH was made, and

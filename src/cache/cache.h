@@ -56,7 +56,7 @@ struct progcache {
      * stores and the background-put state, and only ever from 0 to 1. */
     int flight_warned;
     /* State a layer above keeps with the handle (the PCH tier,
-     * src/cuda/pch_tier.c): made at its first use, under async_lock, and
+     * src/pch/pch_tier.c): made at its first use, under async_lock, and
      * freed by progcache_close through ext_free. */
     void *ext;
     void (*ext_free)(void *);

@@ -1,4 +1,4 @@
-/* Internal: what the PCH tier (src/cuda/pch_*.c) needs of nvrtc.c beyond
+/* Internal: what the PCH tier (src/pch/pch_*.c) needs of nvrtc.c beyond
  * progcache_nvrtc_compile: the options exactly as NVRTC gets them, and a
  * compile with PCH options in front and its PCH status after. */
 #ifndef PROGCACHE_CUDA_NVRTC_H

@@ -1,5 +1,5 @@
 /* Internal: the PCH tier as compile-or-load sees it (docs/CUDA.md,
- * "Precompiled headers"; its parts are src/cuda/pch_*.c). */
+ * "Precompiled headers"; its parts are src/pch/pch_*.c). */
 #ifndef PROGCACHE_CUDA_PCH_H
 #define PROGCACHE_CUDA_PCH_H
 

@@ -1,4 +1,4 @@
-/* Internal: the PCH tier's parts, shared by src/cuda/pch_*.c and nothing
+/* Internal: the PCH tier's parts, shared by src/pch/pch_*.c and nothing
  * else (compile-or-load sees only pch.h). docs/CUDA.md, "Precompiled
  * headers", says what the tier does; docs/FORMAT.md its files.
  *

@@ -1,4 +1,4 @@
-/* Internal: the wire between the PCH tier (src/cuda/pch_helper.c) and the
+/* Internal: the wire between the PCH tier (src/pch/pch_helper.c) and the
  * compile helper (helper/nvrtc_helper.c), both built from this tree, and
  * the one routine both sides need: the build ID of the loaded libnvrtc.
  *

@@ -20,7 +20,7 @@ int progcache__config_secret_read(progcache_buf *secret, const char *path);
  * seen, cache/cache_remote.c). */
 #define PROGCACHE__MIN_SECRET 16
 
-/* The PCH tier's settings (src/cuda/pch_*.c; docs/CUDA.md). */
+/* The PCH tier's settings (src/pch/pch_*.c; docs/CUDA.md). */
 typedef enum progcache__pch_mode {
     PROGCACHE__PCH_ON = 0,        /* the default: PCHs shared through the helper */
     PROGCACHE__PCH_OFF = 1,       /* PROGCACHE_PCH=0, or NVRTC_DISABLE_PCH set */
@@ -42,7 +42,7 @@ typedef struct progcache__pch_settings {
      * compile of the prefix's second slow sight, which waits for it (as
      * before; deterministic, for tests). The default, detached: made after
      * the first slow sight's compile has returned, by a helper nobody
-     * waits for (src/cuda/pch_detach.c). */
+     * waits for (src/pch/pch_detach.c). */
     int create_inline;
 } progcache__pch_settings;
 

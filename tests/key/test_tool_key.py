@@ -122,7 +122,7 @@ def test_refusals(tmp):
         rc, out, err = run(["--extra-digest", "00ff", src, "--", "-arch=sm_90"] + opts)
         check(rc == 0 and is_key(out), "%s accepted with a digest: %r" % (opts, err))
     # Include paths and pre-includes: the headers they reach are found and
-    # covered (tests/key/test_tool_headers.py); a pre-include that is
+    # covered (tests/headers/test_tool_headers.py); a pre-include that is
     # nowhere is refused, naming it.
     rc, plain, err = run([src, "--", "-arch=sm_90"])
     for opts in (["--include-path=/usr/include"], ["-I", "/usr/include"]):

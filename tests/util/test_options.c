@@ -78,7 +78,7 @@ static void test_public_structs(void)
     free(co);
 
     /* A program result of version 1 is accepted and written only as far as
-     * version 1 goes (its own test is tests/cuda/test_cache_messages.c);
+     * version 1 goes (its own test is tests/program/test_cache_messages.c);
      * here, a program struct is accepted at every known version and
      * refused at 0. */
     progcache_program p = PROGCACHE_PROGRAM_INIT;

@@ -40,8 +40,8 @@ typedef enum progcache__counter {
     PROGCACHE__REMOTE_WAITS = 21,
     PROGCACHE__WAIT_TIMEOUTS = 22,
     PROGCACHE__REMOTE_TAKEOVERS = 23,
-    /* The PCH tier (src/cuda/pch_*.c). */
-    /* The PCH tier (src/cuda/pch_*.c). */
+    /* The PCH tier (src/pch/pch_*.c). */
+    /* The PCH tier (src/pch/pch_*.c). */
     PROGCACHE__PCH_HITS = 24,
     PROGCACHE__PCH_MISSES = 25,
     PROGCACHE__PCH_CREATED = 26,

@@ -304,7 +304,7 @@ static void test_errors(void)
 
     /* Inputs the key cannot describe are refused before anything runs: a
      * precompiled header (include paths are covered by the include
-     * scanner, tests/key/test_headers_disk.c). */
+     * scanner, tests/headers/test_headers_key.c). */
     const char *unsafe[] = {"-arch=sm_90", "--use-pch=x.pch"};
     progcache_program u = p;
     u.nvrtc.options = unsafe;

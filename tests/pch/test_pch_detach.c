@@ -1,4 +1,4 @@
-/* Making a PCH off the critical path (src/cuda/pch_detach.c, the default
+/* Making a PCH off the critical path (src/pch/pch_detach.c, the default
  * PROGCACHE_PCH_CREATE=detached): the compile that finds a prefix worth a
  * PCH returns the plain compile's artifact (the same bytes as without the
  * tier) and only then hands the creation to a detached helper: at its

@@ -1,4 +1,4 @@
-/* The include scanner (src/key/include_scan.c): every directive found,
+/* The include scanner (src/headers/include_scan.c): every directive found,
  * whatever #if surrounds it; nothing found in comments, strings, raw
  * strings or character literals; line splices; __has_include probes;
  * computed includes; any bytes read safely. */

@@ -1,4 +1,4 @@
-/* The PCH tier (src/cuda/pch_*.c, docs/CUDA.md "Precompiled headers"):
+/* The PCH tier (src/pch/pch_*.c, docs/CUDA.md "Precompiled headers"):
  * artifacts with and without a PCH are the same bytes; a header edit gives
  * a new PCH, never the old program; a damaged or truncated PCH is a PCH
  * miss, never a failed or wrong compile; the budget holds; no helper, or
