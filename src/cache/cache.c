@@ -31,14 +31,8 @@
 #include "options.h"
 #include "cache/async_put.h"
 #include "cache/flight.h"
-#include "config.h"
 #include "cache/cache_stats.h"
 #include "store/store.h"
-
-void progcache_options_init(progcache_options *opts)
-{
-    progcache__struct_init(opts, sizeof *opts, PROGCACHE_OPTIONS_VERSION);
-}
 
 void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)
 {
@@ -53,28 +47,6 @@ static const char *tier_name(const progcache_store *store)
     return store->name ? store->name : "unnamed";
 }
 
-/* ---- arguments --------------------------------------------------------- */
-
-/* The struct's size in each version, for progcache__options_load. */
-static const size_t options_size[] = {0, offsetof(progcache_options, max_artifact_size),
-                                      offsetof(progcache_options, remote_url),
-                                      sizeof(progcache_options)};
-
-/* Load the caller's options (NULL: defaults) into o and check them. */
-static int load_options(progcache_options *o, const progcache_options *opts, const char *fn)
-{
-    progcache_options_init(o);
-    int rc = progcache__options_load(o, opts, options_size, PROGCACHE_OPTIONS_VERSION, fn,
-                                     "progcache_options");
-    if (rc)
-        return rc;
-    if (o->low_water_percent > 100)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: opts->low_water_percent is %u; use 1-100 (0: the default, 90)",
-                                fn, o->low_water_percent);
-    return PROGCACHE_OK;
-}
-
 int progcache__cache_check_key(const progcache *cache, const void *key, size_t key_len,
                                const char *fn)
 {
@@ -87,227 +59,30 @@ int progcache__cache_check_key(const progcache *cache, const void *key, size_t k
     return PROGCACHE_OK;
 }
 
-static int check_tier(progcache_store *const *tiers, size_t i)
-{
-    char what[32];
-    snprintf(what, sizeof what, "tiers[%zu]", i);
-    int rc = progcache__store_check(tiers[i], "progcache_open_tiers", what);
-    if (rc)
-        return rc;
-    for (size_t j = 0; j < i; j++)
-        if (tiers[j] == tiers[i])
-            return progcache__error(PROGCACHE_EINVAL,
-                                    "progcache_open_tiers: tiers[%zu] and tiers[%zu] are the "
-                                    "same store; a store can be one tier only",
-                                    j, i);
-    return PROGCACHE_OK;
-}
-
-/* ---- open and close ---------------------------------------------------- */
-
-/* The home tier (see struct progcache): chosen by what the stores say they
- * are, so a tier of the caller's own takes any place a built-in one can. */
-static size_t home_tier(progcache_store *const *tiers, size_t num_tiers)
-{
-    for (size_t i = num_tiers; i-- > 0;) {
-        unsigned int f = progcache__store_flags(tiers[i]);
-        if ((f & PROGCACHE_STORE_PERSISTENT) && !(f & PROGCACHE_STORE_SHARED))
-            return i;
-    }
-    for (size_t i = num_tiers; i-- > 0;)
-        if (!(progcache__store_flags(tiers[i]) & PROGCACHE_STORE_SHARED))
-            return i;
-    return 0;
-}
-
-progcache_store *progcache__cache_lease_tier(const progcache *cache)
-{
-    for (size_t i = cache->home + 1; i < cache->num_tiers; i++)
-        if (progcache__store_lease_ops(cache->tiers[i]))
-            return cache->tiers[i];
-    return NULL;
-}
-
-static int new_handle(progcache **out, progcache_store *const *tiers, size_t num_tiers,
-                      const char *path, const progcache_options *opts)
-{
-    /* A bound that was set and cannot be used fails the open, like every
-     * other setting (docs/CONFIG.md). */
-    unsigned int wait_ms = PROGCACHE__FLIGHT_WAIT_MS;
-    int rc = progcache__config_wait_timeout(&wait_ms);
-    if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND) {
-        progcache__error_prefix("%s", path ? "progcache_open" : "progcache_open_tiers");
-        return rc;
-    }
-    rc = PROGCACHE_ENOMEM;
-    progcache *cache = progcache__calloc(1, sizeof *cache);
-    if (!cache)
-        goto done;
-    cache->tiers = progcache__calloc(num_tiers, sizeof *cache->tiers);
-    if (!cache->tiers)
-        goto done;
-    if (path && !(cache->path = progcache__strdup(path)))
-        goto done;
-    cache->remote_seen = progcache__calloc(num_tiers, sizeof *cache->remote_seen);
-    if (!cache->remote_seen)
-        goto done;
-    memcpy(cache->tiers, tiers, num_tiers * sizeof *tiers);
-    pthread_mutex_init(&cache->async_lock, NULL);
-    cache->num_tiers = num_tiers;
-    cache->home = home_tier(tiers, num_tiers);
-    cache->wait_timeout_ms = wait_ms;
-    if (opts) {
-        cache->log = opts->log;
-        cache->log_ctx = opts->log_ctx;
-    }
-    *out = cache;
-    cache = NULL;
-    rc = PROGCACHE_OK;
-
-done:
-    if (cache) {
-        progcache__free(cache->remote_seen);
-        progcache__free(cache->tiers);
-        progcache__free(cache);
-    }
-    if (rc)
-        progcache__error(rc, "opening the cache: out of memory");
-    return rc;
-}
-
-int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t num_tiers,
-                         const progcache_options *opts)
-{
-    if (!out)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_open_tiers: out is NULL");
-    *out = NULL;
-    progcache_options o;
-    int rc = load_options(&o, opts, "progcache_open_tiers");
-    if (rc)
-        return rc;
-    if (!tiers || num_tiers == 0)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_open_tiers: no tiers (tiers NULL or num_tiers 0); "
-                                "pass at least one store");
-    for (size_t i = 0; i < num_tiers; i++)
-        if ((rc = check_tier(tiers, i)))
-            return rc;
-    return new_handle(out, tiers, num_tiers, NULL, &o);
-}
-
-int progcache_open(progcache **out, const char *path, const progcache_options *opts)
-{
-    progcache_buf dir = PROGCACHE_BUF_INIT;
-    progcache_store *tiers[3] = {NULL, NULL, NULL};
-    size_t num_tiers = 0;
-    progcache_store *file = NULL;
-    int rc;
-
-    if (!out)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_open: out is NULL");
-    *out = NULL;
-    progcache_options o;
-    if ((rc = load_options(&o, opts, "progcache_open")))
-        return rc;
-    opts = &o;
-    if (path && !*path)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_open: path is empty; pass a directory, or NULL for "
-                                "the default directory (progcache_default_dir)");
-    if (!path) {
-        if ((rc = progcache_default_dir(&dir)))
-            goto done;
-        path = (const char *)dir.data;
-    }
-
-    /* The file store resolves the directory's settings (its settings file,
-     * the environment, then these options: progcache/settings.h); the
-     * other tiers take theirs from what it resolved. */
-    progcache_file_options file_opts;
-    progcache_file_options_init(&file_opts);
-    file_opts.max_size = opts->max_size;
-    file_opts.low_water_percent = opts->low_water_percent;
-    file_opts.flags = opts->flags & ~PROGCACHE_NO_REMOTE;
-    file_opts.log = opts->log;
-    file_opts.log_ctx = opts->log_ctx;
-    file_opts.max_artifact_size = opts->max_artifact_size;
-    progcache_file *home = NULL;
-    if ((rc = progcache_file_open(&home, path, &file_opts)))
-        goto done;
-    file = progcache_file_store(home);
-    const progcache_settings *settings = progcache_file_settings(home);
-    o.max_artifact_size = progcache_settings_find(settings, "max_artifact_size")->number;
-    uint64_t memory_size = progcache_settings_find(settings, "memory_size")->number;
-    if (opts->memory_size)
-        memory_size = opts->memory_size == PROGCACHE_SIZE_NONE ? 0 : opts->memory_size;
-
-    if (memory_size) {
-        progcache_memory_options mem_opts;
-        progcache_memory_options_init(&mem_opts);
-        mem_opts.max_size = memory_size;
-        mem_opts.max_artifact_size = o.max_artifact_size;
-        if ((rc = progcache_store_memory_new(&tiers[num_tiers], &mem_opts)))
-            goto done;
-        num_tiers++;
-    }
-    tiers[num_tiers++] = file;
-    file = NULL;
-    if ((rc = progcache__cache_open_remote(
-             &tiers[num_tiers], opts,
-             progcache_settings_find(settings, "remote_min_rate")->number)))
-        goto done;
-    if (tiers[num_tiers])
-        num_tiers++;
-    rc = new_handle(out, tiers, num_tiers, path, opts);
-    if (!rc) {
-        (*out)->foreign = progcache__store_foreign((*out)->tiers[(*out)->home]);
-        (*out)->read_only = (opts->flags & PROGCACHE_FILE_READONLY) != 0 || (*out)->foreign;
-    }
-
-done:
-    if (rc) {
-        for (size_t i = 0; i < num_tiers; i++)
-            progcache_store_free(tiers[i]);
-    }
-    progcache_store_free(file);
-    progcache_buf_free(&dir);
-    return rc;
-}
-
-void progcache_close(progcache *cache)
-{
-    if (!cache)
-        return;
-    /* Queued background puts go to the tiers, so they finish first. */
-    progcache__cache_async_close(cache);
-    /* Then the remote tiers' own queues, so that their counts are final. */
-    for (size_t i = cache->home + 1; i < cache->num_tiers; i++)
-        (void)progcache_store_flush(cache->tiers[i]);
-    progcache__cache_fold_remote(cache);
-    if (cache->ext_free)
-        cache->ext_free(cache->ext);
-    pthread_mutex_destroy(&cache->async_lock);
-    for (size_t i = 0; i < cache->num_tiers; i++)
-        progcache_store_free(cache->tiers[i]);
-    progcache__free(cache->remote_seen);
-    progcache__free(cache->tiers);
-    progcache__free(cache->path);
-    progcache__free(cache);
-}
-
 const char *progcache_path(const progcache *cache) { return cache ? cache->path : NULL; }
 
-void *progcache__cache_ext(progcache *cache, void *(*make)(void *arg), void *arg,
-                           void (*destroy)(void *state))
+void *progcache__cache_data(progcache *cache, const char *name, void *(*make)(void *arg),
+                            void *arg, void (*destroy)(void *state))
 {
-    if (!cache)
+    if (!cache || !name)
         return NULL;
+    void *data = NULL;
     pthread_mutex_lock(&cache->async_lock);
-    if (!cache->ext && (cache->ext = make(arg)) != NULL)
-        cache->ext_free = destroy;
-    void *ext = cache->ext;
+    struct progcache__cache_slot *free_slot = NULL;
+    for (size_t i = 0; i < PROGCACHE__CACHE_SLOTS; i++) {
+        struct progcache__cache_slot *slot = &cache->slots[i];
+        if (slot->name && !strcmp(slot->name, name)) {
+            data = slot->data;
+            goto done;
+        }
+        if (!slot->name && !free_slot)
+            free_slot = slot;
+    }
+    if (free_slot && (data = make(arg)) != NULL)
+        *free_slot = (struct progcache__cache_slot){name, data, destroy};
+done:
     pthread_mutex_unlock(&cache->async_lock);
-    return ext;
+    return data;
 }
 
 /* ---- get and put ------------------------------------------------------- */

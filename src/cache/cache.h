@@ -17,6 +17,9 @@
  * statistics (cache_stats.c). */
 #define PROGCACHE__REMOTE_FOLDED 14
 
+/* Named states of layers above a handle can keep (progcache__cache_data). */
+#define PROGCACHE__CACHE_SLOTS 4
+
 /* The tiers, top (fastest) first: memory tier -> home -> remote tiers.
  * Which is which comes from each store's flags (progcache/sys/store.h),
  * never from its name or type. */
@@ -55,11 +58,14 @@ struct progcache {
      * unusable and the log was told: the one field written outside the
      * stores and the background-put state, and only ever from 0 to 1. */
     int flight_warned;
-    /* State a layer above keeps with the handle (the PCH tier,
-     * src/pch/pch_tier.c): made at its first use, under async_lock, and
-     * freed by progcache_close through ext_free. */
-    void *ext;
-    void (*ext_free)(void *);
+    /* State the layers above keep with the handle, each under its name
+     * (progcache__cache_data in cache_stats.h; the PCH tier's is "pch"):
+     * made at its first use, under async_lock, freed by progcache_close. */
+    struct progcache__cache_slot {
+        const char *name; /* NULL: free */
+        void *data;
+        void (*destroy)(void *data);
+    } slots[PROGCACHE__CACHE_SLOTS];
 };
 
 /* The first remote tier that offers leases (cross-node single-flight), or

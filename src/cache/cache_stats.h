@@ -50,13 +50,16 @@ int progcache__cache_get_local(progcache_buf *out, progcache_entry_meta *meta, p
  * error is left as it was. */
 int progcache__cache_holds(progcache *cache, const void *key, size_t key_len);
 
-/* The state a layer above keeps with the handle (the PCH tier: its
- * directory, what it has logged, its in-process PCHs). The first call makes
- * it with make(arg), under the handle's lock; progcache_close frees it with
- * destroy. Returns the state; NULL when the cache is NULL or make returned
- * NULL (tried again at the next call). One kind of state per handle. */
-void *progcache__cache_ext(progcache *cache, void *(*make)(void *arg), void *arg,
-                           void (*destroy)(void *state));
+/* The state a layer above keeps with the handle under name (a string
+ * that lives as long as the program, compared by content: the PCH tier's
+ * "pch" holds its directory, what it has logged, its in-process PCHs), as
+ * sqlite keeps client data by name on a connection. The first call for a
+ * name makes it with make(arg), under the handle's lock; progcache_close
+ * frees it with destroy. Returns the state; NULL when the cache is NULL,
+ * make returned NULL (tried again at the next call) or the handle's
+ * PROGCACHE__CACHE_SLOTS names are taken. */
+void *progcache__cache_data(progcache *cache, const char *name, void *(*make)(void *arg),
+                            void *arg, void (*destroy)(void *state));
 /* Whether the cache was opened read-only (PROGCACHE_FILE_READONLY):
  * nothing may be written under its directory, by a layer above either
  * (the PCH tier). 0 for NULL. */

@@ -1,7 +1,7 @@
 /* The PCH tier's state per cache handle: its settings (read once, at the
  * first compile), its directory, NVRTC's identity, the helper, what has
  * been logged, and the PCHs of this process (pch_inproc.c). Kept with the
- * handle (progcache__cache_ext) and freed when it closes. */
+ * handle (progcache__cache_data, under "pch") and freed when it closes. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,7 +64,7 @@ static void destroy(void *state)
 
 progcache__pch_tier *progcache__pch_tier_of(progcache *cache)
 {
-    return progcache__cache_ext(cache, make, cache, destroy);
+    return progcache__cache_data(cache, "pch", make, cache, destroy);
 }
 
 void progcache__pch_tier_drop(progcache__pch_tier *tier, int *field)

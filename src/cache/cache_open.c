@@ -1,0 +1,452 @@
+/* The composition: a handle over its tiers (progcache_open_tiers), the
+ * tiers progcache_open stacks (a memory tier, the home directory, a remote
+ * tier) and closing a handle. No other file of src/cache/ makes a tier.
+ *
+ * The remote tier of progcache_open: the caller's Redis options,
+ * a URL (progcache_options.remote_url), or $PROGCACHE_REMOTE. A URL whose
+ * scheme names a registered tier (progcache_store_register) is opened by
+ * that tier's factory; any other goes to the built-in Redis tier, which
+ * refuses what it cannot use. Either way, one that cannot be set up fails
+ * the open with a message saying why: a remote tier that was asked for and
+ * is silently left out (or, worse, kept without the secret that was asked
+ * for) is a downgrade nobody would notice (docs/CONFIG.md). A server that
+ * is down is not such a failure: nothing is contacted here, and its gets
+ * are misses. */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "buf.h"
+#include "cache/cache.h"
+#include "cache/async_put.h"
+#include "cache/cache_stats.h"
+#include "config.h"
+#include "error.h"
+#include "options.h"
+#include "progcache/remote.h"
+#include "store/store.h"
+
+_Static_assert(PROGCACHE__MIN_SECRET == PROGCACHE_REDIS_MIN_SECRET,
+               "util/config.c checks secrets against the Redis tier's bound");
+
+int progcache_default_dir(progcache_buf *out) { return progcache__config_default_dir(out); }
+
+int progcache_default_remote(progcache_buf *url, progcache_buf *secret)
+{
+    return progcache__config_default_remote(url, secret);
+}
+
+int progcache_remote_secret_read(progcache_buf *secret, const char *path)
+{
+    return progcache__config_secret_read(secret, path);
+}
+
+/* The registered factory for url's scheme (the text before its first ':'),
+ * or NULL: then url is the built-in Redis tier's. */
+static progcache_store_factory factory_of(const char *url, void **ctx)
+{
+    const char *colon = strchr(url, ':');
+    if (!colon || colon == url)
+        return NULL;
+    size_t len = (size_t)(colon - url);
+    if (progcache__store_builtin_name(url, len))
+        return NULL;
+    return progcache__store_find_n(url, len, ctx);
+}
+
+/* A registered tier's factory, and the checks a tier the cache did not
+ * write gets: a vtable it can call, and the store's own word that it is
+ * shared (else it would not be a remote tier: the message says so). */
+static int open_registered(progcache_store **out, progcache_store_factory factory, void *ctx,
+                           const char *url, const progcache_store_params *params)
+{
+    progcache_store *store = NULL;
+    int rc = factory(&store, url, params, ctx);
+    if (rc == PROGCACHE_OK && !store)
+        rc = progcache__error(PROGCACHE_EINVAL,
+                              "the tier for %s returned PROGCACHE_OK and no store", url);
+    if (rc == PROGCACHE_OK && (rc = progcache__store_check(store, "the tier's factory", url)))
+        store = NULL; /* not a vtable this library can call, so not even free */
+    if (rc) {
+        *out = NULL;
+        return rc;
+    }
+    *out = store;
+    return PROGCACHE_OK;
+}
+
+int progcache_store_open_url(progcache_store **out, const char *url,
+                             const progcache_store_params *params)
+{
+    if (!out || !url || !*url)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_store_open_url: %s",
+                                !out ? "out is NULL" : "the URL is empty");
+    *out = NULL;
+    progcache_store_params p;
+    progcache_store_params_init(&p);
+    if (params) {
+        int rc = progcache__version_check(params, PROGCACHE_STORE_PARAMS_VERSION,
+                                          "progcache_store_open_url", "params",
+                                          "progcache_store_params");
+        if (rc)
+            return rc;
+        memcpy(&p, params, sizeof p); /* one version so far */
+    }
+    if (!p.max_artifact_size)
+        p.max_artifact_size = PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
+    void *ctx = NULL;
+    progcache_store_factory factory = factory_of(url, &ctx);
+    if (factory)
+        return open_registered(out, factory, ctx, url, &p);
+    progcache_redis_options ro;
+    progcache_redis_options_init(&ro);
+    ro.url = url;
+    ro.log = p.log;
+    ro.log_ctx = p.log_ctx;
+    ro.max_artifact_size = p.max_artifact_size;
+    return progcache_store_redis_new(out, &ro);
+}
+
+/* The caller's Redis options: its log callback and size bound serve the
+ * tier too when its own options leave them unset, so a program that gave
+ * the cache a log hears why the remote tier is not used (docs/REMOTE.md,
+ * "Messages"). The copy is as long as the caller's version. */
+static int open_redis_options(progcache_store **out, const progcache_options *opts,
+                              uint64_t min_rate)
+{
+    progcache_redis_options ro;
+    progcache_redis_options_init(&ro);
+    memcpy(&ro, opts->remote,
+           opts->remote->version >= 3   ? sizeof ro
+           : opts->remote->version == 2 ? offsetof(progcache_redis_options, min_rate)
+                                        : offsetof(progcache_redis_options, max_artifact_size));
+    ro.version = PROGCACHE_REDIS_OPTIONS_VERSION; /* the rest holds the defaults */
+    if (!ro.min_rate)
+        ro.min_rate = min_rate;
+    if (!ro.log) {
+        ro.log = opts->log;
+        ro.log_ctx = opts->log_ctx;
+    }
+    if (!ro.max_artifact_size)
+        ro.max_artifact_size = opts->max_artifact_size;
+    int rc = progcache_store_redis_new(out, &ro);
+    if (rc)
+        progcache__error_prefix("progcache_open: the remote tier");
+    return rc;
+}
+
+/* $PROGCACHE_REMOTE, with $PROGCACHE_REMOTE_SECRET_FILE for Redis. A
+ * registered tier takes no secret: a secret file set for it is refused
+ * rather than ignored (it would authenticate nothing). */
+static int open_environment(progcache_store **out, const progcache_options *opts,
+                            const progcache_store_params *params, uint64_t min_rate)
+{
+    progcache_buf url = PROGCACHE_BUF_INIT, secret = PROGCACHE_BUF_INIT;
+    int rc = progcache_default_remote(&url, &secret);
+    void *ctx = NULL;
+    progcache_store_factory factory = NULL;
+    if (rc == PROGCACHE_ENOTFOUND) {
+        rc = PROGCACHE_OK; /* no remote tier configured */
+    } else if (rc == PROGCACHE_OK && (factory = factory_of((const char *)url.data, &ctx))) {
+        if (secret.size)
+            rc = progcache__error(PROGCACHE_EINVAL,
+                                  "PROGCACHE_REMOTE_SECRET_FILE is set, but the tier of "
+                                  "PROGCACHE_REMOTE (%s) is a registered tier, which takes no "
+                                  "secret; unset the variable or give the secret to the tier",
+                                  (const char *)url.data);
+        else
+            rc = open_registered(out, factory, ctx, (const char *)url.data, params);
+        if (rc)
+            progcache__error_prefix("progcache_open: PROGCACHE_REMOTE");
+    } else if (rc == PROGCACHE_OK) {
+        progcache_redis_options ro;
+        progcache_redis_options_init(&ro);
+        ro.url = (const char *)url.data;
+        /* Size 0 only when no secret file is configured: one that is
+         * configured and unusable failed above. */
+        ro.secret = secret.size ? secret.data : NULL;
+        ro.secret_len = secret.size;
+        ro.log = opts->log;
+        ro.log_ctx = opts->log_ctx;
+        ro.max_artifact_size = opts->max_artifact_size;
+        ro.min_rate = min_rate;
+        rc = progcache_store_redis_new(out, &ro);
+        if (rc)
+            progcache__error_prefix("progcache_open: PROGCACHE_REMOTE");
+    } else {
+        progcache__error_prefix("progcache_open");
+    }
+    if (secret.data)
+        memset(secret.data, 0, secret.capacity);
+    progcache_buf_free(&secret);
+    progcache_buf_free(&url);
+    return rc;
+}
+
+int progcache__cache_open_remote(progcache_store **out, const progcache_options *opts,
+                                 uint64_t min_rate)
+{
+    *out = NULL;
+    if (opts->remote && opts->remote_url)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_open: opts->remote and opts->remote_url are both "
+                                "set; give one remote tier");
+    if (opts->remote)
+        return open_redis_options(out, opts, min_rate);
+    progcache_store_params params;
+    progcache_store_params_init(&params);
+    params.max_artifact_size = opts->max_artifact_size ? opts->max_artifact_size
+                                                       : PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
+    params.log = opts->log;
+    params.log_ctx = opts->log_ctx;
+    if (opts->remote_url) {
+        int rc = progcache_store_open_url(out, opts->remote_url, &params);
+        if (rc)
+            progcache__error_prefix("progcache_open: opts->remote_url");
+        return rc;
+    }
+    if (opts->flags & PROGCACHE_NO_REMOTE)
+        return PROGCACHE_OK;
+    return open_environment(out, opts, &params, min_rate);
+}
+
+/* ---- the handle ---------------------------------------------------------- */
+
+void progcache_options_init(progcache_options *opts)
+{
+    progcache__struct_init(opts, sizeof *opts, PROGCACHE_OPTIONS_VERSION);
+}
+
+/* ---- arguments --------------------------------------------------------- */
+
+/* The struct's size in each version, for progcache__options_load. */
+static const size_t options_size[] = {0, offsetof(progcache_options, max_artifact_size),
+                                      offsetof(progcache_options, remote_url),
+                                      sizeof(progcache_options)};
+
+/* Load the caller's options (NULL: defaults) into o and check them. */
+static int load_options(progcache_options *o, const progcache_options *opts, const char *fn)
+{
+    progcache_options_init(o);
+    int rc = progcache__options_load(o, opts, options_size, PROGCACHE_OPTIONS_VERSION, fn,
+                                     "progcache_options");
+    if (rc)
+        return rc;
+    if (o->low_water_percent > 100)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "%s: opts->low_water_percent is %u; use 1-100 (0: the default, 90)",
+                                fn, o->low_water_percent);
+    return PROGCACHE_OK;
+}
+
+static int check_tier(progcache_store *const *tiers, size_t i)
+{
+    char what[32];
+    snprintf(what, sizeof what, "tiers[%zu]", i);
+    int rc = progcache__store_check(tiers[i], "progcache_open_tiers", what);
+    if (rc)
+        return rc;
+    for (size_t j = 0; j < i; j++)
+        if (tiers[j] == tiers[i])
+            return progcache__error(PROGCACHE_EINVAL,
+                                    "progcache_open_tiers: tiers[%zu] and tiers[%zu] are the "
+                                    "same store; a store can be one tier only",
+                                    j, i);
+    return PROGCACHE_OK;
+}
+
+/* ---- open and close ---------------------------------------------------- */
+
+/* The home tier (see struct progcache): chosen by what the stores say they
+ * are, so a tier of the caller's own takes any place a built-in one can. */
+static size_t home_tier(progcache_store *const *tiers, size_t num_tiers)
+{
+    for (size_t i = num_tiers; i-- > 0;) {
+        unsigned int f = progcache__store_flags(tiers[i]);
+        if ((f & PROGCACHE_STORE_PERSISTENT) && !(f & PROGCACHE_STORE_SHARED))
+            return i;
+    }
+    for (size_t i = num_tiers; i-- > 0;)
+        if (!(progcache__store_flags(tiers[i]) & PROGCACHE_STORE_SHARED))
+            return i;
+    return 0;
+}
+
+progcache_store *progcache__cache_lease_tier(const progcache *cache)
+{
+    for (size_t i = cache->home + 1; i < cache->num_tiers; i++)
+        if (progcache__store_lease_ops(cache->tiers[i]))
+            return cache->tiers[i];
+    return NULL;
+}
+
+static int new_handle(progcache **out, progcache_store *const *tiers, size_t num_tiers,
+                      const char *path, const progcache_options *opts)
+{
+    /* A bound that was set and cannot be used fails the open, like every
+     * other setting (docs/CONFIG.md). */
+    unsigned int wait_ms = PROGCACHE__FLIGHT_WAIT_MS;
+    int rc = progcache__config_wait_timeout(&wait_ms);
+    if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND) {
+        progcache__error_prefix("%s", path ? "progcache_open" : "progcache_open_tiers");
+        return rc;
+    }
+    rc = PROGCACHE_ENOMEM;
+    progcache *cache = progcache__calloc(1, sizeof *cache);
+    if (!cache)
+        goto done;
+    cache->tiers = progcache__calloc(num_tiers, sizeof *cache->tiers);
+    if (!cache->tiers)
+        goto done;
+    if (path && !(cache->path = progcache__strdup(path)))
+        goto done;
+    cache->remote_seen = progcache__calloc(num_tiers, sizeof *cache->remote_seen);
+    if (!cache->remote_seen)
+        goto done;
+    memcpy(cache->tiers, tiers, num_tiers * sizeof *tiers);
+    pthread_mutex_init(&cache->async_lock, NULL);
+    cache->num_tiers = num_tiers;
+    cache->home = home_tier(tiers, num_tiers);
+    cache->wait_timeout_ms = wait_ms;
+    if (opts) {
+        cache->log = opts->log;
+        cache->log_ctx = opts->log_ctx;
+    }
+    *out = cache;
+    cache = NULL;
+    rc = PROGCACHE_OK;
+
+done:
+    if (cache) {
+        progcache__free(cache->remote_seen);
+        progcache__free(cache->tiers);
+        progcache__free(cache);
+    }
+    if (rc)
+        progcache__error(rc, "opening the cache: out of memory");
+    return rc;
+}
+
+int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t num_tiers,
+                         const progcache_options *opts)
+{
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_open_tiers: out is NULL");
+    *out = NULL;
+    progcache_options o;
+    int rc = load_options(&o, opts, "progcache_open_tiers");
+    if (rc)
+        return rc;
+    if (!tiers || num_tiers == 0)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_open_tiers: no tiers (tiers NULL or num_tiers 0); "
+                                "pass at least one store");
+    for (size_t i = 0; i < num_tiers; i++)
+        if ((rc = check_tier(tiers, i)))
+            return rc;
+    return new_handle(out, tiers, num_tiers, NULL, &o);
+}
+
+int progcache_open(progcache **out, const char *path, const progcache_options *opts)
+{
+    progcache_buf dir = PROGCACHE_BUF_INIT;
+    progcache_store *tiers[3] = {NULL, NULL, NULL};
+    size_t num_tiers = 0;
+    progcache_store *file = NULL;
+    int rc;
+
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_open: out is NULL");
+    *out = NULL;
+    progcache_options o;
+    if ((rc = load_options(&o, opts, "progcache_open")))
+        return rc;
+    opts = &o;
+    if (path && !*path)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_open: path is empty; pass a directory, or NULL for "
+                                "the default directory (progcache_default_dir)");
+    if (!path) {
+        if ((rc = progcache_default_dir(&dir)))
+            goto done;
+        path = (const char *)dir.data;
+    }
+
+    /* The file store resolves the directory's settings (its settings file,
+     * the environment, then these options: progcache/settings.h); the
+     * other tiers take theirs from what it resolved. */
+    progcache_file_options file_opts;
+    progcache_file_options_init(&file_opts);
+    file_opts.max_size = opts->max_size;
+    file_opts.low_water_percent = opts->low_water_percent;
+    file_opts.flags = opts->flags & ~PROGCACHE_NO_REMOTE;
+    file_opts.log = opts->log;
+    file_opts.log_ctx = opts->log_ctx;
+    file_opts.max_artifact_size = opts->max_artifact_size;
+    progcache_file *home = NULL;
+    if ((rc = progcache_file_open(&home, path, &file_opts)))
+        goto done;
+    file = progcache_file_store(home);
+    const progcache_settings *settings = progcache_file_settings(home);
+    o.max_artifact_size = progcache_settings_find(settings, "max_artifact_size")->number;
+    uint64_t memory_size = progcache_settings_find(settings, "memory_size")->number;
+    if (opts->memory_size)
+        memory_size = opts->memory_size == PROGCACHE_SIZE_NONE ? 0 : opts->memory_size;
+
+    if (memory_size) {
+        progcache_memory_options mem_opts;
+        progcache_memory_options_init(&mem_opts);
+        mem_opts.max_size = memory_size;
+        mem_opts.max_artifact_size = o.max_artifact_size;
+        if ((rc = progcache_store_memory_new(&tiers[num_tiers], &mem_opts)))
+            goto done;
+        num_tiers++;
+    }
+    tiers[num_tiers++] = file;
+    file = NULL;
+    if ((rc = progcache__cache_open_remote(
+             &tiers[num_tiers], opts,
+             progcache_settings_find(settings, "remote_min_rate")->number)))
+        goto done;
+    if (tiers[num_tiers])
+        num_tiers++;
+    rc = new_handle(out, tiers, num_tiers, path, opts);
+    if (!rc) {
+        (*out)->foreign = progcache__store_foreign((*out)->tiers[(*out)->home]);
+        (*out)->read_only = (opts->flags & PROGCACHE_FILE_READONLY) != 0 || (*out)->foreign;
+    }
+
+done:
+    if (rc) {
+        for (size_t i = 0; i < num_tiers; i++)
+            progcache_store_free(tiers[i]);
+    }
+    progcache_store_free(file);
+    progcache_buf_free(&dir);
+    return rc;
+}
+
+void progcache_close(progcache *cache)
+{
+    if (!cache)
+        return;
+    /* Queued background puts go to the tiers, so they finish first. */
+    progcache__cache_async_close(cache);
+    /* Then the remote tiers' own queues, so that their counts are final. */
+    for (size_t i = cache->home + 1; i < cache->num_tiers; i++)
+        (void)progcache_store_flush(cache->tiers[i]);
+    progcache__cache_fold_remote(cache);
+    for (size_t i = 0; i < PROGCACHE__CACHE_SLOTS; i++)
+        if (cache->slots[i].name && cache->slots[i].destroy)
+            cache->slots[i].destroy(cache->slots[i].data);
+    pthread_mutex_destroy(&cache->async_lock);
+    for (size_t i = 0; i < cache->num_tiers; i++)
+        progcache_store_free(cache->tiers[i]);
+    progcache__free(cache->remote_seen);
+    progcache__free(cache->tiers);
+    progcache__free(cache->path);
+    progcache__free(cache);
+}
+
