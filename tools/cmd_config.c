@@ -8,7 +8,9 @@
 
 #define CMD "config"
 
-static const char usage_text[] =
+/* The usage; the settings are listed after usage_head from the library's
+ * table (help_text), so no name is typed here. */
+static const char usage_head[] =
     "usage: progcache config [-d DIR] [--json]           show every setting\n"
     "       progcache config [-d DIR] [--json] NAME      show one (its value alone)\n"
     "       progcache config [-d DIR] NAME VALUE         set one in DIR's settings file\n"
@@ -18,19 +20,8 @@ static const char usage_text[] =
     "the like. Each comes from, lowest first: the built-in default; the settings\n"
     "file DIR/progcache/config (\"name = value\" lines); the environment variable\n"
     "(PROGCACHE_MAX_SIZE=10G, ...); a program's own options. The listing shows\n"
-    "each value and where it came from.\n"
-    "\n"
-    "settings:\n"
-    "  max_size            size cap (default 5GiB; none: no cap)\n"
-    "  low_water_percent   eviction goes down to this percent of max_size (90)\n"
-    "  memory_size         in-process memory tier (none)\n"
-    "  max_artifact_size   the largest artifact stored or read (1GiB)\n"
-    "  no_fsync            skip fsync on put (false)\n"
-    "  remote              Redis tier URL (PROGCACHE_REMOTE only)\n"
-    "  remote_secret_file  its shared secret (PROGCACHE_REMOTE_SECRET_FILE only)\n"
-    "  wait_timeout        a compile's wait for another (PROGCACHE_WAIT_TIMEOUT only)\n"
-    "  pch, pch_max_size, pch_min_ms, pch_helper\n"
-    "                      the PCH tier (PROGCACHE_PCH* only)\n"
+    "each value and where it came from.\n";
+static const char usage_tail[] =
     "Sizes: bytes, or a number and K, M, G, T (powers of 1024; Ki, Mi, ... and a\n"
     "trailing B are accepted): 10G, 512Mi, 1.5G.\n"
     "\n"
@@ -43,6 +34,42 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 shown or written; 2 bad usage (an unknown setting, a value it\n"
     "does not take); 3 the settings cannot be read or written.\n";
+
+/* usage_head, every setting (name, default, what it does, wrapped), then
+ * usage_tail; in buf, or usage_head and usage_tail alone when the table
+ * cannot be read. */
+static const char *help_text(char *buf, size_t size)
+{
+    progcache_settings *set = NULL;
+    size_t used = (size_t)snprintf(buf, size, "%s\nsettings (the environment variable, the default):\n", usage_head);
+    if (progcache_settings_load(&set, "") == PROGCACHE_OK) {
+        for (size_t i = 0; i < progcache_settings_count(set) && used < size; i++) {
+            const progcache_setting *s = progcache_settings_at(set, i);
+            used += (size_t)snprintf(buf + used, size - used, "  %-19s %s, %s\n", s->name,
+                                     s->variable, *s->default_value ? s->default_value : "unset");
+            /* The summary, wrapped at 76 columns under the name. */
+            const char *t = s->summary;
+            while (*t && used < size) {
+                size_t n = strlen(t);
+                if (n > 54) {
+                    n = 54;
+                    while (n > 0 && t[n] != ' ')
+                        n--;
+                    if (n == 0)
+                        n = 54;
+                }
+                used += (size_t)snprintf(buf + used, size - used, "%22s%.*s\n", "", (int)n, t);
+                t += n;
+                while (*t == ' ')
+                    t++;
+            }
+        }
+    }
+    progcache_settings_free(set);
+    if (used < size)
+        snprintf(buf + used, size - used, "%s", usage_tail);
+    return buf;
+}
 
 static const char *source_name(progcache_setting_source s)
 {
@@ -100,17 +127,19 @@ static void print_all(const char *dir, const progcache_settings *set, int json)
 
 static int unknown_setting(const char *name)
 {
-    const char *names[16];
     progcache_settings *set = NULL;
     size_t n = 0;
-    if (progcache_settings_load(&set, "") == PROGCACHE_OK)
-        for (; n < progcache_settings_count(set) && n < 16; n++)
-            names[n] = progcache_settings_at(set, n)->name;
-    const char *near = tool_suggest(name, names, n);
+    if (progcache_settings_load(&set, "") != PROGCACHE_OK)
+        set = NULL;
+    const char **names = calloc(progcache_settings_count(set) + 1, sizeof *names);
+    for (; names && n < progcache_settings_count(set); n++)
+        names[n] = progcache_settings_at(set, n)->name;
+    const char *near = names ? tool_suggest(name, names, n) : NULL;
     if (near)
         tool_usage_error(CMD, "unknown setting \"%s\"; did you mean \"%s\"?", name, near);
     else
         tool_usage_error(CMD, "unknown setting \"%s\" (run 'progcache config --help')", name);
+    free(names);
     progcache_settings_free(set);
     return EXIT_USAGE;
 }
@@ -139,7 +168,8 @@ int cmd_config(int argc, char **argv)
     const char *args[3] = {NULL, NULL, NULL}, *unset = NULL;
     int nargs = 0;
     tool_parser p;
-    tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
+    static char help[16384];
+    tool_parser_init(&p, CMD, help_text(help, sizeof help), argc, argv, options, TOOL_JSON);
     for (int c; (c = tool_next(&p)) != TOOL_END;) {
         if (c == TOOL_EXIT)
             return p.code;

@@ -77,6 +77,10 @@ typedef struct progcache_setting {
      * directory other users can write must not choose where a program
      * fetches code from). */
     int in_file;
+    /* The built-in default as text ("5GiB", "90", "none", "" for a string
+     * setting without one), whatever is in force: what `progcache config
+     * --help` lists. */
+    const char *default_value;
 } progcache_setting;
 
 /* The settings of one cache directory, resolved. */

@@ -282,6 +282,7 @@ int progcache__settings_init(progcache_settings *s, const char *dir)
         it->source = PROGCACHE_SETTING_DEFAULT;
         it->origin = "default";
         it->in_file = specs[i].in_file;
+        it->default_value = specs[i].def;
     }
     if (dir) {
         size_t n = strlen(dir) + sizeof "/" PROGCACHE__SETTINGS_REL;
