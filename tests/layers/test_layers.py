@@ -174,6 +174,27 @@ def self_test(table):
         return any("src/util/bad.c:1" in p and "not below" in p for p in found)
 
 
+def check_map(root):
+    """docs/ARCHITECTURE.md names every source file of the library, the
+    helper and the tool, every folder of src/ and every folder of tests/:
+    the map cannot leave a room or a file out."""
+    doc = open(os.path.join(root, "docs", "ARCHITECTURE.md"), encoding="utf-8").read()
+    problems = []
+    for top in ("src", "helper", "tools"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            rel_dir = os.path.relpath(dirpath, root)
+            if top == "src" and rel_dir != "src" and "`%s/`" % rel_dir not in doc:
+                problems.append("docs/ARCHITECTURE.md: no row for the folder %s/" % rel_dir)
+            for f in sorted(files):
+                if f.endswith(".c") and f not in doc:
+                    problems.append("docs/ARCHITECTURE.md does not name %s/%s" % (rel_dir, f))
+    tests = os.path.join(root, "tests")
+    for d in sorted(os.listdir(tests)):
+        if os.path.isdir(os.path.join(tests, d)) and "`tests/%s/`" % d not in doc:
+            problems.append("docs/ARCHITECTURE.md does not name the test folder tests/%s/" % d)
+    return problems
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     table_path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "tests", "layers.txt")
@@ -182,6 +203,12 @@ def main():
         print("FAIL: the layer test did not catch a planted violation")
         return 1
     problems = check(root, table)
+    missing = check_map(root)
+    for p in missing:
+        print(p)
+    if missing:
+        print("FAIL: %d file(s) or folder(s) missing from docs/ARCHITECTURE.md" % len(missing))
+        return 1
     for p in problems:
         print(p)
     if problems:
