@@ -114,9 +114,9 @@ static int file_stats_get(progcache_stats *out, progcache_store *store)
     /* The cap in force for this directory, from its settings (the one
      * recorded in the file is only the most recent process's). */
     out->max_size = ((file_store *)store)->max_size;
-    int rc = store->count(&out->entries, store);
+    int rc = file_count(&out->entries, store);
     if (!rc)
-        rc = store->total_size(&out->total_size, store);
+        rc = file_total_size(&out->total_size, store);
     return rc;
 }
 
