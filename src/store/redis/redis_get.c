@@ -151,6 +151,10 @@ static size_t part_len(const redisReply *r)
  * listing's error. */
 static int call_failed(reading *g, const failure *f)
 {
+    if (g->listing && f->cause == PROGCACHE__CAUSE_REFUSED) { /* WRONGTYPE: the entry's */
+        snprintf(g->why, sizeof g->why, "%s", f->what);
+        return PROGCACHE_ENOTFOUND;
+    }
     if (g->listing)
         return progcache__redis_remote_error(g->s, "progcache_store_foreach", f);
     return PROGCACHE_ENOTFOUND;

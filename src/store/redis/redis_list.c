@@ -138,6 +138,10 @@ static int header_size(progcache_entry *out, redis_store *s, const char *name, s
     const char *argv[] = {"GETRANGE", name, "0", "23"};
     size_t lens[] = {8, name_len, 1, 2};
     redisReply *r = progcache__redis_call(s, 4, argv, lens, 1, &progcache__redis_small, &f);
+    if (!r && f.cause == PROGCACHE__CAUSE_REFUSED) { /* WRONGTYPE: this entry's */
+        snprintf(why, why_size, "%s", f.what);
+        return PROGCACHE_OK;
+    }
     if (!r)
         return progcache__redis_remote_error(s, "progcache_store_foreach", &f);
     int rc = PROGCACHE_OK;
