@@ -125,26 +125,23 @@ static void call(outcome *out, op_class cls, const char *url, int n)
     progcache_store_free(s);
 }
 
+typedef struct call_args {
+    op_class cls;
+    const char *url;
+    int n;
+} call_args;
+
+static void call_in_child(void *ctx, void *out)
+{
+    const call_args *a = ctx;
+    call(out, a->cls, a->url, a->n);
+}
+
 static outcome in_child(op_class cls, const char *url, int n)
 {
-    int p[2];
-    CHECK(pipe(p) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        close(p[0]);
-        outcome o = {0};
-        call(&o, cls, url, n);
-        _exit(write(p[1], &o, sizeof o) == (ssize_t)sizeof o ? 0 : 1);
-    }
-    close(p[1]);
+    call_args a = {cls, url, n};
     outcome o = {0};
-    ssize_t got = read(p[0], &o, sizeof o);
-    close(p[0]);
-    int status = 0;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* no signal, no abort */
-    CHECK(got == (ssize_t)sizeof o);
+    test_in_child(call_in_child, &a, &o, sizeof o);
     return o;
 }
 

@@ -5,7 +5,6 @@
  * parts, a value replaced between parts told as a change, damage in a
  * later part still damage, a header that lies about the length. */
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -38,14 +37,6 @@ static progcache_store *open_store(const char *url, uint64_t max, unsigned int t
     return s;
 }
 
-static unsigned char *pattern(size_t n, unsigned int seed)
-{
-    unsigned char *p = malloc(n + 1);
-    CHECK(p != NULL);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (unsigned char)((i * 2654435761u + seed) >> 13);
-    return p;
-}
 
 /* How many times the server ran cmd (lower case) since the last reset. */
 static long long calls_of(const char *cmd)
@@ -76,7 +67,7 @@ static void test_parts(void)
                             3 * PART + 17};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = sizes[i];
-        unsigned char *v = pattern(n, (unsigned int)i);
+        unsigned char *v = test_pattern(n, (unsigned int)i);
         CHECK_OK(progcache_store_put(s, "k", 1, v, n));
         reset_stats();
         progcache_buf buf = PROGCACHE_BUF_INIT;
@@ -123,49 +114,37 @@ static void test_parts(void)
 #define BIG ((size_t)48 << 20)
 #define BOUND_SLACK ((size_t)6 << 20)
 
-static void put_big(void)
+static void put_big_child(void *ctx, void *out)
 {
-    pid_t pid = fork(); /* its memory is not the measuring child's */
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        progcache_store *s = open_store(server.url, (uint64_t)64 << 20, 30000, 0, NULL);
-        unsigned char *v = pattern(BIG, 9);
-        CHECK_OK(progcache_store_put(s, "big", 3, v, BIG));
-        free(v);
-        progcache_store_free(s);
-        _exit(0);
-    }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    (void)ctx, (void)out;
+    progcache_store *s = open_store(server.url, (uint64_t)64 << 20, 30000, 0, NULL);
+    unsigned char *v = test_pattern(BIG, 9);
+    CHECK_OK(progcache_store_put(s, "big", 3, v, BIG));
+    free(v);
+    progcache_store_free(s);
+}
+
+/* In a child of its own: the peak RSS growth of a get of the big value. */
+static void measure_child(void *ctx, void *out)
+{
+    (void)ctx;
+    progcache_store *s = open_store(server.url, (uint64_t)64 << 20, 30000, 0, NULL);
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "warm-up", 7));
+    struct rusage before, after;
+    CHECK(getrusage(RUSAGE_SELF, &before) == 0);
+    CHECK_OK(progcache_store_get(&buf, s, "big", 3));
+    CHECK(getrusage(RUSAGE_SELF, &after) == 0);
+    unsigned char *want = test_pattern(BIG, 9);
+    CHECK(buf.size == BIG && memcmp(buf.data, want, BIG) == 0);
+    *(long *)out = after.ru_maxrss - before.ru_maxrss;
 }
 
 static void test_bound_measured(void)
 {
-    put_big();
-    int p[2];
-    CHECK(pipe(p) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        close(p[0]);
-        progcache_store *s = open_store(server.url, (uint64_t)64 << 20, 30000, 0, NULL);
-        progcache_buf buf = PROGCACHE_BUF_INIT;
-        CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "warm-up", 7));
-        struct rusage before, after;
-        CHECK(getrusage(RUSAGE_SELF, &before) == 0);
-        CHECK_OK(progcache_store_get(&buf, s, "big", 3));
-        CHECK(getrusage(RUSAGE_SELF, &after) == 0);
-        unsigned char *want = pattern(BIG, 9);
-        CHECK(buf.size == BIG && memcmp(buf.data, want, BIG) == 0);
-        long grew_kb = after.ru_maxrss - before.ru_maxrss;
-        _exit(write(p[1], &grew_kb, sizeof grew_kb) == (ssize_t)sizeof grew_kb ? 0 : 1);
-    }
-    close(p[1]);
+    test_in_child(put_big_child, NULL, NULL, 0); /* its memory is not the measuring child's */
     long grew_kb = -1;
-    CHECK(read(p[0], &grew_kb, sizeof grew_kb) == (ssize_t)sizeof grew_kb);
-    close(p[0]);
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    test_in_child(measure_child, NULL, &grew_kb, sizeof grew_kb);
     fprintf(stderr, "  a get of %zu MiB grew the peak RSS by %.1f MiB (bound %zu MiB)\n",
             BIG >> 20, grew_kb / 1024.0, (BIG + BOUND_SLACK) >> 20);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -182,7 +161,7 @@ static void test_bound_measured(void)
 static char *value_of(size_t n, unsigned int seed, size_t *len)
 {
     progcache_store *s = open_store(server.url, (uint64_t)64 << 20, 5000, 0, NULL);
-    unsigned char *v = pattern(n, seed);
+    unsigned char *v = test_pattern(n, seed);
     CHECK_OK(progcache_store_put(s, "k", 1, v, n));
     free(v);
     progcache_store_free(s);
@@ -226,7 +205,7 @@ static void test_served(void)
 {
     size_t n = 3 * PART, len_a, len_b;
     char *a = value_of(n, 1, &len_a), *b = value_of(n, 2, &len_b);
-    unsigned char *payload = pattern(n, 1);
+    unsigned char *payload = test_pattern(n, 1);
     /* The fixture serves a value truthfully: a hit, exact bytes. */
     served_get g = get_served(a, len_a, a, len_a, 0, 5000, 0, payload, n);
     CHECK(g.rc == PROGCACHE_OK && g.c.hits == 1);

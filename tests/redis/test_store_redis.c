@@ -52,14 +52,6 @@ static void check_miss(progcache_store *s, const void *key, size_t key_len)
     progcache_buf_free(&buf);
 }
 
-static unsigned char *pattern(size_t n, unsigned int seed)
-{
-    unsigned char *p = malloc(n + 1);
-    CHECK(p != NULL);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (unsigned char)((i * 2654435761u + seed) >> 13);
-    return p;
-}
 
 /* Connections the server has accepted since it started. */
 static long long connections_received(void)
@@ -80,7 +72,7 @@ static void test_round_trip(void)
     const unsigned char key[] = {0, 1, 2, 0, 0xff, 'k'}; /* any bytes, NULs too */
     size_t sizes[] = {0, 1, 1000, (size_t)3 << 20};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        unsigned char *v = pattern(sizes[i], (unsigned int)i);
+        unsigned char *v = test_pattern(sizes[i], (unsigned int)i);
         CHECK_OK(progcache_store_put(s, key, sizeof key, v, sizes[i]));
         check_get(s, key, sizeof key, v, sizes[i]);
         free(v);
@@ -170,7 +162,7 @@ static void test_count_size_clear(void)
     CHECK(n == 0 && size == 0);
     uint64_t want = 0;
     for (unsigned int i = 0; i < 5; i++) {
-        unsigned char *v = pattern(100 * i + 7, i);
+        unsigned char *v = test_pattern(100 * i + 7, i);
         char key[8] = {'k', (char)('0' + i)};
         CHECK_OK(progcache_store_put(s, key, 2, v, 100 * i + 7));
         want += 100 * i + 7;
@@ -286,7 +278,7 @@ static void expect_rejected(progcache_store *s, const char *name, const void *ke
 static void test_corruption(void)
 {
     progcache_store *s = open_store(server.url, PROGCACHE_REDIS_SYNC_PUT, "bad:", NULL);
-    unsigned char *payload = pattern(1000, 3);
+    unsigned char *payload = test_pattern(1000, 3);
     char name[300];
     test_redis_name(name, sizeof name, "bad:", "key", 3);
     CHECK_OK(progcache_store_put(s, "key", 3, payload, 1000));
@@ -352,7 +344,7 @@ static void test_max_artifact_size(void)
     opts.log_ctx = &log;
     progcache_store *s = NULL;
     CHECK_OK(progcache_store_redis_new(&s, &opts));
-    unsigned char *v = pattern((size_t)4 << 20, 5);
+    unsigned char *v = test_pattern((size_t)4 << 20, 5);
     char name[300];
     size_t len;
 
