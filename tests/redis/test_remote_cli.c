@@ -3,11 +3,14 @@
  * the one line a tool prints when the tier fails. Runs the built
  * `progcache` ($PROGCACHE_BIN) against this test's own redis-server, with
  * a password that must never be printed. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "progcache/sys/store.h"
 #include "redis_fixture.h"
 
 static test_redis server;
@@ -252,6 +255,57 @@ static void test_admin_remote(void)
     progcache_store_free(s);
 }
 
+/* What `export --remote` calls, on a store whose tier has no foreach: a
+ * clear error, and no archive (not even a temporary file) left behind. */
+static int no_get(progcache_buf *out, progcache_store *st, const void *k, size_t n)
+{
+    (void)out, (void)st, (void)k, (void)n;
+    return PROGCACHE_ENOTFOUND;
+}
+static int no_put(progcache_store *st, const void *k, size_t n, const void *d, size_t size)
+{
+    (void)st, (void)k, (void)n, (void)d, (void)size;
+    return PROGCACHE_OK;
+}
+static int no_remove(progcache_store *st, const void *k, size_t n)
+{
+    (void)st, (void)k, (void)n;
+    return PROGCACHE_ENOTFOUND;
+}
+static int no_clear(progcache_store *st) { (void)st; return PROGCACHE_OK; }
+static int no_count(uint64_t *out, progcache_store *st)
+{
+    (void)st;
+    *out = 0;
+    return PROGCACHE_OK;
+}
+static void no_free(progcache_store *st) { (void)st; }
+
+static void test_unlistable(void)
+{
+    progcache_store st = PROGCACHE_STORE_INIT;
+    st.name = "unlistable";
+    st.get = no_get;
+    st.put = no_put;
+    st.remove = no_remove;
+    st.clear = no_clear;
+    st.count = st.total_size = no_count;
+    st.free = no_free;
+    char dir[4096], archive[4200];
+    snprintf(dir, sizeof dir, "%s/unlistable", scratch);
+    snprintf(archive, sizeof archive, "%s/a.tar", dir);
+    CHECK(mkdir(dir, 0700) == 0);
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_export(NULL, &st, archive, NULL));
+    CHECK(strstr(progcache_error_last(), "the \"unlistable\" store cannot be listed"));
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        files += strcmp(e->d_name, ".") && strcmp(e->d_name, ".."); /* a.tar, a temp file */
+    closedir(d);
+    CHECK(files == 0);
+}
+
 int main(void)
 {
     test_redis_require();
@@ -260,6 +314,7 @@ int main(void)
     test_remote_command();
     test_tool_warns_once();
     test_admin_remote();
+    test_unlistable();
     test_redis_stop(&server);
     test_rmtree(scratch);
     free(scratch);
