@@ -7,7 +7,8 @@
 #include "tool.h"
 
 static const char export_usage[] =
-    "usage: progcache export [-d DIR] [--max-artifact-size SIZE] [--sign KEY.pem] ARCHIVE\n"
+    "usage: progcache export [-d DIR | --remote URL] [--max-artifact-size SIZE]\n"
+    "                        [--sign KEY.pem] ARCHIVE\n"
     "\n"
     "Write every entry of a cache directory to ARCHIVE, a POSIX tar (ustar) file\n"
     "holding entries/<2 hex>/<62 hex>, the cache directory's own layout: import it\n"
@@ -25,6 +26,10 @@ static const char export_usage[] =
     "\n"
     "options:\n"
     "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --remote URL   export the entries of the store URL names instead (redis://...,\n"
+    "                 unix:..., a registered tier), each read and checked as a\n"
+    "                 lookup reads it (a value that cannot be read is left out, with\n"
+    "                 a warning); the archive holds no NVRTC versions\n"
     "  --max-artifact-size SIZE  the largest entry read (default: the setting\n"
     "                 max_artifact_size, 1G)\n"
     "  --sign KEY.pem sign the archive with this Ed25519 private key (made by\n"
@@ -36,8 +41,9 @@ static const char export_usage[] =
     "\n"
     "Prints: exported N entries (SIZE) from DIR to ARCHIVE (on standard error\n"
     "when ARCHIVE is '-')\n"
-    "Exit status: 0 written; 2 bad usage; 3 the cache or the archive could not be\n"
-    "read or written.\n";
+    "Exit status: 0 written; 1 written, without the entries the store (--remote)\n"
+    "could not read; 2 bad usage; 3 the cache, the store or the archive could not\n"
+    "be read or written (or the store cannot be listed).\n";
 
 static const char import_usage[] =
     "usage: progcache import [-d DIR] [--max-artifact-size SIZE] [--verify PUB.pem] ARCHIVE\n"
@@ -96,7 +102,8 @@ typedef struct archive_ctx {
     tool_progress bar;
     warn_kind kinds[WARN_KINDS];
     size_t num_kinds;
-    uint64_t other; /* past WARN_KINDS reasons */
+    uint64_t other;  /* past WARN_KINDS reasons */
+    uint64_t unread; /* --remote: entries the store could not read */
 } archive_ctx;
 
 static int tool_progress_cb_of_archive(void *ctx, const char *what, uint64_t done,
@@ -114,6 +121,12 @@ static size_t kind_len(const char *reason)
 static int note_invalid(void *ctx, const progcache_entry *e)
 {
     archive_ctx *x = ctx;
+    if (e->error && !e->data) { /* a store's entry that could not be read: left out */
+        fprintf(stderr, "progcache %s: warning: entry %s not exported: %s\n", x->c->cmd, e->name,
+                e->error);
+        x->unread++;
+        return 0;
+    }
     if (!e->artifact || e->artifact->valid)
         return 0;
     const char *reason = e->artifact->reason;
@@ -185,12 +198,14 @@ static const char *nvrtc_version(char *buf, size_t len)
 
 static int run(const archive_command *c, int argc, char **argv)
 {
-    static const tool_option export_options[] = {
-        TOOL_MAX_ARTIFACT_SIZE_OPTION, {"sign", OPT_SIGN, 1}, {NULL, 0, 0}};
+    static const tool_option export_options[] = {TOOL_MAX_ARTIFACT_SIZE_OPTION,
+                                                 {"sign", OPT_SIGN, 1},
+                                                 TOOL_REMOTE_OPTION,
+                                                 {NULL, 0, 0}};
     static const tool_option import_options[] = {
         TOOL_MAX_ARTIFACT_SIZE_OPTION, {"verify", OPT_VERIFY, 1}, {NULL, 0, 0}};
     const tool_option *options = c->exporting ? export_options : import_options;
-    const char *archive = NULL, *key_path = NULL;
+    const char *archive = NULL, *key_path = NULL, *remote = NULL;
     uint64_t max = 0;
     tool_parser p;
     tool_parser_init(&p, c->cmd, c->usage, argc, argv, options, 0);
@@ -202,6 +217,8 @@ static int run(const archive_command *c, int argc, char **argv)
                 return EXIT_USAGE;
         } else if (k == OPT_SIGN || k == OPT_VERIFY) {
             key_path = p.arg;
+        } else if (k == TOOL_OPT_REMOTE) {
+            remote = p.arg;
         } else if (archive) {
             return tool_usage_error(c->cmd, "more than one ARCHIVE (\"%s\" and \"%s\")", archive,
                                     p.arg);
@@ -212,8 +229,11 @@ static int run(const archive_command *c, int argc, char **argv)
     if (!archive)
         return tool_usage_error(c->cmd, "give the ARCHIVE to %s (run 'progcache %s --help')",
                                 c->exporting ? "write" : "read", c->cmd);
-    char *dir = NULL, nvrtc[32];
+    if (remote && p.dir)
+        return tool_usage_error(c->cmd, "give --dir or --remote, not both");
+    char *dir = NULL, nvrtc[32], where[1024] = "";
     progcache_file *file = NULL;
+    progcache_store *store = NULL;
     unsigned char *key = NULL;
     size_t key_len = 0;
     /* The key first: a bad one is found before a cache is created. */
@@ -241,9 +261,13 @@ static int run(const archive_command *c, int argc, char **argv)
             goto done;
         }
     }
-    /* Export reads an existing cache; import creates one if missing. */
-    code = tool_open_dir_file(c->cmd, p.dir, c->exporting ? TOOL_READ : TOOL_CREATE, max,
-                                   &dir, &file);
+    /* Export reads an existing cache (or a store); import creates one if
+     * missing. */
+    if (remote)
+        tool_mask_url(where, sizeof where, remote);
+    code = remote ? tool_open_remote(c->cmd, remote, max, &store)
+                  : tool_open_dir_file(c->cmd, p.dir, c->exporting ? TOOL_READ : TOOL_CREATE,
+                                       max, &dir, &file);
     if (code)
         goto done;
     progcache_archive_options opts = PROGCACHE_ARCHIVE_OPTIONS_INIT;
@@ -264,7 +288,11 @@ static int run(const archive_command *c, int argc, char **argv)
     }
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
     int dash = !strcmp(archive, "-"), rc;
-    if (c->exporting)
+    if (c->exporting && store)
+        rc = dash ? progcache_store_export_fd(&res, store, STDOUT_FILENO, "(standard output)",
+                                              &opts)
+                  : progcache_store_export(&res, store, archive, &opts);
+    else if (c->exporting)
         rc = dash ? progcache_file_export_fd(&res, file, STDOUT_FILENO, "(standard output)",
                                              &opts)
                   : progcache_file_export(&res, file, archive, &opts);
@@ -283,14 +311,22 @@ static int run(const archive_command *c, int argc, char **argv)
     /* With the archive on standard output, the report goes to stderr. */
     if (c->exporting)
         fprintf(dash ? stderr : stdout, "exported %llu entries (%s) from %s to %s\n",
-                (unsigned long long)res.entries, size, dir, dash ? "standard output" : archive);
+                (unsigned long long)res.entries, size, dir ? dir : where,
+                dash ? "standard output" : archive);
     else
         printf("imported %llu entries (%s) from %s into %s\n", (unsigned long long)res.entries,
                size, dash ? "standard input" : archive, dir);
     if (res.verified)
         printf("verified: signed by %s, NVRTC %s\n", res.signer, res.nvrtc_version);
+    if (ctx.unread) {
+        fprintf(stderr, "progcache %s: %llu entries of %s could not be read and are not in the "
+                        "archive (the warnings above say why)\n",
+                c->cmd, (unsigned long long)ctx.unread, where);
+        code = EXIT_NO;
+    }
 done:
     progcache_file_close(file);
+    progcache_store_free(store);
     free(key);
     free(dir);
     return code;

@@ -8,9 +8,9 @@
 #define CMD "ls"
 
 static const char usage_text[] =
-    "usage: progcache ls [-d DIR] [-s name|size|age|lru] [--json]\n"
+    "usage: progcache ls [-d DIR | --remote URL] [-s name|size|age|lru] [--json]\n"
     "\n"
-    "List the entries of a cache directory, one per line:\n"
+    "List the entries of a cache directory (or of a remote store), one per line:\n"
     "  NAME  SIZE  LAST-USE  KIND  ARCH  KERNELS\n"
     "NAME is the entry's file name (the 64 hex digits of SHA-256 of its key); SIZE\n"
     "in bytes (K, M, G: KiB, MiB, GiB); LAST-USE the local time of its last hit\n"
@@ -24,13 +24,17 @@ static const char usage_text[] =
     "options:\n"
     "  -d, --dir DIR   the cache directory (default: $PROGCACHE_DIR, else\n"
     "               cuda.core's)\n"
+    "  --remote URL list the store URL names instead (redis://HOST:PORT/DB,\n"
+    "               unix:PATH, a registered tier): every value is read, as a\n"
+    "               lookup reads it, to show what it holds; LAST-USE is '-'\n"
     "  -s, --sort KEY  name (default), size (largest first), age (oldest written\n"
     "               first) or lru (least recently used first: eviction order)\n"
     "  --json       print one JSON object instead: {\"schema\": 1, \"dir\": ...,\n"
     "               \"entries\": [one object per entry]}\n"
     "  -h, --help   this text\n"
     "\n"
-    "Exit status: 0 listed; 2 bad usage; 3 the directory cannot be read.\n";
+    "Exit status: 0 listed; 2 bad usage; 3 the directory or store cannot be read\n"
+    "(or the store cannot be listed).\n";
 
 typedef struct row {
     char name[65];
@@ -165,7 +169,10 @@ static void print_text(const rows *list, int header)
     for (size_t i = 0; i < list->len; i++) {
         const row *r = &list->items[i];
         tool_format_size(size, sizeof size, r->size);
-        tool_format_time(when, sizeof when, r->atime_ns / 1000000000);
+        if (r->atime_ns)
+            tool_format_time(when, sizeof when, r->atime_ns / 1000000000);
+        else
+            snprintf(when, sizeof when, "-"); /* not known (a remote store) */
         printf("%s  %6s  %-19s  %-8s %-8s ", r->name, size, when, progcache_kind_name(r->kind),
                r->arch[0] ? r->arch : "-");
         if (!r->num_kernels)
@@ -182,11 +189,16 @@ static void print_text(const rows *list, int header)
     }
 }
 
-static void print_json(const char *dir, const rows *list)
+static void print_json(const char *dir, const char *remote, const rows *list)
 {
     tool_json_begin(stdout);
     printf(", \"dir\": ");
-    tool_json_string(stdout, dir);
+    if (dir)
+        tool_json_string(stdout, dir);
+    else
+        printf("null, \"remote\": ");
+    if (!dir)
+        tool_json_string(stdout, remote);
     printf(", \"entries\": [");
     for (size_t i = 0; i < list->len; i++) {
         const row *r = &list->items[i];
@@ -224,13 +236,18 @@ static void print_json(const char *dir, const rows *list)
 
 int cmd_ls(int argc, char **argv)
 {
-    static const tool_option options[] = {{"sort", 's', 1}, {NULL, 0, 0}};
+    static const tool_option options[] = {{"sort", 's', 1}, TOOL_REMOTE_OPTION, {NULL, 0, 0}};
     sort_key sort = SORT_NAME;
+    const char *remote = NULL;
     tool_parser p;
     tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
     for (int c; (c = tool_next(&p)) != TOOL_END;) {
         if (c == TOOL_EXIT)
             return p.code;
+        if (c == TOOL_OPT_REMOTE) {
+            remote = p.arg;
+            continue;
+        }
         if (c != 's')
             return tool_unexpected_arg(CMD, p.arg);
         const char *v = p.arg;
@@ -248,18 +265,27 @@ int cmd_ls(int argc, char **argv)
     int json = p.json;
     char *dir = NULL;
     progcache_file *file = NULL;
+    progcache_store *store = NULL;
     rows list = {NULL, 0, 0};
-    int code = tool_open_dir_file(CMD, p.dir, TOOL_READ, 0, &dir, &file);
+    char where[1024] = "";
+    unsigned int flags = PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS;
+    if (remote && p.dir)
+        return tool_usage_error(CMD, "give --dir or --remote, not both");
+    int code = remote ? tool_open_remote(CMD, remote, 0, &store)
+                      : tool_open_dir_file(CMD, p.dir, TOOL_READ, 0, &dir, &file);
     if (code)
         goto done;
-    int rc = progcache_file_foreach(file, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS,
-                                    collect, &list);
+    if (remote)
+        tool_mask_url(where, sizeof where, remote);
+    int rc = store ? progcache_store_foreach(store, flags, collect, &list)
+                   : progcache_file_foreach(file, flags, collect, &list);
     if (rc == -1) {
-        code = tool_error(CMD, "out of memory listing %s", dir);
+        code = tool_error(CMD, "out of memory listing %s", dir ? dir : where);
         goto done;
     }
     if (rc) {
-        code = tool_lib_error(CMD, EXIT_FAILED, "cannot list the cache");
+        code = tool_lib_error(CMD, EXIT_FAILED,
+                              store ? "cannot list the remote store" : "cannot list the cache");
         goto done;
     }
     int (*order)(const void *, const void *) = sort == SORT_SIZE  ? by_size
@@ -269,12 +295,13 @@ int cmd_ls(int argc, char **argv)
     if (order && list.len > 1)
         qsort(list.items, list.len, sizeof *list.items, order);
     if (json)
-        print_json(dir, &list);
+        print_json(dir, where, &list);
     else
         print_text(&list, isatty(STDOUT_FILENO));
 done:
     free_rows(&list);
     progcache_file_close(file);
+    progcache_store_free(store);
     free(dir);
     return code;
 }

@@ -9,6 +9,7 @@
 
 static const char usage_text[] =
     "usage: progcache verify [-d DIR] [-f] [--fix-unknown] [--json]\n"
+    "       progcache verify --remote URL [--json]\n"
     "\n"
     "Check every entry of a cache directory: a CUBIN must be a whole CUDA ELF file\n"
     "(headers, tables and sections inside the file), PTX whole text with a .version\n"
@@ -36,13 +37,19 @@ static const char usage_text[] =
     "              path, an entry too large to read and files that are not entries\n"
     "              are left alone\n"
     "  --fix-unknown  also remove the entries of no known kind (implies --fix)\n"
+    "  --remote URL  check the entries of the store URL names instead (redis://...,\n"
+    "              unix:..., a registered tier): each value is read as a lookup\n"
+    "              reads it (for Redis: its envelope's digest, for its own name) and\n"
+    "              then checked as above; a value that cannot be read is bad. --fix\n"
+    "              is refused: a remote entry is removed by its key, which a listing\n"
+    "              does not know\n"
     "  --json      print one JSON object instead of text\n"
     "  -q, --quiet no progress bar (drawn on a terminal)\n"
     "  -h, --help  this text\n"
     "\n"
     "Exit status: 0 every entry is good (files that are not entries do not count);\n"
     "1 problems were found (even if --fix removed them); 2 bad usage; 3 the\n"
-    "directory cannot be read.\n";
+    "directory or store cannot be read (or the store cannot be listed).\n";
 
 typedef struct verify_out {
     int json;
@@ -53,6 +60,7 @@ typedef struct verify_out {
     char **foreign;
     size_t num_foreign;
     int out_of_memory;
+    int remote; /* --remote: nothing can be removed */
     tool_progress bar;
     uint64_t checked, expected; /* for the bar: entries so far, of about */
 } verify_out;
@@ -108,7 +116,9 @@ static int report(void *ctx, const progcache_entry *e)
                e->removed ? "true" : "false");
     } else if (unknown) {
         printf("unknown %s: %s%s\n", e->name, e->artifact->reason,
-               e->removed ? " [removed]" : ", kept (--fix-unknown removes it)");
+               e->removed  ? " [removed]"
+               : o->remote ? ", kept"
+                           : ", kept (--fix-unknown removes it)");
     } else {
         printf("bad %s %s: %s%s\n", e->name, kind, e->error, e->removed ? " [removed]" : "");
     }
@@ -116,12 +126,72 @@ static int report(void *ctx, const progcache_entry *e)
     return 0;
 }
 
+/* --remote: the store's entries, each judged as progcache_file_verify
+ * judges a file's (a value the store could not read, or a known kind that
+ * is not whole, is bad; no known kind is "unknown", kept), through the
+ * same report. */
+typedef struct remote_verify {
+    verify_out *o;
+    uint64_t checked, bad, unknown;
+} remote_verify;
+
+static int judge_remote(void *ctx, const progcache_entry *e)
+{
+    remote_verify *v = ctx;
+    progcache_entry copy = *e;
+    const progcache_artifact_info *a = e->artifact;
+    v->checked++;
+    if (!e->error && a && !a->valid && a->kind != PROGCACHE_KIND_UNKNOWN)
+        copy.error = a->reason;
+    if (copy.error)
+        v->bad++;
+    else if (a && a->kind == PROGCACHE_KIND_UNKNOWN)
+        v->unknown++;
+    return report(v->o, &copy);
+}
+
+static int verify_remote(verify_out *o, const char *url, int json)
+{
+    progcache_store *store = NULL;
+    char where[1024];
+    tool_mask_url(where, sizeof where, url);
+    int code = tool_open_remote(CMD, url, 0, &store);
+    if (code)
+        return code;
+    remote_verify v = {o, 0, 0, 0};
+    o->dir = where;
+    o->remote = 1;
+    if (json) {
+        tool_json_begin(stdout);
+        printf(", \"dir\": null, \"remote\": ");
+        tool_json_string(stdout, where);
+        printf(", \"problems\": [");
+    }
+    tool_progress_start(&o->bar);
+    int rc = progcache_store_foreach(
+        store, PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS, judge_remote, &v);
+    tool_progress_end(&o->bar);
+    if (json)
+        printf("%s], \"checked\": %llu, \"bad\": %llu, \"removed\": 0, \"unknown\": %llu, "
+               "\"unknown_removed\": 0, \"not_entries\": []}\n",
+               o->problems ? "\n  " : "", (unsigned long long)v.checked,
+               (unsigned long long)v.bad, (unsigned long long)v.unknown);
+    if (rc)
+        code = tool_lib_error(CMD, EXIT_FAILED, "cannot check the remote store");
+    else if (!json)
+        printf("checked %llu entries in %s: %llu bad%s\n", (unsigned long long)v.checked, where,
+               (unsigned long long)v.bad, v.unknown ? "; some of no known kind kept" : "");
+    progcache_store_free(store);
+    return code ? code : v.bad ? EXIT_NO : EXIT_OK;
+}
+
 int cmd_verify(int argc, char **argv)
 {
     enum { OPT_FIX_UNKNOWN = 256 };
     static const tool_option options[] = {
-        {"fix", 'f', 0}, {"fix-unknown", OPT_FIX_UNKNOWN, 0}, {NULL, 0, 0}};
+        {"fix", 'f', 0}, {"fix-unknown", OPT_FIX_UNKNOWN, 0}, TOOL_REMOTE_OPTION, {NULL, 0, 0}};
     int fix = 0, fix_unknown = 0;
+    const char *remote = NULL;
     tool_parser p;
     tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
     for (int c; (c = tool_next(&p)) != TOOL_END;) {
@@ -131,6 +201,8 @@ int cmd_verify(int argc, char **argv)
             fix = 1;
         else if (c == OPT_FIX_UNKNOWN)
             fix = fix_unknown = 1;
+        else if (c == TOOL_OPT_REMOTE)
+            remote = p.arg;
         else
             return tool_unexpected_arg(CMD, p.arg);
     }
@@ -140,6 +212,13 @@ int cmd_verify(int argc, char **argv)
     verify_out o;
     memset(&o, 0, sizeof o);
     o.json = json;
+    if (remote && (p.dir || fix))
+        return tool_usage_error(CMD, p.dir ? "give --dir or --remote, not both"
+                                           : "--fix cannot be used with --remote: a remote "
+                                             "entry is removed by its key, which a listing "
+                                             "does not know");
+    if (remote)
+        return verify_remote(&o, remote, json);
     int code = tool_open_dir_file(CMD, p.dir, fix ? TOOL_WRITE : TOOL_READ, 0, &dir, &file);
     if (code)
         goto done;

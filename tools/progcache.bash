@@ -77,13 +77,13 @@ _progcache()
     local opts
     case $cmd in
     stats) opts="--json -z --zero --charts --no-charts -v --verbose" ;;
-    ls) opts="--json -s --sort" ;;
-    verify) opts="--json -f --fix --fix-unknown -q --quiet" ;;
+    ls) opts="--json -s --sort --remote" ;;
+    verify) opts="--json -f --fix --fix-unknown --remote -q --quiet" ;;
     prune) opts="--json -M --max-size --older-than -q --quiet" ;;
     clear) opts="--json -q --quiet" ;;
     get) opts="-o --output -e --entry --max-artifact-size" ;;
     put) opts="--max-artifact-size" ;;
-    export) opts="--max-artifact-size --sign -q --quiet" ;;
+    export) opts="--max-artifact-size --sign --remote -q --quiet" ;;
     import) opts="--max-artifact-size --verify -q --quiet" ;;
     warm) opts="--json -a --arch -j --jobs --max-artifact-size -q --quiet" ;;
     key) opts="-t --target -n --name --name-expression --name-expressions-bytes --extra-digest

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "progcache/sys/store.h"
 #include "tool.h"
 
 static const struct {
@@ -210,6 +211,37 @@ int tool_open_cache(const char *cmd, const char *path, tool_access access, uint6
     if (progcache_open(out, path, &opts) != PROGCACHE_OK)
         return tool_lib_error(cmd, EXIT_FAILED, "cannot open the cache");
     return EXIT_OK;
+}
+
+int tool_open_remote(const char *cmd, const char *url, uint64_t max, progcache_store **out)
+{
+    char where[1024];
+    tool_mask_url(where, sizeof where, url);
+    progcache_store_params params = PROGCACHE_STORE_PARAMS_INIT;
+    int code = tool_input_bound(cmd, NULL, max, &params.max_artifact_size);
+    if (code)
+        return code;
+    params.log = tool_log;
+    params.log_ctx = (void *)cmd;
+    if (progcache_store_open_url(out, url, &params) != PROGCACHE_OK) {
+        fprintf(stderr, "progcache %s: cannot open the store %s: %s\n", cmd, where,
+                progcache_error_last());
+        return EXIT_FAILED;
+    }
+    return EXIT_OK;
+}
+
+void tool_mask_url(char *out, size_t size, const char *url)
+{
+    const char *scheme = strstr(url, "://");
+    const char *from = scheme ? scheme + 3 : url;
+    const char *at = strchr(from, '@'), *slash = strchr(from, '/');
+    const char *colon = at ? memchr(from, ':', (size_t)(at - from)) : NULL;
+    if (!at || (slash && slash < at) || !colon) {
+        snprintf(out, size, "%s", url);
+        return;
+    }
+    snprintf(out, size, "%.*s***%s", (int)(colon + 1 - url), url, at);
 }
 
 int tool_input_bound(const char *cmd, const char *dir, uint64_t given, uint64_t *out)

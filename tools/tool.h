@@ -234,6 +234,24 @@ int tool_input_bound(const char *cmd, const char *dir, uint64_t given, uint64_t 
 int tool_open_dir_file(const char *cmd, const char *dir_arg, tool_access access, uint64_t max,
                         char **dir, progcache_file **out);
 
+/* ---- a store named by URL (--remote) --------------------------------------- */
+
+/* --remote URL, taken by ls, verify and export: a store that
+ * progcache_store_open_url knows (redis://..., unix:..., a registered
+ * tier's name:...) served instead of the cache directory, through
+ * progcache_store_foreach. Its entry in a tool_option table. */
+#define TOOL_OPT_REMOTE 0x1002
+#define TOOL_REMOTE_OPTION {"remote", TOOL_OPT_REMOTE, 1}
+
+/* Open the store url names, reading at most max (0: the setting
+ * max_artifact_size), its log on stderr as the cache's. EXIT_OK, or
+ * EXIT_FAILED after saying why. */
+int tool_open_remote(const char *cmd, const char *url, uint64_t max, progcache_store **out);
+
+/* url for messages and output: a password in it ("redis://u:pw@h")
+ * replaced by "***". */
+void tool_mask_url(char *out, size_t size, const char *url);
+
 /* ---- progress bars (tool_progress.c) -------------------------------------- */
 
 /* A progress bar on standard error, drawn only when it is a terminal and

@@ -334,13 +334,25 @@ PROGCACHE_API int progcache_file_export_fd(progcache_archive_result *out, progca
  * tier of your own with a foreach op, so its entries can move into a
  * cache directory (progcache_file_import) or another machine. Entries
  * whose records the tier vouches for carry them, as from a cache
- * directory; the order is the tier's.
+ * directory; the order is the tier's. An entry the tier could not read
+ * (entry->error, no data) is left out of the archive and handed to
+ * opts->on_entry, which can say so.
  * @return as progcache_file_export_fd(); PROGCACHE_EINVAL also for a
  *         store that cannot be listed.
  */
 PROGCACHE_API int progcache_store_export_fd(progcache_archive_result *out,
                                             progcache_store *store, int fd, const char *name,
                                             const progcache_archive_options *opts);
+
+/*
+ * progcache_store_export() : progcache_file_export() (an archive at path,
+ * by the same rules) for any store that can be listed, as
+ * progcache_store_export_fd: `progcache export --remote URL ARCHIVE`.
+ * @return as progcache_file_export(); PROGCACHE_EINVAL also for a store
+ *         that cannot be listed.
+ */
+PROGCACHE_API int progcache_store_export(progcache_archive_result *out, progcache_store *store,
+                                         const char *path, const progcache_archive_options *opts);
 
 /*
  * progcache_file_import() : add the entries of a ustar archive to the

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,7 +23,24 @@ static const char *const names[HOSTILE_MODES] = {
 
 const char *hostile_mode_name(hostile_mode mode)
 {
-    return mode < HOSTILE_MODES ? names[mode] : "?";
+    return mode < HOSTILE_MODES ? names[mode] : mode == HOSTILE_SERVE ? "serve" : "?";
+}
+
+static struct {
+    const unsigned char *value[2];
+    size_t len[2];
+    unsigned int pause_ms;
+    int *reads; /* GETRANGEs answered, shared by the connections' processes */
+} served;
+
+void hostile_serve(const void *first, size_t first_len, const void *rest, size_t rest_len,
+                   unsigned int pause_ms)
+{
+    served.value[0] = first;
+    served.value[1] = rest;
+    served.len[0] = first_len;
+    served.len[1] = rest_len;
+    served.pause_ms = pause_ms;
 }
 
 static void pause_ms(unsigned int ms)
@@ -81,10 +99,16 @@ static size_t line_end(const conn *c, size_t at)
     return 0;
 }
 
+/* The arguments after the first, when short (GETRANGE's name, start and
+ * end): args[i] for i < ARGS, "" when longer. */
+#define ARGS 4
+static char args[ARGS][256];
+
 /* Skip over one command, reading as needed (values of SET may be large:
  * the fixture reads them through without keeping them). */
 static int read_command(conn *c, char *argv0, size_t size)
 {
+    memset(args, 0, sizeof args);
     size_t end;
     while (!(end = line_end(c, 0)))
         if (fill(c))
@@ -106,6 +130,12 @@ static int read_command(conn *c, char *argv0, size_t size)
         unsigned long long want = strtoull(c->buf + 1, NULL, 10) + 2;
         memmove(c->buf, c->buf + end, c->len - end);
         c->len -= end;
+        if (i >= 1 && i <= ARGS && want <= sizeof args[0]) {
+            while (c->len < want)
+                if (fill(c))
+                    return -1;
+            memcpy(args[i - 1], c->buf, (size_t)want - 2);
+        }
         while (want) {
             if (!c->len && fill(c))
                 return -1;
@@ -132,6 +162,10 @@ static const char *sane(const char *cmd)
         return "+OK\r\n";
     if (!strcmp(cmd, "GET"))
         return "$-1\r\n";
+    if (!strcmp(cmd, "GETRANGE"))
+        return "$0\r\n\r\n"; /* what Redis answers for a key that is not there */
+    if (!strcmp(cmd, "STRLEN"))
+        return ":0\r\n";
     if (!strcmp(cmd, "DEL") || !strcmp(cmd, "UNLINK") || !strcmp(cmd, "PUBLISH"))
         return ":0\r\n";
     if (!strcmp(cmd, "SCAN"))
@@ -185,6 +219,30 @@ static int hostile(int fd, hostile_mode mode)
     }
 }
 
+
+/* HOSTILE_SERVE: GETRANGE name start end (and STRLEN) as Redis answers
+ * them, from the value hostile_serve set for this read. */
+static int answer_value(int fd, const char *cmd)
+{
+    int which = __atomic_fetch_add(served.reads, 1, __ATOMIC_SEQ_CST) > 0;
+    const unsigned char *v = served.value[which];
+    long long len = (long long)served.len[which];
+    char head[64];
+    pause_ms(served.pause_ms);
+    if (!strcmp(cmd, "STRLEN")) {
+        snprintf(head, sizeof head, ":%lld\r\n", len);
+        return send_str(fd, head);
+    }
+    long long from = strtoll(args[1], NULL, 10), to = strtoll(args[2], NULL, 10);
+    if (to >= len)
+        to = len - 1;
+    long long n = from < len && to >= from ? to - from + 1 : 0;
+    snprintf(head, sizeof head, "$%lld\r\n", n);
+    if (send_str(fd, head) || (n && test_send_all(fd, v + from, (size_t)n)))
+        return -1;
+    return send_str(fd, "\r\n");
+}
+
 static int targeted(const char *commands, const char *cmd)
 {
     if (!strcmp(commands, "*"))
@@ -203,7 +261,11 @@ static void serve(int fd, hostile_mode mode, const char *commands)
     c.len = 0;
     char cmd[64];
     while (read_command(&c, cmd, sizeof cmd) == 0) {
-        int rc = targeted(commands, cmd) ? hostile(fd, mode) : send_str(fd, sane(cmd));
+        int rc;
+        if (mode == HOSTILE_SERVE && (!strcmp(cmd, "GETRANGE") || !strcmp(cmd, "STRLEN")))
+            rc = answer_value(fd, cmd);
+        else
+            rc = targeted(commands, cmd) ? hostile(fd, mode) : send_str(fd, sane(cmd));
         /* "MESSAGE": a sane subscription, then hostile messages on it. */
         if (!rc && !strcmp(cmd, "SUBSCRIBE") && targeted(commands, "MESSAGE"))
             rc = hostile(fd, mode);
@@ -226,6 +288,12 @@ void hostile_start(hostile_server *h, hostile_mode mode, const char *commands)
     CHECK(getsockname(ls, (struct sockaddr *)&a, &alen) == 0);
     h->port = ntohs(a.sin_port);
     snprintf(h->url, sizeof h->url, "redis://127.0.0.1:%d", h->port);
+    if (mode == HOSTILE_SERVE) {
+        served.reads = mmap(NULL, sizeof *served.reads, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        CHECK(served.reads != MAP_FAILED);
+        *served.reads = 0;
+    }
     pid_t parent = getpid();
     h->pid = fork();
     CHECK(h->pid >= 0);
@@ -259,5 +327,8 @@ void hostile_stop(hostile_server *h)
         kill(h->pid, SIGKILL); /* its connections follow it (PDEATHSIG) */
         waitpid(h->pid, NULL, 0);
     }
+    if (served.reads && served.reads != MAP_FAILED)
+        munmap(served.reads, sizeof *served.reads);
+    served.reads = NULL;
     h->pid = 0;
 }

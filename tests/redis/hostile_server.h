@@ -22,7 +22,10 @@ typedef enum hostile_mode {
     HOSTILE_CUT,        /* half a reply, then the connection closed */
     HOSTILE_WRONG_TYPE, /* an array of 3 integers */
     HOSTILE_ERROR,      /* an error reply */
-    HOSTILE_MODES
+    HOSTILE_MODES,
+    /* Not a misbehaviour of the matrix: GETRANGE answered truthfully from
+     * the values hostile_serve set (STRLEN too), the rest sanely. */
+    HOSTILE_SERVE = HOSTILE_MODES
 } hostile_mode;
 
 typedef struct hostile_server {
@@ -42,6 +45,14 @@ const char *hostile_mode_name(hostile_mode mode);
  * fields, SUBSCRIBE its confirmation, EVAL [0, 5000] (no entry; a lease
  * with 5 s left). CHECK-fails when it cannot start. */
 void hostile_start(hostile_server *h, hostile_mode mode, const char *commands);
+
+/* For HOSTILE_SERVE, before hostile_start: the first GETRANGE (of all
+ * connections) reads from first, every later one from rest (a value
+ * replaced after its first part: a tear; first == rest: one value), each
+ * answered after pause_ms. The bytes are the caller's (the server's
+ * process has its copy). */
+void hostile_serve(const void *first, size_t first_len, const void *rest, size_t rest_len,
+                   unsigned int pause_ms);
 void hostile_stop(hostile_server *h);
 
 #endif

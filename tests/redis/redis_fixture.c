@@ -19,6 +19,36 @@
 
 /* ---- clocks ------------------------------------------------------------- */
 
+void test_in_child(void (*fn)(void *ctx, void *out), void *ctx, void *out, size_t out_size)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        fn(ctx, out);
+        _exit(write(p[1], out, out_size) == (ssize_t)out_size ? 0 : 1);
+    }
+    close(p[1]);
+    ssize_t got = read(p[0], out, out_size);
+    close(p[0]);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* no signal, no abort */
+    CHECK(got == (ssize_t)out_size);
+}
+
+unsigned char *test_pattern(size_t n, unsigned int seed)
+{
+    unsigned char *p = malloc(n + 1);
+    CHECK(p != NULL);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)((i * 2654435761u + seed) >> 13);
+    return p;
+}
+
 double test_now_ms(void)
 {
     struct timespec ts;

@@ -77,6 +77,15 @@ void test_redis_set(const test_redis *r, const char *name, const void *value, si
 void test_redis_name(char *out, size_t size, const char *prefix, const void *key,
                      size_t key_len);
 
+/* Run fn(ctx, out) in a child process, which hands out_size bytes of out
+ * back through a pipe and leaves by _exit (what it allocated is not the
+ * parent's, nor what it measured of its own memory); CHECK-fails unless
+ * it exited 0 (no signal, no abort) having sent them all. */
+void test_in_child(void (*fn)(void *ctx, void *out), void *ctx, void *out, size_t out_size);
+
+/* n bytes that vary with seed (malloc'd, with one byte to spare). */
+unsigned char *test_pattern(size_t n, unsigned int seed);
+
 /* Milliseconds on a monotonic clock. */
 double test_now_ms(void);
 void test_sleep_ms(unsigned int ms);

@@ -291,9 +291,15 @@ void progcache_archive_options_init(progcache_archive_options *opts)
     progcache__struct_init(opts, sizeof *opts, PROGCACHE_ARCHIVE_OPTIONS_VERSION);
 }
 
-/* A store's entry (progcache_store_foreach) as the walker's item. */
+/* A store's entry (progcache_store_foreach) as the walker's item. One
+ * the store could not read (a damaged remote value, which nobody here can
+ * remove by name) is left out, and told to on_entry (entry->error), so
+ * that one bad value does not keep every other from being exported. */
 static int export_store_entry(void *ctx, const progcache_entry *e)
 {
+    export_ctx *x = ctx;
+    if (e->error && !e->data)
+        return x->opts && x->opts->on_entry ? x->opts->on_entry(x->opts->ctx, e) : 0;
     file_walk_item item = {(progcache_entry *)e, 0, NULL, -1, NULL};
     return export_visit(ctx, &item);
 }
@@ -391,8 +397,9 @@ static int open_parent(const char *path, const char **base)
 /* A regular file (or none) at target: written under a temp name next to
  * it and renamed into place when complete, so a failed export leaves no
  * partial archive. name is the path the caller gave, for messages. */
-static int export_replace(file_store *fs, const char *target, const char *name,
-                          const progcache_archive_options *opts, progcache_archive_result *out)
+static int export_replace(file_store *fs, progcache_store *store, const char *target,
+                          const char *name, const progcache_archive_options *opts,
+                          progcache_archive_result *out)
 {
     const char *base;
     char tmp_name[64];
@@ -411,7 +418,7 @@ static int export_replace(file_store *fs, const char *target, const char *name,
         close(dirfd);
         return rc;
     }
-    rc = export_to(fs, NULL, fd, name, opts, out);
+    rc = export_to(fs, store, fd, name, opts, out);
     if (close(fd) != 0 && !rc)
         rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", name);
     if (!rc && renameat(dirfd, tmp_name, dirfd, base) != 0)
@@ -426,8 +433,9 @@ static int export_replace(file_store *fs, const char *target, const char *name,
 /* A character device or a FIFO at path: written in place, never created,
  * truncated or replaced. The open does not block: a FIFO that nothing
  * reads fails at once (ENXIO) rather than waiting for ever. */
-static int export_in_place(file_store *fs, const char *path, mode_t type,
-                           const progcache_archive_options *opts, progcache_archive_result *out)
+static int export_in_place(file_store *fs, progcache_store *store, const char *path,
+                           mode_t type, const progcache_archive_options *opts,
+                           progcache_archive_result *out)
 {
     struct stat st;
     int rc, fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -446,7 +454,7 @@ static int export_in_place(file_store *fs, const char *path, mode_t type,
     else if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
         rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", path);
     else
-        rc = export_to(fs, NULL, fd, path, opts, out);
+        rc = export_to(fs, store, fd, path, opts, out);
     if (close(fd) != 0 && !rc)
         rc = progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", path);
     return rc;
@@ -459,23 +467,17 @@ static const char *refused_kind(mode_t mode)
                            : "a socket";
 }
 
-int progcache_file_export(progcache_archive_result *out, progcache_file *file, const char *path,
-                          const progcache_archive_options *opts)
+/* The archive at path (the rules of progcache_file_export) from the cache
+ * directory fs, or (fs NULL) from any store that can be listed. */
+static int export_path(file_store *fs, progcache_store *store, const char *path,
+                       const progcache_archive_options *opts, progcache_archive_result *out)
 {
-    file_store *fs;
-    if (!path || !*path)
-        return progcache__error(PROGCACHE_EINVAL, "progcache_file_export: the archive path is "
-                                                  "empty");
-    progcache_archive_options o;
-    int rc = progcache__archive_args(&fs, out, file, opts, &o, "progcache_file_export");
-    if (rc)
-        return rc;
-    opts = &o;
+    int rc;
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno != ENOENT)
             return progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s", path);
-        return export_replace(fs, path, path, opts, out);
+        return export_replace(fs, store, path, path, opts, out);
     }
     if (S_ISLNK(st.st_mode)) {
         /* Followed, as the caller asked; one that leads nowhere is refused
@@ -491,17 +493,44 @@ int progcache_file_export(progcache_archive_result *out, progcache_file *file, c
             if (!target)
                 return progcache__error_errno(PROGCACHE_EIO, errno, "cannot write archive %s",
                                               path);
-            rc = export_replace(fs, target, path, opts, out);
+            rc = export_replace(fs, store, target, path, opts, out);
             free(target);
             return rc;
         }
     }
     if (S_ISREG(st.st_mode))
-        return export_replace(fs, path, path, opts, out);
+        return export_replace(fs, store, path, path, opts, out);
     if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
-        return export_in_place(fs, path, st.st_mode & S_IFMT, opts, out);
+        return export_in_place(fs, store, path, st.st_mode & S_IFMT, opts, out);
     return progcache__error(PROGCACHE_EINVAL,
                             "cannot write archive %s: it is %s, which export neither replaces "
                             "nor writes into; give a file name",
                             path, refused_kind(st.st_mode));
+}
+
+int progcache_file_export(progcache_archive_result *out, progcache_file *file, const char *path,
+                          const progcache_archive_options *opts)
+{
+    file_store *fs;
+    if (!path || !*path)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_file_export: the archive path is "
+                                                  "empty");
+    progcache_archive_options o;
+    int rc = progcache__archive_args(&fs, out, file, opts, &o, "progcache_file_export");
+    return rc ? rc : export_path(fs, NULL, path, &o, out);
+}
+
+int progcache_store_export(progcache_archive_result *out, progcache_store *store,
+                           const char *path, const progcache_archive_options *opts)
+{
+    static const char fn[] = "progcache_store_export";
+    progcache_file *file = progcache_store_as_file(store);
+    if (file)
+        return progcache_file_export(out, file, path, opts);
+    if (!store || !path || !*path)
+        return progcache__error(PROGCACHE_EINVAL, "%s: %s", fn,
+                                !store ? "store is NULL" : "the archive path is empty");
+    progcache_archive_options o;
+    int rc = archive_load(out, opts, &o, fn);
+    return rc ? rc : export_path(NULL, store, path, &o, out);
 }

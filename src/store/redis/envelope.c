@@ -261,12 +261,9 @@ static int open_v2(progcache__envelope *out, const unsigned char *v, size_t valu
     return rc;
 }
 
-int progcache__envelope_open(progcache__envelope *out, const void *value, size_t value_len,
-                             const progcache__envelope_id *id,
-                             const progcache__envelope_key *hmac)
+/* The checks of bytes 0..4 every format shares: 0, or the error. */
+static int check_start(const unsigned char *v, size_t value_len)
 {
-    const unsigned char *v = value;
-    memset(out, 0, sizeof *out);
     if (value_len < 5)
         return progcache__error(PROGCACHE_ECORRUPT,
                                 "the value is %zu bytes, shorter than an envelope header (%d)",
@@ -275,20 +272,65 @@ int progcache__envelope_open(progcache__envelope *out, const void *value, size_t
         return progcache__error(PROGCACHE_ECORRUPT,
                                 "the value is not a progcache envelope (bad magic); another "
                                 "program may be using the same key prefix");
-    out->version = v[4];
     if (v[4] > PROGCACHE__ENVELOPE_VERSION)
         return progcache__error(PROGCACHE_ENOTFOUND,
                                 "written by a newer progcache (envelope format version %u; "
                                 "this one reads versions 1 to %d)",
                                 v[4], PROGCACHE__ENVELOPE_VERSION);
+    if (v[4] != 1 && v[4] != 2)
+        return progcache__error(PROGCACHE_ECORRUPT, "envelope format version %u does not exist",
+                                v[4]);
+    return 0;
+}
+
+int progcache__envelope_length(uint64_t *total, uint64_t *size, size_t *header_len,
+                               const void *head, size_t have)
+{
+    const unsigned char *v = head;
+    int rc = check_start(v, have);
+    if (rc)
+        return rc;
+    if (have < 24)
+        return progcache__error(PROGCACHE_ECORRUPT,
+                                "the value is %zu bytes, shorter than an envelope header (%d)",
+                                have, PROGCACHE__ENVELOPE_V1_BASE_SIZE);
+    int tagged = (v[5] & PROGCACHE__ENVELOPE_FLAG_HMAC) != 0;
+    uint64_t payload = progcache__le64(v + 8), records = 0;
+    if (v[4] == 1) {
+        *header_len = PROGCACHE__ENVELOPE_V1_BASE_SIZE + (tagged ? PROGCACHE__ENVELOPE_TAG_SIZE : 0);
+    } else {
+        *header_len = progcache__envelope_header_size(tagged);
+        records = progcache__le32(v + 16);
+        if (records > PROGCACHE_RECORDS_MAX)
+            return progcache__error(PROGCACHE_ECORRUPT,
+                                    "the envelope says %llu bytes of records, more than %zu",
+                                    (unsigned long long)records, PROGCACHE_RECORDS_MAX);
+    }
+    if (payload > UINT64_MAX - *header_len - records)
+        return progcache__error(PROGCACHE_ECORRUPT,
+                                "the envelope says %llu bytes of payload, more than can exist",
+                                (unsigned long long)payload);
+    *size = payload;
+    *total = *header_len + records + payload;
+    return PROGCACHE_OK;
+}
+
+int progcache__envelope_open(progcache__envelope *out, const void *value, size_t value_len,
+                             const progcache__envelope_id *id,
+                             const progcache__envelope_key *hmac)
+{
+    const unsigned char *v = value;
+    memset(out, 0, sizeof *out);
+    int rc = check_start(v, value_len);
+    if (value_len >= 5 && !memcmp(v, PROGCACHE__ENVELOPE_MAGIC, 4))
+        out->version = v[4];
+    if (rc)
+        return rc;
     if (v[4] == 2)
         return open_v2(out, v, value_len, id, hmac);
     if (v[4] == 1 && value_len >= PROGCACHE__ENVELOPE_V1_BASE_SIZE)
         return open_v1(out, v, value_len, id, hmac);
-    if (v[4] == 1)
-        return progcache__error(PROGCACHE_ECORRUPT,
-                                "the value is %zu bytes, shorter than an envelope header (%d)",
-                                value_len, PROGCACHE__ENVELOPE_V1_BASE_SIZE);
-    return progcache__error(PROGCACHE_ECORRUPT, "envelope format version %u does not exist",
-                            v[4]);
+    return progcache__error(PROGCACHE_ECORRUPT,
+                            "the value is %zu bytes, shorter than an envelope header (%d)",
+                            value_len, PROGCACHE__ENVELOPE_V1_BASE_SIZE);
 }

@@ -147,4 +147,17 @@ int progcache__envelope_open(progcache__envelope *out, const void *value, size_t
                              const progcache__envelope_id *id,
                              const progcache__envelope_key *hmac);
 
+/*
+ * Length: from the first have bytes of a value (at least 24), the length
+ * of the whole value its header announces (*total: header, tag, records
+ * and payload), its payload length (*size) and the length of its header
+ * and tag (*header_len), so that a reader can check the bound and
+ * allocate once before reading the rest. The checks open makes on these
+ * bytes are made here with the same messages; open still checks it all.
+ * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND: a newer format (as open);
+ *         PROGCACHE_ECORRUPT with a message.
+ */
+int progcache__envelope_length(uint64_t *total, uint64_t *size, size_t *header_len,
+                               const void *head, size_t have);
+
 #endif

@@ -181,18 +181,56 @@ static int handshake(redisContext *c, int argc, const char **argv,
     return ok ? 0 : -1;
 }
 
+/* Connect over TCP to host, resolved here within the connect timeout
+ * (redis_resolve.c), each of its addresses tried in turn within what is
+ * left of it. NULL with f filled, or a context (c->err set when every
+ * address failed; *err the errno of the last). */
+static redisContext *connect_tcp(const progcache__redis_store *s, progcache__redis_failure *f,
+                                 int *err)
+{
+    const progcache__redis_url *u = &s->cfg.url;
+    unsigned int limit = s->cfg.connect_timeout_ms;
+    uint64_t t0 = progcache__redis_now_ms();
+    progcache__redis_addrs addrs;
+    char why[sizeof f->what - 32];
+    int rc = progcache__redis_resolve(&addrs, u->host, u->port, limit, why, sizeof why);
+    if (rc) {
+        f->timeout = rc == 1;
+        snprintf(f->what, sizeof f->what, "cannot connect: %s", why);
+        return NULL;
+    }
+    redisContext *c = NULL;
+    for (size_t i = 0; i < addrs.n; i++) {
+        uint64_t spent = progcache__redis_now_ms() - t0;
+        if (c && spent >= limit)
+            break;
+        redisFree(c); /* NULL-safe: the previous address's failure */
+        c = redisConnectWithTimeout(addrs.addr[i], u->port,
+                                    to_timeval(spent < limit ? limit - (unsigned int)spent : 1));
+        *err = errno;
+        if (!c || !c->err)
+            break;
+    }
+    if (!c)
+        snprintf(f->what, sizeof f->what, "out of memory connecting");
+    return c;
+}
+
 redisContext *progcache__redis_connect(progcache__redis_store *s, progcache__redis_failure *f)
 {
     const progcache__redis_url *u = &s->cfg.url;
     struct timeval ct = to_timeval(s->cfg.connect_timeout_ms);
     uint64_t t0 = progcache__redis_now_ms();
-    redisContext *c = u->path ? redisConnectUnixWithTimeout(u->path, ct)
-                              : redisConnectWithTimeout(u->host, u->port, ct);
-    int err = errno;
+    int err = 0;
     f->timeout = f->deadline = f->over_bound = f->lost = 0;
     f->cause = PROGCACHE__CAUSE_CONNECT;
+    f->what[0] = '\0';
+    redisContext *c = u->path ? redisConnectUnixWithTimeout(u->path, ct) : connect_tcp(s, f, &err);
+    if (u->path)
+        err = errno;
     if (!c) {
-        snprintf(f->what, sizeof f->what, "out of memory connecting");
+        if (!f->what[0])
+            snprintf(f->what, sizeof f->what, "out of memory connecting");
         return NULL;
     }
     if (c->err) {
@@ -263,6 +301,15 @@ redisReply *progcache__redis_call(progcache__redis_store *s, int argc, const cha
                                   const progcache__redis_limit *lim,
                                   progcache__redis_failure *f)
 {
+    return progcache__redis_call_timed(s, argc, argv, lens, idempotent, lim, NULL, f);
+}
+
+redisReply *progcache__redis_call_timed(progcache__redis_store *s, int argc, const char **argv,
+                                        const size_t *lens, int idempotent,
+                                        const progcache__redis_limit *lim,
+                                        progcache__redis_clock *clock,
+                                        progcache__redis_failure *f)
+{
     f->too_large = 0;
     for (int attempt = 0;; attempt++) {
         int reused = 0;
@@ -271,7 +318,8 @@ redisReply *progcache__redis_call(progcache__redis_store *s, int argc, const cha
             progcache__redis_note_failure(s, f, 0);
             return NULL;
         }
-        redisReply *r = progcache__redis_command(&s->cfg, c, argc, argv, lens, lim, f);
+        redisReply *r =
+            progcache__redis_command_timed(&s->cfg, c, argc, argv, lens, lim, clock, f);
         if (r) {
             give(s, c);
             if (r->type != REDIS_REPLY_ERROR) {

@@ -64,6 +64,7 @@ typedef enum progcache__redis_cause {
     PROGCACHE__CAUSE_NOT_STORED, /* a write that could not be prepared */
     PROGCACHE__CAUSE_DROPPED,    /* a background write dropped: queue full */
     PROGCACHE__CAUSE_BOUND,      /* a reply over its bound: a hostile or broken server */
+    PROGCACHE__CAUSE_CHANGED,    /* a value replaced while its parts were read */
     PROGCACHE__CAUSE_COUNT
 } progcache__redis_cause;
 

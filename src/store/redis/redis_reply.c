@@ -333,11 +333,14 @@ static void over(failure *f, const budget *b, const char *cmd, int value)
     snprintf(f->what, sizeof f->what, "%s answered %s; the connection was dropped", cmd, b->why);
 }
 
+/* clock: the operation's start and the bytes its earlier commands moved
+ * (one deadline for several commands); this command's bytes are added. */
 static redisReply *exchange(const progcache__redis_config *cfg, redisContext *c, int argc,
-                            const char **argv, const size_t *lens, budget *b, failure *f)
+                            const char **argv, const size_t *lens, budget *b,
+                            progcache__redis_clock *clock, failure *f)
 {
-    uint64_t start = progcache__redis_now_ms();
-    size_t moved = 0;
+    uint64_t start = clock->start;
+    size_t moved = clock->moved;
     int done = 0, ready, value;
     if (redisAppendCommandArgv(c, argc, argv, lens) != REDIS_OK) {
         snprintf(f->what, sizeof f->what, "%s failed: %s", argv[0], c->errstr);
@@ -365,8 +368,10 @@ static redisReply *exchange(const progcache__redis_config *cfg, redisContext *c,
             }
             return NULL;
         }
-        if (reply)
+        if (reply) {
+            clock->moved = moved;
             return reply;
+        }
         if (check_waiting(c->reader, b, &value)) {
             over(f, b, argv[0], value);
             return NULL;
@@ -392,6 +397,25 @@ redisReply *progcache__redis_command(const progcache__redis_config *cfg, redisCo
                                      int argc, const char **argv, const size_t *lens,
                                      const progcache__redis_limit *lim, failure *f)
 {
+    return progcache__redis_command_timed(cfg, c, argc, argv, lens, lim, NULL, f);
+}
+
+void progcache__redis_clock_start(progcache__redis_clock *clock)
+{
+    clock->start = progcache__redis_now_ms();
+    clock->moved = 0;
+}
+
+redisReply *progcache__redis_command_timed(const progcache__redis_config *cfg, redisContext *c,
+                                           int argc, const char **argv, const size_t *lens,
+                                           const progcache__redis_limit *lim,
+                                           progcache__redis_clock *clock, failure *f)
+{
+    progcache__redis_clock own;
+    if (!clock) {
+        progcache__redis_clock_start(&own);
+        clock = &own;
+    }
     sigset_t pipe_set, old;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
@@ -400,7 +424,7 @@ redisReply *progcache__redis_command(const progcache__redis_config *cfg, redisCo
     f->timeout = f->deadline = f->too_large = f->over_bound = f->lost = 0;
     f->cause = PROGCACHE__CAUSE_LOST;
     c->reader->privdata = &b;
-    redisReply *r = exchange(cfg, c, argc, argv, lens, &b, f);
+    redisReply *r = exchange(cfg, c, argc, argv, lens, &b, clock, f);
     c->reader->privdata = NULL;
     /* A large reply's buffer is not kept for the next command. */
     if (r && c->reader->len == 0 && sdsavail(c->reader->buf) > KEEP_BUFFER) {

@@ -17,6 +17,7 @@
  * caller's put still succeeds). The caller's last error is left as it was
  * by both: nothing went wrong that the caller can act on. */
 #include "store/redis/redis_store.h"
+#include "store/redis/redis_get.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,94 +62,28 @@ static int entry_name(progcache__envelope_id *id, char name[PROGCACHE__REDIS_NAM
 
 /* ---- get ---------------------------------------------------------------- */
 
-/* The most a get reads: the largest payload, its envelope and the largest
- * records (docs/REMOTE.md, "Limits"). */
-static size_t read_limit(const redis_store *s)
-{
-    uint64_t max = s->cfg.max_artifact_size;
-    uint64_t extra = PROGCACHE__ENVELOPE_MAX_HEADER + PROGCACHE_RECORDS_MAX;
-    return max > SIZE_MAX / 2 - extra ? SIZE_MAX / 2 : (size_t)(max + extra);
-}
-
-/* A value over the bound: a miss, counted as rejected and logged. size:
- * the payload's bytes, or 0 when reading stopped past limit. */
-static void too_large(redis_store *s, const char *name, size_t size, size_t limit)
-{
-    count(s, PROGCACHE__RC_REJECTED);
-    count(s, PROGCACHE__RC_TOO_LARGE);
-    char have[64];
-    if (size)
-        snprintf(have, sizeof have, "holds %zu bytes", size);
-    else
-        snprintf(have, sizeof have, "is more than %zu bytes", limit);
-    progcache__redis_tell(
-        s, PROGCACHE__CAUSE_TOO_LARGE,
-        "rejected the value of %s: it %s, more than max_artifact_size (%llu bytes) allows; "
-        "treated as a miss (raise max_artifact_size to read it)",
-        name, have, (unsigned long long)s->cfg.max_artifact_size);
-}
-
-/* Hand what an envelope held to the caller: the payload into out, kind,
- * records and seal state into meta (when wanted). */
+/* Hand what an envelope held to the caller: kind, records and seal state
+ * into meta (when wanted), then the payload moved to the front of out,
+ * where the whole value was read (redis_get.c). */
 static int deliver(progcache_buf *out, progcache_entry_meta *meta, const progcache__envelope *e)
 {
-    int rc = progcache__buf_reserve(out, e->size);
-    if (rc)
-        return rc;
+    if (meta) {
+        int rc = progcache__buf_reserve(&meta->records, e->records_len);
+        if (rc)
+            return rc;
+        if (e->records_len)
+            memcpy(meta->records.data, e->records, e->records_len);
+        progcache__buf_set_size(&meta->records, e->records_len);
+        meta->kind = e->kind;
+        /* Format 1 bound nothing to the key without a secret, and carried
+         * no kind or records: only format 2 says "these bytes, for this
+         * key". */
+        meta->seal = e->version >= 2 ? PROGCACHE_SEAL_MATCHED : PROGCACHE_SEAL_NONE;
+    }
     if (e->size)
-        memcpy(out->data, e->payload, e->size);
+        memmove(out->data, e->payload, e->size);
     progcache__buf_set_size(out, e->size);
-    if (!meta)
-        return PROGCACHE_OK;
-    if ((rc = progcache__buf_reserve(&meta->records, e->records_len)))
-        return rc;
-    if (e->records_len)
-        memcpy(meta->records.data, e->records, e->records_len);
-    progcache__buf_set_size(&meta->records, e->records_len);
-    meta->kind = e->kind;
-    /* Format 1 bound nothing to the key without a secret, and carried no
-     * kind or records: only format 2 says "these bytes, for this key". */
-    meta->seal = e->version >= 2 ? PROGCACHE_SEAL_MATCHED : PROGCACHE_SEAL_NONE;
     return PROGCACHE_OK;
-}
-
-/* Check a value read for key and deliver it: PROGCACHE_OK (a hit),
- * PROGCACHE_ENOTFOUND (not one to read: counted and logged, the caller's
- * error left alone), or PROGCACHE_ENOMEM. */
-static int open_value(progcache_buf *out, progcache_entry_meta *meta, redis_store *s,
-                      const char *name, const redisReply *r, const progcache__envelope_id *id)
-{
-    progcache__envelope e;
-    progcache__error_saved saved;
-    progcache__error_save(&saved);
-    int rc = progcache__envelope_open(&e, r->str, r->len, id, s->cfg.hmac);
-    if (rc == PROGCACHE_ENOTFOUND) {
-        count(s, PROGCACHE__RC_MISSES);
-        count(s, PROGCACHE__RC_NEWER);
-        progcache__redis_tell(s, PROGCACHE__CAUSE_NEWER,
-                              "ignored the value of %s: %s; treated as a miss (upgrade "
-                              "progcache here to read it)",
-                              name, progcache_error_last());
-    } else if (rc) {
-        count(s, PROGCACHE__RC_REJECTED);
-        if (e.bad_tag)
-            count(s, PROGCACHE__RC_BAD_TAG);
-        progcache__redis_tell(s, e.bad_tag ? PROGCACHE__CAUSE_BAD_TAG : PROGCACHE__CAUSE_REJECTED,
-                              "rejected the value of %s: %s%s", name, progcache_error_last(),
-                              e.bad_tag ? " (do all nodes use the same secret file?)" : "");
-        rc = PROGCACHE_ENOTFOUND;
-    } else if (e.size > s->cfg.max_artifact_size) {
-        too_large(s, name, e.size, read_limit(s));
-        rc = PROGCACHE_ENOTFOUND;
-    }
-    if (rc) {
-        progcache__error_restore(&saved);
-        return rc;
-    }
-    progcache__error_discard(&saved);
-    if ((rc = deliver(out, meta, &e)) == PROGCACHE_OK)
-        count(s, PROGCACHE__RC_HITS);
-    return rc;
 }
 
 static int redis_get_meta(progcache_buf *out, progcache_entry_meta *meta,
@@ -156,41 +91,22 @@ static int redis_get_meta(progcache_buf *out, progcache_entry_meta *meta,
 {
     redis_store *s = (redis_store *)store;
     char name[PROGCACHE__REDIS_NAME_SIZE];
-    progcache__envelope_id id;
-    failure f;
-    size_t name_len;
+    progcache__redis_reading g;
+    progcache__envelope e;
     progcache_entry_meta_clear(meta); /* NULL-safe */
     if (progcache__redis_off(s))
         return PROGCACHE_ENOTFOUND;
-    int rc = entry_name(&id, name, &name_len, s, key, key_len);
+    memset(&g, 0, sizeof g);
+    int rc = entry_name(&g.id, name, &g.name_len, s, key, key_len);
     if (rc)
         return rc;
-    const char *argv[] = {"GET", name};
-    size_t lens[] = {3, name_len};
-    /* No value larger than the bound is read into memory, nor any reply
-     * of another shape larger than a few elements. */
-    size_t limit = read_limit(s);
-    progcache__redis_limit lim = {limit + 4096, 8, 1, 1};
-    redisReply *r = progcache__redis_call(s, 2, argv, lens, 1, &lim, &f);
-    if (!r && f.too_large)
-        too_large(s, name, 0, limit);
-    if (!r)
-        return PROGCACHE_ENOTFOUND;
-    rc = PROGCACHE_ENOTFOUND;
-    if (r->type == REDIS_REPLY_NIL) {
-        count(s, PROGCACHE__RC_MISSES);
-    } else if (r->type != REDIS_REPLY_STRING) {
-        char shape[128];
-        progcache__redis_describe(shape, sizeof shape, r);
-        count(s, PROGCACHE__RC_ERRORS);
-        progcache__redis_tell(s, PROGCACHE__CAUSE_PROTOCOL,
-                              "GET of %s answered %s, not a string value (another program uses "
-                              "the prefix?); treated as a miss",
-                              name, shape);
-    } else {
-        rc = open_value(out, meta, s, name, r, &id);
-    }
-    freeReplyObject(r);
+    g.s = s;
+    g.name = name;
+    g.hmac = s->cfg.hmac;
+    if ((rc = progcache__redis_read(out, &e, &g)))
+        return rc;
+    if ((rc = deliver(out, meta, &e)) == PROGCACHE_OK)
+        count(s, PROGCACHE__RC_HITS);
     return rc;
 }
 
@@ -442,6 +358,8 @@ int progcache_store_redis_new(progcache_store **out, const progcache_redis_optio
     s->base.flush = redis_flush;
     s->base.stats = &redis_stats_ops;
     s->base.lease = &progcache__redis_lease_ops;
+    s->base.exists = progcache__redis_exists;
+    s->base.foreach = progcache__redis_foreach;
     *out = &s->base;
     return PROGCACHE_OK;
 }

@@ -7,6 +7,10 @@
  *                  count, total_size, the vtable, the counters;
  *   redis_lease.c  single-flight leases: Lua scripts and pub/sub;
  *   redis_reply.c  one command: its reply bounded, its deadline;
+ *   redis_get.c    reading one value in parts within the value plus a
+ *                  small constant (redis_get.h);
+ *   redis_list.c   exists and foreach;
+ *   redis_resolve.c  a host name resolved within the connect deadline;
  *   redis_scan.c   walking the key space: clear, count, total_size;
  *   redis_probe.c  `progcache remote`: reachability, latency, the server's
  *                  memory policy, leases held now.
@@ -85,6 +89,13 @@ typedef struct progcache__redis_budget {
 /* store as a Redis store, or NULL when it is NULL or another kind. */
 progcache__redis_store *progcache__redis_store_of(const progcache_store *store);
 
+/* ---- redis_list.c ------------------------------------------------------- */
+
+/* The vtable's exists and foreach (version 3). */
+int progcache__redis_exists(progcache_store *store, const void *key, size_t key_len);
+int progcache__redis_foreach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
+                             void *ctx);
+
 /* ---- redis_conn.c ------------------------------------------------------- */
 
 /* Tell the log callback, prefixed with "Redis <where>: ". */
@@ -125,6 +136,21 @@ int progcache__redis_key_hex(char hex[PROGCACHE__REDIS_HEX_LEN + 1], const void 
  * NULL with f filled (not counted). */
 redisContext *progcache__redis_connect(progcache__redis_store *s, progcache__redis_failure *f);
 
+/* ---- redis_resolve.c ---------------------------------------------------- */
+
+#define PROGCACHE__REDIS_ADDRS 8
+/* The numeric addresses a host name resolved to, in the resolver's order. */
+typedef struct progcache__redis_addrs {
+    char addr[PROGCACHE__REDIS_ADDRS][48]; /* INET6_ADDRSTRLEN and more */
+    size_t n;
+} progcache__redis_addrs;
+
+/* Resolve host (a numeric address is taken as it is) within timeout_ms.
+ * 0: out filled; 1: not resolved in time (why says "could not resolve
+ * within N ms"); -1: it does not resolve (why says why). */
+int progcache__redis_resolve(progcache__redis_addrs *out, const char *host, int port,
+                             unsigned int timeout_ms, char *why, size_t why_size);
+
 /* ---- redis_reply.c ------------------------------------------------------ */
 
 /* Make c's reader build replies within bounds, and c's socket
@@ -140,6 +166,26 @@ redisReply *progcache__redis_command(const progcache__redis_config *cfg, redisCo
                                      int argc, const char **argv, const size_t *lens,
                                      const progcache__redis_limit *lim,
                                      progcache__redis_failure *f);
+
+/* One deadline for an operation of several commands (the parts of a
+ * GET): when it started, and the bytes its commands moved so far. */
+typedef struct progcache__redis_clock {
+    uint64_t start;
+    size_t moved;
+} progcache__redis_clock;
+
+/* Start clock now, with nothing moved. */
+void progcache__redis_clock_start(progcache__redis_clock *clock);
+
+/* progcache__redis_command within clock's deadline (command_timeout_ms
+ * from clock->start, plus every byte the operation moved at min_rate),
+ * adding this command's bytes to clock->moved. clock NULL: a deadline of
+ * its own (progcache__redis_command). */
+redisReply *progcache__redis_command_timed(const progcache__redis_config *cfg, redisContext *c,
+                                           int argc, const char **argv, const size_t *lens,
+                                           const progcache__redis_limit *lim,
+                                           progcache__redis_clock *clock,
+                                           progcache__redis_failure *f);
 
 /* "an array of 3 elements", "the status \"OK\"", "nil": what a reply was,
  * for the messages about replies of the wrong shape. */
@@ -163,6 +209,14 @@ redisReply *progcache__redis_call(progcache__redis_store *s, int argc, const cha
                                   const size_t *lens, int idempotent,
                                   const progcache__redis_limit *lim,
                                   progcache__redis_failure *f);
+
+/* progcache__redis_call with the operation's clock (NULL: its own). A
+ * retry on a fresh connection stays within the same deadline. */
+redisReply *progcache__redis_call_timed(progcache__redis_store *s, int argc, const char **argv,
+                                        const size_t *lens, int idempotent,
+                                        const progcache__redis_limit *lim,
+                                        progcache__redis_clock *clock,
+                                        progcache__redis_failure *f);
 
 /* Close every idle connection (after a dead one; on free). */
 void progcache__redis_pool_drop(progcache__redis_store *s);
