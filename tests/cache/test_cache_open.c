@@ -47,16 +47,16 @@ static void test_arguments(void)
     CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, twice, 2, NULL));
     CHECK(strstr(progcache_error_last(), "same store") != NULL);
     flaky_store *f = flaky_new();
-    f->base.clear = NULL;
-    progcache_store *partial[] = {s, &f->base};
+    f->w.base.clear = NULL;
+    progcache_store *partial[] = {s, &f->w.base};
     CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, partial, 2, NULL));
     CHECK(strstr(progcache_error_last(), "tiers[1]") != NULL);
-    f->base.clear = flaky_clear;
-    f->base.version = 0;
+    f->w.base.clear = fixture_wrap_clear;
+    f->w.base.version = 0;
     CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, partial, 2, NULL));
     CHECK(strstr(progcache_error_last(), "tiers[1]->version") != NULL);
     /* A failed open leaves the stores with the caller. */
-    flaky_free(&f->base);
+    fixture_wrap_free(&f->w.base);
 
     CHECK_RC(PROGCACHE_EINVAL, progcache_open(NULL, "/tmp/x", NULL));
     CHECK_RC(PROGCACHE_EINVAL, progcache_open(&c, "", NULL));
