@@ -196,9 +196,7 @@ static void test_open_memory_tier(void)
     expect_miss(with_mem, "cold");
 
     progcache_close(with_mem);
-    progcache_close(without);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(without, dir);
 }
 
 /* NULL path: progcache_default_dir(), here $PROGCACHE_DIR. */

@@ -120,9 +120,7 @@ static void test_file_cap_evicts(void)
     progcache_stats s = PROGCACHE_STATS_INIT;
     CHECK_OK(progcache_stats_get(&s, cache));
     CHECK(s.evictions >= 6 && s.total_size <= 5120 && s.entries <= 5);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* With nothing set, the 5 GiB default evicts: six sparse 1 GiB entries
@@ -159,9 +157,7 @@ static void test_default_cap_evicts(void)
         snprintf(path, sizeof path, "%s/entries/aa/%062d", dir, i);
         CHECK((access(path, F_OK) == 0) == (i >= 2));
     }
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* Each setting takes effect, from the environment here. */

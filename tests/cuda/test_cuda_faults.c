@@ -10,9 +10,8 @@
 
 int main(void)
 {
-    char *dir = test_mkdtemp("cudafaults");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "cudafaults");
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
     size_t size;
@@ -61,9 +60,7 @@ int main(void)
 
     free(good);
     progcache_program_result_release(&r);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
     printf("test_cuda_faults: all passed\n");
     return 0;
 }

@@ -317,15 +317,6 @@ static void test_remove_and_clear(void)
 
 /* ---- what it finds damaged --------------------------------------------- */
 
-static void flip_byte(const char *path, off_t at)
-{
-    int fd = open(path, O_RDWR);
-    unsigned char c = 0;
-    CHECK(fd >= 0 && pread(fd, &c, 1, at) == 1);
-    c ^= 0x40;
-    CHECK(pwrite(fd, &c, 1, at) == 1 && close(fd) == 0);
-}
-
 static void test_damage(void)
 {
     char *tier = dir("t5"), *home = dir("home5");
@@ -339,7 +330,7 @@ static void test_damage(void)
     const off_t where[3] = {76 + 3, 72, 68};
     for (int i = 0; i < 3; i++) {
         CHECK_OK(progcache_store_put(t, key1, strlen(key1), ptx, strlen(ptx)));
-        flip_byte(p1, where[i]);
+        test_flip_byte(p1, where[i], 0x40);
         CHECK_RC(PROGCACHE_ECORRUPT, progcache_store_get(&buf, t, key1, strlen(key1)));
         CHECK(strstr(progcache_error_last(), p1) != NULL);
     }
@@ -357,7 +348,7 @@ static void test_damage(void)
      * miss is the cache's policy for failing remote tiers, not the
      * tier's); a put of the key replaces it. */
     CHECK_OK(progcache_store_put(t, key1, strlen(key1), ptx, strlen(ptx)));
-    flip_byte(p1, 80);
+    test_flip_byte(p1, 80, 0x40);
     progcache *cache = open_cache(open_home(home), t, NULL);
     int rc = progcache_get(&buf, cache, key1, strlen(key1));
     CHECK(rc == PROGCACHE_ECORRUPT || rc == PROGCACHE_ENOTFOUND);

@@ -53,6 +53,32 @@ void test_rmtree(const char *path)
         nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+progcache *test_cache_tmp(char **dir, const char *tag)
+{
+    progcache *cache = NULL;
+    *dir = test_mkdtemp(tag);
+    CHECK_OK(progcache_open(&cache, *dir, NULL));
+    return cache;
+}
+
+void test_cache_done(progcache *cache, char *dir)
+{
+    progcache_close(cache);
+    test_rmtree(dir);
+    free(dir);
+}
+
+void test_flip_byte(const char *path, long at, unsigned char mask)
+{
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    unsigned char c;
+    CHECK(pread(fd, &c, 1, (off_t)at) == 1);
+    c ^= mask;
+    CHECK(pwrite(fd, &c, 1, (off_t)at) == 1);
+    CHECK(close(fd) == 0);
+}
+
 const char *test_reference_dir(void)
 {
     /* The data is in the repository (tests/data, the default of the CMake

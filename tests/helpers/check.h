@@ -38,6 +38,15 @@ void test_fail(const char *file, int line, const char *expr, const char *detail)
 char *test_mkdtemp(const char *tag);
 void test_rmtree(const char *path);
 
+/* A cache opened with default options on a fresh directory
+ * (test_mkdtemp(tag)), whose malloc'd path goes to *dir; test_cache_done
+ * closes the cache, removes the directory and frees its path. */
+progcache *test_cache_tmp(char **dir, const char *tag);
+void test_cache_done(progcache *cache, char *dir);
+
+/* XOR the byte at offset at of the file at path with mask, in place. */
+void test_flip_byte(const char *path, long at, unsigned char mask);
+
 /* The reference data folder ($PROGCACHE_REFERENCE_DIR), or NULL when it is
  * not there (tests then skip what needs it and say so). */
 const char *test_reference_dir(void);

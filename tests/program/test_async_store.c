@@ -40,9 +40,8 @@ static void check_present(const char *dir, const unsigned char *key,
 
 static void test_flush(void)
 {
-    char *dir = test_mkdtemp("async");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "async");
     CHECK_OK(progcache_flush(cache)); /* nothing queued yet */
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD | PROGCACHE_PROGRAM_ASYNC_STORE);
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
@@ -64,9 +63,8 @@ static void test_flush(void)
 static void test_close_waits(void)
 {
     enum { N = 12 };
-    char *dir = test_mkdtemp("asyncclose");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "asyncclose");
     progcache_program_result results[N];
     char *sources[N];
     for (int i = 0; i < N; i++) {

@@ -154,9 +154,7 @@ static void test_seal_heals_compile(void)
     free(art_b);
     progcache_program_result_release(&ra);
     progcache_program_result_release(&rb);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 int main(int argc, char **argv)
