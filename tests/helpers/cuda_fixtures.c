@@ -93,6 +93,18 @@ progcache_store *fixture_flaky_store(fixture_store_ctl *ctl)
     return &f->w.base;
 }
 
+unsigned char *fixture_scale_cubin(size_t *size)
+{
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "scale-cubin");
+    progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
+    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
+    unsigned char *bytes = fixture_compile_copy(&r, cache, &p, size);
+    progcache_program_result_release(&r);
+    test_cache_done(cache, dir);
+    return bytes;
+}
+
 unsigned char *fixture_compile_copy(progcache_program_result *r, progcache *cache,
                                     const progcache_program *p, size_t *size)
 {

@@ -114,14 +114,8 @@ int main(int argc, char **argv)
     progcache_file *w = open_dir(writer), *rd = open_dir(reader);
     CHECK(warnings == 1); /* once per process, not per directory */
     /* A real CUBIN, compiled once into a scratch cache. */
-    char *scratch;
-    progcache *c = test_cache_tmp(&scratch, "sidecar-cubin");
-    progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
-    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
     size_t cubin_size;
-    unsigned char *cubin = fixture_compile_copy(&r, c, &p, &cubin_size);
-    progcache_program_result_release(&r);
-    test_cache_done(c, scratch);
+    unsigned char *cubin = fixture_scale_cubin(&cubin_size);
 
     const char *key = "sidecar-key-01234567890123456789"; /* 32 bytes, as a key */
     CHECK_OK(progcache_store_put(progcache_file_store(w), key, strlen(key), cubin, cubin_size));

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "fs.h"
+#include "fs_faults.h"
 #include "sha256.h"
 #include "store_file_fixture.h"
 
@@ -228,23 +228,14 @@ static void test_injected_faults(void)
     char *dir = test_mkdtemp("faults");
     progcache_store *s = open_store(dir, 0);
     CHECK_OK(progcache_store_put(s, "k", 1, "old", 3));
-    struct {
-        progcache__fs_op op;
-        int err;
-        const char *words;
-    } cases[] = {
-        {PROGCACHE_FS_WRITE, ENOSPC, "disk is full"},
-        {PROGCACHE_FS_FSYNC, EIO, "Input/output error"},
-        {PROGCACHE_FS_RENAME, EROFS, "read-only"},
-        {PROGCACHE_FS_OPEN, EACCES, "permission"},
-    };
+    const test_fs_fault *cases = test_fs_faults;
     progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT; /* with fsync */
     progcache_store *synced = NULL;
     CHECK_OK(progcache_store_file_new(&synced, dir, &opts));
     progcache_buf buf = PROGCACHE_BUF_INIT;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s/progcache/tmp", dir);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < test_fs_num_faults; i++) {
         progcache__fs_fail(cases[i].op, 1, cases[i].err);
         CHECK_RC(PROGCACHE_EIO, progcache_store_put(synced, "k", 1, "new", 3));
         if (!strstr(progcache_error_last(), cases[i].words)) {
