@@ -68,6 +68,22 @@ void test_cache_done(progcache *cache, char *dir)
     free(dir);
 }
 
+size_t test_long_dir(char *out, size_t size, const char *base)
+{
+    CHECK(size >= 4096);
+    size_t len = (size_t)snprintf(out, size, "%s", base);
+    while (len < 3800) {
+        out[len++] = '/';
+        for (int i = 0; i < 180; i++)
+            out[len++] = 'd';
+        out[len] = '\0';
+        CHECK(mkdir(out, 0700) == 0);
+    }
+    len += (size_t)snprintf(out + len, size - len, "/cache");
+    CHECK(len > 3800 && len < 4000);
+    return len;
+}
+
 void test_flip_byte(const char *path, long at, unsigned char mask)
 {
     int fd = open(path, O_RDWR);

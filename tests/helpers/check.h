@@ -44,6 +44,11 @@ void test_rmtree(const char *path);
 progcache *test_cache_tmp(char **dir, const char *tag);
 void test_cache_done(progcache *cache, char *dir);
 
+/* base/ddd.../ddd.../cache in out (size >= 4096), about 4000 bytes, every
+ * component short enough for a file system: the folders are made, cache
+ * is not. Returns its length. */
+size_t test_long_dir(char *out, size_t size, const char *base);
+
 /* XOR the byte at offset at of the file at path with mask, in place. */
 void test_flip_byte(const char *path, long at, unsigned char mask);
 
