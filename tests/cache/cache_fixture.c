@@ -65,35 +65,34 @@ progcache_store *memory_store(void)
     return s;
 }
 
+/* What a lookup that returned rc into buf must be: value, or a miss when
+ * value is NULL. Frees buf. */
+static void expect_lookup(int rc, progcache_buf *buf, const char *value)
+{
+    if (value) {
+        CHECK_OK(rc);
+        CHECK(buf->size == strlen(value) && memcmp(buf->data, value, buf->size) == 0);
+    } else {
+        CHECK_RC(PROGCACHE_ENOTFOUND, rc);
+    }
+    progcache_buf_free(buf);
+}
+
 void expect_store_value(progcache_store *s, const char *key, const char *value)
 {
     progcache_buf buf = PROGCACHE_BUF_INIT;
-    CHECK_OK(progcache_store_get(&buf, s, key, strlen(key)));
-    CHECK(buf.size == strlen(value) && memcmp(buf.data, value, buf.size) == 0);
-    progcache_buf_free(&buf);
+    expect_lookup(progcache_store_get(&buf, s, key, strlen(key)), &buf, value);
 }
 
-void expect_store_miss(progcache_store *s, const char *key)
-{
-    progcache_buf buf = PROGCACHE_BUF_INIT;
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, key, strlen(key)));
-    progcache_buf_free(&buf);
-}
+void expect_store_miss(progcache_store *s, const char *key) { expect_store_value(s, key, NULL); }
 
 void expect_value(progcache *c, const char *key, const char *value)
 {
     progcache_buf buf = PROGCACHE_BUF_INIT;
-    CHECK_OK(progcache_get(&buf, c, key, strlen(key)));
-    CHECK(buf.size == strlen(value) && memcmp(buf.data, value, buf.size) == 0);
-    progcache_buf_free(&buf);
+    expect_lookup(progcache_get(&buf, c, key, strlen(key)), &buf, value);
 }
 
-void expect_miss(progcache *c, const char *key)
-{
-    progcache_buf buf = PROGCACHE_BUF_INIT;
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, c, key, strlen(key)));
-    progcache_buf_free(&buf);
-}
+void expect_miss(progcache *c, const char *key) { expect_value(c, key, NULL); }
 
 void put_str(progcache *c, const char *key, const char *value)
 {

@@ -22,12 +22,12 @@ int fixture_wrap_remove(progcache_store *s, const void *key, size_t len)
 
 int fixture_wrap_clear(progcache_store *s) { return progcache_store_clear(inner_of(s)); }
 
-static int wrap_count(uint64_t *out, progcache_store *s)
+int fixture_wrap_count(uint64_t *out, progcache_store *s)
 {
     return progcache_store_count(out, inner_of(s));
 }
 
-static int wrap_total_size(uint64_t *out, progcache_store *s)
+int fixture_wrap_total_size(uint64_t *out, progcache_store *s)
 {
     return progcache_store_total_size(out, inner_of(s));
 }
@@ -46,8 +46,8 @@ void fixture_wrap_init(fixture_wrap *w, const char *name, progcache_store *inner
     w->base.put = fixture_wrap_put;
     w->base.remove = fixture_wrap_remove;
     w->base.clear = fixture_wrap_clear;
-    w->base.count = wrap_count;
-    w->base.total_size = wrap_total_size;
+    w->base.count = fixture_wrap_count;
+    w->base.total_size = fixture_wrap_total_size;
     w->base.free = fixture_wrap_free;
     w->inner = inner;
 }

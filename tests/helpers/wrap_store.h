@@ -24,6 +24,8 @@ int fixture_wrap_put(progcache_store *s, const void *key, size_t len, const void
                      size_t size);
 int fixture_wrap_remove(progcache_store *s, const void *key, size_t len);
 int fixture_wrap_clear(progcache_store *s);
+int fixture_wrap_count(uint64_t *out, progcache_store *s);
+int fixture_wrap_total_size(uint64_t *out, progcache_store *s);
 void fixture_wrap_free(progcache_store *s);
 
 #endif
