@@ -16,19 +16,11 @@
 #include <openssl/evp.h>
 
 #include "check.h"
-#include "progcache/key.h"
-
-static const char *arch[] = {"-arch=sm_90"};
+#include "key_fixture.h"
 
 static progcache_key_nvrtc_options opts(const char *source)
 {
-    progcache_key_nvrtc_options o = PROGCACHE_KEY_NVRTC_OPTIONS_INIT;
-    o.source = source;
-    o.options = arch;
-    o.num_options = 1;
-    o.nvrtc_major = 13;
-    o.nvrtc_minor = 0;
-    return o;
+    return fixture_key_options(source);
 }
 
 static void write_file(const char *path, const char *text)
@@ -327,7 +319,7 @@ static void test_disk(const char *dir)
     o.options = only_i;
     o.num_options = 2;
     key_files(k1, &o);
-    o.options = arch;
+    o.options = fixture_key_arch;
     o.num_options = 1;
     key_files(k2, &o);
     CHECK(!same(k1, k2));

@@ -10,21 +10,11 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "key_fixture.h"
 #include "sha256.h"
 
 static const char *const source = "extern \"C\" __global__ void k(int *a){ *a = 1; }\n";
-static const char *const arch[] = {"-arch=sm_90"};
-
-static progcache_key_nvrtc_options base(void)
-{
-    progcache_key_nvrtc_options o = PROGCACHE_KEY_NVRTC_OPTIONS_INIT;
-    o.source = source;
-    o.options = arch;
-    o.num_options = 1;
-    o.nvrtc_major = 13;
-    o.nvrtc_minor = 0;
-    return o;
-}
+static progcache_key_nvrtc_options base(void) { return fixture_key_options(source); }
 
 static void key_of(unsigned char out[PROGCACHE_KEY_SIZE], const progcache_key_nvrtc_options *o)
 {

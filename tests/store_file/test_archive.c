@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "store/file/archive.h"
+#include "tar_fixture.h"
 
 static void fill(const char *dir, int n)
 {
@@ -180,17 +181,6 @@ static void append(builder *b, const void *p, size_t n)
     b->len += n;
 }
 
-static void fix_checksum(unsigned char *block)
-{
-    memset(block + 148, ' ', 8);
-    unsigned sum = 0;
-    for (int i = 0; i < TAR_BLOCK; i++)
-        sum += block[i];
-    char num[8];
-    snprintf(num, sizeof num, "%06o", sum);
-    memcpy(block + 148, num, 7);
-}
-
 /* A member of any type and name (up to 99 bytes) with data. */
 static void member(builder *b, const char *name, char type, const void *data, size_t len)
 {
@@ -201,7 +191,7 @@ static void member(builder *b, const char *name, char type, const void *data, si
     block[156] = (unsigned char)type;
     if (type == '2' || type == '1')
         memcpy(block + 157, "../../../../etc/passwd", 22);
-    fix_checksum(block);
+    tar_fix_checksum(block);
     append(b, block, sizeof block);
     append(b, data, len);
     static const unsigned char zeros[TAR_BLOCK];
@@ -352,7 +342,7 @@ static void test_hostile(void)
     unsigned char block[TAR_BLOCK];
     CHECK(progcache__tar_make(block, good_name, 0, 0) == 0);
     memcpy(block + 124, "77777777777", 11);
-    fix_checksum(block);
+    tar_fix_checksum(block);
     append(&b, block, sizeof block);
     end(&b);
     expect_refused(work, &b, "past the end");
@@ -402,7 +392,7 @@ static void test_variants(void)
     size_t at = b.len;
     member(&b, "ignored-by-pax", '0', "replaced", 8);
     memcpy(b.data + at + 257, "ustar  ", 8);
-    fix_checksum(b.data + at);
+    tar_fix_checksum(b.data + at);
     end(&b);
     write_all(archive, &b);
     free(b.data);

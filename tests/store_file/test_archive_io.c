@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "store/file/archive.h"
+#include "tar_fixture.h"
 
 static progcache_store *open_store(const char *dir, uint64_t max_artifact_size)
 {
@@ -334,17 +335,6 @@ static void test_pipes(void)
 
 /* ---- bounds -------------------------------------------------------------------- */
 
-static void fix_checksum(unsigned char *block)
-{
-    memset(block + 148, ' ', 8);
-    unsigned sum = 0;
-    for (int i = 0; i < TAR_BLOCK; i++)
-        sum += block[i];
-    char num[8];
-    snprintf(num, sizeof num, "%06o", sum);
-    memcpy(block + 148, num, 7);
-}
-
 static const char entry_name[] =
     "entries/ab/00112233445566778899aabbccddeeff00112233445566778899aabbccddee";
 
@@ -356,7 +346,7 @@ static void header(unsigned char block[TAR_BLOCK], const char *name, char type, 
     snprintf(num, sizeof num, "%011llo", (unsigned long long)size);
     memcpy(block + 124, num, 12);
     block[156] = (unsigned char)type;
-    fix_checksum(block);
+    tar_fix_checksum(block);
 }
 
 /* Feed bytes to import_fd through a pipe, from a child that writes them
