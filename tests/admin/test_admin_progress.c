@@ -81,8 +81,7 @@ static void test_prune(void)
     CHECK(pr.total_size <= 5000);
     free(v1);
     progcache_file_close(f);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void test_clear(void)
@@ -103,8 +102,7 @@ static void test_clear(void)
     CHECK_OK(progcache_file_open(&f, dir, &ro));
     CHECK_RC(PROGCACHE_EINVAL, progcache_file_clear(NULL, f, NULL, NULL));
     progcache_file_close(f);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void test_archives(void)

@@ -314,8 +314,7 @@ static void test_remote_tier_meta(void)
     progcache_entry_meta_release(&got);
     progcache_entry_meta_release(&meta);
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

@@ -156,8 +156,7 @@ static void test_open_dir(void)
     CHECK(c == NULL);
     CHECK(strstr(progcache_error_last(), "not-a-dir") != NULL);
 
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* With a memory tier, repeated hits are served from memory: they still hit
@@ -215,8 +214,7 @@ static void test_open_default_dir(void)
     expect_value(c, "k", "v");
     progcache_close(c);
     unsetenv("PROGCACHE_DIR");
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

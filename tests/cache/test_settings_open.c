@@ -93,8 +93,7 @@ static void test_precedence(void)
     /* Unset: back to the default. */
     CHECK_OK(progcache_settings_set(dir, "max_size", NULL));
     CHECK(cap_of(dir, NULL) == PROGCACHE_MAX_SIZE_DEFAULT);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void put_n(progcache *cache, unsigned n, size_t size)
@@ -214,8 +213,7 @@ static void test_each_setting(void)
     progcache_close(cache);
     unsetenv("PROGCACHE_MEMORY_SIZE");
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void expect_open_fails(const char *dir, int code, const char *needle)
@@ -279,8 +277,7 @@ static void test_bad_values(void)
     CHECK_OK(progcache_settings_load(&s, other));
     CHECK(progcache_settings_find(s, "max_size")->source == PROGCACHE_SETTING_DEFAULT);
     progcache_settings_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* Whatever is at progcache/config, the open neither hangs nor reads
@@ -315,8 +312,7 @@ static void test_hostile_file(void)
     CHECK(stat(path, &st) == 0 && !(st.st_mode & S_IWOTH));
     CHECK(cap_of(dir, NULL) == 2ull << 30);
     alarm(0);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

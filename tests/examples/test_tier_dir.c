@@ -350,8 +350,7 @@ int main(void)
     test_tier_is_never_the_home();
     test_remove_and_clear();
     test_damage();
-    test_rmtree(base_dir);
-    free(base_dir);
+    test_rmdtemp(base_dir);
     printf("test_tier_dir: ok\n");
     return 0;
 }

@@ -339,8 +339,7 @@ int main(void)
     CHECK(getcwd(cwd, sizeof cwd) != NULL);
     test_disk(dir);
     CHECK(chdir(cwd) == 0);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("headers in the key: ok\n");
     return 0;
 }

@@ -64,8 +64,7 @@ progcache *test_cache_tmp(char **dir, const char *tag)
 void test_cache_done(progcache *cache, char *dir)
 {
     progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 size_t test_long_dir(char *out, size_t size, const char *base)
@@ -93,6 +92,12 @@ void test_flip_byte(const char *path, long at, unsigned char mask)
     c ^= mask;
     CHECK(pwrite(fd, &c, 1, (off_t)at) == 1);
     CHECK(close(fd) == 0);
+}
+
+void test_rmdtemp(char *path)
+{
+    test_rmtree(path);
+    free(path);
 }
 
 const char *test_reference_dir(void)

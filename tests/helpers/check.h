@@ -37,6 +37,8 @@ void test_fail(const char *file, int line, const char *expr, const char *detail)
  * test_rmtree removes a tree (best effort). */
 char *test_mkdtemp(const char *tag);
 void test_rmtree(const char *path);
+/* The end of a test_mkdtemp directory: its tree removed, its path freed. */
+void test_rmdtemp(char *path);
 
 /* A cache opened with default options on a fresh directory
  * (test_mkdtemp(tag)), whose malloc'd path goes to *dir; test_cache_done

@@ -426,8 +426,7 @@ static void test_digest_files(void)
         CHECK(strstr(progcache_error_last(), a) != NULL);
         CHECK(chmod(a, 0600) == 0);
     }
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* Allocation failure: ENOMEM with a message, never a crash or a wrong key. */
@@ -476,8 +475,7 @@ static void test_allocation_failure(void)
         }
     }
     CHECK(failures > 0 && successes > 0);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

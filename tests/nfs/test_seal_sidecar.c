@@ -238,8 +238,7 @@ int main(int argc, char **argv)
     if (nfs) {
         test_nfs_stop(&fx);
     } else {
-        test_rmtree(local);
-        free(local);
+        test_rmdtemp(local);
     }
     printf("test_seal_sidecar %s: all passed\n", nfs ? "nfs" : "local");
     return 0;

@@ -55,8 +55,7 @@ static void test_flush(void)
     progcache_program_result_release(&r);
     progcache_close(cache);
     CHECK_OK(progcache_flush(NULL));
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* progcache_close() waits for every queued put. */
@@ -82,8 +81,7 @@ static void test_close_waits(void)
         progcache_program_result_release(&results[i]);
         free(sources[i]);
     }
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void test_background_failure(void)

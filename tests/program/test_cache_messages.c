@@ -418,8 +418,7 @@ int main(void)
     test_tier_messages();
     test_every_operation();
     free(last_log);
-    test_rmtree(scratch);
-    free(scratch);
+    test_rmdtemp(scratch);
     printf("test_cache_messages: all passed\n");
     return 0;
 }

@@ -342,8 +342,7 @@ int main(int argc, char **argv)
         test_entry_without_record(dir);
         test_older_results(dir);
     }
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("name expressions: ok\n");
     return 0;
 }

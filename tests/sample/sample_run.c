@@ -249,8 +249,7 @@ int sample_setup(int argc, char **argv, const char *tag, char **exe, char **scra
 
 void sample_teardown(char *exe, char *scratch)
 {
-    test_rmtree(scratch);
-    free(scratch);
+    test_rmdtemp(scratch);
     free(exe);
 }
 

@@ -226,8 +226,7 @@ int main(int argc, char **argv)
     test_candidates();
     test_autotune();
 
-    test_rmtree(scratch);
-    free(scratch);
+    test_rmdtemp(scratch);
     puts("test_sample_fast_gpu: ok");
     return 0;
 }

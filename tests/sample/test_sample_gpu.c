@@ -236,8 +236,7 @@ int main(int argc, char **argv)
     test_heal();
     test_two_processes();
 
-    test_rmtree(scratch);
-    free(scratch);
+    test_rmdtemp(scratch);
     puts("test_sample_gpu: ok");
     return 0;
 }

@@ -134,7 +134,6 @@ int main(int argc, char **argv)
     } else {
         fprintf(stderr, "usage: %s memory|file|tier_dir|redis|broken\n", argv[0]);
     }
-    test_rmtree(base);
-    free(base);
+    test_rmdtemp(base);
     return rc;
 }

@@ -59,8 +59,7 @@ static void test_refuses_foreign_directory(void)
     progcache_store_free(s);
     s = open_store(fresh); /* now holding entries/, tmp/, progcache/ */
     progcache_store_free(s);
-    test_rmtree(fresh);
-    free(fresh);
+    test_rmdtemp(fresh);
     fresh = test_mkdtemp("adv-fresh");
     path_of(p, sizeof p, fresh, "new/deeper");
     s = open_store(p);
@@ -169,8 +168,7 @@ static void test_sweep_only_ours(void)
     if (!chowned)
         puts("test_adversarial: other owner's temp file: skipped (not root)");
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* ---- 2. clear, prune, eviction and verify: entries only ---------------- */
@@ -294,8 +292,7 @@ static void test_admin_only_entries(void)
     for (size_t i = offsetof(progcache_verify_result, foreign); i < sizeof old.raw; i++)
         CHECK(old.raw[i] == 0xAA);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(int argc, char **argv)

@@ -107,8 +107,7 @@ static void test_file_size_limit(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *dir = test_mkdtemp("adv-fsize");
         in_child(cases[i], dir, 120, "under ulimit -f");
-        test_rmtree(dir);
-        free(dir);
+        test_rmdtemp(dir);
     }
 }
 
@@ -172,8 +171,7 @@ static void test_max_artifact_size(void)
     progcache_program_result_release(&r);
     progcache_close(cache);
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(int argc, char **argv)

@@ -34,8 +34,7 @@ static void test_seal_binds_key(void)
     char *dir = test_mkdtemp("adv-seal");
     if (!have_xattrs(dir)) {
         puts("test_adversarial: the seal: skipped (no user xattrs on this file system)");
-        test_rmtree(dir);
-        free(dir);
+        test_rmdtemp(dir);
         return;
     }
     progcache_store *s = open_store(dir);
@@ -108,8 +107,7 @@ static void test_seal_binds_key(void)
 
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* compile-or-load: another program's entry copied to this program's path
@@ -122,8 +120,7 @@ static void test_seal_heals_compile(void)
 {
     char *dir = test_mkdtemp("adv-sealc");
     if (!have_xattrs(dir)) {
-        test_rmtree(dir);
-        free(dir);
+        test_rmdtemp(dir);
         return;
     }
     progcache *cache;

@@ -364,8 +364,7 @@ static void test_hostile(void)
     CHECK_RC(PROGCACHE_EIO, progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
     CHECK(strstr(progcache_error_last(), "missing.tar"));
     progcache_store_free(fs);
-    test_rmtree(work);
-    free(work);
+    test_rmdtemp(work);
 }
 
 /* pax and GNU variants of good archives. */
@@ -409,8 +408,7 @@ static void test_variants(void)
     CHECK(out.size == sizeof good_data - 1 && !memcmp(out.data, good_data, out.size));
     progcache_buf_free(&out);
     progcache_store_free(fs);
-    test_rmtree(work);
-    free(work);
+    test_rmdtemp(work);
 }
 
 /* ---- the same entry twice (issue 20) ------------------------------------------ */
@@ -465,8 +463,7 @@ static void test_duplicates(void)
     import_twice(work, good_data, junk, good_data, 0); /* a garbage copy never replaces */
     import_twice(work, junk, good_data, good_data, 0); /* a valid one replaces garbage */
     import_twice(work, junk, junk2, junk, 1);          /* neither valid: the first */
-    test_rmtree(work);
-    free(work);
+    test_rmdtemp(work);
 }
 
 int main(void)

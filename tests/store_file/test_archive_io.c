@@ -426,8 +426,7 @@ static void test_bounds(void)
     free(archive);
     free(file);
     free(into);
-    test_rmtree(work);
-    free(work);
+    test_rmdtemp(work);
 }
 
 int main(void)

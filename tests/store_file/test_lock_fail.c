@@ -175,8 +175,7 @@ static void run_errno(const char *errname, int errnum)
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
 
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 
     /* One process alone: the cap plus one entry after every put. */
     dir = test_mkdtemp("lockfail-alone");
@@ -226,8 +225,7 @@ static void run_errno(const char *errname, int errnum)
     progcache_buf_free(&buf);
     progcache_close(c);
     tool_says_once(dir, errname);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static const struct {

@@ -274,8 +274,7 @@ static void test_bad_layout_replaced(void)
         CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 512);
     }
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void test_readonly(void)
@@ -333,8 +332,7 @@ static void test_readonly(void)
 
     progcache_buf_free(&buf);
     test_cache_done(cache, plain);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* A caller built against version 1 of progcache_stats has a shorter

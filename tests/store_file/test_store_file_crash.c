@@ -136,8 +136,7 @@ int main(void)
     progcache_store_free(s);
     CHECK(checked > 0);
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("test_store_file_crash: all passed\n");
     return 0;
 }

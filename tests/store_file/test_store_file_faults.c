@@ -57,8 +57,7 @@ static void test_recovery(void)
     CHECK(stat(young, &st) == 0);
     progcache_store_free(s);
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* Symbolic links in place of entries or shard directories are not followed. */
@@ -136,8 +135,7 @@ static void test_symlinks_not_followed(void)
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "other", 5));
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void test_bad_directories(void)
@@ -189,8 +187,7 @@ static void test_bad_directories(void)
     CHECK_RC(PROGCACHE_EIO, progcache_store_file_new(&s, missing, &opts));
     CHECK(!path_exists(dir, "missing"));
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* A directory without permission, seen by an unprivileged user. */
@@ -217,8 +214,7 @@ static void test_permission_denied(void)
     int status;
     CHECK(waitpid(pid, &status, 0) == pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* Failing system calls (full disk, I/O errors, read-only media): a clear
@@ -296,8 +292,7 @@ static void test_injected_faults(void)
     progcache_buf_free(&buf);
     progcache_store_free(synced);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

@@ -127,8 +127,7 @@ static void run(uint64_t cap)
            (unsigned long long)on_disk);
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)
