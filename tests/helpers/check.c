@@ -100,6 +100,27 @@ void test_rmdtemp(char *path)
     free(path);
 }
 
+size_t test_count_names(const char *dir, int recursive)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[4096];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (recursive && lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            n += test_count_names(p, 1);
+        else
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
 const char *test_reference_dir(void)
 {
     /* The data is in the repository (tests/data, the default of the CMake

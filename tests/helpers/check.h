@@ -54,6 +54,10 @@ size_t test_long_dir(char *out, size_t size, const char *base);
 /* XOR the byte at offset at of the file at path with mask, in place. */
 void test_flip_byte(const char *path, long at, unsigned char mask);
 
+/* The names in dir that do not start with '.' (0 when dir cannot be
+ * opened); recursive: the files in its folders instead of the folders. */
+size_t test_count_names(const char *dir, int recursive);
+
 /* The reference data folder ($PROGCACHE_REFERENCE_DIR), or NULL when it is
  * not there (tests then skip what needs it and say so). */
 const char *test_reference_dir(void);

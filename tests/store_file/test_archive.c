@@ -213,17 +213,17 @@ static void write_all(const char *path, const builder *b)
     close(fd);
 }
 
-static size_t count_files(const char *dir)
+/* b written to archive (and its memory freed), then imported into a file
+ * store at cache, which is returned; the import must succeed. */
+static progcache_store *import_built(builder *b, const char *archive, const char *cache,
+                                     progcache_archive_result *res)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
+    write_all(archive, b);
+    free(b->data);
+    progcache_store *fs;
+    CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
+    CHECK_OK(progcache_file_import(res, progcache_store_as_file(fs), archive, NULL));
+    return fs;
 }
 
 static const char good_name[] =
@@ -241,7 +241,7 @@ static void expect_refused(const char *work, builder *b, const char *why_fragmen
     write_all(archive, b);
     progcache_store *fs;
     CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
-    size_t before = count_files(outside);
+    size_t before = test_count_names(outside, 0);
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
     CHECK_RC(PROGCACHE_ECORRUPT, progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
     if (!strstr(progcache_error_last(), why_fragment)) {
@@ -255,7 +255,7 @@ static void expect_refused(const char *work, builder *b, const char *why_fragmen
     CHECK_OK(progcache_store_count(&count, fs));
     CHECK(count == 0);
     progcache_store_free(fs);
-    CHECK(count_files(outside) == before);
+    CHECK(test_count_names(outside, 0) == before);
     free(b->data);
     b->data = NULL;
     b->len = 0;
@@ -352,12 +352,8 @@ static void test_hostile(void)
     char archive[1024], cache[1024];
     snprintf(archive, sizeof archive, "%s/empty.tar", work);
     snprintf(cache, sizeof cache, "%s/cache", work);
-    write_all(archive, &b);
-    free(b.data);
-    progcache_store *fs;
-    CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_OK(progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
+    progcache_store *fs = import_built(&b, archive, cache, &res);
     CHECK(res.entries == 0);
     /* Missing archive: an I/O error naming it. */
     snprintf(archive, sizeof archive, "%s/missing.tar", work);
@@ -393,12 +389,8 @@ static void test_variants(void)
     memcpy(b.data + at + 257, "ustar  ", 8);
     tar_fix_checksum(b.data + at);
     end(&b);
-    write_all(archive, &b);
-    free(b.data);
-    progcache_store *fs;
-    CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_OK(progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
+    progcache_store *fs = import_built(&b, archive, cache, &res);
     /* The pax path names the same entry again: one entry, the first valid
      * copy (test_duplicates). */
     CHECK(res.entries == 1 && res.invalid == 0);

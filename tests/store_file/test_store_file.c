@@ -79,7 +79,7 @@ static void test_layout_and_round_trip(void)
     CHECK_OK(progcache_store_count(&count, s));
     CHECK(count == 0);
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "x", 1));
-    CHECK(count_files(tmp) == 0);
+    CHECK(test_count_names(tmp, 0) == 0);
 
     progcache_store_free(s2);
     progcache_store_free(s);
@@ -205,7 +205,7 @@ static void test_eviction_lru(void)
     }
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s/progcache/tmp", dir);
-    CHECK(count_files(tmp) == 0); /* evicted files do not linger in progcache/tmp/ */
+    CHECK(test_count_names(tmp, 0) == 0); /* evicted files do not linger in progcache/tmp/ */
     progcache_buf_free(&buf);
     progcache_store_free(s);
     test_rmdtemp(dir);
