@@ -229,14 +229,6 @@ static void test_digest_fifo(void)
     test_rmdtemp(dir);
 }
 
-int main(int argc, char **argv)
-{
-    static const adversarial_test tests[] = {
-        {"fifo_at_entry", test_fifo_at_entry},
-        {"verify_non_regular", test_verify_non_regular},
-        {"fifo_state_files", test_fifo_state_files},
-        {"digest_fifo", test_digest_fifo},
-    };
-    adversarial_run(argc, argv, tests, sizeof tests / sizeof tests[0], "test_adversarial_fifo");
-    return 0;
-}
+ADVERSARIAL_MAIN("test_adversarial_fifo", ADVERSARIAL_TEST(fifo_at_entry),
+                 ADVERSARIAL_TEST(verify_non_regular), ADVERSARIAL_TEST(fifo_state_files),
+                 ADVERSARIAL_TEST(digest_fifo))

@@ -295,13 +295,5 @@ static void test_admin_only_entries(void)
     test_rmdtemp(dir);
 }
 
-int main(int argc, char **argv)
-{
-    static const adversarial_test tests[] = {
-        {"refuses_foreign_directory", test_refuses_foreign_directory},
-        {"sweep_only_ours", test_sweep_only_ours},
-        {"admin_only_entries", test_admin_only_entries},
-    };
-    adversarial_run(argc, argv, tests, sizeof tests / sizeof tests[0], "test_adversarial_foreign");
-    return 0;
-}
+ADVERSARIAL_MAIN("test_adversarial_foreign", ADVERSARIAL_TEST(refuses_foreign_directory),
+                 ADVERSARIAL_TEST(sweep_only_ours), ADVERSARIAL_TEST(admin_only_entries))

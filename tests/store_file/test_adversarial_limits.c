@@ -174,12 +174,5 @@ static void test_max_artifact_size(void)
     test_rmdtemp(dir);
 }
 
-int main(int argc, char **argv)
-{
-    static const adversarial_test tests[] = {
-        {"file_size_limit", test_file_size_limit},
-        {"max_artifact_size", test_max_artifact_size},
-    };
-    adversarial_run(argc, argv, tests, sizeof tests / sizeof tests[0], "test_adversarial_limits");
-    return 0;
-}
+ADVERSARIAL_MAIN("test_adversarial_limits", ADVERSARIAL_TEST(file_size_limit),
+                 ADVERSARIAL_TEST(max_artifact_size))

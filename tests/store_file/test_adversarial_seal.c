@@ -154,12 +154,5 @@ static void test_seal_heals_compile(void)
     test_cache_done(cache, dir);
 }
 
-int main(int argc, char **argv)
-{
-    static const adversarial_test tests[] = {
-        {"seal_binds_key", test_seal_binds_key},
-        {"seal_heals_compile", test_seal_heals_compile},
-    };
-    adversarial_run(argc, argv, tests, sizeof tests / sizeof tests[0], "test_adversarial_seal");
-    return 0;
-}
+ADVERSARIAL_MAIN("test_adversarial_seal", ADVERSARIAL_TEST(seal_binds_key),
+                 ADVERSARIAL_TEST(seal_heals_compile))
