@@ -215,11 +215,5 @@ int main(int argc, char **argv)
     progcache_file_close(w);
     progcache_file_close(rd);
     free(cubin);
-    if (nfs) {
-        test_nfs_stop(&fx);
-    } else {
-        test_rmdtemp(local);
-    }
-    printf("test_seal_sidecar %s: all passed\n", nfs ? "nfs" : "local");
-    return 0;
+    return test_nfs_end(&fx, nfs, local, "test_seal_sidecar");
 }
