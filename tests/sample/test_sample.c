@@ -294,14 +294,11 @@ static void test_fake_driver(void)
 int main(int argc, char **argv)
 {
     have_gpu = sample_setup(argc, argv, "sample", &exe, &scratch);
-
-    test_miss_then_hit();
-    test_print_source_key();
-    test_bad_input();
-    test_disabled_cache();
-    test_cache_dir_paths();
-    test_no_device();
-    test_fake_driver();
+    static void (*const tests[])(void) = {test_miss_then_hit, test_print_source_key,
+                                           test_bad_input, test_disabled_cache,
+                                           test_cache_dir_paths, test_no_device, test_fake_driver};
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+        tests[i]();
 
     sample_teardown(exe, scratch);
     puts("test_sample: ok");
