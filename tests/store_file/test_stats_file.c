@@ -32,6 +32,13 @@ static void key_of(unsigned char key[8], unsigned n)
     key[7] = (unsigned char)n;
 }
 
+/* Key n (in key) put into cache with value (a string). */
+static void put_key(progcache *cache, unsigned char key[8], unsigned n, const char *value)
+{
+    key_of(key, n);
+    CHECK_OK(progcache_put(cache, key, 8, value, strlen(value)));
+}
+
 static int remember_name(void *ctx, const progcache_entry *e)
 {
     memcpy(ctx, e->name, 65);
@@ -217,8 +224,7 @@ static void test_processes(void)
     char *dir;
     progcache *cache = test_cache_tmp(&dir, "statsprocs");
     unsigned char key[8];
-    key_of(key, 200);
-    CHECK_OK(progcache_put(cache, key, sizeof key, "shared", 6));
+    put_key(cache, key, 200, "shared");
     CHECK_OK(progcache_stats_reset(cache));
     pid_t pids[PROCS];
     for (int p = 0; p < PROCS; p++) {
@@ -283,8 +289,7 @@ static void test_readonly(void)
     progcache *cache, *ro;
     CHECK_OK(progcache_open(&cache, dir, NULL));
     unsigned char key[8];
-    key_of(key, 1);
-    CHECK_OK(progcache_put(cache, key, sizeof key, "value", 5));
+    put_key(cache, key, 1, "value");
     progcache_options opts = PROGCACHE_OPTIONS_INIT;
     opts.flags = PROGCACHE_FILE_READONLY;
     CHECK_OK(progcache_open(&ro, dir, &opts));
@@ -342,8 +347,7 @@ static void test_version_1(void)
     char *dir;
     progcache *cache = test_cache_tmp(&dir, "statsv1");
     unsigned char key[8];
-    key_of(key, 1);
-    CHECK_OK(progcache_put(cache, key, sizeof key, "abc", 3));
+    put_key(cache, key, 1, "abc");
     progcache__cache_record(cache, PROGCACHE_STAT_PCH_HITS, 5);
     progcache__cache_record(cache, PROGCACHE_STAT_NAMES_LEARNED, 3);
     /* Version 2 starts with names_learned; the remote tier's fields and
