@@ -100,24 +100,42 @@ void test_rmdtemp(char *path)
     free(path);
 }
 
-size_t test_count_names(const char *dir, int recursive)
+long test_each_name(const char *dir, void (*fn)(const char *path, void *ctx), void *ctx)
 {
     DIR *d = opendir(dir);
     if (!d)
-        return 0;
-    size_t n = 0;
+        return -1;
+    long n = 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         if (e->d_name[0] == '.')
             continue;
-        char p[4096];
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (recursive && lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            n += test_count_names(p, 1);
-        else
-            n++;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (fn)
+            fn(path, ctx);
+        n++;
     }
     closedir(d);
+    return n;
+}
+
+static void count_file(const char *path, void *ctx)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        *(size_t *)ctx += test_count_names(path, 1);
+    else
+        ++*(size_t *)ctx;
+}
+
+size_t test_count_names(const char *dir, int recursive)
+{
+    if (!recursive) {
+        long n = test_each_name(dir, NULL, NULL);
+        return n < 0 ? 0 : (size_t)n;
+    }
+    size_t n = 0;
+    test_each_name(dir, count_file, &n);
     return n;
 }
 

@@ -54,6 +54,11 @@ size_t test_long_dir(char *out, size_t size, const char *base);
 /* XOR the byte at offset at of the file at path with mask, in place. */
 void test_flip_byte(const char *path, long at, unsigned char mask);
 
+/* fn(path, ctx) for each name in dir that does not start with '.', path
+ * being dir/name (fn NULL: only counted). Returns how many, or -1 when
+ * dir cannot be opened. */
+long test_each_name(const char *dir, void (*fn)(const char *path, void *ctx), void *ctx);
+
 /* The names in dir that do not start with '.' (0 when dir cannot be
  * opened); recursive: the files in its folders instead of the folders. */
 size_t test_count_names(const char *dir, int recursive);
