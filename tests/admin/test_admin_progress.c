@@ -53,8 +53,7 @@ static void test_prune(void)
 {
     char *dir = test_mkdtemp("progprune");
     progcache_file *f = filled(dir, 50);
-    seen s;
-    memset(&s, 0, sizeof s);
+    seen s = {0};
     progcache_prune_options po = PROGCACHE_PRUNE_OPTIONS_INIT;
     po.max_size = 20000;
     po.on_progress = on_progress;
@@ -81,16 +80,14 @@ static void test_prune(void)
     CHECK(pr.total_size <= 5000);
     free(v1);
     progcache_file_close(f);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void test_clear(void)
 {
     char *dir = test_mkdtemp("progclear");
     progcache_file *f = filled(dir, 20);
-    seen s;
-    memset(&s, 0, sizeof s);
+    seen s = {0};
     progcache_prune_result pr = PROGCACHE_PRUNE_RESULT_INIT;
     CHECK_OK(progcache_file_clear(&pr, f, on_progress, &s));
     CHECK(pr.removed == 20 && pr.removed_bytes == 20000 && pr.entries == 0);
@@ -103,8 +100,7 @@ static void test_clear(void)
     CHECK_OK(progcache_file_open(&f, dir, &ro));
     CHECK_RC(PROGCACHE_EINVAL, progcache_file_clear(NULL, f, NULL, NULL));
     progcache_file_close(f);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void test_archives(void)
@@ -113,8 +109,7 @@ static void test_archives(void)
     progcache_file *f = filled(dir, 12);
     char tar[4096];
     snprintf(tar, sizeof tar, "%s.tar", into);
-    seen s;
-    memset(&s, 0, sizeof s);
+    seen s = {0};
     progcache_archive_options ao = PROGCACHE_ARCHIVE_OPTIONS_INIT;
     ao.on_progress = on_progress;
     ao.ctx = &s;

@@ -314,27 +314,19 @@ def test_export_import(tmp):
         check(not os.path.exists(os.path.join(tmp, "evil")), "hostile %s: no evil file" % name)
         return err
 
-    def dotdot(t):
-        info = tarfile.TarInfo("entries/../../evil")
-        info.size = 1
-        t.addfile(info, io.BytesIO(b"x"))
+    def member(name, kind=tarfile.REGTYPE, linkname=""):
+        """A builder adding one hostile member: a file holding "x", or a link."""
+        def build(t):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, linkname
+            info.size = 1 if kind == tarfile.REGTYPE else 0
+            t.addfile(info, io.BytesIO(b"x") if kind == tarfile.REGTYPE else None)
+        return build
 
-    def symlink(t):
-        info = tarfile.TarInfo("entries/ab/" + "1" * 62)
-        info.type = tarfile.SYMTYPE
-        info.linkname = "../../evil"
-        t.addfile(info)
-
-    def absolute(t):
-        info = tarfile.TarInfo(os.path.join(tmp, "evil"))
-        info.size = 1
-        t.addfile(info, io.BytesIO(b"x"))
-
-    def hardlink(t):
-        info = tarfile.TarInfo("entries/ab/" + "2" * 62)
-        info.type = tarfile.LNKTYPE
-        info.linkname = "/etc/passwd"
-        t.addfile(info)
+    dotdot = member("entries/../../evil")
+    symlink = member("entries/ab/" + "1" * 62, tarfile.SYMTYPE, "../../evil")
+    absolute = member(os.path.join(tmp, "evil"))
+    hardlink = member("entries/ab/" + "2" * 62, tarfile.LNKTYPE, "/etc/passwd")
 
     err = hostile("dotdot", dotdot)
     check("../../evil" in err, "dotdot: member named", err)

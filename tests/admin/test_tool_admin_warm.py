@@ -26,16 +26,12 @@ KERNELS = {
 
 def test_warm(tmp):
     src = os.path.join(tmp, "warm-src")
-    for name, text in KERNELS.items():
-        os.makedirs(os.path.dirname(os.path.join(src, name)), exist_ok=True)
-        with open(os.path.join(src, name), "w") as f:
-            f.write(text)
-    manifest = os.path.join(src, "programs.txt")
-    with open(manifest, "w") as f:
-        f.write("# three programs for the cluster\n\n"
-                "a.cu -- --std=c++17\n"
-                "b.cu --target ptx   # PTX for the JIT\n"
-                "sub/c.cu --name 'fill prog' --name-expression \"fill<float>\" -- -DWIDTH=4\n")
+    manifest = fx.pt.write_programs(src, KERNELS,
+                                   "# three programs for the cluster\n\n"
+                                   "a.cu -- --std=c++17\n"
+                                   "b.cu --target ptx   # PTX for the JIT\n"
+                                   "sub/c.cu --name 'fill prog' --name-expression \"fill<float>\""
+                                   " -- -DWIDTH=4\n")
     cache = os.path.join(tmp, "warm-cache")
     rc, out, err = run(["warm", "--arch", "sm_90", manifest, "--dir", cache, "--json", "--jobs", "2"])
     check(rc == 0, "warm exit 0", err)

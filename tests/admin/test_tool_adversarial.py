@@ -28,10 +28,12 @@ import stat
 import subprocess
 import sys
 import tarfile
-import tempfile
 
-BIN = os.environ.get("PROGCACHE_BIN")
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check, entry_files as entries  # noqa: E402
+
+BIN = pt.BIN
 # A guard against hangs only (a test that needs it has failed); nothing
 # here asserts how long anything takes.
 GUARD_S = 120
@@ -40,17 +42,8 @@ KERNEL = 'extern "C" __global__ void scale(float *a, float s) { a[threadIdx.x] *
 PTX = b"//\n.version 8.0\n.target sm_90\n.address_size 64\n"
 
 
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, detail)
-
-
 def env():
-    e = dict(os.environ)
-    for k in ("PROGCACHE_DIR", "PROGCACHE_REMOTE"):
-        e.pop(k, None)
-    return e
+    return pt.tool_env(drop=("PROGCACHE_DIR", "PROGCACHE_REMOTE"))
 
 
 def run(args, stdin=None, stdout=subprocess.PIPE, input=None, preexec_fn=None):
@@ -72,18 +65,6 @@ def kind(path):
         if test(st.st_mode):
             return name
     return "?"
-
-
-def entries(cache):
-    out = {}
-    root = os.path.join(cache, b"entries" if isinstance(cache, bytes) else "entries")
-    if not os.path.isdir(root):
-        return out
-    for shard in sorted(os.listdir(root)):
-        for name in sorted(os.listdir(os.path.join(root, shard))):
-            with open(os.path.join(root, shard, name), "rb") as f:
-                out[shard + name] = f.read()
-    return out
 
 
 def make_cache(path, n=3):
@@ -459,20 +440,9 @@ def test_json_paths(tmp):
 
 
 def main():
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
-    with tempfile.TemporaryDirectory(prefix="progcache-adversarial-") as tmp:
-        for test in (test_export_targets, test_get_targets, test_bounds, test_stdout_full,
-                     test_json_paths):
-            sub = os.path.join(tmp, test.__name__)
-            os.makedirs(sub)
-            test(sub)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("test_tool_adversarial: ok")
-    return 0
+    pt.need_bin()
+    return pt.run_tests((test_export_targets, test_get_targets, test_bounds, test_stdout_full,
+                        test_json_paths), "test_tool_adversarial", "progcache-adversarial-")
 
 
 if __name__ == "__main__":

@@ -17,42 +17,17 @@ import sys
 import tarfile
 import tempfile
 
-BIN = os.environ.get("PROGCACHE_BIN")
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check, entry_files, run  # noqa: E402
 
-KERNELS = {
-    "a.cu": 'extern "C" __global__ void scale(float *a, float s, int n)'
-            '{ int i = blockIdx.x*blockDim.x+threadIdx.x; if (i < n) a[i] *= s; }\n',
-    "t.cu": 'template <typename T> __global__ void fill(T *a, T v, int n)'
-            '{ int i = blockIdx.x*blockDim.x+threadIdx.x; if (i < n) a[i] = v; }\n',
-}
+BIN = pt.BIN
 
-
-def run(args, stdin=None):
-    e = dict(os.environ)
-    e.pop("PROGCACHE_DIR", None)
-    p = subprocess.run([BIN] + args, capture_output=True, env=e, input=stdin)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, detail)
+KERNELS = pt.KERNELS
 
 
 def openssl(*args):
     subprocess.run(["openssl"] + list(args), check=True, capture_output=True)
-
-
-def entry_files(cache):
-    out = {}
-    root = os.path.join(cache, "entries")
-    for shard in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        for name in sorted(os.listdir(os.path.join(root, shard))):
-            with open(os.path.join(root, shard, name), "rb") as f:
-                out[shard + name] = f.read()
-    return out
 
 
 def members(path):
@@ -88,14 +63,8 @@ def refused(tmp, archive, pub, what, label, stdin=False):
 
 
 def make_cache(tmp):
-    src = os.path.join(tmp, "src")
-    os.makedirs(src)
-    for name, text in KERNELS.items():
-        with open(os.path.join(src, name), "w") as f:
-            f.write(text)
-    manifest = os.path.join(src, "programs.txt")
-    with open(manifest, "w") as f:
-        f.write("a.cu\na.cu --target ptx\nt.cu --name-expression 'fill<float>'\n")
+    manifest = pt.write_programs(os.path.join(tmp, "src"), KERNELS,
+                                "a.cu\na.cu --target ptx\nt.cu --name-expression 'fill<float>'\n")
     cache = os.path.join(tmp, "farm")
     rc, out, err = run(["warm", "--arch", "sm_90", manifest, "--dir", cache])
     return cache if rc == 0 else None
@@ -315,12 +284,9 @@ def test_bounds(tmp, pub):
 
 
 def main():
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
+    pt.need_bin()
     if not shutil.which("openssl"):
-        print("SKIPPED: no openssl command to make keys with")
-        return 77
+        pt.skip("no openssl command to make keys with")
     with tempfile.TemporaryDirectory(prefix="progcache-bundle-") as tmp:
         keys = [os.path.join(tmp, n) for n in ("k.pem", "pub.pem", "k2.pem", "pub2.pem")]
         openssl("genpkey", "-algorithm", "ed25519", "-out", keys[0])
@@ -329,17 +295,12 @@ def main():
         openssl("pkey", "-in", keys[2], "-pubout", "-out", keys[3])
         cache = make_cache(tmp)
         if not cache:
-            print("SKIPPED: NVRTC cannot compile here (progcache warm failed)")
-            return 77
+            pt.skip("NVRTC cannot compile here (progcache warm failed)")
         bundle = test_sign_verify(tmp, cache, keys)
         test_tamper(tmp, bundle, keys[1])
         test_keys(tmp, cache, keys)
         test_bounds(tmp, keys[1])
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("test_tool_bundle: ok")
-    return 0
+    return pt.finish("test_tool_bundle")
 
 
 if __name__ == "__main__":

@@ -18,42 +18,24 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
-from tool_admin_fixture import tty_capture
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check, tty_capture, write  # noqa: E402
 
-BIN = os.environ.get("PROGCACHE_BIN")
+BIN = pt.BIN
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-failures = []
 SETTING_VARS = ["PROGCACHE_MAX_SIZE", "PROGCACHE_LOW_WATER_PERCENT", "PROGCACHE_MEMORY_SIZE",
                 "PROGCACHE_MAX_ARTIFACT_SIZE", "PROGCACHE_NO_FSYNC", "PROGCACHE_DIR",
                 "PROGCACHE_REMOTE"]
 
 
 def env_with(extra=None):
-    e = dict(os.environ)
-    for v in SETTING_VARS:
-        e.pop(v, None)
-    if extra:
-        e.update(extra)
-    return e
+    return pt.tool_env(extra, SETTING_VARS)
 
 
 def run(args, env=None, stdin=None, timeout=60):
-    p = subprocess.run([BIN] + args, capture_output=True, env=env_with(env), input=stdin,
-                       timeout=timeout)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, detail)
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
+    return pt.run(args, env, stdin, timeout, SETTING_VARS)
 
 
 def run_on_tty(args, env=None):
@@ -524,21 +506,10 @@ def test_completion(tmp):
 
 
 def main():
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
-    with tempfile.TemporaryDirectory(prefix="progcache-tool-cli-") as tmp:
-        for test in (test_parsing, test_help_and_suggestions, test_exit_status, test_dash,
-                     test_progress, test_json, test_config, test_cap_honoured, test_stats_charts,
-                     test_completion):
-            sub = os.path.join(tmp, test.__name__)
-            os.makedirs(sub)
-            test(sub)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("test_tool_cli: ok")
-    return 0
+    pt.need_bin()
+    return pt.run_tests((test_parsing, test_help_and_suggestions, test_exit_status, test_dash,
+                        test_progress, test_json, test_config, test_cap_honoured,
+                        test_stats_charts, test_completion), "test_tool_cli", "progcache-tool-cli-")
 
 
 if __name__ == "__main__":

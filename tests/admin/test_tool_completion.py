@@ -16,20 +16,16 @@ import shutil
 import subprocess
 import sys
 
-BIN = os.environ.get("PROGCACHE_BIN")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
+
+BIN = pt.BIN
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ZSH = os.path.join(SRC, "tools", "_progcache")
 FISH = os.path.join(SRC, "tools", "progcache.fish")
 COMMANDS = ["stats", "ls", "verify", "prune", "clear", "get", "put", "export", "import", "warm",
             "key", "remote", "config"]
-failures = 0
-
-
-def check(cond, what, detail=""):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL: %s %s" % (what, detail))
 
 
 def env():
@@ -106,30 +102,19 @@ def test_shell(name, complete):
 
 
 def main():
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
+    pt.need_bin()
     ran = 0
-    if shutil.which("zsh"):
-        shell(["zsh", "-n", ZSH])
-        test_shell("zsh", zsh_complete)
+    for name, script, complete in (("zsh", ZSH, zsh_complete), ("fish", FISH, fish_complete)):
+        if not shutil.which(name):
+            print("note: no %s (scripts/deps.sh installs it); %s completion not tested"
+                  % (name, name))
+            continue
+        shell([name, "-n", script])
+        test_shell(name, complete)
         ran += 1
-    else:
-        print("note: no zsh (scripts/deps.sh installs it); zsh completion not tested")
-    if shutil.which("fish"):
-        shell(["fish", "-n", FISH])
-        test_shell("fish", fish_complete)
-        ran += 1
-    else:
-        print("note: no fish (scripts/deps.sh installs it); fish completion not tested")
     if not ran:
-        print("SKIPPED: neither zsh nor fish is installed (scripts/deps.sh installs them)")
-        return 77
-    if failures:
-        print("%d check(s) failed" % failures)
-        return 1
-    print("test_tool_completion: ok")
-    return 0
+        pt.skip("neither zsh nor fish is installed (scripts/deps.sh installs them)")
+    return pt.finish("test_tool_completion")
 
 
 if __name__ == "__main__":

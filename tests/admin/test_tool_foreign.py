@@ -21,41 +21,23 @@ import resource
 import shutil
 import signal
 import stat
-import subprocess
 import sys
-import tempfile
 import time
 
-BIN = os.environ.get("PROGCACHE_BIN")
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check, write  # noqa: E402
+
+BIN = pt.BIN
 
 
 def run(args, limit_fsize=None, timeout=20):
-    env = dict(os.environ)
-    env.pop("PROGCACHE_DIR", None)
-    env.pop("PROGCACHE_REMOTE", None)
-
     def limit():
         if limit_fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_fsize, limit_fsize))
 
-    try:
-        p = subprocess.run([BIN] + args, capture_output=True, env=env, timeout=timeout,
-                           preexec_fn=limit)
-    except subprocess.TimeoutExpired:
-        return None, "", "TIMED OUT after %d s" % timeout
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, detail)
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
+    return pt.run(args, timeout=timeout, drop=("PROGCACHE_DIR", "PROGCACHE_REMOTE"),
+                 preexec_fn=limit)
 
 
 def read(path):
@@ -73,8 +55,7 @@ def age(path, seconds):
 
 
 def entry_path(cache, key_hex):
-    name = hashlib.sha256(bytes.fromhex(key_hex)).hexdigest()
-    return os.path.join(cache, "entries", name[:2], name[2:])
+    return pt.entry_path(cache, hashlib.sha256(bytes.fromhex(key_hex)).hexdigest())
 
 
 KEY_A = "aa" * 32
@@ -217,20 +198,10 @@ def test_ulimit(tmp):
 
 
 def main():
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
-    with tempfile.TemporaryDirectory(prefix="progcache-tool-adversarial-") as tmp:
-        for test in (test_foreign_directory, test_foreign_files_left_alone, test_copied_entry,
-                     test_fifo, test_ulimit):
-            sub = os.path.join(tmp, test.__name__)
-            os.makedirs(sub)
-            test(sub)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("test_tool_foreign: ok")
-    return 0
+    pt.need_bin()
+    return pt.run_tests((test_foreign_directory, test_foreign_files_left_alone, test_copied_entry,
+                        test_fifo, test_ulimit), "test_tool_foreign",
+                       "progcache-tool-adversarial-")
 
 
 if __name__ == "__main__":

@@ -21,31 +21,20 @@ real binary:
 import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
 
-BIN = os.environ.get("PROGCACHE_BIN")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
+
+BIN = pt.BIN
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COMMON = {"dir", "quiet", "help", "shared-group"}  # global options, documented once
 GLOBAL_SHORTS = {"d": "dir", "q": "quiet", "h": "help", "V": "version"}
-failures = 0
-
-
-def check(cond, what, detail=""):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL: %s %s" % (what, detail))
 
 
 def run(args, env=None, cwd=None):
-    e = dict(os.environ)
-    e.pop("PROGCACHE_REMOTE", None)
-    e.update(env or {})
-    p = subprocess.run([BIN] + args, capture_output=True, text=True, env=e, cwd=cwd,
-                       timeout=300)
-    return p.returncode, p.stdout, p.stderr
+    return pt.run(args, env, timeout=300, drop=("PROGCACHE_REMOTE",), cwd=cwd)
 
 
 def commands():
@@ -222,23 +211,12 @@ def test_folded_warnings(tmp):
 
 
 def main():
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
+    pt.need_bin()
     tables = option_tables()
     test_short_options(tables)
     test_man_synopsis(tables)
-    with tempfile.TemporaryDirectory(prefix="progcache-habits-") as tmp:
-        for test in (test_help_and_dir, test_prune_to_cap, test_stats_short,
-                     test_folded_warnings):
-            sub = os.path.join(tmp, test.__name__)
-            os.makedirs(sub)
-            test(sub)
-    if failures:
-        print("%d check(s) failed" % failures)
-        return 1
-    print("test_tool_habits: ok")
-    return 0
+    return pt.run_tests((test_help_and_dir, test_prune_to_cap, test_stats_short,
+                         test_folded_warnings), "test_tool_habits", "progcache-habits-")
 
 
 if __name__ == "__main__":

@@ -12,31 +12,23 @@ PROGCACHE_CUDA_INCLUDE (the toolkit's include directory)."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-BIN = os.environ.get("PROGCACHE_BIN")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
+
+BIN = pt.BIN
 INCLUDE = os.environ.get("PROGCACHE_CUDA_INCLUDE", "/usr/local/cuda/include")
-failures = []
 
 
 def run(args, env=None):
-    e = dict(os.environ)
-    for k in ("PROGCACHE_DIR", "PROGCACHE_PCH_HELPER", "PROGCACHE_PCH", "NVRTC_DISABLE_PCH"):
-        e.pop(k, None)
-    e["PROGCACHE_PCH_MIN_MS"] = "0"  # every header prefix is worth a PCH here
-    e["PROGCACHE_PCH_CREATE"] = "detached"  # the default (the tests' is inline)
-    if env:
-        e.update(env)
-    p = subprocess.run([BIN] + args, capture_output=True, env=e)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, detail)
+    e = {"PROGCACHE_PCH_MIN_MS": "0",  # every header prefix is worth a PCH here
+         "PROGCACHE_PCH_CREATE": "detached"}  # the default (the tests' is inline)
+    e.update(env or {})
+    return pt.run(args, e, drop=("PROGCACHE_DIR", "PROGCACHE_PCH_HELPER", "PROGCACHE_PCH",
+                                 "NVRTC_DISABLE_PCH"))
 
 
 def stats(cache):
@@ -61,12 +53,9 @@ def off_lines(err):
 
 
 def main():
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
+    pt.need_bin()
     if not os.path.exists(os.path.join(INCLUDE, "cuda_fp16.h")):
-        print("SKIPPED: no cuda_fp16.h in " + INCLUDE)
-        return 77
+        pt.skip("no cuda_fp16.h in " + INCLUDE)
     with tempfile.TemporaryDirectory(prefix="progcache-tool-pch-") as tmp:
         src = os.path.join(tmp, "src")
         os.makedirs(src)
@@ -88,8 +77,7 @@ def main():
         cache = os.path.join(tmp, "built")
         rc, out, err = run(["warm", "--arch", "sm_90", "-j", "1", "--dir", cache, manifest])
         if rc != 0 and "NVRTC" in err:
-            print("SKIPPED: NVRTC cannot compile here: " + err)
-            return 77
+            pt.skip("NVRTC cannot compile here: " + err)
         check(rc == 0 and not off_lines(err), "warm from the build tree: no 'tier is off'", err)
         # The PCH is made after the first compile, by a helper nobody waits
         # for: wait for it (a bound, not a timing), then warm more variants.
@@ -132,11 +120,7 @@ def main():
         rc, out, err = run(["warm", "--arch", "sm_80", "--dir", os.path.join(tmp, "missing"),
                             manifest], {"PROGCACHE_PCH_HELPER": os.path.join(tmp, "nope")})
         check(len(off_lines(err)) == 1, "each process says it once", err)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("test_tool_pch: ok")
-    return 0
+    return pt.finish("test_tool_pch")
 
 
 if __name__ == "__main__":

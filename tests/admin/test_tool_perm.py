@@ -32,19 +32,16 @@ import sys
 import tempfile
 import time
 
-BIN = os.environ.get("PROGCACHE_BIN")
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
+
+BIN = pt.BIN
 SUFFIX = "%05d" % (os.getpid() % 100000)
 TEAM = "pcteam" + SUFFIX
 ALICE, BOB, CAROL = "pca" + SUFFIX, "pcb" + SUFFIX, "pcc" + SUFFIX  # CAROL: not in TEAM
 KEY1 = "00ff"
 KEY2 = "0011"
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, detail)
 
 
 def run(args, user=None, umask=0o022, env=None, stdin=None, timeout=120):
@@ -328,16 +325,12 @@ def admin(cmd):
 
 
 def main():
-    if not BIN:
-        print("PROGCACHE_BIN is not set")
-        return 77
+    pt.need_bin()
     if os.geteuid() != 0:
-        print("skip: needs root to make test users and groups (useradd, groupadd)")
-        return 77
+        pt.skip("needs root to make test users and groups (useradd, groupadd)")
     for tool in ("useradd", "userdel", "groupadd", "groupdel", "runuser"):
         if not shutil.which(tool):
-            print("skip: %s is not installed" % tool)
-            return 77
+            pt.skip("%s is not installed" % tool)
     made_group, made_users = False, []
     base = tempfile.mkdtemp(prefix="progcache-perm-")
     os.chmod(base, 0o755)
@@ -364,11 +357,7 @@ def main():
             admin(["userdel", user])
         if made_group:
             admin(["groupdel", TEAM])
-    if failures:
-        print("test_tool_perm: %d failures" % len(failures))
-        return 1
-    print("test_tool_perm: ok")
-    return 0
+    return pt.finish("test_tool_perm")
 
 
 if __name__ == "__main__":

@@ -11,48 +11,25 @@ Environment: PROGCACHE_BIN (the progcache tool)."""
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-from tool_admin_fixture import run_on_tty
+import tool_admin_fixture as fx  # with tests/helpers/progcache_test.py
+from tool_admin_fixture import check, run, run_on_tty
 
-BIN = os.environ.get("PROGCACHE_BIN")
-failures = []
+pt = fx.pt
+BIN = pt.BIN
 ARCHS = ["sm_80", "sm_90", "sm_100"]
 
-KERNELS = {
-    "a.cu": 'extern "C" __global__ void scale(float *a, float s, int n)'
-            '{ int i = blockIdx.x*blockDim.x+threadIdx.x; if (i < n) a[i] *= s; }\n',
-    "t.cu": 'template <typename T> __global__ void fill(T *a, T v, int n)'
-            '{ int i = blockIdx.x*blockDim.x+threadIdx.x; if (i < n) a[i] = v; }\n',
-}
-
-
-def run(args):
-    e = dict(os.environ)
-    e.pop("PROGCACHE_DIR", None)
-    p = subprocess.run([BIN] + args, capture_output=True, env=e)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, detail)
+KERNELS = pt.KERNELS
 
 
 def test_archs(tmp):
-    src = os.path.join(tmp, "src")
-    os.makedirs(src)
-    for name, text in KERNELS.items():
-        with open(os.path.join(src, name), "w") as f:
-            f.write(text)
-    manifest = os.path.join(src, "programs.txt")
-    with open(manifest, "w") as f:
-        f.write("a.cu -- --std=c++17\n"
-                "a.cu --target ptx\n"
-                "t.cu --name-expression 'fill<float>'\n"
-                "a.cu -- -arch=sm_75\n")
+    manifest = pt.write_programs(os.path.join(tmp, "src"), KERNELS,
+                                "a.cu -- --std=c++17\n"
+                                "a.cu --target ptx\n"
+                                "t.cu --name-expression 'fill<float>'\n"
+                                "a.cu -- -arch=sm_75\n")
     cache = os.path.join(tmp, "cache")
     rc, out, err = run(["warm", "--arch", ",".join(ARCHS), "--jobs", "2", "--json", "--dir",
                         cache, manifest])
@@ -76,8 +53,8 @@ def test_archs(tmp):
         if r["arch"] is None:
             continue
         check(r["options"][0] == "-arch=" + r["arch"], "-arch first in the options", r)
-        a = os.path.join(src, "a.cu")
-        t = os.path.join(src, "t.cu")
+        a = os.path.join(tmp, "src", "a.cu")
+        t = os.path.join(tmp, "src", "t.cu")
         args = {1: ["key", a, "--", "-arch=" + r["arch"], "--std=c++17"],
                 2: ["key", "--target", "ptx", a, "--", "-arch=" + r["arch"]],
                 3: ["key", "--name-expression", "fill<float>", t, "--",
@@ -134,18 +111,11 @@ def test_archs(tmp):
 
 
 def main():
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
+    pt.need_bin()
     with tempfile.TemporaryDirectory(prefix="progcache-warm-archs-") as tmp:
         if test_archs(tmp) == "skip":
-            print("SKIPPED: NVRTC cannot be loaded here")
-            return 77
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("test_tool_warm_archs: ok")
-    return 0
+            pt.skip("NVRTC cannot be loaded here")
+    return pt.finish("test_tool_warm_archs")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,13 @@ static void compile(progcache_buf *out, progcache_target target, const char *arc
     compile_rdc(out, target, arch, 0);
 }
 
+/* The end of a test of bin's bytes: both released. */
+static void release(progcache_artifact_info *info, progcache_buf *bin)
+{
+    progcache_artifact_info_release(info);
+    progcache_buf_free(bin);
+}
+
 static int has_kernel(const progcache_artifact_info *info, const char *name)
 {
     for (size_t i = 0; i < info->num_kernels; i++)
@@ -78,8 +85,7 @@ static void test_cubin(void)
         CHECK(!has_kernel(&info, "twice"));
         CHECK(progcache_artifact_kernel(&info, 2) == NULL);
     }
-    progcache_artifact_info_release(&info);
-    progcache_buf_free(&bin);
+    release(&info, &bin);
 }
 
 static void test_ptx_and_ltoir(void)
@@ -116,8 +122,7 @@ static void test_ptx_and_ltoir(void)
     inspect(&info, bin.data, 20);
     CHECK(info.kind == PROGCACHE_KIND_LTOIR && !info.valid);
     progcache_buf_free(&copy);
-    progcache_artifact_info_release(&info);
-    progcache_buf_free(&bin);
+    release(&info, &bin);
 }
 
 /* Every prefix of a CUBIN is rejected: the tables sit at the end of the
@@ -139,8 +144,7 @@ static void test_cubin_truncations(void)
         CHECK(info.reason[0] != '\0');
         free(part);
     }
-    progcache_artifact_info_release(&info);
-    progcache_buf_free(&bin);
+    release(&info, &bin);
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -211,8 +215,7 @@ static void test_bit_flips(void)
         CHECK(info.valid || info.reason[0]);
         free(junk);
     }
-    progcache_artifact_info_release(&info);
-    progcache_buf_free(&bin);
+    release(&info, &bin);
 }
 
 /* Hostile headers: offsets and counts chosen to overflow naive checks. */
@@ -290,8 +293,7 @@ static void test_crafted_elf(void)
     inspect(&info, copy, bin.size);
     CHECK(info.kind == PROGCACHE_KIND_UNKNOWN && !info.valid && strstr(info.reason, "not a CUDA"));
     free(copy);
-    progcache_artifact_info_release(&info);
-    progcache_buf_free(&bin);
+    release(&info, &bin);
 }
 
 static void put_u16(unsigned char *p, unsigned v)
@@ -361,8 +363,7 @@ static void test_info_reused(void)
         fprintf(stderr, "PTX after a CUBIN: arch \"%s\"\n", info.arch);
         CHECK(!"the PTX .target alone");
     }
-    progcache_artifact_info_release(&info);
-    progcache_buf_free(&bin);
+    release(&info, &bin);
 }
 
 static void test_reference_cache(void)
@@ -430,8 +431,7 @@ static void test_api(void)
     progcache__alloc_fail_after(0);
     CHECK(fresh.valid && fresh.num_kernels == 0);
     progcache_artifact_info_release(&fresh);
-    progcache_artifact_info_release(&info);
-    progcache_buf_free(&bin);
+    release(&info, &bin);
 }
 
 int main(void)

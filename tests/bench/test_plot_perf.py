@@ -22,13 +22,9 @@ FIGURES = ["store_latency", "store_capped_puts", "single_flight", "remote_latenc
            "hit_anatomy", "matmul_tflops", "headers_hit"]
 # The figures' dates (bench/results/current): the headers' run is a day later.
 DATES = {"headers_hit": "2026-12-01"}
-failures = []
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, detail)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
 
 
 def svg_texts(path):
@@ -86,11 +82,7 @@ def main():
                            capture_output=True, text=True)
         check(p.returncode != 0 and "no benchmark output" in p.stderr,
               "an empty results directory is an error", p.stderr)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("test_plot_perf: ok")
-    return 0
+    return pt.finish("test_plot_perf")
 
 
 if __name__ == "__main__":

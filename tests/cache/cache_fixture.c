@@ -13,10 +13,9 @@
 
 static int flaky_get(progcache_buf *out, progcache_store *s, const void *key, size_t len)
 {
-    flaky_store *f = (flaky_store *)s;
-    if (f->fail_get)
+    if (((flaky_store *)s)->fail_get)
         return progcache__error(PROGCACHE_EIO, "flaky store: get failed");
-    return progcache_store_get(out, f->inner, key, len);
+    return fixture_wrap_get(out, s, key, len);
 }
 
 static int flaky_put(progcache_store *s, const void *key, size_t len, const void *data,
@@ -26,49 +25,26 @@ static int flaky_put(progcache_store *s, const void *key, size_t len, const void
     f->puts++;
     if (f->fail_put)
         return progcache__error(PROGCACHE_EIO, "flaky store: put failed");
-    return progcache_store_put(f->inner, key, len, data, size);
+    return fixture_wrap_put(s, key, len, data, size);
 }
 
 static int flaky_remove(progcache_store *s, const void *key, size_t len)
 {
-    flaky_store *f = (flaky_store *)s;
-    if (f->fail_remove)
+    if (((flaky_store *)s)->fail_remove)
         return progcache__error(PROGCACHE_EIO, "flaky store: remove failed");
-    return progcache_store_remove(f->inner, key, len);
-}
-
-int flaky_clear(progcache_store *s) { return progcache_store_clear(((flaky_store *)s)->inner); }
-
-static int flaky_count(uint64_t *out, progcache_store *s)
-{
-    return progcache_store_count(out, ((flaky_store *)s)->inner);
-}
-
-static int flaky_total_size(uint64_t *out, progcache_store *s)
-{
-    return progcache_store_total_size(out, ((flaky_store *)s)->inner);
-}
-
-void flaky_free(progcache_store *s)
-{
-    progcache_store_free(((flaky_store *)s)->inner);
-    free(s);
+    return fixture_wrap_remove(s, key, len);
 }
 
 flaky_store *flaky_new(void)
 {
     flaky_store *f = calloc(1, sizeof *f);
     CHECK(f != NULL);
-    CHECK_OK(progcache_store_memory_new(&f->inner, NULL));
-    f->base.version = PROGCACHE_STORE_VERSION;
-    f->base.name = "flaky";
-    f->base.get = flaky_get;
-    f->base.put = flaky_put;
-    f->base.remove = flaky_remove;
-    f->base.clear = flaky_clear;
-    f->base.count = flaky_count;
-    f->base.total_size = flaky_total_size;
-    f->base.free = flaky_free;
+    progcache_store *inner = NULL;
+    CHECK_OK(progcache_store_memory_new(&inner, NULL));
+    fixture_wrap_init(&f->w, "flaky", inner);
+    f->w.base.get = flaky_get;
+    f->w.base.put = flaky_put;
+    f->w.base.remove = flaky_remove;
     return f;
 }
 
@@ -89,35 +65,34 @@ progcache_store *memory_store(void)
     return s;
 }
 
+/* What a lookup that returned rc into buf must be: value, or a miss when
+ * value is NULL. Frees buf. */
+static void expect_lookup(int rc, progcache_buf *buf, const char *value)
+{
+    if (value) {
+        CHECK_OK(rc);
+        CHECK(buf->size == strlen(value) && memcmp(buf->data, value, buf->size) == 0);
+    } else {
+        CHECK_RC(PROGCACHE_ENOTFOUND, rc);
+    }
+    progcache_buf_free(buf);
+}
+
 void expect_store_value(progcache_store *s, const char *key, const char *value)
 {
     progcache_buf buf = PROGCACHE_BUF_INIT;
-    CHECK_OK(progcache_store_get(&buf, s, key, strlen(key)));
-    CHECK(buf.size == strlen(value) && memcmp(buf.data, value, buf.size) == 0);
-    progcache_buf_free(&buf);
+    expect_lookup(progcache_store_get(&buf, s, key, strlen(key)), &buf, value);
 }
 
-void expect_store_miss(progcache_store *s, const char *key)
-{
-    progcache_buf buf = PROGCACHE_BUF_INIT;
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, key, strlen(key)));
-    progcache_buf_free(&buf);
-}
+void expect_store_miss(progcache_store *s, const char *key) { expect_store_value(s, key, NULL); }
 
 void expect_value(progcache *c, const char *key, const char *value)
 {
     progcache_buf buf = PROGCACHE_BUF_INIT;
-    CHECK_OK(progcache_get(&buf, c, key, strlen(key)));
-    CHECK(buf.size == strlen(value) && memcmp(buf.data, value, buf.size) == 0);
-    progcache_buf_free(&buf);
+    expect_lookup(progcache_get(&buf, c, key, strlen(key)), &buf, value);
 }
 
-void expect_miss(progcache *c, const char *key)
-{
-    progcache_buf buf = PROGCACHE_BUF_INIT;
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, c, key, strlen(key)));
-    progcache_buf_free(&buf);
-}
+void expect_miss(progcache *c, const char *key) { expect_value(c, key, NULL); }
 
 void put_str(progcache *c, const char *key, const char *value)
 {

@@ -4,20 +4,18 @@
 
 #include "check.h"
 #include "progcache/sys/store.h"
+#include "wrap_store.h"
 
 /* A memory store whose operations fail with PROGCACHE_EIO while their
- * flag is set (see cache_fixture.c). */
+ * flag is set (see cache_fixture.c); w.base is the store, w.inner the
+ * memory store under it. */
 typedef struct {
-    progcache_store base;
-    progcache_store *inner;
+    fixture_wrap w;
     int fail_get, fail_put, fail_remove;
     int puts; /* puts that reached the store, failed or not */
 } flaky_store;
 
 flaky_store *flaky_new(void);
-/* Its clear and free: pass-throughs to the wrapped store. */
-int flaky_clear(progcache_store *s);
-void flaky_free(progcache_store *s);
 
 /* What record_log() saw: the warnings, the last message. */
 typedef struct {

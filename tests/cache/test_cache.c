@@ -112,7 +112,7 @@ static void test_failing_tiers(void)
     opts.log_ctx = &log;
 
     flaky_store *top = flaky_new(), *bottom = flaky_new();
-    progcache_store *tiers[] = {&top->base, &bottom->base};
+    progcache_store *tiers[] = {&top->w.base, &bottom->w.base};
     progcache *c = NULL;
     CHECK_OK(progcache_open_tiers(&c, tiers, 2, &opts));
 
@@ -124,14 +124,14 @@ static void test_failing_tiers(void)
     CHECK_RC(PROGCACHE_EIO, progcache_put(c, "k", 1, "new", 3));
     CHECK(strcmp(progcache_error_last(), "flaky store: put failed") == 0);
     CHECK(top->puts == 0);
-    expect_store_miss(top->inner, "k");
-    expect_store_value(bottom->inner, "k", "old");
+    expect_store_miss(top->w.inner, "k");
+    expect_store_value(bottom->w.inner, "k", "old");
     CHECK_RC(PROGCACHE_EIO, progcache_put(c, "fresh", 5, "x", 1));
-    expect_store_miss(top->inner, "fresh");
+    expect_store_miss(top->w.inner, "fresh");
     bottom->fail_put = 0;
     /* The next get refills the top from the bottom's value. */
     expect_value(c, "k", "old");
-    expect_store_value(top->inner, "k", "old");
+    expect_store_value(top->w.inner, "k", "old");
 
     /* If the upper tier cannot drop the stale value either, the caller still
      * gets the bottom tier's message, and the failure is logged. */
@@ -151,8 +151,8 @@ static void test_failing_tiers(void)
     warnings = log.warnings;
     CHECK_OK(progcache_put(c, "k", 1, "newer", 5));
     CHECK(log.warnings == warnings + 1);
-    expect_store_miss(top->inner, "k");
-    expect_store_value(bottom->inner, "k", "newer");
+    expect_store_miss(top->w.inner, "k");
+    expect_store_value(bottom->w.inner, "k", "newer");
 
     /* A fill of the upper tier that fails does not fail the get. */
     warnings = log.warnings;
@@ -176,7 +176,7 @@ static void test_failing_tiers(void)
     put_str(c, "r", "1");
     top->fail_remove = 1;
     CHECK_RC(PROGCACHE_EIO, progcache_remove(c, "r", 1));
-    expect_store_miss(bottom->inner, "r");
+    expect_store_miss(bottom->w.inner, "r");
     top->fail_remove = 0;
     CHECK_OK(progcache_remove(c, "r", 1));
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_remove(c, "r", 1));
@@ -258,15 +258,15 @@ static void test_remote_tier_meta(void)
     progcache_store *home = NULL, *remote_inner = memory_store();
     CHECK_OK(progcache_store_file_new(&home, dir, NULL));
     flaky_store *remote = flaky_new();
-    progcache_store_free(remote->inner);
-    remote->inner = remote_inner;
-    remote->base.flags = PROGCACHE_STORE_SHARED;
+    progcache_store_free(remote->w.inner);
+    remote->w.inner = remote_inner;
+    remote->w.base.flags = PROGCACHE_STORE_SHARED;
     /* The wrapped memory store keeps metadata; pass it through. */
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
     CHECK_OK(progcache_entry_meta_add(&meta, PROGCACHE_RECORD_LOWERED_NAMES, "names", 5));
     CHECK_OK(progcache_store_put_meta(remote_inner, "k", 1, "value", 5, &meta));
-    remote->base.get_meta = NULL; /* a plain tier first: bytes only */
-    progcache_store *tiers[] = {home, &remote->base};
+    remote->w.base.get_meta = NULL; /* a plain tier first: bytes only */
+    progcache_store *tiers[] = {home, &remote->w.base};
     progcache *cache = NULL;
     CHECK_OK(progcache_open_tiers(&cache, tiers, 2, NULL));
     progcache_buf buf = PROGCACHE_BUF_INIT;
@@ -296,13 +296,13 @@ static void test_remote_tier_meta(void)
     test_rmtree(dir);
     CHECK_OK(progcache_store_file_new(&home, dir, NULL));
     remote = flaky_new();
-    remote->base.flags = PROGCACHE_STORE_SHARED;
+    remote->w.base.flags = PROGCACHE_STORE_SHARED;
     remote->fail_get = 1;
     log_record logs = {0, ""};
     progcache_options opts = PROGCACHE_OPTIONS_INIT;
     opts.log = record_log;
     opts.log_ctx = &logs;
-    progcache_store *tiers3[] = {home, &remote->base};
+    progcache_store *tiers3[] = {home, &remote->w.base};
     CHECK_OK(progcache_open_tiers(&cache, tiers3, 2, &opts));
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, cache, "k", 1));
     CHECK(logs.warnings == 1 && strstr(logs.last, "remote flaky tier failed"));
@@ -314,8 +314,7 @@ static void test_remote_tier_meta(void)
     progcache_entry_meta_release(&got);
     progcache_entry_meta_release(&meta);
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

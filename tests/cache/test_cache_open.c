@@ -47,16 +47,16 @@ static void test_arguments(void)
     CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, twice, 2, NULL));
     CHECK(strstr(progcache_error_last(), "same store") != NULL);
     flaky_store *f = flaky_new();
-    f->base.clear = NULL;
-    progcache_store *partial[] = {s, &f->base};
+    f->w.base.clear = NULL;
+    progcache_store *partial[] = {s, &f->w.base};
     CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, partial, 2, NULL));
     CHECK(strstr(progcache_error_last(), "tiers[1]") != NULL);
-    f->base.clear = flaky_clear;
-    f->base.version = 0;
+    f->w.base.clear = fixture_wrap_clear;
+    f->w.base.version = 0;
     CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, partial, 2, NULL));
     CHECK(strstr(progcache_error_last(), "tiers[1]->version") != NULL);
     /* A failed open leaves the stores with the caller. */
-    flaky_free(&f->base);
+    fixture_wrap_free(&f->w.base);
 
     CHECK_RC(PROGCACHE_EINVAL, progcache_open(NULL, "/tmp/x", NULL));
     CHECK_RC(PROGCACHE_EINVAL, progcache_open(&c, "", NULL));
@@ -156,8 +156,7 @@ static void test_open_dir(void)
     CHECK(c == NULL);
     CHECK(strstr(progcache_error_last(), "not-a-dir") != NULL);
 
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* With a memory tier, repeated hits are served from memory: they still hit
@@ -196,9 +195,7 @@ static void test_open_memory_tier(void)
     expect_miss(with_mem, "cold");
 
     progcache_close(with_mem);
-    progcache_close(without);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(without, dir);
 }
 
 /* NULL path: progcache_default_dir(), here $PROGCACHE_DIR. */
@@ -217,8 +214,7 @@ static void test_open_default_dir(void)
     expect_value(c, "k", "v");
     progcache_close(c);
     unsetenv("PROGCACHE_DIR");
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

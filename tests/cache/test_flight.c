@@ -110,8 +110,7 @@ static void test_processes(void)
     size_t n = 0;
     free(test_read_file(counter, &n));
     CHECK(n == 1);
-    test_rmtree(scratch);
-    free(scratch);
+    test_rmdtemp(scratch);
 }
 
 /* The owner is killed while "compiling": a waiter takes over at once. */
@@ -210,8 +209,7 @@ int main(void)
     test_processes();
     test_dead_owner();
     test_keys_independent();
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("test_flight: all passed\n");
     return 0;
 }

@@ -93,8 +93,7 @@ static void test_precedence(void)
     /* Unset: back to the default. */
     CHECK_OK(progcache_settings_set(dir, "max_size", NULL));
     CHECK(cap_of(dir, NULL) == PROGCACHE_MAX_SIZE_DEFAULT);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void put_n(progcache *cache, unsigned n, size_t size)
@@ -120,9 +119,7 @@ static void test_file_cap_evicts(void)
     progcache_stats s = PROGCACHE_STATS_INIT;
     CHECK_OK(progcache_stats_get(&s, cache));
     CHECK(s.evictions >= 6 && s.total_size <= 5120 && s.entries <= 5);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* With nothing set, the 5 GiB default evicts: six sparse 1 GiB entries
@@ -159,9 +156,7 @@ static void test_default_cap_evicts(void)
         snprintf(path, sizeof path, "%s/entries/aa/%062d", dir, i);
         CHECK((access(path, F_OK) == 0) == (i >= 2));
     }
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* Each setting takes effect, from the environment here. */
@@ -218,8 +213,7 @@ static void test_each_setting(void)
     progcache_close(cache);
     unsetenv("PROGCACHE_MEMORY_SIZE");
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void expect_open_fails(const char *dir, int code, const char *needle)
@@ -283,8 +277,7 @@ static void test_bad_values(void)
     CHECK_OK(progcache_settings_load(&s, other));
     CHECK(progcache_settings_find(s, "max_size")->source == PROGCACHE_SETTING_DEFAULT);
     progcache_settings_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* Whatever is at progcache/config, the open neither hangs nor reads
@@ -319,8 +312,7 @@ static void test_hostile_file(void)
     CHECK(stat(path, &st) == 0 && !(st.st_mode & S_IWOTH));
     CHECK(cap_of(dir, NULL) == 2ull << 30);
     alarm(0);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

@@ -37,27 +37,36 @@ EXPORT CUresult cuDriverGetVersion(int *v)
     return CUDA_SUCCESS;
 }
 
+/* The errors the fake returns: the driver's name for each and, where a
+ * test reads it, its description (NULL: "fake error"). */
+static const struct {
+    CUresult code;
+    const char *name, *text;
+} errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", NULL},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", NULL},
+};
+
 static CUresult error_name(CUresult r, const char **out)
 {
-    switch (r) {
-    case CUDA_SUCCESS: *out = "CUDA_SUCCESS"; break;
-    case CUDA_ERROR_INVALID_IMAGE: *out = "CUDA_ERROR_INVALID_IMAGE"; break;
-    case CUDA_ERROR_NOT_FOUND: *out = "CUDA_ERROR_NOT_FOUND"; break;
-    case CUDA_ERROR_INVALID_CONTEXT: *out = "CUDA_ERROR_INVALID_CONTEXT"; break;
-    case CUDA_ERROR_INVALID_DEVICE: *out = "CUDA_ERROR_INVALID_DEVICE"; break;
-    default: *out = NULL; return CUDA_ERROR_INVALID_VALUE;
-    }
-    return CUDA_SUCCESS;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == r) {
+            *out = errors[i].name;
+            return CUDA_SUCCESS;
+        }
+    *out = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 static CUresult error_string(CUresult r, const char **out)
 {
-    switch (r) {
-    case CUDA_ERROR_INVALID_IMAGE: *out = "device kernel image is invalid"; break;
-    case CUDA_ERROR_NOT_FOUND: *out = "named symbol not found"; break;
-    case CUDA_ERROR_INVALID_CONTEXT: *out = "invalid device context"; break;
-    default: *out = "fake error"; break;
-    }
+    *out = "fake error";
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == r && errors[i].text)
+            *out = errors[i].text;
     return CUDA_SUCCESS;
 }
 

@@ -139,14 +139,11 @@ int main(int argc, char **argv)
         return 0;
     }
     const progcache_cuda_api *api = setup(path);
-    char *dir = test_mkdtemp("fakecuda");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "fakecuda");
     test_library_api(api, cache);
     test_refused(cache);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
     puts("test_cuda_fake_driver: ok");
     return 0;
 }

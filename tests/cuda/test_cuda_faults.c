@@ -6,30 +6,19 @@
 #include <errno.h>
 
 #include "cuda_fixtures.h"
-#include "fs.h"
+#include "fs_faults.h"
 
 int main(void)
 {
-    char *dir = test_mkdtemp("cudafaults");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    size_t size;
+    unsigned char *good = fixture_scale_cubin(&size);
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "cudafaults");
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
-    size_t size;
-    unsigned char *good = fixture_compile_copy(&r, cache, &p, &size);
-    CHECK_OK(progcache_clear(cache));
 
-    const struct {
-        progcache__fs_op op;
-        int err;
-        const char *words;
-    } cases[] = {
-        {PROGCACHE_FS_WRITE, ENOSPC, "disk is full"},
-        {PROGCACHE_FS_FSYNC, EIO, "Input/output error"},
-        {PROGCACHE_FS_RENAME, EROFS, "read-only"},
-        {PROGCACHE_FS_OPEN, EACCES, "ermission"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const test_fs_fault *cases = test_fs_faults;
+    for (size_t i = 0; i < test_fs_num_faults; i++) {
         /* For OPEN, fail the store's creation of its temp file: the opens
          * before it are the lookup, the single-flight lock file, the
          * lookup again under the lock, and tmp/. */
@@ -61,9 +50,7 @@ int main(void)
 
     free(good);
     progcache_program_result_release(&r);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
     printf("test_cuda_faults: all passed\n");
     return 0;
 }

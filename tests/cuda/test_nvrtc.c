@@ -20,6 +20,14 @@ static progcache_key_nvrtc_options scale_program(progcache_target target)
     return p;
 }
 
+/* Whether the first size bytes of b pass the check of an artifact of
+ * target (sealed: the kind check alone); why (256 bytes) says why not. */
+static int passes(const progcache_buf *b, size_t size, progcache_target target, int sealed,
+                  char *why)
+{
+    return progcache__artifact_check(b->data, size, target, sealed, why, 256) == 0;
+}
+
 static void test_cubin(void)
 {
     progcache_key_nvrtc_options p = scale_program(PROGCACHE_TARGET_CUBIN);
@@ -28,22 +36,16 @@ static void test_cubin(void)
     CHECK(out.size > 1000);
     CHECK(!memcmp(out.data, "\177ELF", 4));
     char why[256];
-    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_CUBIN, 0, why,
-                                    sizeof why) == 0);
+    CHECK(passes(&out, out.size, PROGCACHE_TARGET_CUBIN, 0, why));
     /* Sealed bytes (they matched their stored digest) get the kind check
      * only: the right kind passes, another kind does not, and a CUBIN cut
      * short fails only the full check. */
-    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_CUBIN, 1, why,
-                                    sizeof why) == 0);
-    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_PTX, 1, why,
-                                    sizeof why) != 0);
+    CHECK(passes(&out, out.size, PROGCACHE_TARGET_CUBIN, 1, why));
+    CHECK(!passes(&out, out.size, PROGCACHE_TARGET_PTX, 1, why));
     CHECK(strstr(why, "expected a PTX") != NULL);
-    CHECK(progcache__artifact_check(out.data, 100, PROGCACHE_TARGET_CUBIN, 0, why, sizeof why) !=
-          0);
-    CHECK(progcache__artifact_check(out.data, 100, PROGCACHE_TARGET_CUBIN, 1, why, sizeof why) ==
-          0);
-    CHECK(progcache__artifact_check(out.data, 32, PROGCACHE_TARGET_CUBIN, 1, why, sizeof why) !=
-          0);
+    CHECK(!passes(&out, 100, PROGCACHE_TARGET_CUBIN, 0, why));
+    CHECK(passes(&out, 100, PROGCACHE_TARGET_CUBIN, 1, why));
+    CHECK(!passes(&out, 32, PROGCACHE_TARGET_CUBIN, 1, why));
     CHECK(memmem(out.data, out.size, "scale", 5) != NULL);
     /* The same compile cuda.core made for the reference cache: with the
      * same NVRTC the bytes are the same, so C and Python entries agree. */
@@ -79,12 +81,9 @@ static void test_ptx_and_ltoir(void)
     CHECK(out.size > 100 && out.data[out.size - 1] == '\0');
     CHECK(strstr((const char *)out.data, ".entry scale") != NULL);
     char why[256];
-    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_PTX, 0, why,
-                                    sizeof why) == 0);
-    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_PTX, 1, why,
-                                    sizeof why) == 0);
-    CHECK(progcache__artifact_check(out.data, out.size, PROGCACHE_TARGET_CUBIN, 1, why,
-                                    sizeof why) != 0);
+    CHECK(passes(&out, out.size, PROGCACHE_TARGET_PTX, 0, why));
+    CHECK(passes(&out, out.size, PROGCACHE_TARGET_PTX, 1, why));
+    CHECK(!passes(&out, out.size, PROGCACHE_TARGET_CUBIN, 1, why));
 
     p.target = PROGCACHE_TARGET_LTOIR;
     CHECK_OK(progcache_nvrtc_compile(&out, NULL, NULL, &p));

@@ -209,9 +209,7 @@ int main(int argc, char **argv)
      * NVRTC is taken in its place): the records' one version, in all three
      * lines, is the key's, and the hit needs no NVRTC. */
     CHECK(run(dir, "HIT", 2, env) == 0);
-    test_rmtree(lib);
-    free(lib);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(lib);
+    test_rmdtemp(dir);
     return 0;
 }

@@ -11,6 +11,7 @@
 
 #include "cache/cache_stats.h"
 #include "tier_test.h"
+#include "wrap_store.h"
 
 /* The path of key's file in a tier_dir directory (its naming rule). */
 static void entry_file(char out[4096], const char *tier, const char *key)
@@ -112,31 +113,24 @@ static void test_second_cache_hits_the_tier(void)
 /* A tier_dir behind a wrapper that counts what the cache asks of it and
  * fails puts on command. */
 typedef struct {
-    progcache_store base;
-    progcache_store *inner;
+    fixture_wrap w; /* w.base is the store */
     int fail_put, counts, puts;
 } spy_store;
-
-static progcache_store *inner(progcache_store *s) { return ((spy_store *)s)->inner; }
-
-static int spy_get(progcache_buf *out, progcache_store *s, const void *k, size_t n)
-{
-    return progcache_store_get(out, inner(s), k, n);
-}
 
 static int spy_get_meta(progcache_buf *out, progcache_entry_meta *m, progcache_store *s,
                         const void *k, size_t n)
 {
-    return progcache_store_get_meta(out, m, inner(s), k, n);
+    return progcache_store_get_meta(out, m, ((spy_store *)s)->w.inner, k, n);
 }
 
 static int spy_put_meta(progcache_store *s, const void *k, size_t n, const void *d, size_t size,
                         const progcache_entry_meta *m)
 {
-    ((spy_store *)s)->puts++;
-    if (((spy_store *)s)->fail_put)
+    spy_store *spy = (spy_store *)s;
+    spy->puts++;
+    if (spy->fail_put)
         return progcache_error_set(PROGCACHE_EIO, "spy: put failed");
-    return progcache_store_put_meta(inner(s), k, n, d, size, m);
+    return progcache_store_put_meta(spy->w.inner, k, n, d, size, m);
 }
 
 static int spy_put(progcache_store *s, const void *k, size_t n, const void *d, size_t size)
@@ -144,29 +138,16 @@ static int spy_put(progcache_store *s, const void *k, size_t n, const void *d, s
     return spy_put_meta(s, k, n, d, size, NULL);
 }
 
-static int spy_remove(progcache_store *s, const void *k, size_t n)
-{
-    return progcache_store_remove(inner(s), k, n);
-}
-
-static int spy_clear(progcache_store *s) { return progcache_store_clear(inner(s)); }
-
 static int spy_count(uint64_t *out, progcache_store *s)
 {
     ((spy_store *)s)->counts++;
-    return progcache_store_count(out, inner(s));
+    return fixture_wrap_count(out, s);
 }
 
 static int spy_total_size(uint64_t *out, progcache_store *s)
 {
     ((spy_store *)s)->counts++;
-    return progcache_store_total_size(out, inner(s));
-}
-
-static void spy_free(progcache_store *s)
-{
-    progcache_store_free(inner(s));
-    free(s);
+    return fixture_wrap_total_size(out, s);
 }
 
 /* flags: what the spy says it is. */
@@ -174,19 +155,13 @@ static spy_store *new_spy(progcache_store *in, unsigned int flags)
 {
     spy_store *s = calloc(1, sizeof *s);
     CHECK(s != NULL);
-    s->inner = in;
-    s->base = (progcache_store){.version = PROGCACHE_STORE_VERSION,
-                                .name = "spy",
-                                .get = spy_get,
-                                .put = spy_put,
-                                .remove = spy_remove,
-                                .clear = spy_clear,
-                                .count = spy_count,
-                                .total_size = spy_total_size,
-                                .free = spy_free,
-                                .flags = flags,
-                                .get_meta = spy_get_meta,
-                                .put_meta = spy_put_meta};
+    fixture_wrap_init(&s->w, "spy", in);
+    s->w.base.put = spy_put;
+    s->w.base.count = spy_count;
+    s->w.base.total_size = spy_total_size;
+    s->w.base.flags = flags;
+    s->w.base.get_meta = spy_get_meta;
+    s->w.base.put_meta = spy_put_meta;
     return s;
 }
 
@@ -202,7 +177,7 @@ static void test_tier_is_never_the_home(void)
         CHECK_OK(progcache_store_put(t, "c", 1, "3", 1));
         spy_store *spy = new_spy(t, shared_flags[f]);
         /* The shared tier first in the array: still not the home. */
-        progcache *cache = open_cache(&spy->base, open_home(home), NULL);
+        progcache *cache = open_cache(&spy->w.base, open_home(home), NULL);
         uint64_t n = 99;
         CHECK_OK(progcache_count(&n, cache));
         CHECK(n == 0);
@@ -216,7 +191,7 @@ static void test_tier_is_never_the_home(void)
         t = open_tier(tier, shared_flags[f]);
         spy = new_spy(t, shared_flags[f]);
         spy->fail_put = 1;
-        cache = open_cache(open_home(home), &spy->base, NULL);
+        cache = open_cache(open_home(home), &spy->w.base, NULL);
         CHECK_OK(progcache_put(cache, key3, strlen(key3), "three", 5));
         CHECK(spy->puts == 1);
         CHECK_OK(progcache_count(&n, cache));
@@ -317,15 +292,6 @@ static void test_remove_and_clear(void)
 
 /* ---- what it finds damaged --------------------------------------------- */
 
-static void flip_byte(const char *path, off_t at)
-{
-    int fd = open(path, O_RDWR);
-    unsigned char c = 0;
-    CHECK(fd >= 0 && pread(fd, &c, 1, at) == 1);
-    c ^= 0x40;
-    CHECK(pwrite(fd, &c, 1, at) == 1 && close(fd) == 0);
-}
-
 static void test_damage(void)
 {
     char *tier = dir("t5"), *home = dir("home5");
@@ -339,7 +305,7 @@ static void test_damage(void)
     const off_t where[3] = {76 + 3, 72, 68};
     for (int i = 0; i < 3; i++) {
         CHECK_OK(progcache_store_put(t, key1, strlen(key1), ptx, strlen(ptx)));
-        flip_byte(p1, where[i]);
+        test_flip_byte(p1, where[i], 0x40);
         CHECK_RC(PROGCACHE_ECORRUPT, progcache_store_get(&buf, t, key1, strlen(key1)));
         CHECK(strstr(progcache_error_last(), p1) != NULL);
     }
@@ -357,7 +323,7 @@ static void test_damage(void)
      * miss is the cache's policy for failing remote tiers, not the
      * tier's); a put of the key replaces it. */
     CHECK_OK(progcache_store_put(t, key1, strlen(key1), ptx, strlen(ptx)));
-    flip_byte(p1, 80);
+    test_flip_byte(p1, 80, 0x40);
     progcache *cache = open_cache(open_home(home), t, NULL);
     int rc = progcache_get(&buf, cache, key1, strlen(key1));
     CHECK(rc == PROGCACHE_ECORRUPT || rc == PROGCACHE_ENOTFOUND);
@@ -384,8 +350,7 @@ int main(void)
     test_tier_is_never_the_home();
     test_remove_and_clear();
     test_damage();
-    test_rmtree(base_dir);
-    free(base_dir);
+    test_rmdtemp(base_dir);
     printf("test_tier_dir: ok\n");
     return 0;
 }

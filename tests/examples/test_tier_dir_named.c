@@ -199,7 +199,6 @@ int main(void)
     CHECK_OK(tier_dir_register());
     test_selected_by_name();
     test_registry_rules();
-    test_rmtree(base_dir);
-    free(base_dir);
+    test_rmdtemp(base_dir);
     return 0;
 }

@@ -227,8 +227,7 @@ int main(void)
     test_version1_store();
     test_get_meta_without_get_meta();
     test_versions_refused();
-    test_rmtree(base_dir);
-    free(base_dir);
+    test_rmdtemp(base_dir);
     printf("test_tier_dir_version: ok\n");
     return 0;
 }

@@ -16,18 +16,20 @@
 #include <openssl/evp.h>
 
 #include "check.h"
-#include "progcache/key.h"
-
-static const char *arch[] = {"-arch=sm_90"};
+#include "key_fixture.h"
 
 static progcache_key_nvrtc_options opts(const char *source)
 {
-    progcache_key_nvrtc_options o = PROGCACHE_KEY_NVRTC_OPTIONS_INIT;
-    o.source = source;
-    o.options = arch;
-    o.num_options = 1;
-    o.nvrtc_major = 13;
-    o.nvrtc_minor = 0;
+    return fixture_key_options(source);
+}
+
+/* The same with these NVRTC options instead (n of them). */
+static progcache_key_nvrtc_options opts_with(const char *source, const char *const *options,
+                                             size_t n)
+{
+    progcache_key_nvrtc_options o = fixture_key_options(source);
+    o.options = options;
+    o.num_options = n;
     return o;
 }
 
@@ -245,9 +247,7 @@ static void test_disk(const char *dir)
 
     /* Pre-included, from the working directory and from -I. */
     const char *pre[] = {"-arch=sm_90", "--pre-include=pre.h"};
-    o = opts("__global__ void k() {}\n");
-    o.options = pre;
-    o.num_options = 2;
+    o = opts_with("__global__ void k() {}\n", pre, 2);
     edit_changes_key(&o, "pre.h", "// a\n", "// b\n");
     const char *pre_i[] = {"-arch=sm_90", "-include", "pi.h", "-Iinc"};
     o.options = pre_i;
@@ -259,9 +259,7 @@ static void test_disk(const char *dir)
     write_file("inc/inner.h", "// same\n");
     write_file("inner.h", "// same\n");
     const char *iopt[] = {"-arch=sm_90", "-Iinc"};
-    o = opts("#include \"inner.h\"\n");
-    o.options = iopt;
-    o.num_options = 2;
+    o = opts_with("#include \"inner.h\"\n", iopt, 2);
     key_files(k1, &o); /* ./inner.h, found first */
     CHECK(unlink("inner.h") == 0);
     key_files(k2, &o); /* inc/inner.h */
@@ -310,9 +308,7 @@ static void test_disk(const char *dir)
     CHECK(strstr(progcache_error_last(), "not a regular file"));
     /* Precompiled headers still need the caller's digest. */
     const char *pch[] = {"-arch=sm_90", "--use-pch=x.pch"};
-    o = opts("__global__ void k() {}\n");
-    o.options = pch;
-    o.num_options = 2;
+    o = opts_with("__global__ void k() {}\n", pch, 2);
     CHECK_RC(PROGCACHE_EUNSAFEKEY, progcache_key_nvrtc_files(k1, &o));
     CHECK(strstr(progcache_error_last(), "--use-pch=x.pch"));
     const char *bundled[] = {"-arch=sm_90", "--use-bundled-headers=/tmp/b"};
@@ -323,11 +319,9 @@ static void test_disk(const char *dir)
     /* An include path and no include: not cuda.core's plain key (which
      * cuda.core refuses to make), but the headers digest of nothing. */
     const char *only_i[] = {"-arch=sm_90", "-Iinc"};
-    o = opts("__global__ void k() {}\n");
-    o.options = only_i;
-    o.num_options = 2;
+    o = opts_with("__global__ void k() {}\n", only_i, 2);
     key_files(k1, &o);
-    o.options = arch;
+    o.options = fixture_key_arch;
     o.num_options = 1;
     key_files(k2, &o);
     CHECK(!same(k1, k2));
@@ -347,8 +341,7 @@ int main(void)
     CHECK(getcwd(cwd, sizeof cwd) != NULL);
     test_disk(dir);
     CHECK(chdir(cwd) == 0);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("headers in the key: ok\n");
     return 0;
 }

@@ -24,15 +24,11 @@ import subprocess
 import sys
 import tempfile
 
-BIN = os.environ.get("PROGCACHE_BIN")
-failures = 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
 
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL: " + what)
+BIN = pt.BIN
 
 
 def run(args, cwd=None):
@@ -231,9 +227,7 @@ def test_ls_names_not_carried(tmp):
 
 
 def main():
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
+    pt.need_bin()
     with tempfile.TemporaryDirectory(prefix="progcache-headers-") as tmp:
         test_recipe(tmp)
         test_combination(tmp)
@@ -241,11 +235,7 @@ def main():
         test_refusals(tmp)
         test_ls(tmp, cache)
         test_ls_names_not_carried(tmp)
-    if failures:
-        print("%d check(s) failed" % failures)
-        return 1
-    print("ok")
-    return 0
+    return pt.finish("test_tool_headers")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,92 @@ void test_rmtree(const char *path)
         nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+progcache *test_cache_tmp(char **dir, const char *tag)
+{
+    progcache *cache = NULL;
+    *dir = test_mkdtemp(tag);
+    CHECK_OK(progcache_open(&cache, *dir, NULL));
+    return cache;
+}
+
+void test_cache_done(progcache *cache, char *dir)
+{
+    progcache_close(cache);
+    test_rmdtemp(dir);
+}
+
+size_t test_long_dir(char *out, size_t size, const char *base)
+{
+    CHECK(size >= 4096);
+    size_t len = (size_t)snprintf(out, size, "%s", base);
+    while (len < 3800) {
+        out[len++] = '/';
+        for (int i = 0; i < 180; i++)
+            out[len++] = 'd';
+        out[len] = '\0';
+        CHECK(mkdir(out, 0700) == 0);
+    }
+    len += (size_t)snprintf(out + len, size - len, "/cache");
+    CHECK(len > 3800 && len < 4000);
+    return len;
+}
+
+void test_flip_byte(const char *path, long at, unsigned char mask)
+{
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    unsigned char c;
+    CHECK(pread(fd, &c, 1, (off_t)at) == 1);
+    c ^= mask;
+    CHECK(pwrite(fd, &c, 1, (off_t)at) == 1);
+    CHECK(close(fd) == 0);
+}
+
+void test_rmdtemp(char *path)
+{
+    test_rmtree(path);
+    free(path);
+}
+
+long test_each_name(const char *dir, void (*fn)(const char *path, void *ctx), void *ctx)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    long n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (fn)
+            fn(path, ctx);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void count_file(const char *path, void *ctx)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        *(size_t *)ctx += test_count_names(path, 1);
+    else
+        ++*(size_t *)ctx;
+}
+
+size_t test_count_names(const char *dir, int recursive)
+{
+    if (!recursive) {
+        long n = test_each_name(dir, NULL, NULL);
+        return n < 0 ? 0 : (size_t)n;
+    }
+    size_t n = 0;
+    test_each_name(dir, count_file, &n);
+    return n;
+}
+
 const char *test_reference_dir(void)
 {
     /* The data is in the repository (tests/data, the default of the CMake

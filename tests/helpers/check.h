@@ -37,6 +37,31 @@ void test_fail(const char *file, int line, const char *expr, const char *detail)
  * test_rmtree removes a tree (best effort). */
 char *test_mkdtemp(const char *tag);
 void test_rmtree(const char *path);
+/* The end of a test_mkdtemp directory: its tree removed, its path freed. */
+void test_rmdtemp(char *path);
+
+/* A cache opened with default options on a fresh directory
+ * (test_mkdtemp(tag)), whose malloc'd path goes to *dir; test_cache_done
+ * closes the cache, removes the directory and frees its path. */
+progcache *test_cache_tmp(char **dir, const char *tag);
+void test_cache_done(progcache *cache, char *dir);
+
+/* base/ddd.../ddd.../cache in out (size >= 4096), about 4000 bytes, every
+ * component short enough for a file system: the folders are made, cache
+ * is not. Returns its length. */
+size_t test_long_dir(char *out, size_t size, const char *base);
+
+/* XOR the byte at offset at of the file at path with mask, in place. */
+void test_flip_byte(const char *path, long at, unsigned char mask);
+
+/* fn(path, ctx) for each name in dir that does not start with '.', path
+ * being dir/name (fn NULL: only counted). Returns how many, or -1 when
+ * dir cannot be opened. */
+long test_each_name(const char *dir, void (*fn)(const char *path, void *ctx), void *ctx);
+
+/* The names in dir that do not start with '.' (0 when dir cannot be
+ * opened); recursive: the files in its folders instead of the folders. */
+size_t test_count_names(const char *dir, int recursive);
 
 /* The reference data folder ($PROGCACHE_REFERENCE_DIR), or NULL when it is
  * not there (tests then skip what needs it and say so). */

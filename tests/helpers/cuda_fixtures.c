@@ -7,6 +7,7 @@
 #include "error.h"
 #include "sha256.h"
 #include "progcache/sys/store.h"
+#include "wrap_store.h"
 
 /* The "scale" kernel of the cuda.core reference cache (its index's first
  * line), byte for byte, so keys and artifacts can be compared with it. */
@@ -56,17 +57,15 @@ void fixture_replace_file(const char *path, const void *data, size_t size)
 /* ---- a store that fails on demand, over the memory store -------------- */
 
 typedef struct flaky {
-    progcache_store base;
-    progcache_store *inner;
+    fixture_wrap w;
     fixture_store_ctl *ctl;
 } flaky;
 
 static int flaky_get(progcache_buf *out, progcache_store *s, const void *key, size_t key_len)
 {
-    flaky *f = (flaky *)s;
-    if (f->ctl->fail_get)
+    if (((flaky *)s)->ctl->fail_get)
         return progcache__error(PROGCACHE_EIO, "flaky store: read failed (injected)");
-    return progcache_store_get(out, f->inner, key, key_len);
+    return fixture_wrap_get(out, s, key, key_len);
 }
 
 static int flaky_put(progcache_store *s, const void *key, size_t key_len, const void *data,
@@ -75,52 +74,35 @@ static int flaky_put(progcache_store *s, const void *key, size_t key_len, const 
     flaky *f = (flaky *)s;
     if (f->ctl->fail_put)
         return progcache__error(PROGCACHE_EIO, "flaky store: no space left on device (injected)");
-    int rc = progcache_store_put(f->inner, key, key_len, data, size);
+    int rc = fixture_wrap_put(s, key, key_len, data, size);
     if (!rc)
         f->ctl->puts++;
     return rc;
-}
-
-static int flaky_remove(progcache_store *s, const void *key, size_t key_len)
-{
-    return progcache_store_remove(((flaky *)s)->inner, key, key_len);
-}
-
-static int flaky_clear(progcache_store *s) { return progcache_store_clear(((flaky *)s)->inner); }
-
-static int flaky_count(uint64_t *out, progcache_store *s)
-{
-    return progcache_store_count(out, ((flaky *)s)->inner);
-}
-
-static int flaky_total(uint64_t *out, progcache_store *s)
-{
-    return progcache_store_total_size(out, ((flaky *)s)->inner);
-}
-
-static void flaky_free(progcache_store *s)
-{
-    flaky *f = (flaky *)s;
-    progcache_store_free(f->inner);
-    free(f);
 }
 
 progcache_store *fixture_flaky_store(fixture_store_ctl *ctl)
 {
     flaky *f = calloc(1, sizeof *f);
     CHECK(f != NULL);
-    CHECK_OK(progcache_store_memory_new(&f->inner, NULL));
+    progcache_store *inner = NULL;
+    CHECK_OK(progcache_store_memory_new(&inner, NULL));
+    fixture_wrap_init(&f->w, "flaky", inner);
     f->ctl = ctl;
-    f->base.version = PROGCACHE_STORE_VERSION;
-    f->base.name = "flaky";
-    f->base.get = flaky_get;
-    f->base.put = flaky_put;
-    f->base.remove = flaky_remove;
-    f->base.clear = flaky_clear;
-    f->base.count = flaky_count;
-    f->base.total_size = flaky_total;
-    f->base.free = flaky_free;
-    return &f->base;
+    f->w.base.get = flaky_get;
+    f->w.base.put = flaky_put;
+    return &f->w.base;
+}
+
+unsigned char *fixture_scale_cubin(size_t *size)
+{
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "scale-cubin");
+    progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
+    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
+    unsigned char *bytes = fixture_compile_copy(&r, cache, &p, size);
+    progcache_program_result_release(&r);
+    test_cache_done(cache, dir);
+    return bytes;
 }
 
 unsigned char *fixture_compile_copy(progcache_program_result *r, progcache *cache,

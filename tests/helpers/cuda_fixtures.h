@@ -21,6 +21,10 @@ progcache_program fixture_program(unsigned int flags);
 unsigned char *fixture_compile_copy(progcache_program_result *r, progcache *cache,
                                     const progcache_program *p, size_t *size);
 
+/* The fixture program's CUBIN (NO_LOAD), compiled once in a scratch cache
+ * that is gone on return: malloc'd bytes, their length in *size. */
+unsigned char *fixture_scale_cubin(size_t *size);
+
 /* <root>/entries/<h[0:2]>/<h[2:]> for key, h = hex SHA-256 of the key:
  * cuda.core's FileStreamProgramCache layout. */
 void fixture_entry_path(char *out, size_t len, const char *root, const unsigned char *key);

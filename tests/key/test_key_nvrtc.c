@@ -10,21 +10,11 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "key_fixture.h"
 #include "sha256.h"
 
 static const char *const source = "extern \"C\" __global__ void k(int *a){ *a = 1; }\n";
-static const char *const arch[] = {"-arch=sm_90"};
-
-static progcache_key_nvrtc_options base(void)
-{
-    progcache_key_nvrtc_options o = PROGCACHE_KEY_NVRTC_OPTIONS_INIT;
-    o.source = source;
-    o.options = arch;
-    o.num_options = 1;
-    o.nvrtc_major = 13;
-    o.nvrtc_minor = 0;
-    return o;
-}
+static progcache_key_nvrtc_options base(void) { return fixture_key_options(source); }
 
 static void key_of(unsigned char out[PROGCACHE_KEY_SIZE], const progcache_key_nvrtc_options *o)
 {
@@ -436,58 +426,62 @@ static void test_digest_files(void)
         CHECK(strstr(progcache_error_last(), a) != NULL);
         CHECK(chmod(a, 0600) == 0);
     }
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
-/* Allocation failure: ENOMEM with a message, never a crash or a wrong key. */
-static void test_allocation_failure(void)
+/* The key or digest call(got, ctx) with the Nth allocation failing, for
+ * N = 1..8: each either gives want or fails with ENOMEM (and a message
+ * saying so when message is set); both happen. */
+static void fail_allocations(int (*call)(unsigned char *got, void *ctx), void *ctx,
+                             const unsigned char *want, int message)
 {
-    unsigned char want[PROGCACHE_KEY_SIZE], got[PROGCACHE_KEY_SIZE];
-    const char *names[] = {"f<2>", "f<1>", "g"};
-    progcache_key_nvrtc_options o = base();
-    o.name_expressions = names;
-    o.num_name_expressions = 3;
-    key_of(want, &o);
-
+    unsigned char got[PROGCACHE_KEY_SIZE];
     int failures = 0, successes = 0;
     for (long n = 1; n <= 8; n++) {
         progcache__alloc_fail_after(n);
-        int rc = progcache_key_nvrtc(got, &o);
+        int rc = call(got, ctx);
         progcache__alloc_fail_after(0);
         if (rc == PROGCACHE_OK) {
             CHECK(same(want, got));
             successes++;
         } else {
             CHECK(rc == PROGCACHE_ENOMEM);
-            CHECK(strstr(progcache_error_last(), "out of memory") != NULL);
+            CHECK(!message || strstr(progcache_error_last(), "out of memory") != NULL);
             failures++;
         }
     }
     CHECK(failures > 0 && successes > 0);
+}
+
+static int key_call(unsigned char *got, void *ctx)
+{
+    return progcache_key_nvrtc(got, (const progcache_key_nvrtc_options *)ctx);
+}
+
+static int digest_call(unsigned char *got, void *ctx)
+{
+    const char *paths[] = {(const char *)ctx};
+    return progcache_digest_files(got, paths, 1);
+}
+
+/* Allocation failure: ENOMEM with a message, never a crash or a wrong key. */
+static void test_allocation_failure(void)
+{
+    unsigned char want[PROGCACHE_KEY_SIZE];
+    const char *names[] = {"f<2>", "f<1>", "g"};
+    progcache_key_nvrtc_options o = base();
+    o.name_expressions = names;
+    o.num_name_expressions = 3;
+    key_of(want, &o);
+    fail_allocations(key_call, &o, want, 1);
 
     char *dir = test_mkdtemp("key-alloc");
     char path[4200];
     snprintf(path, sizeof path, "%s/h.h", dir);
     write_file(path, "int x;\n", 7);
     digest(want, path, NULL);
-    failures = successes = 0;
-    for (long n = 1; n <= 8; n++) {
-        const char *paths[] = {path};
-        progcache__alloc_fail_after(n);
-        int rc = progcache_digest_files(got, paths, 1);
-        progcache__alloc_fail_after(0);
-        if (rc == PROGCACHE_OK) {
-            CHECK(same(want, got));
-            successes++;
-        } else {
-            CHECK(rc == PROGCACHE_ENOMEM);
-            failures++;
-        }
-    }
-    CHECK(failures > 0 && successes > 0);
-    test_rmtree(dir);
-    free(dir);
+    fail_allocations(digest_call, path, want, 0);
+    test_rmdtemp(dir);
 }
 
 int main(void)

@@ -54,27 +54,21 @@ static const refusal refused[] = {
     /* automatic PCH, use PCH, PCH directory */
     {{"--pch"}, 0},
     {{"-pch"}, 0},
-    {{"--use-pch=f.pch"}, 0},
-    {{"-use-pch=f.pch"}, 0},
-    {{"--use-pch", "f.pch"}, 0},
-    {{"-use-pch", "f.pch"}, 0},
-    {{"--pch-dir=d"}, 0},
-    {{"-pch-dir=d"}, 0},
-    {{"--pch-dir", "d"}, 0},
-    {{"-pch-dir", "d"}, 0},
+};
+
+/* Options with a value, refused in all four spellings NVRTC accepts:
+ * --name=value, -name=value, --name value, -name value. */
+static const struct {
+    const char *name, *value;
+    int side_effect;
+} spelled[] = {
+    /* use PCH, PCH directory */
+    {"use-pch", "f.pch", 0},
+    {"pch-dir", "d", 0},
     /* side effects: refused even with a digest */
-    {{"--create-pch=f.pch"}, 1},
-    {{"-create-pch=f.pch"}, 1},
-    {{"--create-pch", "f.pch"}, 1},
-    {{"-create-pch", "f.pch"}, 1},
-    {{"--time=t.csv"}, 1},
-    {{"-time=t.csv"}, 1},
-    {{"--time", "t.csv"}, 1},
-    {{"-time", "t.csv"}, 1},
-    {{"--fdevice-time-trace=t.json"}, 1},
-    {{"-fdevice-time-trace=t.json"}, 1},
-    {{"--fdevice-time-trace", "t.json"}, 1},
-    {{"-fdevice-time-trace", "t.json"}, 1},
+    {"create-pch", "f.pch", 1},
+    {"time", "t.csv", 1},
+    {"fdevice-time-trace", "t.json", 1},
 };
 
 /* Options that share a prefix with a refused one but read and write nothing
@@ -100,29 +94,44 @@ static const char *const accepted[] = {
     "-Xptxas=-time",
 };
 
+static void check_refusal(const refusal *r)
+{
+    size_t n = r->argv[1] ? 2 : 1;
+    CHECK_RC(PROGCACHE_EUNSAFEKEY, key_for(r->argv, n, NULL, 0));
+    /* Named exactly as given, in quotes, with what to do. */
+    char quoted[256];
+    snprintf(quoted, sizeof quoted, "\"%s\"", r->argv[0]);
+    if (!strstr(progcache_error_last(), quoted)) {
+        fprintf(stderr, "message for %s does not name it: %s\n", r->argv[0],
+                progcache_error_last());
+        CHECK(!"refusal message names the option");
+    }
+    CHECK(strstr(progcache_error_last(), "remove the option") != NULL);
+    if (!r->side_effect)
+        CHECK(strstr(progcache_error_last(), "progcache_digest_files") != NULL);
+    CHECK_RC(r->side_effect ? PROGCACHE_EUNSAFEKEY : PROGCACHE_OK, key_for(r->argv, n, NULL, 1));
+
+    /* The classifier agrees with the key. */
+    CHECK(progcache__option_classify(r->argv[0], NULL) ==
+          (r->side_effect ? PROGCACHE__OPTION_SIDE_EFFECT : PROGCACHE__OPTION_READS_FILES));
+}
+
 static void test_refusals(void)
 {
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        const refusal *r = &refused[i];
-        size_t n = r->argv[1] ? 2 : 1;
-        CHECK_RC(PROGCACHE_EUNSAFEKEY, key_for(r->argv, n, NULL, 0));
-        /* Named exactly as given, in quotes, with what to do. */
-        char quoted[256];
-        snprintf(quoted, sizeof quoted, "\"%s\"", r->argv[0]);
-        if (!strstr(progcache_error_last(), quoted)) {
-            fprintf(stderr, "message for %s does not name it: %s\n", r->argv[0],
-                    progcache_error_last());
-            CHECK(!"refusal message names the option");
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        check_refusal(&refused[i]);
+    for (size_t i = 0; i < sizeof spelled / sizeof spelled[0]; i++) {
+        char joined[2][128], alone[2][128];
+        for (int dashes = 1; dashes <= 2; dashes++) {
+            const char *d = dashes == 2 ? "--" : "-";
+            snprintf(joined[dashes - 1], sizeof joined[0], "%s%s=%s", d, spelled[i].name,
+                     spelled[i].value);
+            snprintf(alone[dashes - 1], sizeof alone[0], "%s%s", d, spelled[i].name);
+            refusal with_equals = {{joined[dashes - 1]}, spelled[i].side_effect};
+            refusal two_strings = {{alone[dashes - 1], spelled[i].value}, spelled[i].side_effect};
+            check_refusal(&with_equals);
+            check_refusal(&two_strings);
         }
-        CHECK(strstr(progcache_error_last(), "remove the option") != NULL);
-        if (!r->side_effect)
-            CHECK(strstr(progcache_error_last(), "progcache_digest_files") != NULL);
-        CHECK_RC(r->side_effect ? PROGCACHE_EUNSAFEKEY : PROGCACHE_OK,
-                 key_for(r->argv, n, NULL, 1));
-
-        /* The classifier agrees with the key. */
-        CHECK(progcache__option_classify(r->argv[0], NULL) ==
-              (r->side_effect ? PROGCACHE__OPTION_SIDE_EFFECT : PROGCACHE__OPTION_READS_FILES));
     }
 }
 

@@ -25,14 +25,9 @@ DOC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "PYTHON.md")
 sys.path.insert(0, HERE)
 import test_cuda_core_diff as diff  # noqa: E402  (its venv helpers)
 
-failures = 0
-
-
-def check(cond, what, detail=""):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL: %s %s" % (what, detail))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
 
 
 def python_block():
@@ -77,11 +72,7 @@ def main():
                 h = hashlib.sha256(bytes.fromhex(k1)).hexdigest()
                 entry = os.path.join(xdg, "cuda-python", "program-cache", "entries", h[:2], h[2:])
                 check(os.path.isfile(entry), "the entry is in cuda.core's default directory", entry)
-    if failures:
-        print("%d check(s) failed" % failures)
-        return 1
-    print("test_python_doc: ok")
-    return 0
+    return pt.finish("test_python_doc")
 
 
 if __name__ == "__main__":

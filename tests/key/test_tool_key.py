@@ -13,20 +13,17 @@ import subprocess
 import sys
 import tempfile
 
-BIN = os.environ.get("PROGCACHE_BIN")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
+
+BIN = pt.BIN
 REF = os.environ.get("PROGCACHE_REFERENCE_DIR")
-failures = []
 
 
 def run(args, stdin=None):
     p = subprocess.run([BIN, "key"] + args, input=stdin, capture_output=True)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def is_key(text):
@@ -212,11 +209,7 @@ def main():
         test_refusals(tmp)
         test_stdin(tmp)
         test_usage(tmp)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("test_tool_key: ok")
-    return 0
+    return pt.finish("test_tool_key")
 
 
 if __name__ == "__main__":

@@ -63,3 +63,13 @@ void test_nfs_stop(test_nfs *n)
     if (running == n)
         running = NULL;
 }
+
+int test_nfs_end(test_nfs *n, int nfs, char *local, const char *name)
+{
+    if (nfs)
+        test_nfs_stop(n);
+    else
+        test_rmdtemp(local);
+    printf("%s %s: all passed\n", name, nfs ? "nfs" : "local");
+    return 0;
+}

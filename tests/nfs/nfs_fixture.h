@@ -22,4 +22,9 @@ void test_nfs_start(test_nfs *n);
 /* Unmount, stop sshd, remove the directory. Safe to call twice. */
 void test_nfs_stop(test_nfs *n);
 
+/* The end of a test that ran on the fixture (nfs) or on the local
+ * directory local (test_mkdtemp): the one stopped or the other removed,
+ * then "name nfs|local: all passed". Returns 0, main's status. */
+int test_nfs_end(test_nfs *n, int nfs, char *local, const char *name);
+
 #endif

@@ -140,12 +140,5 @@ int main(int argc, char **argv)
     one_compile(node);
     killed_holder(node);
 
-    if (nfs) {
-        test_nfs_stop(&fx);
-    } else {
-        test_rmtree(local);
-        free(local);
-    }
-    printf("test_nfs_flight %s: all passed\n", nfs ? "nfs" : "local");
-    return 0;
+    return test_nfs_end(&fx, nfs, local, "test_nfs_flight");
 }

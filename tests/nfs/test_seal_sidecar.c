@@ -45,26 +45,6 @@ static progcache_file *open_dir(const char *dir)
     return f;
 }
 
-/* Number of names in dir (recursively, files only). */
-static int count_files(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0)
-            n += S_ISDIR(st.st_mode) ? count_files(p) : 1;
-    }
-    closedir(d);
-    return n;
-}
-
 /* Path of the entry (under root) of key, and of its sidecar seal. */
 static void paths_of(char *entry, char *seal, size_t len, const char *root, const char *key)
 {
@@ -114,17 +94,8 @@ int main(int argc, char **argv)
     progcache_file *w = open_dir(writer), *rd = open_dir(reader);
     CHECK(warnings == 1); /* once per process, not per directory */
     /* A real CUBIN, compiled once into a scratch cache. */
-    char *scratch = test_mkdtemp("sidecar-cubin");
-    progcache *c;
-    CHECK_OK(progcache_open(&c, scratch, NULL));
-    progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
-    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
     size_t cubin_size;
-    unsigned char *cubin = fixture_compile_copy(&r, c, &p, &cubin_size);
-    progcache_program_result_release(&r);
-    progcache_close(c);
-    test_rmtree(scratch);
-    free(scratch);
+    unsigned char *cubin = fixture_scale_cubin(&cubin_size);
 
     const char *key = "sidecar-key-01234567890123456789"; /* 32 bytes, as a key */
     CHECK_OK(progcache_store_put(progcache_file_store(w), key, strlen(key), cubin, cubin_size));
@@ -141,9 +112,9 @@ int main(int argc, char **argv)
     CHECK(stat(seal, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 42);
     char sub[1024];
     snprintf(sub, sizeof sub, "%s/entries", server);
-    CHECK(count_files(sub) == 1);
+    CHECK(test_count_names(sub, 1) == 1);
     snprintf(sub, sizeof sub, "%s/tmp", server);
-    CHECK(count_files(sub) == 0);
+    CHECK(test_count_names(sub, 1) == 0);
 
     progcache_buf b = PROGCACHE_BUF_INIT;
     CHECK_OK(get(rd, key, &b));
@@ -244,12 +215,5 @@ int main(int argc, char **argv)
     progcache_file_close(w);
     progcache_file_close(rd);
     free(cubin);
-    if (nfs) {
-        test_nfs_stop(&fx);
-    } else {
-        test_rmtree(local);
-        free(local);
-    }
-    printf("test_seal_sidecar %s: all passed\n", nfs ? "nfs" : "local");
-    return 0;
+    return test_nfs_end(&fx, nfs, local, "test_seal_sidecar");
 }

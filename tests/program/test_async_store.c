@@ -40,9 +40,8 @@ static void check_present(const char *dir, const unsigned char *key,
 
 static void test_flush(void)
 {
-    char *dir = test_mkdtemp("async");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "async");
     CHECK_OK(progcache_flush(cache)); /* nothing queued yet */
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD | PROGCACHE_PROGRAM_ASYNC_STORE);
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
@@ -56,17 +55,15 @@ static void test_flush(void)
     progcache_program_result_release(&r);
     progcache_close(cache);
     CHECK_OK(progcache_flush(NULL));
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* progcache_close() waits for every queued put. */
 static void test_close_waits(void)
 {
     enum { N = 12 };
-    char *dir = test_mkdtemp("asyncclose");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "asyncclose");
     progcache_program_result results[N];
     char *sources[N];
     for (int i = 0; i < N; i++) {
@@ -84,8 +81,7 @@ static void test_close_waits(void)
         progcache_program_result_release(&results[i]);
         free(sources[i]);
     }
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void test_background_failure(void)

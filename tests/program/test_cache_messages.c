@@ -31,22 +31,6 @@
 static char *scratch;
 static char root[4096]; /* a cache directory of about 4000 bytes */
 
-/* scratch/ddd.../ddd.../cache, about 4000 bytes, every component short
- * enough for the file system. */
-static void make_long_root(void)
-{
-    size_t len = (size_t)snprintf(root, sizeof root, "%s", scratch);
-    while (len < 3800) {
-        root[len++] = '/';
-        for (int i = 0; i < 180; i++)
-            root[len++] = 'd';
-        root[len] = '\0';
-        CHECK(mkdir(root, 0700) == 0);
-    }
-    len += (size_t)snprintf(root + len, sizeof root - len, "/cache");
-    CHECK(len > 3800 && len < 4000);
-}
-
 static void expect_contains(const char *what, const char *text, const char *part)
 {
     if (!text || !strstr(text, part)) {
@@ -427,15 +411,14 @@ static void test_every_operation(void)
 int main(void)
 {
     scratch = test_mkdtemp("messages");
-    make_long_root();
+    test_long_dir(root, sizeof root, scratch);
     test_steps();
     test_result_version_1();
     test_long_paths();
     test_tier_messages();
     test_every_operation();
     free(last_log);
-    test_rmtree(scratch);
-    free(scratch);
+    test_rmdtemp(scratch);
     printf("test_cache_messages: all passed\n");
     return 0;
 }

@@ -28,9 +28,8 @@ static void count_log(void *ctx, int level, const char *message)
 
 static void test_miss_then_hit(void)
 {
-    char *dir = test_mkdtemp("col");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "col");
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
 
     progcache_program_result miss = PROGCACHE_PROGRAM_RESULT_INIT;
@@ -78,9 +77,7 @@ static void test_miss_then_hit(void)
     CHECK(hit.artifact.data == NULL && hit.version == PROGCACHE_PROGRAM_RESULT_VERSION);
     progcache_program_result_release(&hit); /* twice is fine */
     progcache_program_result_release(NULL);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 static void test_disabled(void)
@@ -114,9 +111,7 @@ static void test_reference_entry_hits(void)
     CHECK(r.status == PROGCACHE_STATUS_HIT);
     CHECK(r.artifact.size == 3832); /* the size the reference index gives */
     progcache_program_result_release(&r);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* Rule 1: a failing cache costs the cache, never the artifact. */
@@ -159,9 +154,8 @@ static void test_failing_cache(void)
 /* A cache opened read-only: every store fails, every artifact is returned. */
 static void test_read_only_cache(void)
 {
-    char *dir = test_mkdtemp("colro");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL)); /* create the layout */
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "colro"); /* create the layout */
     progcache_close(cache);
     progcache_options opts = PROGCACHE_OPTIONS_INIT;
     opts.flags = PROGCACHE_FILE_READONLY;
@@ -175,9 +169,7 @@ static void test_read_only_cache(void)
     fixture_entry_path(path, sizeof path, dir, r.key);
     CHECK(test_read_file(path, NULL) == NULL);
     progcache_program_result_release(&r);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* Rule 2: damaged entries are replaced, not trusted. The damaged file is a
@@ -185,9 +177,8 @@ static void test_read_only_cache(void)
  * digest of its own to catch it with, and this layer must. */
 static void test_heal(const char *what, size_t keep, const char *reason)
 {
-    char *dir = test_mkdtemp("colheal");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "colheal");
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
     p.log = count_log;
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
@@ -235,18 +226,15 @@ static void test_heal(const char *what, size_t keep, const char *reason)
     CHECK(r.status == PROGCACHE_STATUS_HIT && !r.healed);
     free(good);
     progcache_program_result_release(&r);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* Damage in place (same file): whichever layer notices first, the call
  * compiles again, returns the right bytes and the entry is good again. */
 static void test_damage_in_place(void)
 {
-    char *dir = test_mkdtemp("coldmg");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "coldmg");
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
     size_t size;
@@ -267,9 +255,7 @@ static void test_damage_in_place(void)
     free(bad);
     free(good);
     progcache_program_result_release(&r);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 static void test_errors(void)
@@ -325,9 +311,8 @@ static void test_load_without_driver(void)
     const progcache_cuda_api *api;
     if (progcache_cuda_load(&api) != PROGCACHE_ENOCUDA)
         return; /* a machine with a GPU: the gpu tests cover loading */
-    char *dir = test_mkdtemp("colnod");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "colnod");
     progcache_program p = fixture_program(0);
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
     CHECK_RC(PROGCACHE_ENOCUDA, progcache_compile_or_load(&r, cache, &p));
@@ -339,9 +324,7 @@ static void test_load_without_driver(void)
     CHECK(bytes != NULL);
     free(bytes);
     progcache_program_result_release(&r);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* The seal (docs/FORMAT.md): what compile-or-load stores is sealed as a
@@ -352,9 +335,8 @@ static void test_load_without_driver(void)
  * served. */
 static void test_seal(void)
 {
-    char *dir = test_mkdtemp("colseal");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "colseal");
     progcache_program p = fixture_program(PROGCACHE_PROGRAM_NO_LOAD);
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
     CHECK_OK(progcache_compile_or_load(&r, cache, &p));
@@ -396,9 +378,7 @@ static void test_seal(void)
     free(good);
 done:
     progcache_program_result_release(&r);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 int main(void)

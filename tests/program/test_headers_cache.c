@@ -247,8 +247,7 @@ int main(void)
     test_listing(cache_dir);
     test_manifest();
     CHECK(chdir(cwd) == 0);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("headers through compile-or-load: ok\n");
     return 0;
 }

@@ -184,6 +184,16 @@ static void put_plain(const char *dir, const unsigned char *key, const progcache
     progcache_file_close(file);
 }
 
+/* The entry of p (its key from a compile without a cache) planted as
+ * another program writes one: the bytes art, no records. */
+static void plant(const char *dir, const progcache_program *p, const progcache_buf *art)
+{
+    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
+    CHECK_OK(progcache_compile_or_load(&r, NULL, p));
+    put_plain(dir, r.key, art);
+    progcache_program_result_release(&r);
+}
+
 static void test_entry_without_record(const char *dir)
 {
     progcache_program p = program(templated, exprs, 2, PROGCACHE_PROGRAM_NO_LOAD);
@@ -191,11 +201,7 @@ static void test_entry_without_record(const char *dir)
     progcache_buf want = PROGCACHE_BUF_INIT, art = PROGCACHE_BUF_INIT;
     nvrtc_names(&p, &want);
     CHECK_OK(progcache_nvrtc_compile(&art, NULL, NULL, &p.nvrtc));
-    CHECK_OK(progcache_compile_or_load(&r, NULL, &p)); /* the key */
-    unsigned char key[32];
-    memcpy(key, r.key, 32);
-    progcache_program_result_release(&r);
-    put_plain(dir, key, &art);
+    plant(dir, &p, &art);
 
     progcache *cache = NULL;
     CHECK_OK(progcache_open(&cache, dir, NULL));
@@ -219,10 +225,7 @@ static void test_entry_without_record(const char *dir)
      * kernels, no compile. */
     const char *plain[] = {"plain"};
     progcache_program q = program(templated, plain, 1, PROGCACHE_PROGRAM_NO_LOAD);
-    CHECK_OK(progcache_compile_or_load(&r, NULL, &q));
-    memcpy(key, r.key, 32);
-    progcache_program_result_release(&r);
-    put_plain(dir, key, &art);
+    plant(dir, &q, &art);
     CHECK_OK(progcache_compile_or_load(&r, cache, &q));
     CHECK(r.status == PROGCACHE_STATUS_HIT && !r.names_learned && r.compile_ms == 0);
     CHECK(r.num_names == 1 && !strcmp(r.lowered_names[0], "plain"));
@@ -234,10 +237,7 @@ static void test_entry_without_record(const char *dir)
     progcache_program s = program(one, only, 1, PROGCACHE_PROGRAM_NO_LOAD);
     progcache_buf one_art = PROGCACHE_BUF_INIT;
     CHECK_OK(progcache_nvrtc_compile(&one_art, NULL, NULL, &s.nvrtc));
-    CHECK_OK(progcache_compile_or_load(&r, NULL, &s));
-    memcpy(key, r.key, 32);
-    progcache_program_result_release(&r);
-    put_plain(dir, key, &one_art);
+    plant(dir, &s, &one_art);
     CHECK_OK(progcache_compile_or_load(&r, cache, &s));
     CHECK(r.status == PROGCACHE_STATUS_HIT && !r.names_learned && r.compile_ms == 0);
     CHECK(!strcmp(r.lowered_names[0], "_Z4onlyILi7EEvPi"));
@@ -245,6 +245,7 @@ static void test_entry_without_record(const char *dir)
 
     /* An entry of other bytes under the key (not this compile's): never
      * trusted for names; replaced by the fresh artifact. */
+    unsigned char key[32];
     CHECK_OK(progcache_compile_or_load(&r, NULL, &p));
     memcpy(key, r.key, 32);
     progcache_program_result_release(&r);
@@ -342,8 +343,7 @@ int main(int argc, char **argv)
         test_entry_without_record(dir);
         test_older_results(dir);
     }
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("name expressions: ok\n");
     return 0;
 }

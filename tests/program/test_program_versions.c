@@ -102,9 +102,7 @@ int main(void)
     CHECK(strstr(progcache_error_last(), "version-1 progcache_program"));
 
     free(old);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
     printf("program versions: ok\n");
     return 0;
 }

@@ -108,8 +108,7 @@ int main(void)
     printf("threads without single-flight: %d compile(s)\n", compiles);
     CHECK(compiles >= 1 && waits == 0);
 
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("test_single_flight: all passed\n");
     return 0;
 }

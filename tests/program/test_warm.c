@@ -61,9 +61,8 @@ static progcache_program program(const char *const *options, size_t n)
 
 int main(void)
 {
-    char *dir = test_mkdtemp("warm");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "warm");
     progcache_program progs[2] = {program(std17, 1), program(own_arch, 1)};
     progcache_warm_options o = PROGCACHE_WARM_OPTIONS_INIT;
     seen s;
@@ -138,9 +137,7 @@ int main(void)
     CHECK(!progcache_arch_valid("sm_") && !progcache_arch_valid("90") &&
           !progcache_arch_valid("sm_90x") && !progcache_arch_valid(NULL));
 
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
     puts("test_warm: ok");
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "progcache/cuda.h"
 
 static void paths(char *out, char *err, size_t len, const char *scratch, int slot)
 {
@@ -234,4 +235,72 @@ void sample_expect_usage_error(const char *exe, const char *scratch, const char 
     CHECK(strchr(out.err, '\n') == out.err + strlen(out.err) - 1); /* one line */
     CHECK(!strncmp(out.err, "persistentProgramCache: ", 24));
     sample_output_free(&out);
+}
+
+int sample_setup(int argc, char **argv, const char *tag, char **exe, char **scratch)
+{
+    CHECK(argc == 2);
+    *exe = realpath(argv[1], NULL);
+    CHECK(*exe != NULL);
+    *scratch = test_mkdtemp(tag);
+    const progcache_cuda_api *api;
+    return progcache_cuda_load(&api) == PROGCACHE_OK;
+}
+
+void sample_teardown(char *exe, char *scratch)
+{
+    test_rmdtemp(scratch);
+    free(exe);
+}
+
+void sample_gpu_or_skip(const char *test, char *arch, size_t arch_len, char *name,
+                        size_t name_len)
+{
+    const progcache_cuda_api *api;
+    if (progcache_cuda_load(&api) != PROGCACHE_OK) {
+        printf("%s: no CUDA device (%s): SKIPPED\n", test, progcache_error_last());
+        exit(TEST_SKIP_CODE);
+    }
+    CUdevice d;
+    int major = 0, minor = 0;
+    CHECK(api->cuDeviceGet(&d, 0) == CUDA_SUCCESS);
+    if (name)
+        CHECK(api->cuDeviceGetName(name, (int)name_len, d) == CUDA_SUCCESS);
+    CHECK(api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d) ==
+          CUDA_SUCCESS);
+    CHECK(api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d) ==
+          CUDA_SUCCESS);
+    snprintf(arch, arch_len, "sm_%d%d", major, minor);
+}
+
+void sample_expect_key_of(const char *exe, const char *scratch, const char *path,
+                          const char *const *args)
+{
+    const char *tool = getenv("PROGCACHE_BIN");
+    CHECK(tool != NULL);
+    const char *key_args[] = {"key", path, "--", "-arch=sm_90", "--std=c++17", NULL};
+    sample_run kr = {tool, key_args, NULL, NULL};
+    sample_output key;
+    sample_exec(&key, &kr, scratch);
+    if (key.status != 0)
+        sample_dump(&key);
+    CHECK(key.status == 0 && key.num_lines >= 1);
+    CHECK(sample_match(key.lines[0], "[0-9a-f]{64}"));
+    sample_output out;
+    sample_run r = {exe, args, NULL, NULL};
+    sample_exec(&out, &r, scratch);
+    if (out.status != 0)
+        sample_dump(&out);
+    CHECK(out.status == 0);
+    const char *printed = sample_value(&out, "Cache key:");
+    CHECK(printed && !strncmp(printed, key.lines[0], 24));
+    sample_output_free(&out);
+    sample_output_free(&key);
+}
+
+void sample_expect_usage_errors(const char *exe, const char *scratch,
+                                const sample_usage_case *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        sample_expect_usage_error(exe, scratch, cases[i].args, cases[i].message);
 }

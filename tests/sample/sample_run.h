@@ -59,6 +59,35 @@ void sample_dump(const sample_output *out);
 void sample_expect_usage_error(const char *exe, const char *scratch, const char *const *args,
                                const char *message);
 
+/* The start of a sample test run as `test SAMPLE_EXE`: the sample's path
+ * made absolute in *exe (runs change directory), a fresh scratch folder
+ * (test_mkdtemp(tag)) in *scratch. Returns whether a real GPU answers
+ * (then --arch runs launch and validate too). sample_teardown removes
+ * the scratch folder and frees both. */
+int sample_setup(int argc, char **argv, const char *tag, char **exe, char **scratch);
+void sample_teardown(char *exe, char *scratch);
+
+/* Device 0 through the CUDA driver, for the gpu tests: its architecture
+ * ("sm_90") in arch and, when name is not NULL, its name. Without a
+ * driver or a device the test (named test) prints why and exits 77. */
+void sample_gpu_or_skip(const char *test, char *arch, size_t arch_len, char *name,
+                        size_t name_len);
+
+/* Key interop: `progcache key` (PROGCACHE_BIN) on the source file at path
+ * for sm_90 and C++17, and the sample run with args, which must succeed
+ * and print that key (its first 24 digits) as its Cache key. */
+void sample_expect_key_of(const char *exe, const char *scratch, const char *path,
+                          const char *const *args);
+
+/* A table of refused command lines: each run must end as
+ * sample_expect_usage_error says, with its message. */
+typedef struct sample_usage_case {
+    const char *args[5]; /* NULL-terminated (the unused tail is NULL) */
+    const char *message;
+} sample_usage_case;
+void sample_expect_usage_errors(const char *exe, const char *scratch,
+                                const sample_usage_case *cases, size_t n);
+
 /* What a successful run must have printed. */
 typedef struct sample_expect {
     const char *status;   /* "MISS", "HIT", "DISABLED" (reason follows) or "HEALED" */

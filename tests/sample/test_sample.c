@@ -32,6 +32,19 @@ static sample_expect expect_default(const char *status, const char *dir)
     return e;
 }
 
+/* A run of args that succeeds with the default sizes and status; the key
+ * it printed goes to key24. */
+static void expect_default_run(const char *const *args, const char *status, const char *dir,
+                               char *key24)
+{
+    sample_output out;
+    run(&out, args);
+    CHECK(out.status == 0);
+    sample_expect e = expect_default(status, dir);
+    sample_check_format(&out, &e, key24);
+    sample_output_free(&out);
+}
+
 static void test_miss_then_hit(void)
 {
     char dir[4096];
@@ -51,21 +64,13 @@ static void test_miss_then_hit(void)
               !strcmp(sample_value(&out, "Device:"), "none (no CUDA device)"));
     sample_output_free(&out);
 
-    run(&out, args);
-    CHECK(out.status == 0);
-    e = expect_default("HIT", dir);
-    sample_check_format(&out, &e, key_hit);
+    expect_default_run(args, "HIT", dir, key_hit);
     CHECK(!strcmp(key_miss, key_hit));
-    sample_output_free(&out);
 
     /* --clear-cache empties it first: a miss again, same key. */
     const char *clear[] = {"--arch", "sm_90", "--cache-dir", dir, "--clear-cache", NULL};
-    run(&out, clear);
-    CHECK(out.status == 0);
-    e = expect_default("MISS", dir);
-    sample_check_format(&out, &e, key_hit);
+    expect_default_run(clear, "MISS", dir, key_hit);
     CHECK(!strcmp(key_miss, key_hit));
-    sample_output_free(&out);
 
     /* Another variant is another program: its own key, a miss, then a hit. */
     const char *variant[] = {"--arch", "sm_90", "--cache-dir", dir, "--tile-size", "32",
@@ -106,8 +111,6 @@ static void test_miss_then_hit(void)
  * the same. */
 static void test_print_source_key(void)
 {
-    const char *tool = getenv("PROGCACHE_BIN");
-    CHECK(tool != NULL);
     const char *variants[][2] = {{"16", "relu"}, {"32", "identity"}};
     for (size_t v = 0; v < 2; v++) {
         char dir[4096];
@@ -135,38 +138,15 @@ static void test_print_source_key(void)
         free(text);
         sample_output_free(&src);
 
-        const char *key_args[] = {"key", path, "--", "-arch=sm_90", "--std=c++17", NULL};
-        sample_run kr = {tool, key_args, NULL, NULL};
-        sample_output key;
-        sample_exec(&key, &kr, scratch);
-        if (key.status != 0)
-            sample_dump(&key);
-        CHECK(key.status == 0 && key.num_lines >= 1);
-        CHECK(sample_match(key.lines[0], "[0-9a-f]{64}"));
-
         const char *args[] = {"--arch", "sm_90", "--cache-dir", dir, "--tile-size",
                               variants[v][0], "--epilogue", variants[v][1], NULL};
-        sample_output out;
-        run(&out, args);
-        CHECK(out.status == 0);
-        const char *printed = sample_value(&out, "Cache key:");
-        CHECK(printed && !strncmp(printed, key.lines[0], 24));
-        sample_output_free(&out);
-        sample_output_free(&key);
+        sample_expect_key_of(exe, scratch, path, args);
     }
-}
-
-static void expect_usage_error(const char *const *args, const char *message)
-{
-    sample_expect_usage_error(exe, scratch, args, message);
 }
 
 static void test_bad_input(void)
 {
-    struct {
-        const char *args[4];
-        const char *message;
-    } cases[] = {
+    static const sample_usage_case cases[] = {
         {{"--m", "0"}, "--m must be a positive integer, got '0'"},
         {{"--n", "-5"}, "--n must be a positive integer, got '-5'"},
         {{"--k", "12x"}, "--k must be a positive integer, got '12x'"},
@@ -182,8 +162,7 @@ static void test_bad_input(void)
         {{"--m"}, "--m needs a value"},
         {{"--cache-dir="}, "--cache-dir must not be empty"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        expect_usage_error(cases[i].args, cases[i].message);
+    sample_expect_usage_errors(exe, scratch, cases, sizeof cases / sizeof cases[0]);
     /* --m=5 works like --m 5 */
     const char *eq[] = {"--m=5", "--print-source", NULL};
     sample_output out;
@@ -314,25 +293,14 @@ static void test_fake_driver(void)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2);
-    exe = realpath(argv[1], NULL); /* runs below change directory */
-    CHECK(exe != NULL);
-    scratch = test_mkdtemp("sample");
-    /* Is there a real GPU? Then --arch runs launch and validation too. */
-    const progcache_cuda_api *api;
-    have_gpu = progcache_cuda_load(&api) == PROGCACHE_OK;
+    have_gpu = sample_setup(argc, argv, "sample", &exe, &scratch);
+    static void (*const tests[])(void) = {test_miss_then_hit, test_print_source_key,
+                                           test_bad_input, test_disabled_cache,
+                                           test_cache_dir_paths, test_no_device, test_fake_driver};
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+        tests[i]();
 
-    test_miss_then_hit();
-    test_print_source_key();
-    test_bad_input();
-    test_disabled_cache();
-    test_cache_dir_paths();
-    test_no_device();
-    test_fake_driver();
-
-    test_rmtree(scratch);
-    free(scratch);
-    free(exe);
+    sample_teardown(exe, scratch);
     puts("test_sample: ok");
     return 0;
 }

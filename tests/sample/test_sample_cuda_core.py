@@ -22,6 +22,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPRESSION = "matmul<16, Relu>"
 
@@ -40,16 +44,7 @@ def main():
     ap.add_argument("--gpu", action="store_true")
     args = ap.parse_args()
     if not os.path.exists(args.python):
-        print("SKIPPED: no python with cuda.core at %s" % args.python)
-        return 77
-    failures = 0
-
-    def check(cond, what):
-        nonlocal failures
-        if not cond:
-            failures += 1
-            print("FAIL: " + what)
-
+        pt.skip("no python with cuda.core at %s" % args.python)
     with tempfile.TemporaryDirectory(prefix="progcache-cudacore-") as tmp:
         src = os.path.join(tmp, "templated.cu")
         with open(src, "w") as f:
@@ -80,11 +75,7 @@ def main():
                   "run %d: cuda.core's lowered name (%r)" % (attempt, value(p.stdout, "Lowered name:")))
             want = "PASSED" if args.gpu else "SKIPPED"
             check((value(p.stdout, "Validation:") or "").startswith(want), "run %d: %s" % (attempt, want))
-    if failures:
-        print("%d check(s) failed" % failures)
-        return 1
-    print("ok")
-    return 0
+    return pt.finish("test_sample_cuda_core")
 
 
 if __name__ == "__main__":

@@ -123,8 +123,6 @@ static void test_fast_miss_then_hit(void)
  * `progcache key`) is the printed one; its constants are the tile shape. */
 static void test_fast_source(void)
 {
-    const char *tool = getenv("PROGCACHE_BIN");
-    CHECK(tool != NULL);
     const char *src_args[] = {"--print-source", "--config", "128x256x8:8x16", "--epilogue",
                               "silu", NULL};
     sample_output src;
@@ -147,23 +145,11 @@ static void test_fast_source(void)
     free(text);
     sample_output_free(&src);
 
-    const char *key_args[] = {"key", path, "--", "-arch=sm_90", "--std=c++17", NULL};
-    sample_run kr = {tool, key_args, NULL, NULL};
-    sample_output key;
-    sample_exec(&key, &kr, scratch);
-    CHECK(key.status == 0 && key.num_lines >= 1);
-
     char dir[4096];
     cache_dir(dir, sizeof dir, "fast-source");
     const char *args[] = {"--arch", "sm_90", "--cache-dir", dir, "--config", "128x256x8:8x16",
                           "--epilogue", "silu", NULL};
-    sample_output out;
-    run(&out, args);
-    CHECK(out.status == 0);
-    const char *printed = sample_value(&out, "Cache key:");
-    CHECK(printed && !strncmp(printed, key.lines[0], 24));
-    sample_output_free(&out);
-    sample_output_free(&key);
+    sample_expect_key_of(exe, scratch, path, args);
 }
 
 /* Every epilogue compiles in both kernels, each its own program. */
@@ -231,21 +217,12 @@ static void test_odd_sizes(void)
     }
 }
 
-static void expect_usage_error(const char *const *args, const char *message)
-{
-    sample_expect_usage_error(exe, scratch, args, message);
-}
-
 static void test_bad_usage(void)
 {
-    struct {
-        const char *args[5];
-        const char *message;
-    } cases[] = {
+    static const sample_usage_case cases[] = {
         {{"--kernel", "turbo"}, "--kernel must be tiled or fast, got 'turbo'"},
         {{"--kernel"}, "--kernel needs a value"},
-        {{"--epilogue", "swish"},
-         "--epilogue must be one of identity, relu, gelu, sigmoid, tanh, silu, got 'swish'"},
+        /* (an unknown --epilogue: test_sample's table) */
         {{"--epilogue", "RELU"}, "--epilogue must be one of"},
         {{"--config", "128x128x8"}, "--config must look like BMxBNxBK:TMxTN"},
         {{"--config", "128x128x8:8x8x"}, "--config must look like BMxBNxBK:TMxTN"},
@@ -257,8 +234,7 @@ static void test_bad_usage(void)
         {{"--kernel", "fast", "--tile-size", "32"}, "--tile-size applies to --kernel tiled"},
         {{"--autotune", "--config", "128x128x8:8x8"}, "--autotune and --config both choose"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        expect_usage_error(cases[i].args, cases[i].message);
+    sample_expect_usage_errors(exe, scratch, cases, sizeof cases / sizeof cases[0]);
     sample_output out;
     const char *help[] = {"--help", NULL};
     run(&out, help);
@@ -317,23 +293,14 @@ static void test_autotune_without_gpu(void)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2);
-    exe = realpath(argv[1], NULL);
-    CHECK(exe != NULL);
-    scratch = test_mkdtemp("samplefast");
-    const progcache_cuda_api *api;
-    have_gpu = progcache_cuda_load(&api) == PROGCACHE_OK;
+    have_gpu = sample_setup(argc, argv, "samplefast", &exe, &scratch);
+    static void (*const tests[])(void) = {test_fast_miss_then_hit, test_fast_source,
+                                           test_all_epilogues, test_odd_sizes, test_bad_usage,
+                                           test_autotune_without_gpu};
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+        tests[i]();
 
-    test_fast_miss_then_hit();
-    test_fast_source();
-    test_all_epilogues();
-    test_odd_sizes();
-    test_bad_usage();
-    test_autotune_without_gpu();
-
-    test_rmtree(scratch);
-    free(scratch);
-    free(exe);
+    sample_teardown(exe, scratch);
     puts("test_sample_fast: ok");
     return 0;
 }

@@ -218,20 +218,7 @@ int main(int argc, char **argv)
 {
     CHECK(argc == 2);
     exe = argv[1];
-    const progcache_cuda_api *api;
-    if (progcache_cuda_load(&api) != PROGCACHE_OK) {
-        printf("test_sample_fast_gpu: no CUDA device (%s): SKIPPED\n", progcache_error_last());
-        return TEST_SKIP_CODE;
-    }
-    CUdevice d;
-    int major = 0, minor = 0;
-    CHECK(api->cuDeviceGet(&d, 0) == CUDA_SUCCESS);
-    CHECK(api->cuDeviceGetName(device_name, sizeof device_name, d) == CUDA_SUCCESS);
-    CHECK(api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d) ==
-          CUDA_SUCCESS);
-    CHECK(api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d) ==
-          CUDA_SUCCESS);
-    snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+    sample_gpu_or_skip("test_sample_fast_gpu", arch, sizeof arch, device_name, sizeof device_name);
     scratch = test_mkdtemp("samplefastgpu");
 
     test_sizes();
@@ -239,8 +226,7 @@ int main(int argc, char **argv)
     test_candidates();
     test_autotune();
 
-    test_rmtree(scratch);
-    free(scratch);
+    test_rmdtemp(scratch);
     puts("test_sample_fast_gpu: ok");
     return 0;
 }

@@ -44,6 +44,18 @@ static void expect(const sample_output *out, const char *what, const char *text,
     }
 }
 
+/* The default problem for sm_90 with the cache in dir and env added: it
+ * succeeds, printing status (the lines checked in order and format). */
+static void run_default(sample_output *out, const char *dir, const char *const *env,
+                        const char *status)
+{
+    const char *args[] = {"--arch", "sm_90", "--cache-dir", dir, NULL};
+    run(out, args, env);
+    sample_expect e = {status, dir, 512, 512, 512, 16, "relu", 5, 20, have_gpu};
+    char key[25];
+    sample_check_format(out, &e, key);
+}
+
 static void test_unusable_secret(void)
 {
     char dir[4096], secret[4096], remote_env[64], secret_env[4200];
@@ -54,12 +66,8 @@ static void test_unusable_secret(void)
     snprintf(remote_env, sizeof remote_env, "PROGCACHE_REMOTE=redis://127.0.0.1:1");
     snprintf(secret_env, sizeof secret_env, "PROGCACHE_REMOTE_SECRET_FILE=%s", secret);
     const char *env[] = {remote_env, secret_env, NULL};
-    const char *args[] = {"--arch", "sm_90", "--cache-dir", dir, NULL};
     sample_output out;
-    run(&out, args, env);
-    sample_expect e = {"DISABLED", dir, 512, 512, 512, 16, "relu", 5, 20, have_gpu};
-    char key[25];
-    sample_check_format(&out, &e, key);
+    run_default(&out, dir, env, "DISABLED");
     char why[4300];
     snprintf(why, sizeof why,
              "PROGCACHE_REMOTE_SECRET_FILE %s is empty: a shared secret must be at least 16 "
@@ -80,12 +88,8 @@ static void test_remote_down(void)
     snprintf(dir, sizeof dir, "%s/cache-remote-down", scratch);
     snprintf(remote_env, sizeof remote_env, "PROGCACHE_REMOTE=redis://:hunter2@127.0.0.1:1");
     const char *env[] = {remote_env, "PROGCACHE_REMOTE_SECRET_FILE=", NULL};
-    const char *args[] = {"--arch", "sm_90", "--cache-dir", dir, NULL};
     sample_output out;
-    run(&out, args, env);
-    sample_expect e = {"MISS", dir, 512, 512, 512, 16, "relu", 5, 20, have_gpu};
-    char key[25];
-    sample_check_format(&out, &e, key);
+    run_default(&out, dir, env, "MISS");
     snprintf(want, sizeof want,
              "persistentProgramCache: warning: Redis redis://:***@127.0.0.1:1/0: cannot "
              "connect: ");
@@ -97,24 +101,10 @@ static void test_remote_down(void)
     sample_output_free(&out);
 }
 
-/* scratch/ddd.../cache, about 4000 bytes. */
-static void long_dir(char *out, size_t size)
-{
-    size_t len = (size_t)snprintf(out, size, "%s", scratch);
-    while (len < 3800) {
-        out[len++] = '/';
-        for (int i = 0; i < 180; i++)
-            out[len++] = 'd';
-        out[len] = '\0';
-        CHECK(mkdir(out, 0700) == 0);
-    }
-    snprintf(out + len, size - len, "/cache");
-}
-
 static void test_store_fails_long_path(void)
 {
     char dir[4096], path[4200];
-    long_dir(dir, sizeof dir);
+    test_long_dir(dir, sizeof dir, scratch);
     const char *args[] = {"--arch", "sm_90", "--cache-dir", dir, NULL};
     sample_output out;
     run(&out, args, NULL); /* creates the cache: MISS, stored */
@@ -150,24 +140,14 @@ static void test_store_fails_long_path(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_sample_messages SAMPLE_EXE\n");
-        return 2;
-    }
-    exe = realpath(argv[1], NULL);
-    CHECK(exe != NULL);
-    scratch = test_mkdtemp("samplemsg");
-    const progcache_cuda_api *api;
-    have_gpu = progcache_cuda_load(&api) == PROGCACHE_OK;
+    have_gpu = sample_setup(argc, argv, "samplemsg", &exe, &scratch);
     unsetenv("PROGCACHE_REMOTE");
     unsetenv("PROGCACHE_REMOTE_SECRET_FILE");
 
     test_unusable_secret();
     test_remote_down();
     test_store_fails_long_path();
-    test_rmtree(scratch);
-    free(scratch);
-    free(exe);
+    sample_teardown(exe, scratch);
     printf("test_sample_messages: all passed\n");
     return 0;
 }

@@ -142,8 +142,7 @@ int main(int argc, char **argv)
     scratch = test_mkdtemp("sample-templated");
     test_miss_then_hit();
     test_key();
-    test_rmtree(scratch);
-    free(scratch);
+    test_rmdtemp(scratch);
     printf("sample --templated: ok\n");
     return 0;
 }

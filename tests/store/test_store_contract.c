@@ -13,6 +13,7 @@
 #include "redis_fixture.h"
 #include "store_contract.h"
 #include "tier_dir.h"
+#include "wrap_store.h"
 
 static int memory_factory(progcache_store **out, const char *url,
                           const progcache_store_params *p, void *ctx)
@@ -49,8 +50,7 @@ static int redis_factory(progcache_store **out, const char *url, const progcache
 /* A tier that breaks the contract in one way each (ctx says which): the
  * suite must fail it, or it proves nothing. Wraps a memory store. */
 typedef struct broken {
-    progcache_store base;
-    progcache_store *inner;
+    fixture_wrap w;
     int how; /* 1: a get returns one byte short; 2: a miss sets a message;
               * 3: put ignores max_artifact_size (a memory store of no bound) */
 } broken;
@@ -58,34 +58,12 @@ typedef struct broken {
 static int broken_get(progcache_buf *out, progcache_store *s, const void *k, size_t n)
 {
     broken *b = (broken *)s;
-    int rc = progcache_store_get(out, b->inner, k, n);
+    int rc = fixture_wrap_get(out, s, k, n);
     if (rc == PROGCACHE_OK && b->how == 1 && out->size)
         out->size--;
     if (rc == PROGCACHE_ENOTFOUND && b->how == 2)
         progcache_error_set(PROGCACHE_ENOTFOUND, "a miss with a message");
     return rc;
-}
-static int broken_put(progcache_store *s, const void *k, size_t n, const void *d, size_t size)
-{
-    return progcache_store_put(((broken *)s)->inner, k, n, d, size);
-}
-static int broken_remove(progcache_store *s, const void *k, size_t n)
-{
-    return progcache_store_remove(((broken *)s)->inner, k, n);
-}
-static int broken_clear(progcache_store *s) { return progcache_store_clear(((broken *)s)->inner); }
-static int broken_count(uint64_t *out, progcache_store *s)
-{
-    return progcache_store_count(out, ((broken *)s)->inner);
-}
-static int broken_total(uint64_t *out, progcache_store *s)
-{
-    return progcache_store_total_size(out, ((broken *)s)->inner);
-}
-static void broken_free(progcache_store *s)
-{
-    progcache_store_free(((broken *)s)->inner);
-    free(s);
 }
 
 static int broken_factory(progcache_store **out, const char *url,
@@ -96,17 +74,11 @@ static int broken_factory(progcache_store **out, const char *url,
     b->how = *(int *)ctx;
     progcache_store_params unbounded = *p;
     unbounded.max_artifact_size = b->how == 3 ? 0 : p->max_artifact_size;
-    CHECK_OK(memory_factory(&b->inner, url, &unbounded, NULL));
-    b->base = (progcache_store)PROGCACHE_STORE_INIT;
-    b->base.name = "broken";
-    b->base.get = broken_get;
-    b->base.put = broken_put;
-    b->base.remove = broken_remove;
-    b->base.clear = broken_clear;
-    b->base.count = broken_count;
-    b->base.total_size = broken_total;
-    b->base.free = broken_free;
-    *out = &b->base;
+    progcache_store *inner = NULL;
+    CHECK_OK(memory_factory(&inner, url, &unbounded, NULL));
+    fixture_wrap_init(&b->w, "broken", inner);
+    b->w.base.get = broken_get;
+    *out = &b->w.base;
     return PROGCACHE_OK;
 }
 
@@ -162,7 +134,6 @@ int main(int argc, char **argv)
     } else {
         fprintf(stderr, "usage: %s memory|file|tier_dir|redis|broken\n", argv[0]);
     }
-    test_rmtree(base);
-    free(base);
+    test_rmdtemp(base);
     return rc;
 }

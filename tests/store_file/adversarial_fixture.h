@@ -48,10 +48,22 @@ typedef struct adversarial_test {
     const char *name;
     void (*fn)(void);
 } adversarial_test;
+/* A row of the table: ADVERSARIAL_TEST(fifo_at_entry) runs test_fifo_at_entry
+ * under the name "fifo_at_entry". */
+#define ADVERSARIAL_TEST(name) {#name, test_##name}
 
 /* Runs the tests; with an argument, only the test of that name (for a
  * bisect). Prints "label: all passed". */
 void adversarial_run(int argc, char **argv, const adversarial_test *tests, size_t n,
                      const char *label);
+
+/* A topic's main: its table of ADVERSARIAL_TEST rows, run by adversarial_run. */
+#define ADVERSARIAL_MAIN(label, ...)                                           \
+    int main(int argc, char **argv)                                            \
+    {                                                                          \
+        static const adversarial_test tests[] = {__VA_ARGS__};                 \
+        adversarial_run(argc, argv, tests, sizeof tests / sizeof tests[0], label); \
+        return 0;                                                              \
+    }
 
 #endif

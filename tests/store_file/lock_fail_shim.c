@@ -56,21 +56,16 @@ static int forward(const char *symbol, int fd, int cmd, uintptr_t arg)
 }
 
 /* Every fcntl command takes at most one argument, an int or a pointer:
- * passed on as a word. */
-int fcntl(int fd, int cmd, ...)
-{
-    va_list ap;
-    va_start(ap, cmd);
-    uintptr_t arg = va_arg(ap, uintptr_t);
-    va_end(ap);
-    return forward("fcntl", fd, cmd, arg);
-}
+ * passed on as a word. fcntl and fcntl64 alike (glibc may call either). */
+#define LOCK_FAIL_FCNTL(name)                                                  \
+    int name(int fd, int cmd, ...)                                             \
+    {                                                                          \
+        va_list ap;                                                            \
+        va_start(ap, cmd);                                                     \
+        uintptr_t arg = va_arg(ap, uintptr_t);                                 \
+        va_end(ap);                                                            \
+        return forward(#name, fd, cmd, arg);                                   \
+    }
 
-int fcntl64(int fd, int cmd, ...)
-{
-    va_list ap;
-    va_start(ap, cmd);
-    uintptr_t arg = va_arg(ap, uintptr_t);
-    va_end(ap);
-    return forward("fcntl64", fd, cmd, arg);
-}
+LOCK_FAIL_FCNTL(fcntl)
+LOCK_FAIL_FCNTL(fcntl64)

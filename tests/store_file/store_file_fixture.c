@@ -23,19 +23,6 @@ int path_exists(const char *dir, const char *rel)
     return lstat(p, &st) == 0;
 }
 
-size_t count_files(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d)
-        return 0;
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 void entry_path(char *out, size_t n, const char *dir, const void *key, size_t len)
 {
     char rel[FILE_REL_PATH_MAX];

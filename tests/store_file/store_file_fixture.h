@@ -14,7 +14,6 @@ progcache_store *open_store(const char *dir, uint64_t max_size);
 /* dir/rel exists (lstat: a link counts). */
 int path_exists(const char *dir, const char *rel);
 /* The names in path that do not start with a dot; 0 if it cannot be read. */
-size_t count_files(const char *path);
 /* The entry file of key in the store at dir. */
 void entry_path(char *out, size_t n, const char *dir, const void *key, size_t len);
 

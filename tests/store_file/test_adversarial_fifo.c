@@ -87,8 +87,7 @@ static void test_fifo_at_entry(void)
     progcache_close(cache);
     CHECK(unlink(fc.entry) == 0 && mkfifo(fc.entry, 0600) == 0);
     in_child(compile_through_fifo, &fc, 120, "compile-or-load over a FIFO entry");
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* verify reports what is not a regular file at an entry's path, and --fix
@@ -139,8 +138,7 @@ static void test_verify_non_regular(void)
         puts("test_adversarial: device node at an entry path: skipped (no mknod here)");
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* A FIFO (or a directory) at progcache/stats, state, lock, flight: the
@@ -207,8 +205,7 @@ static void test_fifo_state_files(void)
             CHECK(as_dir ? mkdir(p, 0700) == 0 : mkfifo(p, 0600) == 0);
             state_case sc = {dir, names[i], as_dir};
             in_child(use_with_state_fifo, &sc, 60, names[i]);
-            test_rmtree(dir);
-            free(dir);
+            test_rmdtemp(dir);
         }
     }
 }
@@ -229,18 +226,9 @@ static void test_digest_fifo(void)
     path_of(p, sizeof p, dir, "header.h");
     CHECK(mkfifo(p, 0600) == 0);
     in_child(digest_fifo, p, 5, "digest over a FIFO");
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
-int main(int argc, char **argv)
-{
-    static const adversarial_test tests[] = {
-        {"fifo_at_entry", test_fifo_at_entry},
-        {"verify_non_regular", test_verify_non_regular},
-        {"fifo_state_files", test_fifo_state_files},
-        {"digest_fifo", test_digest_fifo},
-    };
-    adversarial_run(argc, argv, tests, sizeof tests / sizeof tests[0], "test_adversarial_fifo");
-    return 0;
-}
+ADVERSARIAL_MAIN("test_adversarial_fifo", ADVERSARIAL_TEST(fifo_at_entry),
+                 ADVERSARIAL_TEST(verify_non_regular), ADVERSARIAL_TEST(fifo_state_files),
+                 ADVERSARIAL_TEST(digest_fifo))

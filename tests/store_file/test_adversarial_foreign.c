@@ -59,8 +59,7 @@ static void test_refuses_foreign_directory(void)
     progcache_store_free(s);
     s = open_store(fresh); /* now holding entries/, tmp/, progcache/ */
     progcache_store_free(s);
-    test_rmtree(fresh);
-    free(fresh);
+    test_rmdtemp(fresh);
     fresh = test_mkdtemp("adv-fresh");
     path_of(p, sizeof p, fresh, "new/deeper");
     s = open_store(p);
@@ -169,8 +168,7 @@ static void test_sweep_only_ours(void)
     if (!chowned)
         puts("test_adversarial: other owner's temp file: skipped (not root)");
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* ---- 2. clear, prune, eviction and verify: entries only ---------------- */
@@ -294,17 +292,8 @@ static void test_admin_only_entries(void)
     for (size_t i = offsetof(progcache_verify_result, foreign); i < sizeof old.raw; i++)
         CHECK(old.raw[i] == 0xAA);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
-int main(int argc, char **argv)
-{
-    static const adversarial_test tests[] = {
-        {"refuses_foreign_directory", test_refuses_foreign_directory},
-        {"sweep_only_ours", test_sweep_only_ours},
-        {"admin_only_entries", test_admin_only_entries},
-    };
-    adversarial_run(argc, argv, tests, sizeof tests / sizeof tests[0], "test_adversarial_foreign");
-    return 0;
-}
+ADVERSARIAL_MAIN("test_adversarial_foreign", ADVERSARIAL_TEST(refuses_foreign_directory),
+                 ADVERSARIAL_TEST(sweep_only_ours), ADVERSARIAL_TEST(admin_only_entries))

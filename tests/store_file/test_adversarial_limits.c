@@ -107,8 +107,7 @@ static void test_file_size_limit(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *dir = test_mkdtemp("adv-fsize");
         in_child(cases[i], dir, 120, "under ulimit -f");
-        test_rmtree(dir);
-        free(dir);
+        test_rmdtemp(dir);
     }
 }
 
@@ -172,16 +171,8 @@ static void test_max_artifact_size(void)
     progcache_program_result_release(&r);
     progcache_close(cache);
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
-int main(int argc, char **argv)
-{
-    static const adversarial_test tests[] = {
-        {"file_size_limit", test_file_size_limit},
-        {"max_artifact_size", test_max_artifact_size},
-    };
-    adversarial_run(argc, argv, tests, sizeof tests / sizeof tests[0], "test_adversarial_limits");
-    return 0;
-}
+ADVERSARIAL_MAIN("test_adversarial_limits", ADVERSARIAL_TEST(file_size_limit),
+                 ADVERSARIAL_TEST(max_artifact_size))

@@ -34,8 +34,7 @@ static void test_seal_binds_key(void)
     char *dir = test_mkdtemp("adv-seal");
     if (!have_xattrs(dir)) {
         puts("test_adversarial: the seal: skipped (no user xattrs on this file system)");
-        test_rmtree(dir);
-        free(dir);
+        test_rmdtemp(dir);
         return;
     }
     progcache_store *s = open_store(dir);
@@ -108,8 +107,7 @@ static void test_seal_binds_key(void)
 
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* compile-or-load: another program's entry copied to this program's path
@@ -122,8 +120,7 @@ static void test_seal_heals_compile(void)
 {
     char *dir = test_mkdtemp("adv-sealc");
     if (!have_xattrs(dir)) {
-        test_rmtree(dir);
-        free(dir);
+        test_rmdtemp(dir);
         return;
     }
     progcache *cache;
@@ -154,17 +151,8 @@ static void test_seal_heals_compile(void)
     free(art_b);
     progcache_program_result_release(&ra);
     progcache_program_result_release(&rb);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
-int main(int argc, char **argv)
-{
-    static const adversarial_test tests[] = {
-        {"seal_binds_key", test_seal_binds_key},
-        {"seal_heals_compile", test_seal_heals_compile},
-    };
-    adversarial_run(argc, argv, tests, sizeof tests / sizeof tests[0], "test_adversarial_seal");
-    return 0;
-}
+ADVERSARIAL_MAIN("test_adversarial_seal", ADVERSARIAL_TEST(seal_binds_key),
+                 ADVERSARIAL_TEST(seal_heals_compile))

@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "store/file/archive.h"
+#include "tar_fixture.h"
 
 static void fill(const char *dir, int n)
 {
@@ -180,17 +181,6 @@ static void append(builder *b, const void *p, size_t n)
     b->len += n;
 }
 
-static void fix_checksum(unsigned char *block)
-{
-    memset(block + 148, ' ', 8);
-    unsigned sum = 0;
-    for (int i = 0; i < TAR_BLOCK; i++)
-        sum += block[i];
-    char num[8];
-    snprintf(num, sizeof num, "%06o", sum);
-    memcpy(block + 148, num, 7);
-}
-
 /* A member of any type and name (up to 99 bytes) with data. */
 static void member(builder *b, const char *name, char type, const void *data, size_t len)
 {
@@ -201,7 +191,7 @@ static void member(builder *b, const char *name, char type, const void *data, si
     block[156] = (unsigned char)type;
     if (type == '2' || type == '1')
         memcpy(block + 157, "../../../../etc/passwd", 22);
-    fix_checksum(block);
+    tar_fix_checksum(block);
     append(b, block, sizeof block);
     append(b, data, len);
     static const unsigned char zeros[TAR_BLOCK];
@@ -223,17 +213,17 @@ static void write_all(const char *path, const builder *b)
     close(fd);
 }
 
-static size_t count_files(const char *dir)
+/* b written to archive (and its memory freed), then imported into a file
+ * store at cache, which is returned; the import must succeed. */
+static progcache_store *import_built(builder *b, const char *archive, const char *cache,
+                                     progcache_archive_result *res)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
+    write_all(archive, b);
+    free(b->data);
+    progcache_store *fs;
+    CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
+    CHECK_OK(progcache_file_import(res, progcache_store_as_file(fs), archive, NULL));
+    return fs;
 }
 
 static const char good_name[] =
@@ -251,7 +241,7 @@ static void expect_refused(const char *work, builder *b, const char *why_fragmen
     write_all(archive, b);
     progcache_store *fs;
     CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
-    size_t before = count_files(outside);
+    size_t before = test_count_names(outside, 0);
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
     CHECK_RC(PROGCACHE_ECORRUPT, progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
     if (!strstr(progcache_error_last(), why_fragment)) {
@@ -265,7 +255,7 @@ static void expect_refused(const char *work, builder *b, const char *why_fragmen
     CHECK_OK(progcache_store_count(&count, fs));
     CHECK(count == 0);
     progcache_store_free(fs);
-    CHECK(count_files(outside) == before);
+    CHECK(test_count_names(outside, 0) == before);
     free(b->data);
     b->data = NULL;
     b->len = 0;
@@ -352,7 +342,7 @@ static void test_hostile(void)
     unsigned char block[TAR_BLOCK];
     CHECK(progcache__tar_make(block, good_name, 0, 0) == 0);
     memcpy(block + 124, "77777777777", 11);
-    fix_checksum(block);
+    tar_fix_checksum(block);
     append(&b, block, sizeof block);
     end(&b);
     expect_refused(work, &b, "past the end");
@@ -362,20 +352,15 @@ static void test_hostile(void)
     char archive[1024], cache[1024];
     snprintf(archive, sizeof archive, "%s/empty.tar", work);
     snprintf(cache, sizeof cache, "%s/cache", work);
-    write_all(archive, &b);
-    free(b.data);
-    progcache_store *fs;
-    CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_OK(progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
+    progcache_store *fs = import_built(&b, archive, cache, &res);
     CHECK(res.entries == 0);
     /* Missing archive: an I/O error naming it. */
     snprintf(archive, sizeof archive, "%s/missing.tar", work);
     CHECK_RC(PROGCACHE_EIO, progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
     CHECK(strstr(progcache_error_last(), "missing.tar"));
     progcache_store_free(fs);
-    test_rmtree(work);
-    free(work);
+    test_rmdtemp(work);
 }
 
 /* pax and GNU variants of good archives. */
@@ -402,14 +387,10 @@ static void test_variants(void)
     size_t at = b.len;
     member(&b, "ignored-by-pax", '0', "replaced", 8);
     memcpy(b.data + at + 257, "ustar  ", 8);
-    fix_checksum(b.data + at);
+    tar_fix_checksum(b.data + at);
     end(&b);
-    write_all(archive, &b);
-    free(b.data);
-    progcache_store *fs;
-    CHECK_OK(progcache_store_file_new(&fs, cache, NULL));
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_OK(progcache_file_import(&res, progcache_store_as_file(fs), archive, NULL));
+    progcache_store *fs = import_built(&b, archive, cache, &res);
     /* The pax path names the same entry again: one entry, the first valid
      * copy (test_duplicates). */
     CHECK(res.entries == 1 && res.invalid == 0);
@@ -419,8 +400,7 @@ static void test_variants(void)
     CHECK(out.size == sizeof good_data - 1 && !memcmp(out.data, good_data, out.size));
     progcache_buf_free(&out);
     progcache_store_free(fs);
-    test_rmtree(work);
-    free(work);
+    test_rmdtemp(work);
 }
 
 /* ---- the same entry twice (issue 20) ------------------------------------------ */
@@ -475,8 +455,7 @@ static void test_duplicates(void)
     import_twice(work, good_data, junk, good_data, 0); /* a garbage copy never replaces */
     import_twice(work, junk, good_data, good_data, 0); /* a valid one replaces garbage */
     import_twice(work, junk, junk2, junk, 1);          /* neither valid: the first */
-    test_rmtree(work);
-    free(work);
+    test_rmdtemp(work);
 }
 
 int main(void)

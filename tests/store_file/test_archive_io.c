@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "store/file/archive.h"
+#include "tar_fixture.h"
 
 static progcache_store *open_store(const char *dir, uint64_t max_artifact_size)
 {
@@ -82,6 +83,35 @@ static char *reference_archive(progcache_store *fs, const char *work, size_t *le
     return bytes;
 }
 
+/* A work folder holding a file-store cache of three small entries, and
+ * that cache's archive as export writes it to a regular file: the bytes
+ * every other kind of target must get. */
+typedef struct arc_work {
+    char *work, *cache;
+    progcache_store *fs;
+    char *ref;
+    size_t ref_len;
+} arc_work;
+
+static arc_work arc_start(const char *tag)
+{
+    arc_work w;
+    w.work = test_mkdtemp(tag);
+    w.cache = path_in(w.work, "cache");
+    fill(w.cache, 3, 100);
+    w.fs = open_store(w.cache, 0);
+    w.ref = reference_archive(w.fs, w.work, &w.ref_len);
+    return w;
+}
+
+static void arc_end(arc_work *w)
+{
+    progcache_store_free(w->fs);
+    free(w->ref);
+    free(w->cache);
+    test_rmdtemp(w->work);
+}
+
 static void test_devices(void)
 {
     char *work = test_mkdtemp("arcdev"), *cache = path_in(work, "cache");
@@ -129,81 +159,68 @@ static void test_devices(void)
     free(null);
     free(to_full);
     free(to_null);
-    test_rmtree(work);
     free(cache);
-    free(work);
+    test_rmdtemp(work);
 }
 
 static void test_refused_and_links(void)
 {
-    char *work = test_mkdtemp("arcrefuse"), *cache = path_in(work, "cache");
-    fill(cache, 3, 100);
-    progcache_store *fs = open_store(cache, 0);
-    size_t ref_len;
-    char *ref = reference_archive(fs, work, &ref_len);
+    arc_work w = arc_start("arcrefuse");
 
-    char *dir = path_in(work, "dir");
+    char *dir = path_in(w.work, "dir");
     CHECK(mkdir(dir, 0755) == 0);
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, progcache_store_as_file(fs), dir, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, progcache_store_as_file(w.fs), dir, NULL));
     expect_message("a directory");
     CHECK(type_of(dir) == S_IFDIR);
 
-    char *sock_path = path_in(work, "sock");
+    char *sock_path = path_in(w.work, "sock");
     int sock = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     CHECK(sock >= 0 && strlen(sock_path) < sizeof addr.sun_path);
     strcpy(addr.sun_path, sock_path);
     CHECK(bind(sock, (struct sockaddr *)&addr, sizeof addr) == 0);
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, progcache_store_as_file(fs), sock_path, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, progcache_store_as_file(w.fs), sock_path, NULL));
     expect_message("a socket");
     CHECK(type_of(sock_path) == S_IFSOCK);
     close(sock);
 
     /* A link to nothing is refused: nothing is created where it points. */
-    char *nowhere = path_in(work, "nowhere"), *dangling = path_in(work, "dangling");
+    char *nowhere = path_in(w.work, "nowhere"), *dangling = path_in(w.work, "dangling");
     CHECK(symlink(nowhere, dangling) == 0);
-    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, progcache_store_as_file(fs), dangling, NULL));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_file_export(NULL, progcache_store_as_file(w.fs), dangling, NULL));
     expect_message("symbolic link");
     CHECK(type_of(dangling) == S_IFLNK && access(nowhere, F_OK) != 0);
 
     /* A link to a regular file: the file is replaced, the link stays. */
-    char *real = path_in(work, "real.tar"), *link = path_in(work, "link.tar");
+    char *real = path_in(w.work, "real.tar"), *link = path_in(w.work, "link.tar");
     FILE *f = fopen(real, "w");
     CHECK(f && fputs("old contents", f) >= 0 && fclose(f) == 0);
     CHECK(symlink(real, link) == 0);
-    CHECK_OK(progcache_file_export(NULL, progcache_store_as_file(fs), link, NULL));
+    CHECK_OK(progcache_file_export(NULL, progcache_store_as_file(w.fs), link, NULL));
     CHECK(type_of(link) == S_IFLNK && type_of(real) == S_IFREG);
     size_t len;
     char *got = test_read_file(real, &len);
-    CHECK(got && len == ref_len && !memcmp(got, ref, len));
+    CHECK(got && len == w.ref_len && !memcmp(got, w.ref, len));
     free(got);
 
-    progcache_store_free(fs);
-    free(ref);
     free(dir);
     free(sock_path);
     free(nowhere);
     free(dangling);
     free(real);
     free(link);
-    test_rmtree(work);
-    free(cache);
-    free(work);
+    arc_end(&w);
 }
 
 static void test_fifos(void)
 {
-    char *work = test_mkdtemp("arcfifo"), *cache = path_in(work, "cache");
-    fill(cache, 3, 100);
-    progcache_store *fs = open_store(cache, 0);
-    size_t ref_len;
-    char *ref = reference_archive(fs, work, &ref_len);
-    CHECK(ref_len < 65536); /* fits in a pipe's buffer: no second process needed */
-    char *fifo = path_in(work, "fifo");
+    arc_work w = arc_start("arcfifo");
+    CHECK(w.ref_len < 65536); /* fits in a pipe's buffer: no second process needed */
+    char *fifo = path_in(w.work, "fifo");
     CHECK(mkfifo(fifo, 0600) == 0);
 
     /* Nobody reading: refused at once, never waited on. */
-    CHECK_RC(PROGCACHE_EIO, progcache_file_export(NULL, progcache_store_as_file(fs), fifo, NULL));
+    CHECK_RC(PROGCACHE_EIO, progcache_file_export(NULL, progcache_store_as_file(w.fs), fifo, NULL));
     expect_message("nothing is reading");
     CHECK(type_of(fifo) == S_IFIFO);
 
@@ -211,33 +228,29 @@ static void test_fifos(void)
     int rd = open(fifo, O_RDONLY | O_NONBLOCK);
     CHECK(rd >= 0);
     progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
-    CHECK_OK(progcache_file_export(&res, progcache_store_as_file(fs), fifo, NULL));
+    CHECK_OK(progcache_file_export(&res, progcache_store_as_file(w.fs), fifo, NULL));
     CHECK(res.entries == 3);
-    char *got = malloc(ref_len + 1);
-    CHECK(got && read(rd, got, ref_len + 1) == (ssize_t)ref_len && !memcmp(got, ref, ref_len));
+    char *got = malloc(w.ref_len + 1);
+    CHECK(got && read(rd, got, w.ref_len + 1) == (ssize_t)w.ref_len && !memcmp(got, w.ref, w.ref_len));
     close(rd);
     CHECK(type_of(fifo) == S_IFIFO);
 
     /* Import from a FIFO (with its writer): read as a stream. */
     rd = open(fifo, O_RDONLY | O_NONBLOCK);
     int wr = open(fifo, O_WRONLY);
-    CHECK(rd >= 0 && wr >= 0 && write(wr, ref, ref_len) == (ssize_t)ref_len);
+    CHECK(rd >= 0 && wr >= 0 && write(wr, w.ref, w.ref_len) == (ssize_t)w.ref_len);
     close(wr);
-    char *into = path_in(work, "into");
+    char *into = path_in(w.work, "into");
     progcache_store *dst = open_store(into, 0);
     CHECK_OK(progcache_file_import_fd(&res, progcache_store_as_file(dst), rd, "the FIFO", NULL));
     CHECK(res.entries == 3);
     close(rd);
     progcache_store_free(dst);
 
-    progcache_store_free(fs);
     free(got);
-    free(ref);
     free(fifo);
     free(into);
-    test_rmtree(work);
-    free(cache);
-    free(work);
+    arc_end(&w);
 }
 
 /* Snapshot of a cache: names and bytes, to compare two caches. */
@@ -327,23 +340,11 @@ static void test_pipes(void)
     progcache_store_free(fs);
     progcache_store_free(dst);
     free(into);
-    test_rmtree(work);
     free(cache);
-    free(work);
+    test_rmdtemp(work);
 }
 
 /* ---- bounds -------------------------------------------------------------------- */
-
-static void fix_checksum(unsigned char *block)
-{
-    memset(block + 148, ' ', 8);
-    unsigned sum = 0;
-    for (int i = 0; i < TAR_BLOCK; i++)
-        sum += block[i];
-    char num[8];
-    snprintf(num, sizeof num, "%06o", sum);
-    memcpy(block + 148, num, 7);
-}
 
 static const char entry_name[] =
     "entries/ab/00112233445566778899aabbccddeeff00112233445566778899aabbccddee";
@@ -356,7 +357,7 @@ static void header(unsigned char block[TAR_BLOCK], const char *name, char type, 
     snprintf(num, sizeof num, "%011llo", (unsigned long long)size);
     memcpy(block + 124, num, 12);
     block[156] = (unsigned char)type;
-    fix_checksum(block);
+    tar_fix_checksum(block);
 }
 
 /* Feed bytes to import_fd through a pipe, from a child that writes them
@@ -436,8 +437,7 @@ static void test_bounds(void)
     free(archive);
     free(file);
     free(into);
-    test_rmtree(work);
-    free(work);
+    test_rmdtemp(work);
 }
 
 int main(void)

@@ -242,8 +242,7 @@ int main(void)
     test_sign_and_verify(work, &k, &other);
     test_tampered(work, &k);
     test_bad_keys(work, &k);
-    test_rmtree(work);
-    free(work);
+    test_rmdtemp(work);
     puts("test_archive_sign: ok");
     return 0;
 }

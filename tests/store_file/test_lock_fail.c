@@ -9,7 +9,6 @@
  * one warning naming the directory and the errno; the statistics count the
  * failures and the lock-free passes; single-flight without its lock
  * compiles at once, with no second warning; settings can still be set. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -43,34 +42,22 @@ static void on_log(void *ctx, int level, const char *message)
         snprintf(seen->first, sizeof seen->first, "%s", message);
 }
 
+static void add_file(const char *path, void *ctx)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+        *(uint64_t *)ctx += (uint64_t)st.st_size;
+}
+
+static void add_shard(const char *path, void *ctx) { test_each_name(path, add_file, ctx); }
+
 /* What the entries of dir hold now, in bytes: the truth, not a counter. */
 static uint64_t measure(const char *dir)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/entries", dir);
     uint64_t total = 0;
-    DIR *top = opendir(path);
-    if (!top)
-        return 0;
-    struct dirent *s;
-    while ((s = readdir(top))) {
-        if (s->d_name[0] == '.')
-            continue;
-        char shard[4500];
-        snprintf(shard, sizeof shard, "%s/%s", path, s->d_name);
-        DIR *d = opendir(shard);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            char file[4800];
-            struct stat st;
-            snprintf(file, sizeof file, "%s/%s", shard, e->d_name);
-            if (e->d_name[0] != '.' && lstat(file, &st) == 0 && S_ISREG(st.st_mode))
-                total += (uint64_t)st.st_size;
-        }
-        if (d)
-            closedir(d);
-    }
-    closedir(top);
+    test_each_name(path, add_shard, &total);
     return total;
 }
 
@@ -175,8 +162,7 @@ static void run_errno(const char *errname, int errnum)
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
 
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 
     /* One process alone: the cap plus one entry after every put. */
     dir = test_mkdtemp("lockfail-alone");
@@ -226,8 +212,7 @@ static void run_errno(const char *errname, int errnum)
     progcache_buf_free(&buf);
     progcache_close(c);
     tool_says_once(dir, errname);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static const struct {

@@ -29,15 +29,12 @@ import sys
 import tempfile
 import time
 
-BIN = os.environ.get("PROGCACHE_BIN")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
+
+BIN = pt.BIN
 CAP = 1 << 20
-failures = []
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, detail)
 
 
 def env_for(cap=CAP):
@@ -218,9 +215,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--venv", default=None)
     args = ap.parse_args()
-    if not BIN:
-        print("SKIPPED: PROGCACHE_BIN is not set")
-        return 77
+    pt.need_bin()
     venv_py = None
     if args.venv:
         py = os.path.join(args.venv, "bin", "python")
@@ -236,11 +231,7 @@ def main():
         test_killed_writers(work, venv_py)
         if venv_py:
             test_live_cuda_core(work, venv_py)
-    if failures:
-        print("%d failures" % len(failures))
-        return 1
-    print("test_other_writers: ok")
-    return 0
+    return pt.finish("test_other_writers")
 
 
 if __name__ == "__main__":

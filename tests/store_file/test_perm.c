@@ -93,8 +93,7 @@ static void test_private_modes(void)
         snprintf(parent, sizeof parent, "%s/a", base);
         struct stat st;
         CHECK(stat(parent, &st) == 0 && (st.st_mode & 07777) == 0700);
-        test_rmtree(base);
-        free(base);
+        test_rmdtemp(base);
     }
 }
 
@@ -125,8 +124,7 @@ static void test_group_modes(void)
         CHECK(warnings == 1 && strstr(last_warning, "PROGCACHE_SHARED_GROUP"));
         progcache_store_free(st);
         check_modes(dir, 0, 02770, 0640, 0660, geteuid());
-        test_rmtree(base);
-        free(base);
+        test_rmdtemp(base);
     }
 }
 
@@ -261,8 +259,7 @@ static void test_foreign(void)
         _exit(ok ? 0 : 4);
     }
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    test_rmtree(base);
-    free(base);
+    test_rmdtemp(base);
 }
 
 /* The fs helpers: the mode asked for, whatever the umask. */
@@ -288,8 +285,7 @@ static void test_fs_modes(void)
     CHECK(fstatat(dirfd, "d", &st, 0) == 0 && (st.st_mode & 07777) == 02770);
     umask(old);
     close(dirfd);
-    test_rmtree(base);
-    free(base);
+    test_rmdtemp(base);
 }
 
 int main(void)

@@ -32,6 +32,13 @@ static void key_of(unsigned char key[8], unsigned n)
     key[7] = (unsigned char)n;
 }
 
+/* Key n (in key) put into cache with value (a string). */
+static void put_key(progcache *cache, unsigned char key[8], unsigned n, const char *value)
+{
+    key_of(key, n);
+    CHECK_OK(progcache_put(cache, key, 8, value, strlen(value)));
+}
+
 static int remember_name(void *ctx, const progcache_entry *e)
 {
     memcpy(ctx, e->name, 65);
@@ -50,17 +57,6 @@ static void only_entry(char *out, size_t len, const char *dir)
     CHECK(strlen(name) == 64);
     snprintf(out, len, "%s/entries/%.2s/%s", dir, name, name + 2);
     progcache_store_free(fs);
-}
-
-static void flip_byte(const char *path, off_t at)
-{
-    int fd = open(path, O_RDWR);
-    CHECK(fd >= 0);
-    unsigned char c;
-    CHECK(pread(fd, &c, 1, at) == 1);
-    c ^= 0x20;
-    CHECK(pwrite(fd, &c, 1, at) == 1);
-    close(fd);
 }
 
 static void test_counting(void)
@@ -116,7 +112,7 @@ static void test_counting(void)
     char entry[1024];
     only_entry(entry, sizeof entry, dir);
     if (getxattr(entry, "user.progcache.sha256", NULL, 0) > 0) { /* sealed */
-        flip_byte(entry, 2);
+        test_flip_byte(entry, 2, 0x20);
         CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, other, key, sizeof key));
         s = stats_of(other);
         CHECK(s.corrupt_removed == 1 && s.misses == 2);
@@ -134,9 +130,7 @@ static void test_counting(void)
 
     progcache_buf_free(&buf);
     progcache_close(other);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 static void test_evictions_and_cap(void)
@@ -171,9 +165,7 @@ static void test_evictions_and_cap(void)
     CHECK(after.evictions == s.evictions + pr.removed);
     CHECK(after.evicted_bytes == s.evicted_bytes + pr.removed_bytes);
     progcache_store_free(fs);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* ---- many counters at once ------------------------------------------------ */
@@ -229,12 +221,10 @@ static int child(const char *dir, int id)
 
 static void test_processes(void)
 {
-    char *dir = test_mkdtemp("statsprocs");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "statsprocs");
     unsigned char key[8];
-    key_of(key, 200);
-    CHECK_OK(progcache_put(cache, key, sizeof key, "shared", 6));
+    put_key(cache, key, 200, "shared");
     CHECK_OK(progcache_stats_reset(cache));
     pid_t pids[PROCS];
     for (int p = 0; p < PROCS; p++) {
@@ -252,18 +242,15 @@ static void test_processes(void)
     /* Exact: atomic adds lose nothing, however the slots were shared. */
     CHECK(s.hits == (uint64_t)PROCS * THREADS * OPS);
     CHECK(s.misses == (uint64_t)PROCS * OPS);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* ---- layout, read-only, no directory ------------------------------------ */
 
 static void test_bad_layout_replaced(void)
 {
-    char *dir = test_mkdtemp("statslayout");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "statslayout");
     unsigned char key[8];
     key_of(key, 1);
     progcache_buf buf = PROGCACHE_BUF_INIT;
@@ -293,8 +280,7 @@ static void test_bad_layout_replaced(void)
         CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 512);
     }
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void test_readonly(void)
@@ -303,8 +289,7 @@ static void test_readonly(void)
     progcache *cache, *ro;
     CHECK_OK(progcache_open(&cache, dir, NULL));
     unsigned char key[8];
-    key_of(key, 1);
-    CHECK_OK(progcache_put(cache, key, sizeof key, "value", 5));
+    put_key(cache, key, 1, "value");
     progcache_options opts = PROGCACHE_OPTIONS_INIT;
     opts.flags = PROGCACHE_FILE_READONLY;
     CHECK_OK(progcache_open(&ro, dir, &opts));
@@ -351,23 +336,18 @@ static void test_readonly(void)
     CHECK_RC(PROGCACHE_EINVAL, progcache_stats_reset(NULL));
 
     progcache_buf_free(&buf);
-    progcache_close(cache);
-    test_rmtree(plain);
-    free(plain);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, plain);
+    test_rmdtemp(dir);
 }
 
 /* A caller built against version 1 of progcache_stats has a shorter
  * struct: the library fills exactly that much, whatever lies beyond. */
 static void test_version_1(void)
 {
-    char *dir = test_mkdtemp("statsv1");
-    progcache *cache;
-    CHECK_OK(progcache_open(&cache, dir, NULL));
+    char *dir;
+    progcache *cache = test_cache_tmp(&dir, "statsv1");
     unsigned char key[8];
-    key_of(key, 1);
-    CHECK_OK(progcache_put(cache, key, sizeof key, "abc", 3));
+    put_key(cache, key, 1, "abc");
     progcache__cache_record(cache, PROGCACHE_STAT_PCH_HITS, 5);
     progcache__cache_record(cache, PROGCACHE_STAT_NAMES_LEARNED, 3);
     /* Version 2 starts with names_learned; the remote tier's fields and
@@ -386,9 +366,7 @@ static void test_version_1(void)
     progcache_stats s = stats_of(cache);
     CHECK(s.version == PROGCACHE_STATS_VERSION && s.pch_hits == 5 && s.names_learned == 3 &&
           s.stores == 1);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 /* Version 2 of progcache_stats: names_learned first (position 30), then
@@ -458,9 +436,7 @@ static void test_versions(void)
     CHECK(v1->version == 2 && v1->pch_fallbacks == 290);
     for (size_t i = offsetof(progcache_stats, sidecar_seals); i < sizeof raw; i++)
         CHECK(raw[i] == 0xab);
-    progcache_close(cache);
-    test_rmtree(dir);
-    free(dir);
+    test_cache_done(cache, dir);
 }
 
 int main(void)

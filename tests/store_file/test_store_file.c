@@ -79,14 +79,13 @@ static void test_layout_and_round_trip(void)
     CHECK_OK(progcache_store_count(&count, s));
     CHECK(count == 0);
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "x", 1));
-    CHECK(count_files(tmp) == 0);
+    CHECK(test_count_names(tmp, 0) == 0);
 
     progcache_store_free(s2);
     progcache_store_free(s);
     progcache_store_free(NULL);
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* The directory cuda.core's FileStreamProgramCache wrote is readable as is:
@@ -144,8 +143,7 @@ static void test_reads_cuda_core_cache(void)
     free(lines);
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void set_atime(const char *path, time_t when)
@@ -207,11 +205,10 @@ static void test_eviction_lru(void)
     }
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s/progcache/tmp", dir);
-    CHECK(count_files(tmp) == 0); /* evicted files do not linger in progcache/tmp/ */
+    CHECK(test_count_names(tmp, 0) == 0); /* evicted files do not linger in progcache/tmp/ */
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* Counters that drifted (entries added behind progcache's back, as
@@ -268,8 +265,7 @@ static void test_accounting_drift_corrected(void)
     CHECK(real_bytes == bytes && real_count == count);
     progcache_store_free(other);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* Threads sharing one handle: every value read is the one written for its
@@ -321,8 +317,7 @@ static void test_threads(void)
         expected += 100 + (uint64_t)k % 500;
     CHECK(count == THREADS * KEYS_PER_THREAD / 4 && bytes == expected);
     progcache_store_free(shared_store);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* A bit flipped on disk after the put is caught by the entry's SHA-256:
@@ -368,8 +363,7 @@ static void test_digest_catches_flips(void)
     progcache_store_free(fast);
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* Entries planted by another user are not trusted unless the cache is
@@ -405,8 +399,7 @@ static void test_trust(void)
     }
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

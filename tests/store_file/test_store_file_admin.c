@@ -148,8 +148,7 @@ static void test_foreach(void)
     progcache_store_free(mem);
     progcache_buf_free(&buf);
     progcache_store_free(fs);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 typedef struct problems {
@@ -261,8 +260,7 @@ static void test_verify(void)
     opts.flags = 0x100;
     CHECK_RC(PROGCACHE_EINVAL, progcache_file_verify(&res, progcache_store_as_file(fs), &opts));
     progcache_store_free(fs);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void set_atime(const char *dir, const char *name, time_t when)
@@ -331,8 +329,7 @@ static void test_prune(void)
     progcache_store_free(rofs);
     CHECK_RC(PROGCACHE_EINVAL, progcache_file_prune(&pr, progcache_store_as_file(fs), NULL));
     progcache_store_free(fs);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

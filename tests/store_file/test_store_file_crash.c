@@ -11,33 +11,21 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "values.h"
 
 #define ROUNDS 200
 #define KEYS 16
-#define MAGIC 0x43525348u /* "CRSH" */
+/* Values of up to 200064 bytes (header "CRSH"). */
+static const test_values values = {0x43525348u, 64, 200000, 7919, 104729, 1};
 
 static size_t make_value(unsigned char *out, uint32_t key, uint32_t version)
 {
-    uint32_t len = 64 + (key * 7919 + version * 104729) % 200000;
-    uint32_t hdr[4] = {MAGIC, key, version, len};
-    memcpy(out, hdr, sizeof hdr);
-    uint32_t x = key * 2654435761u ^ version;
-    for (uint32_t i = 16; i < len; i++) {
-        x = x * 1103515245u + 12345u;
-        out[i] = (unsigned char)(x >> 16);
-    }
-    return len;
+    return test_value_make(out, &values, key, version);
 }
 
 static int value_ok(const unsigned char *v, size_t size, uint32_t key, unsigned char *scratch)
 {
-    uint32_t hdr[4];
-    if (size < 16)
-        return 0;
-    memcpy(hdr, v, sizeof hdr);
-    if (hdr[0] != MAGIC || hdr[1] != key || hdr[3] != size)
-        return 0;
-    return make_value(scratch, key, hdr[2]) == size && memcmp(scratch, v, size) == 0;
+    return test_value_ok(v, size, &values, key, scratch);
 }
 
 static void writer(const char *dir, uint32_t seed)
@@ -136,8 +124,7 @@ int main(void)
     progcache_store_free(s);
     CHECK(checked > 0);
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("test_store_file_crash: all passed\n");
     return 0;
 }

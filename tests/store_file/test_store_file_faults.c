@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "fs.h"
+#include "fs_faults.h"
 #include "sha256.h"
 #include "store_file_fixture.h"
 
@@ -57,8 +57,7 @@ static void test_recovery(void)
     CHECK(stat(young, &st) == 0);
     progcache_store_free(s);
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* Symbolic links in place of entries or shard directories are not followed. */
@@ -136,8 +135,7 @@ static void test_symlinks_not_followed(void)
     CHECK_RC(PROGCACHE_ENOTFOUND, progcache_store_get(&buf, s, "other", 5));
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 static void test_bad_directories(void)
@@ -189,8 +187,7 @@ static void test_bad_directories(void)
     CHECK_RC(PROGCACHE_EIO, progcache_store_file_new(&s, missing, &opts));
     CHECK(!path_exists(dir, "missing"));
     progcache_buf_free(&buf);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* A directory without permission, seen by an unprivileged user. */
@@ -217,8 +214,7 @@ static void test_permission_denied(void)
     int status;
     CHECK(waitpid(pid, &status, 0) == pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 /* Failing system calls (full disk, I/O errors, read-only media): a clear
@@ -228,23 +224,14 @@ static void test_injected_faults(void)
     char *dir = test_mkdtemp("faults");
     progcache_store *s = open_store(dir, 0);
     CHECK_OK(progcache_store_put(s, "k", 1, "old", 3));
-    struct {
-        progcache__fs_op op;
-        int err;
-        const char *words;
-    } cases[] = {
-        {PROGCACHE_FS_WRITE, ENOSPC, "disk is full"},
-        {PROGCACHE_FS_FSYNC, EIO, "Input/output error"},
-        {PROGCACHE_FS_RENAME, EROFS, "read-only"},
-        {PROGCACHE_FS_OPEN, EACCES, "permission"},
-    };
+    const test_fs_fault *cases = test_fs_faults;
     progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT; /* with fsync */
     progcache_store *synced = NULL;
     CHECK_OK(progcache_store_file_new(&synced, dir, &opts));
     progcache_buf buf = PROGCACHE_BUF_INIT;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s/progcache/tmp", dir);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < test_fs_num_faults; i++) {
         progcache__fs_fail(cases[i].op, 1, cases[i].err);
         CHECK_RC(PROGCACHE_EIO, progcache_store_put(synced, "k", 1, "new", 3));
         if (!strstr(progcache_error_last(), cases[i].words)) {
@@ -256,7 +243,7 @@ static void test_injected_faults(void)
         progcache__fs_fail_reset();
         CHECK_OK(progcache_store_get(&buf, synced, "k", 1));
         CHECK(buf.size == 3 && memcmp(buf.data, "old", 3) == 0);
-        CHECK(count_files(tmp) == 0);
+        CHECK(test_count_names(tmp, 0) == 0);
     }
     /* mkdir: progcache/tmp/ was removed and cannot be made again
      * (read-only now). */
@@ -305,8 +292,7 @@ static void test_injected_faults(void)
     progcache_buf_free(&buf);
     progcache_store_free(synced);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

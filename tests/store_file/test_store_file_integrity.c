@@ -126,8 +126,7 @@ int main(void)
     progcache_buf_free(&got);
     progcache_buf_free(&cubin);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("test_store_file_integrity: all passed\n");
     return 0;
 }

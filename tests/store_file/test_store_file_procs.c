@@ -7,38 +7,23 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "values.h"
 
 #define PROCS 16
 #define OPS 5000
 #define KEYS 64
-#define MAGIC 0x50434b56u /* "PCKV" */
+/* Values of up to 6016 bytes (header "PCKV"). */
+static const test_values values = {0x50434b56u, 16, 6000, 977, 131, 40503u};
 
-/* value = magic, key id, version, length, then bytes derived from all
- * three, so a reader can tell a right value from a torn or foreign one. */
 static size_t make_value(unsigned char *out, uint32_t key, uint32_t version)
 {
-    uint32_t len = 16 + (key * 977 + version * 131) % 6000;
-    uint32_t hdr[4] = {MAGIC, key, version, len};
-    memcpy(out, hdr, sizeof hdr);
-    uint32_t x = key * 2654435761u ^ version * 40503u;
-    for (uint32_t i = 16; i < len; i++) {
-        x = x * 1103515245u + 12345u;
-        out[i] = (unsigned char)(x >> 16);
-    }
-    return len;
+    return test_value_make(out, &values, key, version);
 }
 
 static int value_ok(const unsigned char *v, size_t size, uint32_t key)
 {
     static unsigned char expect[6100];
-    uint32_t hdr[4];
-    if (size < 16)
-        return 0;
-    memcpy(hdr, v, sizeof hdr);
-    if (hdr[0] != MAGIC || hdr[1] != key || hdr[3] != size)
-        return 0;
-    size_t len = make_value(expect, key, hdr[2]);
-    return len == size && memcmp(expect, v, size) == 0;
+    return test_value_ok(v, size, &values, key, expect);
 }
 
 static int worker(const char *dir, int id, uint64_t cap)
@@ -127,8 +112,7 @@ static void run(uint64_t cap)
            (unsigned long long)on_disk);
     progcache_buf_free(&buf);
     progcache_store_free(s);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

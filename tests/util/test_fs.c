@@ -41,8 +41,7 @@ int main(void)
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
     close(dirfd);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
     printf("test_fs: all passed\n");
     return 0;
 }

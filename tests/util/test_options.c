@@ -87,8 +87,7 @@ static void test_public_structs(void)
     CHECK_RC(PROGCACHE_EINVAL, progcache_compile_or_load(&r, NULL, &p));
     CHECK(strstr(progcache_error_last(), "PROGCACHE_PROGRAM_INIT"));
     progcache_program_result_release(&r);
-    test_rmtree(dir);
-    free(dir);
+    test_rmdtemp(dir);
 }
 
 int main(void)

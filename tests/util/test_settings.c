@@ -102,18 +102,25 @@ static void test_file_text(void)
     CHECK(progcache_settings_find(&s, "max_size")->number == 0);
     CHECK_OK(apply(&s, ""));
 
-    expect_error(&s, "max_size = 10X\n", "/c/progcache/config:1: max_size = \"10X\": not a size");
-    expect_error(&s, "\n\nlow_water_percent = 0\n", "config:3: low_water_percent = \"0\"");
-    expect_error(&s, "low_water_percent = 101\n", "from 1 to 100");
-    expect_error(&s, "low_water_percent = 50K\n", "not a percentage");
-    expect_error(&s, "max_artifact_size = 0\n", "max_artifact_size = \"0\"");
-    expect_error(&s, "no_fsync = maybe\n", "true or false");
-    expect_error(&s, "max_szie = 1G\n", "config:1: unknown setting \"max_szie\"");
-    expect_error(&s, "max_size 1G\n", "config:1: \"max_size 1G\" is not a setting");
-    expect_error(&s, "= 1G\n", "is not a setting");
-    expect_error(&s, "max_size =\n", "max_size has no value");
-    expect_error(&s, "max_size = 1G\nmax_size = 2G\n", "set twice (lines 1 and 2)");
-    expect_error(&s, "remote = redis://x\n", "environment only (PROGCACHE_REMOTE)");
+    /* A line that is refused, and what its message must say. */
+    static const struct {
+        const char *text, *words;
+    } refused[] = {
+        {"max_size = 10X\n", "/c/progcache/config:1: max_size = \"10X\": not a size"},
+        {"\n\nlow_water_percent = 0\n", "config:3: low_water_percent = \"0\""},
+        {"low_water_percent = 101\n", "from 1 to 100"},
+        {"low_water_percent = 50K\n", "not a percentage"},
+        {"max_artifact_size = 0\n", "max_artifact_size = \"0\""},
+        {"no_fsync = maybe\n", "true or false"},
+        {"max_szie = 1G\n", "config:1: unknown setting \"max_szie\""},
+        {"max_size 1G\n", "config:1: \"max_size 1G\" is not a setting"},
+        {"= 1G\n", "is not a setting"},
+        {"max_size =\n", "max_size has no value"},
+        {"max_size = 1G\nmax_size = 2G\n", "set twice (lines 1 and 2)"},
+        {"remote = redis://x\n", "environment only (PROGCACHE_REMOTE)"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        expect_error(&s, refused[i].text, refused[i].words);
     const char nul[] = "max_size = 1G\n\0x\n";
     progcache__settings_release(&s);
     CHECK_OK(progcache__settings_init(&s, "/c"));

@@ -149,8 +149,7 @@ int main(void)
     close(fd);
 
     expect("", 0, EINVAL, "the path is empty");
-    test_rmtree(root);
-    free(root);
+    test_rmdtemp(root);
     puts("test_trusted_path: ok");
     return 0;
 }
