@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cuda_fixtures.h"
+#include "procs.h"
 #include "progcache/stats.h"
 
 #define THREADS 8
@@ -87,12 +88,11 @@ int main(void)
             _exit(compiled ? 10 : 11);
         }
     }
-    int proc_compiles = 0;
+    int proc_compiles = 0, status[PROCS];
+    test_reap(pids, PROCS, status);
     for (int i = 0; i < PROCS; i++) {
-        int status;
-        CHECK(waitpid(pids[i], &status, 0) == pids[i]);
-        CHECK(WIFEXITED(status) && (WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 11));
-        proc_compiles += WEXITSTATUS(status) == 10;
+        CHECK(status[i] == 10 || status[i] == 11);
+        proc_compiles += status[i] == 10;
     }
     printf("processes: %d compile(s)\n", proc_compiles);
     CHECK(proc_compiles == 1);

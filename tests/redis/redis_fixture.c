@@ -558,3 +558,17 @@ progcache_redis_counters test_redis_counters(const progcache_store *s)
     CHECK_OK(progcache_redis_counters_get(&c, s));
     return c;
 }
+
+long long test_redis_info(const test_redis *r, const char *section, const char *field)
+{
+    const char *info[] = {"INFO", section};
+    test_reply *reply = test_redis_cmd(r, 2, info, NULL);
+    CHECK(reply && reply->type == '$' && reply->str);
+    char want[64];
+    snprintf(want, sizeof want, "%s:", field);
+    const char *p = strstr(reply->str, want);
+    CHECK(p != NULL);
+    long long n = atoll(p + strlen(want));
+    test_reply_free(reply);
+    return n;
+}

@@ -65,6 +65,10 @@ typedef struct test_reply {
  * NULL when the server cannot be reached. lens NULL: strlen of each arg. */
 test_reply *test_redis_cmd(const test_redis *r, int argc, const char **argv,
                            const size_t *lens);
+
+/* The number after "<field>:" in the server's INFO <section> (checked to
+ * be there). */
+long long test_redis_info(const test_redis *r, const char *section, const char *field);
 void test_reply_free(test_reply *reply);
 
 /* Shorthands that CHECK-fail when the server cannot be reached. */

@@ -91,36 +91,53 @@ static void expect_accepted(const char *secret)
     progcache_close(c);
 }
 
-static void test_unusable_files(void)
+/* A secret file of these bytes and mode, refused with code and a message
+ * containing why, or accepted (why NULL). */
+typedef struct secret_case {
+    const char *name, *data;
+    size_t size;
+    mode_t mode;
+    int code;
+    const char *why;
+} secret_case;
+
+static void run_cases(const secret_case *cases, size_t n)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/empty", scratch);
-    write_file(path, "", 0, 0600);
-    expect_refused(path, PROGCACHE_EINVAL,
-                   "is empty: a shared secret must be at least 16 bytes (openssl rand 32 > "
-                   "FILE");
-    snprintf(path, sizeof path, "%s/newline", scratch);
-    write_file(path, "\n", 1, 0600);
-    expect_refused(path, PROGCACHE_EINVAL, "is empty: a shared secret must be at least 16");
-    snprintf(path, sizeof path, "%s/short", scratch);
-    write_file(path, "fifteen bytes..\n", 16, 0600); /* 15 once the newline is dropped */
-    expect_refused(path, PROGCACHE_EINVAL,
-                   "holds only 15 bytes: a shared secret must be at least 16 bytes");
-    snprintf(path, sizeof path, "%s/one", scratch);
-    write_file(path, "x", 1, 0600);
-    expect_refused(path, PROGCACHE_EINVAL, "holds only 1 byte: ");
+    for (size_t i = 0; i < n; i++) {
+        const secret_case *t = &cases[i];
+        snprintf(path, sizeof path, "%s/%s", scratch, t->name);
+        write_file(path, t->data, t->size, t->mode);
+        if (t->mode == 0000 && geteuid() == 0)
+            printf("%s secret file: not tested (running as root, which reads any file)\n",
+                   t->name);
+        else if (t->why)
+            expect_refused(path, t->code, t->why);
+        else
+            expect_accepted(path);
+    }
+}
 
+#define KEY32 "0123456789abcdef0123456789abcdef"
+
+static void test_unusable_files(void)
+{
+    static const secret_case cases[] = {
+        {"empty", "", 0, 0600, PROGCACHE_EINVAL,
+         "is empty: a shared secret must be at least 16 bytes (openssl rand 32 > FILE"},
+        {"newline", "\n", 1, 0600, PROGCACHE_EINVAL,
+         "is empty: a shared secret must be at least 16"},
+        /* 15 once the newline is dropped. */
+        {"short", "fifteen bytes..\n", 16, 0600, PROGCACHE_EINVAL,
+         "holds only 15 bytes: a shared secret must be at least 16 bytes"},
+        {"one", "x", 1, 0600, PROGCACHE_EINVAL, "holds only 1 byte: "},
+        {"unreadable", KEY32, 32, 0000, PROGCACHE_EIO, "cannot be opened: Permission denied"},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+
+    char path[4096];
     snprintf(path, sizeof path, "%s/missing", scratch);
     expect_refused(path, PROGCACHE_EIO, "cannot be opened: No such file or directory");
-
-    snprintf(path, sizeof path, "%s/unreadable", scratch);
-    write_file(path, "0123456789abcdef0123456789abcdef", 32, 0000);
-    if (geteuid() == 0)
-        printf("unreadable secret file: not tested (running as root, which reads any "
-               "file)\n");
-    else
-        expect_refused(path, PROGCACHE_EIO, "cannot be opened: Permission denied");
-
     snprintf(path, sizeof path, "%s/fifo", scratch);
     CHECK(mkfifo(path, 0600) == 0);
     expect_refused(path, PROGCACHE_EINVAL, "is a FIFO, not a regular file");
@@ -136,19 +153,16 @@ static void test_unusable_files(void)
 
 static void test_permissions(void)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/world-readable", scratch);
-    write_file(path, "0123456789abcdef0123456789abcdef", 32, 0644);
-    expect_refused(path, PROGCACHE_EINVAL,
-                   "can be read by every user (mode 0644): anyone on this machine could forge "
-                   "cache entries with it; make it private (chmod o-rwx FILE)");
-    snprintf(path, sizeof path, "%s/world-writable", scratch);
-    write_file(path, "0123456789abcdef0123456789abcdef", 32, 0602);
-    expect_refused(path, PROGCACHE_EINVAL, "can be written by every user (mode 0602)");
-    /* A group may share a secret (a cache shared by a team). */
-    snprintf(path, sizeof path, "%s/group", scratch);
-    write_file(path, "0123456789abcdef0123456789abcdef", 32, 0640);
-    expect_accepted(path);
+    static const secret_case cases[] = {
+        {"world-readable", KEY32, 32, 0644, PROGCACHE_EINVAL,
+         "can be read by every user (mode 0644): anyone on this machine could forge cache "
+         "entries with it; make it private (chmod o-rwx FILE)"},
+        {"world-writable", KEY32, 32, 0602, PROGCACHE_EINVAL,
+         "can be written by every user (mode 0602)"},
+        /* A group may share a secret (a cache shared by a team). */
+        {"group", KEY32, 32, 0640, 0, NULL},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* The path to the file (rule 4): reached through directories nobody else

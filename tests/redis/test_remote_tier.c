@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "procs.h"
 #include "progcache/cuda.h"
 #include "progcache/remote.h"
 #include "progcache/stats.h"
@@ -143,31 +144,23 @@ static int node(int i)
     return rc ? 1 : compiled ? 10 : 11;
 }
 
+static int node_child(size_t i, void *ctx)
+{
+    (void)ctx;
+    return node((int)i);
+}
+
 static void test_cross_node_single_flight(void)
 {
-    int go[2];
-    CHECK(pipe(go) == 0);
+    test_gate gate;
     pid_t pids[NODES];
+    int status[NODES], compiles = 0;
+    test_gate_fork(&gate, pids, NODES, node_child, NULL);
+    test_gate_open(&gate);
+    test_reap(pids, NODES, status);
     for (int i = 0; i < NODES; i++) {
-        pids[i] = fork();
-        CHECK(pids[i] >= 0);
-        if (pids[i] == 0) {
-            char x;
-            close(go[1]);
-            if (read(go[0], &x, 1) != 1)
-                _exit(2);
-            _exit(node(i));
-        }
-    }
-    close(go[0]);
-    CHECK(write(go[1], "gggg", NODES) == NODES);
-    close(go[1]);
-    int compiles = 0;
-    for (int i = 0; i < NODES; i++) {
-        int status;
-        CHECK(waitpid(pids[i], &status, 0) == pids[i]);
-        CHECK(WIFEXITED(status) && (WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 11));
-        compiles += WEXITSTATUS(status) == 10;
+        CHECK(status[i] == 10 || status[i] == 11);
+        compiles += status[i] == 10;
     }
     printf("cross-node: %d nodes, %d compile(s)\n", NODES, compiles);
     CHECK(compiles == 1);

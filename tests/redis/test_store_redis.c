@@ -56,14 +56,7 @@ static void check_miss(progcache_store *s, const void *key, size_t key_len)
 /* Connections the server has accepted since it started. */
 static long long connections_received(void)
 {
-    const char *info[] = {"INFO", "stats"};
-    test_reply *r = test_redis_cmd(&server, 2, info, NULL);
-    CHECK(r && r->type == '$' && r->str);
-    const char *p = strstr(r->str, "total_connections_received:");
-    CHECK(p != NULL);
-    long long n = atoll(p + strlen("total_connections_received:"));
-    test_reply_free(r);
-    return n;
+    return test_redis_info(&server, "stats", "total_connections_received");
 }
 
 static void test_round_trip(void)

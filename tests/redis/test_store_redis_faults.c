@@ -37,6 +37,19 @@ static int get_rc(progcache_store *s, const char *key)
     return rc;
 }
 
+/* The slowest of n gets of "k", each of which must miss. */
+static double worst_misses_ms(progcache_store *s, int n)
+{
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        double t0 = test_now_ms();
+        CHECK_RC(PROGCACHE_ENOTFOUND, get_rc(s, "k"));
+        double t = test_now_ms() - t0;
+        worst = t > worst ? t : worst;
+    }
+    return worst;
+}
+
 /* Nothing listening: refused at once, three errors, then back-off. */
 static void test_down_at_start(void)
 {
@@ -107,13 +120,7 @@ static void test_connect_timeout(void)
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(a.sin_port));
     progcache_store *s = open_store(url, PROGCACHE_REDIS_SYNC_PUT, 100, 60000);
-    double worst = 0;
-    for (int i = 0; i < 10; i++) {
-        double t0 = test_now_ms();
-        CHECK_RC(PROGCACHE_ENOTFOUND, get_rc(s, "k"));
-        double t = test_now_ms() - t0;
-        worst = t > worst ? t : worst;
-    }
+    double worst = worst_misses_ms(s, 10);
     progcache_redis_counters c = test_redis_counters(s);
     CHECK(c.errors == 3 && c.timeouts == 3 && c.backoffs == 1 && c.skipped_backoff == 7);
     CHECK(worst < 2000);
@@ -142,14 +149,7 @@ static void *race_get(void *arg)
 
 static long long connected_clients(const test_redis *server)
 {
-    const char *info[] = {"INFO", "clients"};
-    test_reply *r = test_redis_cmd(server, 2, info, NULL);
-    CHECK(r && r->type == '$' && r->str);
-    const char *p = strstr(r->str, "connected_clients:");
-    CHECK(p != NULL);
-    long long n = atoll(p + strlen("connected_clients:"));
-    test_reply_free(r);
-    return n;
+    return test_redis_info(server, "clients", "connected_clients");
 }
 
 static void fill_pool(progcache_store *s, const test_redis *server, long long want)
@@ -244,13 +244,7 @@ static void test_stopped_server(void)
     progcache_redis_counters base = test_redis_counters(s), abase = test_redis_counters(async);
 
     test_redis_pause(&server);
-    double worst = 0;
-    for (int i = 0; i < 10; i++) {
-        double t0 = test_now_ms();
-        CHECK_RC(PROGCACHE_ENOTFOUND, get_rc(s, "k"));
-        double t = test_now_ms() - t0;
-        worst = t > worst ? t : worst;
-    }
+    double worst = worst_misses_ms(s, 10);
     progcache_redis_counters c = test_redis_counters(s);
     /* The pooled connection, then two new ones (the kernel completes the
      * TCP handshake for a stopped process), each ran out of time. */
