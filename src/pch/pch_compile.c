@@ -222,7 +222,7 @@ static int use(pch_job *job, pch_found *found, progcache_buf *out, progcache_buf
         /* A compile error is left to the compile without a PCH, whose
          * message is the one the caller would get without the tier. */
         take(job, out, log, &r);
-        progcache__pch_touch(found->fd);
+        progcache__pch_touch(job->tier->dir_fd, m->pch, found->fd);
         progcache__pch_count(job, PROGCACHE_STAT_PCH_HITS, 1);
         double ms = progcache__clock_ms() - t;
         if ((double)m->plain_ms > ms)
@@ -275,7 +275,7 @@ static int keep(pch_job *job, pch_result *r, const char *name, const pch_seen *s
         progcache__pch_log(job->program, PROGCACHE_LOG_INFO,
                            "progcache: PCH for %.16s... not kept: %s", job->hex, why);
     } else if ((fd = progcache__fs_open_regular(tier->dir_fd, name, O_RDONLY, 0, &st)) < 0 ||
-               progcache__pch_checksum(fd, (uint64_t)st.st_size, &m.pch_sum) != 0) {
+               progcache__pch_digest(fd, (uint64_t)st.st_size, m.pch_sha) != 0) {
         progcache__pch_log(job->program, PROGCACHE_LOG_WARN,
                            "progcache: the PCH made for %.16s... cannot be read: %s", job->hex,
                            strerror(errno));
@@ -287,6 +287,15 @@ static int keep(pch_job *job, pch_result *r, const char *name, const pch_seen *s
                                 (unsigned long long)tier->settings.max_size);
     } else if (progcache__pch_publish(tier, &m) == PROGCACHE_OK) {
         rc = 0;
+        /* Its stamp, with the identity it has now that it is published
+         * (stat'ed again: the same file, unchanged since it was hashed),
+         * so that no use need read it again until it changes. */
+        struct stat now;
+        pch_ident hashed, published;
+        progcache__pch_ident_of(&hashed, &st);
+        if (fstat(fd, &now) == 0 && (progcache__pch_ident_of(&published, &now),
+                                     progcache__pch_ident_same(&hashed, &published)))
+            progcache__pch_stamp_write(tier->dir_fd, name, m.pch_sha, &published);
     }
     if (fd >= 0)
         close(fd);

@@ -6,6 +6,7 @@
  *   pch_compile.c   the decisions: use, create, or compile as before
  *   pch_prefix.c    the leading #include block of a program and the PCH key
  *   pch_manifest.c  what a PCH was made from, and checking it still holds
+ *   pch_verify.c    the PCH file's bytes: SHA-256, skipped while its stamp holds
  *   pch_dir.c       progcache/pch-<uid>/: finding, publishing, the budget
  *   pch_helper.c    running the compile helper (helper/nvrtc_helper.c)
  *   pch_inproc.c    PCHs of one process, when the helper cannot share them */
@@ -14,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "config.h"
@@ -130,7 +132,8 @@ typedef struct pch_dep {
 typedef struct pch_manifest {
     char key[PCH_KEY_HEX + 1];
     char pch[PCH_NAME_MAX]; /* the PCH file's name in the directory */
-    uint64_t pch_size, pch_sum;
+    uint64_t pch_size;
+    unsigned char pch_sha[32]; /* SHA-256 of the PCH file */
     uint64_t heap_addr, heap_size;
     uint64_t plain_ms; /* a compile without the PCH, when it was made */
     uint64_t use_ms;   /* the first compile with it */
@@ -157,10 +160,42 @@ int progcache__pch_deps_check(pch_manifest *m, char *why, size_t why_len, int *m
  * bytes than were hashed). 0, or 1 with why. */
 int progcache__pch_deps_hash(pch_manifest *m, char *why, size_t why_len);
 
-/* The fast checksum of the whole file fd (size bytes): an accident check
- * (damage, truncation), not a defence against an attacker, who would have
- * to be this user already. 0, or -1 with errno (a short file: EIO). */
-int progcache__pch_checksum(int fd, uint64_t size, uint64_t *out);
+/* ---- the PCH file's bytes (pch_verify.c) ---------------------------------- */
+
+/* A file's identity: what changes when its bytes can have (a write, a
+ * truncation, a copy or restore over it, another file in its place). */
+typedef struct pch_ident {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+} pch_ident;
+void progcache__pch_ident_of(pch_ident *out, const struct stat *st);
+int progcache__pch_ident_same(const pch_ident *a, const pch_ident *b);
+
+/* SHA-256 of the whole file fd (size bytes). 0, or -1 with errno (a file
+ * shorter than size: EIO). */
+int progcache__pch_digest(int fd, uint64_t size, unsigned char out[32]);
+/* How many full reads progcache__pch_digest made in this process (tests). */
+extern unsigned long progcache__pch_full_checks;
+
+/* Whether fd (the PCH file pch in dir_fd, to be used through fd) holds the
+ * bytes whose SHA-256 is sha: at once when the stamp <key>.stamp vouches
+ * for fd's identity as it is now, else by reading it in full (*full set),
+ * after which the stamp is written. 0 intact; 1 damaged (another size,
+ * short, other bytes); -1 with errno when it could not be told. */
+int progcache__pch_verify(int dir_fd, int fd, const char *pch, uint64_t size,
+                          const unsigned char sha[32], int *full);
+/* The stamp of pch: 1 with the identity it vouches for (a stamp of this
+ * user, nobody else can write, exactly as progcache writes it for pch and
+ * sha), else 0. */
+int progcache__pch_stamp_read(int dir_fd, const char *pch, const unsigned char sha[32],
+                              pch_ident *out);
+/* Write (replace) the stamp of pch: its bytes, checked, are sha's at id. */
+void progcache__pch_stamp_write(int dir_fd, const char *pch, const unsigned char sha[32],
+                                const pch_ident *id);
+void progcache__pch_stamp_remove(int dir_fd, const char *pch);
+/* Mark pch (open as fd) used now, for eviction: its stamp's times (the
+ * PCH's access time when it has no stamp; see pch_verify.c). */
+void progcache__pch_touch(int dir_fd, const char *pch, int fd);
 
 /* ---- the directory (pch_dir.c) -------------------------------------------- */
 
@@ -170,7 +205,7 @@ int progcache__pch_checksum(int fd, uint64_t size, uint64_t *out);
 void progcache__pch_dir_open(progcache__pch_tier *tier, const char *cache_dir);
 
 /* A usable PCH for job: its manifest and an open descriptor of its file,
- * checked (deps, size, checksum). */
+ * checked (deps, size, SHA-256 or its stamp). */
 typedef struct pch_found {
     pch_manifest manifest;
     int fd;
@@ -210,9 +245,6 @@ void progcache__pch_seen_write(progcache__pch_tier *tier, const char *hex, const
 /* The marker that this NVRTC build cannot have its heap pinned. */
 int progcache__pch_nopin_read(progcache__pch_tier *tier);
 void progcache__pch_nopin_write(progcache__pch_tier *tier);
-
-/* Mark fd's PCH used now (its access time orders eviction). */
-void progcache__pch_touch(int fd);
 
 /* Keep the directory's PCHs within the budget (least recently used go
  * first, never keep), and sweep what crashed processes left. A no-op
