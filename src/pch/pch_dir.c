@@ -268,8 +268,8 @@ int progcache__pch_find(pch_found *out, const pch_job *job, char *why, size_t wh
     if (st.st_uid != geteuid() || (uint64_t)st.st_size != m->pch_size)
         return reject(out, job, m->pch, why, why_len, "its file %s has another size or owner",
                       m->pch);
-    int full;
-    rc = progcache__pch_verify(tier->dir_fd, out->fd, m->pch, m->pch_size, m->pch_sha, &full);
+    rc = progcache__pch_verify(tier->dir_fd, out->fd, m->pch, m->pch_size, m->pch_sha,
+                               &out->full);
     if (rc < 0) {
         progcache__pch_found_release(out);
         return PCH_NONE;

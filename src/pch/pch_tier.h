@@ -209,6 +209,8 @@ void progcache__pch_dir_open(progcache__pch_tier *tier, const char *cache_dir);
 typedef struct pch_found {
     pch_manifest manifest;
     int fd;
+    int full;       /* its file was read in full (no stamp vouched for it) */
+    double find_ms; /* what finding and checking it took */
 } pch_found;
 enum { PCH_NONE = 0, PCH_FOUND = 1, PCH_STALE = 2 };
 /* PCH_FOUND (out filled; release with progcache__pch_found_release),
