@@ -365,7 +365,7 @@ int progcache__pch_inproc_compile(progcache_buf *out, progcache_buf *log, pch_jo
         progcache__pch_log_once(tier, job->program, PCH_LOGGED_INPROC, PROGCACHE_LOG_WARN,
                                 "progcache: no private PCH directory in %s; compiling without "
                                 "PCHs", tier->dir ? tier->dir : "the cache");
-        return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
+        return progcache__pch_here(out, log, job);
     }
     int rc;
     if (use(out, log, job, ip, 0, &rc))
@@ -395,5 +395,5 @@ int progcache__pch_inproc_compile(progcache_buf *out, progcache_buf *log, pch_jo
     progcache__pch_count(job, PROGCACHE_STAT_PCH_CREATED, 1);
     if (use(out, log, job, ip, 1, &rc))
         return rc;
-    return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
+    return progcache__pch_here(out, log, job);
 }

@@ -53,6 +53,10 @@ typedef struct progcache__pch_tier {
     char nvrtc_id[PCH_ID_HEX];    /* hex build ID of this process's libnvrtc */
     char builtins_id[PCH_ID_HEX]; /* ... of libnvrtc-builtins next to it, or "" */
     int nvrtc_major, nvrtc_minor;
+    /* 1 when the IDs were read from the NVRTC file a record names, NVRTC
+     * not loaded (pch_prefix.c): a compile through the helper need not
+     * load it here. */
+    int ids_from_file;
     unsigned int logged; /* PCH_LOGGED_* */
     char *helper;        /* the helper's path, or NULL */
     int helper_fd;       /* it, opened and checked once (O_PATH), run from it; or -1 */
@@ -91,6 +95,9 @@ typedef struct pch_job {
     progcache *cache;
     const progcache_program *program;
     progcache__pch_tier *tier;
+    /* Where the key's NVRTC version came from (nvrtc_record.h's *how), or
+     * NULL: the caller's. */
+    const char *how;
     const char *source; /* the program's source, NUL-terminated */
     size_t source_len;
     size_t prefix_len;  /* source[0, prefix_len): the leading directives */
@@ -323,6 +330,11 @@ void progcache__pch_inproc_free(pch_inproc *inproc);
 /* The plain compile and the seen record, shared with pch_inproc.c: compile
  * in this process without a PCH, and remember the prefix if it is slow. */
 int progcache__pch_plain(progcache_buf *out, progcache_buf *log, pch_job *job);
+/* NVRTC in this process, checked to be the one the key was derived for
+ * (progcache__nvrtc_for_compile): before any compile here. */
+int progcache__pch_nvrtc_here(const pch_job *job);
+/* Compile job in this process without a PCH, as progcache_nvrtc_compile. */
+int progcache__pch_here(progcache_buf *out, progcache_buf *log, pch_job *job);
 
 /* What a helper's CREATE answered (r), for the PCH it made as name: kept
  * and published (3), made but not kept (2), or not made (1); the seen
