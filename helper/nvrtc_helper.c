@@ -470,6 +470,9 @@ int main(void)
     /* Nothing this process runs may gain privileges, and it holds only
      * what the library handed it. */
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    /* What NVRTC writes (the PCH, its temp files) is this user's alone,
+     * whatever the caller's umask (docs/FORMAT.md: mode 0600). */
+    umask(077);
     if (syscall(SYS_close_range, 5u, ~0u, 0u) != 0)
         for (int fd = 5; fd < 1024; fd++)
             close(fd);
