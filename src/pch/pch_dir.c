@@ -2,6 +2,7 @@
  *
  *   <key>.manifest          what the PCH was made from; names its file
  *   <key>-<16 hex>.pch      the PCH, as NVRTC wrote it; never changed after
+ *   <key>.stamp             the PCH file's identity when last hashed (pch_verify.c)
  *   <key>.seen              a prefix seen without a PCH: its plain compile time
  *   <key>.making            a detached helper is making its PCH (pch_detach.c)
  *   <key>.made              what that helper answered, for the next compile to publish
