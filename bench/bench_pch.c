@@ -17,7 +17,11 @@
  *     PROGCACHE_PCH=inprocess (PCHs of that process only). The three
  *     processes run in lockstep, one variant each in turn.
  *
- * Prints every time, the medians side by side and the totals.
+ * Prints every time, the medians side by side and the totals, and where a
+ * fresh process's compile with the PCH goes (the medians of variants 2 on:
+ * the process's start, the cache's open, the key, the lookup, the tier's
+ * find and check of the PCH, the helper and its NVRTC compile, the store,
+ * the close, the exit).
  *
  * usage: bench_pch [--variants N]   (default 20)
  * The helper is $PROGCACHE_PCH_HELPER, else the one built with this bench.
@@ -64,6 +68,24 @@ static char *source_of(int v)
     return buf;
 }
 
+/* Where one fresh process's time went (ms since fork). */
+typedef struct phases {
+    double main, open, call, key, lookup, compile, store, close;
+    double find, helper, nvrtc; /* the PCH tier's, when it used a PCH */
+} phases;
+
+static phases now_phases;
+
+/* The tier's account of a hit (a DEBUG message, pch_compile.c). */
+static void tier_log(void *ctx, int level, const char *message)
+{
+    (void)ctx;
+    const char *p = strstr(message, "used: find ");
+    if (level == PROGCACHE_LOG_DEBUG && p)
+        (void)sscanf(p, "used: find %lf ms (file %*[a-z ]), helper %lf ms (its NVRTC compile %lf",
+                     &now_phases.find, &now_phases.helper, &now_phases.nvrtc);
+}
+
 /* Compile variant v through the cache at dir; the compile's time in ms. */
 static double compile_one(progcache *cache, int v, int pch)
 {
@@ -78,6 +100,7 @@ static double compile_one(progcache *cache, int v, int pch)
     p.nvrtc.extra_digest = (const unsigned char *)"bench_pch headers";
     p.nvrtc.extra_digest_len = 17;
     p.flags = PROGCACHE_PROGRAM_NO_LOAD | (pch ? 0 : PROGCACHE_PROGRAM_NO_PCH);
+    p.log = tier_log;
     progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
     double t = bench_now_us();
     int rc = progcache_compile_or_load(&r, cache, &p);
@@ -87,6 +110,10 @@ static double compile_one(progcache *cache, int v, int pch)
                 rc ? progcache_error_last() : progcache_status_name(r.status));
         exit(1);
     }
+    now_phases.key = r.key_ms;
+    now_phases.lookup = r.lookup_ms;
+    now_phases.compile = r.compile_ms;
+    now_phases.store = r.store_ms;
     progcache_program_result_release(&r);
     return t;
 }
@@ -101,12 +128,27 @@ static progcache *open_or_die(const char *dir)
     return cache;
 }
 
-/* --one DIR V MODE: compile one variant in this process and exit. */
+/* --one DIR V MODE: compile one variant in this process and exit; with
+ * BENCH_PCH_T0 (the fork's time) and BENCH_PCH_PHASES (a file), append
+ * where the time went to that file. */
 static int one(const char *dir, int v, int pch)
 {
+    const char *t0s = getenv("BENCH_PCH_T0"), *out = getenv("BENCH_PCH_PHASES");
+    double t0 = t0s ? atof(t0s) : bench_now_us();
+    now_phases.main = (bench_now_us() - t0) / 1e3;
     progcache *cache = open_or_die(dir);
-    compile_one(cache, v, pch);
+    now_phases.open = (bench_now_us() - t0) / 1e3;
+    now_phases.call = compile_one(cache, v, pch);
     progcache_close(cache);
+    now_phases.close = (bench_now_us() - t0) / 1e3;
+    FILE *f = out ? fopen(out, "a") : NULL;
+    if (f) {
+        const phases *p = &now_phases;
+        fprintf(f, "%d %d %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f\n", v, pch,
+                p->main, p->open, p->call, p->key, p->lookup, p->compile, p->store, p->close,
+                p->find, p->helper, p->nvrtc);
+        fclose(f);
+    }
     return 0;
 }
 
@@ -128,11 +170,13 @@ static const char *self;
 
 static double run_fresh(const char *dir, int v, int pch)
 {
-    char vs[16];
+    char vs[16], t0[32];
     snprintf(vs, sizeof vs, "%d", v);
     double t = bench_now_us();
     pid_t pid = fork();
     if (pid == 0) {
+        snprintf(t0, sizeof t0, "%.1f", t);
+        setenv("BENCH_PCH_T0", t0, 1);
         execl(self, self, "--one", dir, vs, pch ? "on" : "off", (char *)NULL);
         _exit(127);
     }
@@ -205,6 +249,55 @@ static void stats_line(const char *dir, const char *label)
     progcache_close(cache);
 }
 
+/* Where the fresh processes' time went (the phases file of part 1): the
+ * medians over variants 2 on (the PCH exists by then), per mode. */
+static void anatomy(const char *path, const double *off, const double *on, int n)
+{
+    enum { COLS = 12 };
+    static const char *names[COLS] = {"start (fork to main)", "open", "key", "lookup",
+                                      "compile", "  PCH find and check", "  helper",
+                                      "    its NVRTC compile", "store", "the rest of the call",
+                                      "close", "exit (to reaped)"};
+    double col[2][COLS][MAX_VARIANTS];
+    int rows[2] = {0, 0};
+    FILE *f = fopen(path, "r");
+    int v, pch;
+    double x[11];
+    while (f && fscanf(f, "%d %d %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", &v, &pch, &x[0],
+                       &x[1], &x[2], &x[3], &x[4], &x[5], &x[6], &x[7], &x[8], &x[9],
+                       &x[10]) == 13) {
+        if (v < 2 || v >= n || rows[!!pch] >= MAX_VARIANTS)
+            continue;
+        double *c[COLS];
+        for (int k = 0; k < COLS; k++)
+            c[k] = &col[!!pch][k][rows[!!pch]];
+        double total = pch ? on[v] : off[v];
+        *c[0] = x[0];
+        *c[1] = x[1] - x[0];
+        *c[2] = x[3];
+        *c[3] = x[4];
+        *c[4] = x[5];
+        *c[5] = x[8];
+        *c[6] = x[9];
+        *c[7] = x[10];
+        *c[8] = x[6];
+        *c[9] = x[2] - x[3] - x[4] - x[5] - x[6];
+        *c[10] = x[7] - x[1] - x[2];
+        *c[11] = total - x[7];
+        rows[!!pch]++;
+    }
+    if (f)
+        fclose(f);
+    if (!rows[0] || !rows[1])
+        return;
+    printf("\n   where a fresh process's time goes (ms, medians of variants 2-%d)\n"
+           "   %-26s %8s %7s\n",
+           n - 1, "", "without", "with");
+    for (int k = 0; k < COLS; k++)
+        printf("   %-26s %8.1f %7.1f\n", names[k], median(col[0][k], rows[0]),
+               median(col[1][k], rows[1]));
+}
+
 static const char usage_text[] =
     "usage: bench_pch [--variants N]   (N: 2 to 100, default 20)\n"
     "\n"
@@ -247,6 +340,9 @@ int main(int argc, char **argv)
 
     /* 1. A fresh process per compile. */
     double off[MAX_VARIANTS], on[MAX_VARIANTS];
+    char phases_file[300];
+    snprintf(phases_file, sizeof phases_file, "%s/phases", root);
+    setenv("BENCH_PCH_PHASES", phases_file, 1);
     printf("\n1. a fresh process per variant (ms, fork to exit)\n   variant  without   with\n");
     for (int v = 0; v < n; v++) {
         if (v % 2) {
@@ -264,6 +360,8 @@ int main(int argc, char **argv)
     printf("   total   %8.0f %7.0f   (%.1fx less with the PCH tier)\n", sum(off, n), sum(on, n),
            sum(off, n) / sum(on, n));
     stats_line(on_dir, "with:");
+    unsetenv("BENCH_PCH_PHASES");
+    anatomy(phases_file, off, on, n);
 
     /* 2. One process per mode, in lockstep. */
     server sv[3] = {{.name = "without"}, {.name = "with"}, {.name = "in-process"}};

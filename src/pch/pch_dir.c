@@ -2,6 +2,7 @@
  *
  *   <key>.manifest          what the PCH was made from; names its file
  *   <key>-<16 hex>.pch      the PCH, as NVRTC wrote it; never changed after
+ *   <key>.stamp             the PCH file's identity when last hashed (pch_verify.c)
  *   <key>.seen              a prefix seen without a PCH: its plain compile time
  *   <key>.making            a detached helper is making its PCH (pch_detach.c)
  *   <key>.made              what that helper answered, for the next compile to publish
@@ -178,12 +179,6 @@ void progcache__pch_new_name(char out[PCH_NAME_MAX], const char *hex)
     snprintf(out, PCH_NAME_MAX, "%s-%016llx.pch", hex, (unsigned long long)r);
 }
 
-void progcache__pch_touch(int fd)
-{
-    const struct timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
-    (void)futimens(fd, times);
-}
-
 /* ---- finding, removing, publishing ------------------------------------------------ */
 
 /* The PCH file a manifest names (its third line), without parsing the rest. */
@@ -215,8 +210,10 @@ void progcache__pch_remove(progcache__pch_tier *tier, const char *hex, const cha
             (void)progcache__fs_linkat(tier->dir_fd, aside, tier->dir_fd, manifest);
         (void)unlinkat(tier->dir_fd, aside, 0);
     }
-    if (pch_name && *pch_name)
+    if (pch_name && *pch_name) {
         (void)unlinkat(tier->dir_fd, pch_name, 0);
+        progcache__pch_stamp_remove(tier->dir_fd, pch_name);
+    }
 }
 
 void progcache__pch_found_release(pch_found *f)
@@ -272,9 +269,14 @@ int progcache__pch_find(pch_found *out, const pch_job *job, char *why, size_t wh
     if (st.st_uid != geteuid() || (uint64_t)st.st_size != m->pch_size)
         return reject(out, job, m->pch, why, why_len, "its file %s has another size or owner",
                       m->pch);
-    uint64_t sum;
-    if (progcache__pch_checksum(out->fd, m->pch_size, &sum) != 0 || sum != m->pch_sum)
-        return reject(out, job, m->pch, why, why_len, "its file %s is damaged (checksum)", m->pch);
+    rc = progcache__pch_verify(tier->dir_fd, out->fd, m->pch, m->pch_size, m->pch_sha,
+                               &out->full);
+    if (rc < 0) {
+        progcache__pch_found_release(out);
+        return PCH_NONE;
+    }
+    if (rc)
+        return reject(out, job, m->pch, why, why_len, "its file %s is damaged (SHA-256)", m->pch);
     if (moved)
         progcache__pch_republish(tier, m);
     return PCH_FOUND;
@@ -409,6 +411,8 @@ static int sweep_one(void *ctx, int dirfd, const char *name, unsigned char type)
                                                    !strcmp(name + PCH_KEY_HEX, ".making")));
     int record = (len == PCH_KEY_HEX + 5 && hex_name(name, PCH_KEY_HEX) &&
                   !strcmp(name + PCH_KEY_HEX, ".seen")) ||
+                 (len == PCH_KEY_HEX + 6 && hex_name(name, PCH_KEY_HEX) &&
+                  !strcmp(name + PCH_KEY_HEX, ".stamp")) ||
                  (!strncmp(name, "nopin-", 6) && hex_name(name + 6, len - 6));
     if ((temp && older(&st, sw->now, STALE_SECONDS)) ||
         (record && older(&st, sw->now, RECORD_SECONDS))) {
@@ -439,6 +443,15 @@ static int sweep_one(void *ctx, int dirfd, const char *name, unsigned char type)
     snprintf(f->name, sizeof f->name, "%s", name);
     f->lru.size = (uint64_t)st.st_size;
     f->lru.atime = st.st_atim;
+    /* A use touches the PCH's stamp (pch_verify.c): the later of the two. */
+    char stamp[PCH_NAME_MAX];
+    struct stat sst;
+    snprintf(stamp, sizeof stamp, "%.*s.stamp", PCH_KEY_HEX, name);
+    if (fstatat(dirfd, stamp, &sst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sst.st_mode) &&
+        sst.st_uid == geteuid() &&
+        (sst.st_mtim.tv_sec > st.st_atim.tv_sec ||
+         (sst.st_mtim.tv_sec == st.st_atim.tv_sec && sst.st_mtim.tv_nsec > st.st_atim.tv_nsec)))
+        f->lru.atime = sst.st_mtim;
     return 0;
 }
 

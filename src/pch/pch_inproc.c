@@ -42,7 +42,8 @@ enum { ITEM_MAKING = 1, ITEM_READY = 2, ITEM_FAILED = 3 };
 typedef struct item {
     char hex[PCH_KEY_HEX + 1];
     int state;
-    pch_manifest m; /* deps, pch name, size and checksum */
+    pch_manifest m; /* deps, pch name, size and SHA-256 */
+    pch_ident ident; /* the PCH file's, when it was hashed */
     uint64_t made;  /* order of creation, for replacing the oldest */
 } item;
 
@@ -195,7 +196,9 @@ static int compile_with(progcache_buf *out, progcache_buf *log, pch_job *job, pc
  * thread may replace the item meanwhile). */
 typedef struct ready {
     char pch[PCH_NAME_MAX];
-    uint64_t size, sum, plain_ms;
+    uint64_t size, plain_ms;
+    unsigned char sha[32];
+    pch_ident ident;
 } ready;
 
 /* Under tier->lock: whether the item for hex is ready and its headers are
@@ -211,19 +214,26 @@ static int check_ready(pch_inproc *ip, const char *hex, ready *out, char *why, s
         return -1;
     snprintf(out->pch, sizeof out->pch, "%s", it->m.pch);
     out->size = it->m.pch_size;
-    out->sum = it->m.pch_sum;
+    memcpy(out->sha, it->m.pch_sha, sizeof out->sha);
+    out->ident = it->ident;
     out->plain_ms = it->m.plain_ms;
     return 1;
 }
 
-/* Whether the PCH file's bytes are the ones made. */
+/* Whether the PCH file's bytes are the ones made: read in full only when
+ * its identity moved since it was hashed (pch_verify.c; this process's
+ * own file, so the identity is kept here, not in a stamp). */
 static int intact(pch_inproc *ip, const ready *r)
 {
     struct stat st;
-    uint64_t sum;
+    pch_ident now;
+    unsigned char sha[32];
     int fd = progcache__fs_open_regular(ip->dir_fd, r->pch, O_RDONLY, 0, &st);
+    if (fd >= 0)
+        progcache__pch_ident_of(&now, &st);
     int ok = fd >= 0 && (uint64_t)st.st_size == r->size &&
-             progcache__pch_checksum(fd, r->size, &sum) == 0 && sum == r->sum;
+             (progcache__pch_ident_same(&now, &r->ident) ||
+              (progcache__pch_digest(fd, r->size, sha) == 0 && !memcmp(sha, r->sha, 32)));
     if (fd >= 0)
         close(fd);
     return ok;
@@ -286,8 +296,15 @@ static int make(pch_job *job, pch_inproc *ip, item *it, char *why, size_t len)
         r.deps.deps = NULL;
         r.deps.num_deps = 0;
         m->pch_size = (uint64_t)st.st_size;
+        struct stat after;
         ok = progcache__pch_deps_hash(m, why, len) == 0 &&
-             progcache__pch_checksum(fd, m->pch_size, &m->pch_sum) == 0;
+             progcache__pch_digest(fd, m->pch_size, m->pch_sha) == 0 && fstat(fd, &after) == 0;
+        pch_ident before;
+        progcache__pch_ident_of(&before, &st);
+        progcache__pch_ident_of(&it->ident, &after);
+        /* Moved while it was hashed: the next use reads it again. */
+        if (ok && !progcache__pch_ident_same(&before, &it->ident))
+            it->ident.size = UINT64_MAX;
     }
     if (fd >= 0)
         close(fd);
@@ -348,7 +365,7 @@ int progcache__pch_inproc_compile(progcache_buf *out, progcache_buf *log, pch_jo
         progcache__pch_log_once(tier, job->program, PCH_LOGGED_INPROC, PROGCACHE_LOG_WARN,
                                 "progcache: no private PCH directory in %s; compiling without "
                                 "PCHs", tier->dir ? tier->dir : "the cache");
-        return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
+        return progcache__pch_here(out, log, job);
     }
     int rc;
     if (use(out, log, job, ip, 0, &rc))
@@ -378,5 +395,5 @@ int progcache__pch_inproc_compile(progcache_buf *out, progcache_buf *log, pch_jo
     progcache__pch_count(job, PROGCACHE_STAT_PCH_CREATED, 1);
     if (use(out, log, job, ip, 1, &rc))
         return rc;
-    return progcache_nvrtc_compile(out, log, job->lowered, &job->program->nvrtc);
+    return progcache__pch_here(out, log, job);
 }

@@ -12,9 +12,9 @@
  * The manifest is text, one field per line, ending with the SHA-256 of
  * everything before it (docs/FORMAT.md):
  *
- *   progcache-pch-manifest 1
+ *   progcache-pch-manifest 2
  *   key <64 hex>
- *   pch <file name> <size> <checksum, 16 hex>
+ *   pch <file name> <size> <SHA-256 of the file, 64 hex>
  *   heap <address, hex> <size>
  *   plain_ms <n>
  *   use_ms <n>
@@ -40,7 +40,9 @@
 #include "fs.h"
 #include "sha256.h"
 
-#define MAGIC_LINE "progcache-pch-manifest 1\n"
+#define MAGIC_LINE "progcache-pch-manifest 2\n"
+/* Version 1 recorded a 64-bit checksum of the PCH instead of its SHA-256. */
+#define MAGIC_LINE_1 "progcache-pch-manifest 1\n"
 /* The most a manifest may hold: a prefix opening 600 files needs ~100 KB. */
 #define MAX_DEPS 200000u
 
@@ -74,11 +76,13 @@ int progcache__pch_manifest_format(progcache_buf *out, const pch_manifest *m)
 {
     out->size = 0;
     int rc = progcache__buf_append(out, MAGIC_LINE, strlen(MAGIC_LINE));
+    char pch_hex[65];
+    progcache__hex(pch_hex, m->pch_sha, sizeof m->pch_sha);
     if (!rc)
-        rc = appendf(out, "key %s\npch %s %" PRIu64 " %016" PRIx64 "\nheap %" PRIx64 " %" PRIu64
+        rc = appendf(out, "key %s\npch %s %" PRIu64 " %s\nheap %" PRIx64 " %" PRIu64
                           "\nplain_ms %" PRIu64 "\nuse_ms %" PRIu64 "\ncreated %" PRId64
                           "\ndeps %zu\n",
-                     m->key, m->pch, m->pch_size, m->pch_sum, m->heap_addr, m->heap_size,
+                     m->key, m->pch, m->pch_size, pch_hex, m->heap_addr, m->heap_size,
                      m->plain_ms, m->use_ms, m->created, m->num_deps);
     for (size_t i = 0; !rc && i < m->num_deps; i++) {
         const pch_dep *d = &m->deps[i];
@@ -193,16 +197,21 @@ static int parse_dep(reader *r, pch_dep *d)
 
 static int parse(reader *r, pch_manifest *m)
 {
-    char v[160], name[PCH_NAME_MAX + 64];
+    char v[200], name[PCH_NAME_MAX + 64], sha[65];
     uint64_t count;
     const char *s;
     size_t len;
-    if (line(r, &s, &len) != 0 || len + 1 != strlen(MAGIC_LINE) || memcmp(s, MAGIC_LINE, len))
-        return bad(r, "it does not start with \"progcache-pch-manifest 1\"");
+    if (line(r, &s, &len) != 0)
+        return -1;
+    if (len + 1 == strlen(MAGIC_LINE_1) && !memcmp(s, MAGIC_LINE_1, len))
+        return bad(r, "version 1, of an earlier progcache: its PCH is made again");
+    if (len + 1 != strlen(MAGIC_LINE) || memcmp(s, MAGIC_LINE, len))
+        return bad(r, "it does not start with \"progcache-pch-manifest 2\"");
     if (field(r, "key", m->key, sizeof m->key) != 0 || strlen(m->key) != PCH_KEY_HEX)
         return bad(r, "key");
     if (field(r, "pch", v, sizeof v) != 0 ||
-        sscanf(v, "%95s %" SCNu64 " %" SCNx64, name, &m->pch_size, &m->pch_sum) != 3 ||
+        sscanf(v, "%95s %" SCNu64 " %64s", name, &m->pch_size, sha) != 3 ||
+        hex_bytes(m->pch_sha, sha, 32) != 0 ||
         strlen(name) + 1 > sizeof m->pch || strncmp(name, m->key, PCH_KEY_HEX) != 0 ||
         strchr(name, '/'))
         return bad(r, "pch");
@@ -385,81 +394,5 @@ int progcache__pch_deps_hash(pch_manifest *m, char *why, size_t why_len)
         if (!same_stat(d, &st))
             return stale(why, why_len, d->path, "changed while the PCH was made");
     }
-    return 0;
-}
-
-/* ---- the PCH file's checksum -------------------------------------------------- */
-
-/* Four lanes of a 64-bit multiply-rotate round over 32-byte blocks (the
- * round of xxHash64): a few GB/s on one core, so a 180 MB PCH costs tens
- * of milliseconds, where SHA-256 costs a second on a CPU without SHA
- * instructions. It detects damage and truncation, which are what happens
- * by accident; protection against a writer is the directory's owner-only
- * mode (docs/SECURITY.md). */
-#define P1 0x9E3779B185EBCA87ull
-#define P2 0xC2B2AE3D27D4EB4Full
-
-static uint64_t round64(uint64_t acc, uint64_t w)
-{
-    acc += w * P2;
-    acc = (acc << 31) | (acc >> 33);
-    return acc * P1;
-}
-
-/* Fill len bytes from offset off: short only at the end of the file. */
-static ssize_t pread_full(int fd, unsigned char *buf, size_t len, uint64_t off)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    return (ssize_t)got;
-}
-
-int progcache__pch_checksum(int fd, uint64_t size, uint64_t *out)
-{
-    enum { CHUNK = 1 << 20 };
-    unsigned char *buf = progcache__malloc(CHUNK + 32);
-    if (!buf) {
-        errno = ENOMEM;
-        return -1;
-    }
-    uint64_t v[4] = {P1 + P2, P2, 0, (uint64_t)0 - P1};
-    int rc = 0;
-    for (uint64_t off = 0; off < size;) {
-        size_t want = size - off < CHUNK ? (size_t)(size - off) : CHUNK;
-        ssize_t n = pread_full(fd, buf, want, off);
-        if (n < 0 || (size_t)n != want) {
-            if (n >= 0)
-                errno = EIO; /* shorter than recorded */
-            rc = -1;
-            break;
-        }
-        /* Only the last chunk can end in a partial block: zeros pad it,
-         * and the size is mixed in at the end. */
-        size_t m = want;
-        while (m % 32)
-            buf[m++] = 0;
-        for (size_t i = 0; i < m; i += 32)
-            for (int l = 0; l < 4; l++) {
-                uint64_t w;
-                memcpy(&w, buf + i + 8 * (size_t)l, 8);
-                v[l] = round64(v[l], w);
-            }
-        off += want;
-    }
-    progcache__free(buf);
-    if (rc)
-        return rc;
-    uint64_t h = ((v[0] << 1) | (v[0] >> 63)) ^ ((v[1] << 7) | (v[1] >> 57)) ^
-                 ((v[2] << 12) | (v[2] >> 52)) ^ ((v[3] << 18) | (v[3] >> 46));
-    *out = round64(h, size);
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <nvrtc.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pch/pch_tier.h"
@@ -174,11 +175,8 @@ static void hex_of(char out[PCH_ID_HEX], const unsigned char *id, size_t len)
 
 /* The build ID in an ELF file's notes, read from the file (libnvrtc loads
  * its builtins only at the first compile, so they need not be mapped yet). */
-static size_t file_build_id(const char *path, unsigned char *out, size_t cap)
+static size_t fd_build_id(int fd, unsigned char *out, size_t cap)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
-        return 0;
     size_t found = 0;
     ElfW(Ehdr) eh;
     if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
@@ -198,8 +196,66 @@ static size_t file_build_id(const char *path, unsigned char *out, size_t cap)
             found = b.len;
     }
 done:
+    return found;
+}
+
+static size_t file_build_id(const char *path, unsigned char *out, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return 0;
+    size_t found = fd_build_id(fd, out, cap);
     close(fd);
     return found;
+}
+
+/* The builtins' ID, read from libnvrtc-builtins.so.<major>.<minor> next to
+ * the NVRTC library at lib. */
+static void builtins_id(progcache__pch_tier *tier, const char *lib)
+{
+    unsigned char id[64];
+    const char *slash = strrchr(lib, '/');
+    char path[4096];
+    if (!slash || snprintf(path, sizeof path, "%.*s/libnvrtc-builtins.so.%d.%d",
+                           (int)(slash - lib), lib, tier->nvrtc_major,
+                           tier->nvrtc_minor) >= (int)sizeof path)
+        return;
+    hex_of(tier->builtins_id, id, file_build_id(path, id, sizeof id));
+}
+
+/* The IDs without loading NVRTC (a PCH compile runs in the helper, which
+ * loads it; this process needs it only to compile itself): read from the
+ * file a load would open, when the version the keys carry comes from the
+ * cache's record of that very file (key/nvrtc_lib.c: its path, size and
+ * change time), checked again on the descriptor read. The helper compares
+ * the ID with its own NVRTC's, so a helper that loads another NVRTC is
+ * told apart as before. 0, or -1: load NVRTC and ask it. */
+static int ids_from_file(progcache__pch_tier *tier)
+{
+    int major, minor;
+    const char *how;
+    progcache__nvrtc_file cand;
+    if (progcache__nvrtc_version_known(&major, &minor, &how) != PROGCACHE_OK ||
+        strcmp(how, "record") != 0 || progcache__nvrtc_candidate(&cand) != PROGCACHE_OK)
+        return -1;
+    int fd = open(cand.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    unsigned char id[64];
+    size_t n = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (long long)st.st_size == cand.size &&
+        (long long)st.st_ctim.tv_sec == cand.ctime_sec && st.st_ctim.tv_nsec == cand.ctime_nsec)
+        n = fd_build_id(fd, id, sizeof id);
+    close(fd);
+    if (!n)
+        return -1;
+    hex_of(tier->nvrtc_id, id, n);
+    tier->nvrtc_major = major;
+    tier->nvrtc_minor = minor;
+    builtins_id(tier, cand.path);
+    tier->ids_from_file = 1;
+    return 0;
 }
 
 void progcache__pch_ids(progcache__pch_tier *tier)
@@ -207,10 +263,13 @@ void progcache__pch_ids(progcache__pch_tier *tier)
     unsigned char id[64];
     /* NVRTC is loaded RTLD_LOCAL (key/nvrtc_lib.c): its symbols are found
      * through the table, not by name. */
-    const progcache__nvrtc_api *nv = NULL;
+    const progcache__nvrtc_api *nv = progcache__nvrtc_loaded();
     tier->nvrtc_id[0] = tier->builtins_id[0] = '\0';
     tier->nvrtc_major = tier->nvrtc_minor = 0;
-    if (progcache__nvrtc_load(&nv) != PROGCACHE_OK) {
+    tier->ids_from_file = 0;
+    if (!nv && ids_from_file(tier) == 0)
+        return;
+    if (!nv && progcache__nvrtc_load(&nv) != PROGCACHE_OK) {
         progcache_error_clear();
         return;
     }
@@ -219,15 +278,8 @@ void progcache__pch_ids(progcache__pch_tier *tier)
     tier->nvrtc_major = nv->major;
     tier->nvrtc_minor = nv->minor;
     Dl_info info;
-    if (!dladdr(sym, &info) || !info.dli_fname)
-        return;
-    const char *slash = strrchr(info.dli_fname, '/');
-    char path[4096];
-    if (!slash || snprintf(path, sizeof path, "%.*s/libnvrtc-builtins.so.%d.%d",
-                           (int)(slash - info.dli_fname), info.dli_fname, tier->nvrtc_major,
-                           tier->nvrtc_minor) >= (int)sizeof path)
-        return;
-    hex_of(tier->builtins_id, id, file_build_id(path, id, sizeof id));
+    if (dladdr(sym, &info) && info.dli_fname)
+        builtins_id(tier, info.dli_fname);
 }
 
 /* ---- the key --------------------------------------------------------------------- */

@@ -6,6 +6,7 @@
  *   pch_compile.c   the decisions: use, create, or compile as before
  *   pch_prefix.c    the leading #include block of a program and the PCH key
  *   pch_manifest.c  what a PCH was made from, and checking it still holds
+ *   pch_verify.c    the PCH file's bytes: SHA-256, skipped while its stamp holds
  *   pch_dir.c       progcache/pch-<uid>/: finding, publishing, the budget
  *   pch_helper.c    running the compile helper (helper/nvrtc_helper.c)
  *   pch_inproc.c    PCHs of one process, when the helper cannot share them */
@@ -14,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "config.h"
@@ -51,6 +53,10 @@ typedef struct progcache__pch_tier {
     char nvrtc_id[PCH_ID_HEX];    /* hex build ID of this process's libnvrtc */
     char builtins_id[PCH_ID_HEX]; /* ... of libnvrtc-builtins next to it, or "" */
     int nvrtc_major, nvrtc_minor;
+    /* 1 when the IDs were read from the NVRTC file a record names, NVRTC
+     * not loaded (pch_prefix.c): a compile through the helper need not
+     * load it here. */
+    int ids_from_file;
     unsigned int logged; /* PCH_LOGGED_* */
     char *helper;        /* the helper's path, or NULL */
     int helper_fd;       /* it, opened and checked once (O_PATH), run from it; or -1 */
@@ -89,6 +95,9 @@ typedef struct pch_job {
     progcache *cache;
     const progcache_program *program;
     progcache__pch_tier *tier;
+    /* Where the key's NVRTC version came from (nvrtc_record.h's *how), or
+     * NULL: the caller's. */
+    const char *how;
     const char *source; /* the program's source, NUL-terminated */
     size_t source_len;
     size_t prefix_len;  /* source[0, prefix_len): the leading directives */
@@ -130,7 +139,8 @@ typedef struct pch_dep {
 typedef struct pch_manifest {
     char key[PCH_KEY_HEX + 1];
     char pch[PCH_NAME_MAX]; /* the PCH file's name in the directory */
-    uint64_t pch_size, pch_sum;
+    uint64_t pch_size;
+    unsigned char pch_sha[32]; /* SHA-256 of the PCH file */
     uint64_t heap_addr, heap_size;
     uint64_t plain_ms; /* a compile without the PCH, when it was made */
     uint64_t use_ms;   /* the first compile with it */
@@ -157,10 +167,42 @@ int progcache__pch_deps_check(pch_manifest *m, char *why, size_t why_len, int *m
  * bytes than were hashed). 0, or 1 with why. */
 int progcache__pch_deps_hash(pch_manifest *m, char *why, size_t why_len);
 
-/* The fast checksum of the whole file fd (size bytes): an accident check
- * (damage, truncation), not a defence against an attacker, who would have
- * to be this user already. 0, or -1 with errno (a short file: EIO). */
-int progcache__pch_checksum(int fd, uint64_t size, uint64_t *out);
+/* ---- the PCH file's bytes (pch_verify.c) ---------------------------------- */
+
+/* A file's identity: what changes when its bytes can have (a write, a
+ * truncation, a copy or restore over it, another file in its place). */
+typedef struct pch_ident {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+} pch_ident;
+void progcache__pch_ident_of(pch_ident *out, const struct stat *st);
+int progcache__pch_ident_same(const pch_ident *a, const pch_ident *b);
+
+/* SHA-256 of the whole file fd (size bytes). 0, or -1 with errno (a file
+ * shorter than size: EIO). */
+int progcache__pch_digest(int fd, uint64_t size, unsigned char out[32]);
+/* How many full reads progcache__pch_digest made in this process (tests). */
+extern unsigned long progcache__pch_full_checks;
+
+/* Whether fd (the PCH file pch in dir_fd, to be used through fd) holds the
+ * bytes whose SHA-256 is sha: at once when the stamp <key>.stamp vouches
+ * for fd's identity as it is now, else by reading it in full (*full set),
+ * after which the stamp is written. 0 intact; 1 damaged (another size,
+ * short, other bytes); -1 with errno when it could not be told. */
+int progcache__pch_verify(int dir_fd, int fd, const char *pch, uint64_t size,
+                          const unsigned char sha[32], int *full);
+/* The stamp of pch: 1 with the identity it vouches for (a stamp of this
+ * user, nobody else can write, exactly as progcache writes it for pch and
+ * sha), else 0. */
+int progcache__pch_stamp_read(int dir_fd, const char *pch, const unsigned char sha[32],
+                              pch_ident *out);
+/* Write (replace) the stamp of pch: its bytes, checked, are sha's at id. */
+void progcache__pch_stamp_write(int dir_fd, const char *pch, const unsigned char sha[32],
+                                const pch_ident *id);
+void progcache__pch_stamp_remove(int dir_fd, const char *pch);
+/* Mark pch (open as fd) used now, for eviction: its stamp's times (the
+ * PCH's access time when it has no stamp; see pch_verify.c). */
+void progcache__pch_touch(int dir_fd, const char *pch, int fd);
 
 /* ---- the directory (pch_dir.c) -------------------------------------------- */
 
@@ -170,10 +212,12 @@ int progcache__pch_checksum(int fd, uint64_t size, uint64_t *out);
 void progcache__pch_dir_open(progcache__pch_tier *tier, const char *cache_dir);
 
 /* A usable PCH for job: its manifest and an open descriptor of its file,
- * checked (deps, size, checksum). */
+ * checked (deps, size, SHA-256 or its stamp). */
 typedef struct pch_found {
     pch_manifest manifest;
     int fd;
+    int full;       /* its file was read in full (no stamp vouched for it) */
+    double find_ms; /* what finding and checking it took */
 } pch_found;
 enum { PCH_NONE = 0, PCH_FOUND = 1, PCH_STALE = 2 };
 /* PCH_FOUND (out filled; release with progcache__pch_found_release),
@@ -210,9 +254,6 @@ void progcache__pch_seen_write(progcache__pch_tier *tier, const char *hex, const
 /* The marker that this NVRTC build cannot have its heap pinned. */
 int progcache__pch_nopin_read(progcache__pch_tier *tier);
 void progcache__pch_nopin_write(progcache__pch_tier *tier);
-
-/* Mark fd's PCH used now (its access time orders eviction). */
-void progcache__pch_touch(int fd);
 
 /* Keep the directory's PCHs within the budget (least recently used go
  * first, never keep), and sweep what crashed processes left. A no-op
@@ -289,6 +330,11 @@ void progcache__pch_inproc_free(pch_inproc *inproc);
 /* The plain compile and the seen record, shared with pch_inproc.c: compile
  * in this process without a PCH, and remember the prefix if it is slow. */
 int progcache__pch_plain(progcache_buf *out, progcache_buf *log, pch_job *job);
+/* NVRTC in this process, checked to be the one the key was derived for
+ * (progcache__nvrtc_for_compile): before any compile here. */
+int progcache__pch_nvrtc_here(const pch_job *job);
+/* Compile job in this process without a PCH, as progcache_nvrtc_compile. */
+int progcache__pch_here(progcache_buf *out, progcache_buf *log, pch_job *job);
 
 /* What a helper's CREATE answered (r), for the PCH it made as name: kept
  * and published (3), made but not kept (2), or not made (1); the seen

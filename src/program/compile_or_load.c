@@ -290,11 +290,11 @@ static int compile(call *c, progcache_buf *into)
 {
     double t = progcache__clock_ms();
     const progcache_key_nvrtc_options *o = &c->program->nvrtc;
-    int rc = progcache__nvrtc_for_compile(c->cache, o, c->nvrtc_how);
-    if (rc)
-        return rc;
-    rc = progcache__pch_compile(into, &c->out->log, o->num_name_expressions ? &c->lowered : NULL,
-                                c->cache, c->program);
+    /* NVRTC is loaded and checked there (progcache__nvrtc_for_compile),
+     * where the compile runs in this process. */
+    int rc = progcache__pch_compile(into, &c->out->log,
+                                    o->num_name_expressions ? &c->lowered : NULL, c->cache,
+                                    c->program, c->nvrtc_how);
     c->names = !rc && o->num_name_expressions;
     c->out->compile_ms += progcache__clock_ms() - t;
     return rc;

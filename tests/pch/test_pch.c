@@ -148,7 +148,7 @@ static void bless(const char *pch_path)
     struct stat st;
     CHECK(fd >= 0 && fstat(fd, &st) == 0);
     m.pch_size = (uint64_t)st.st_size;
-    CHECK(progcache__pch_checksum(fd, m.pch_size, &m.pch_sum) == 0);
+    CHECK(progcache__pch_digest(fd, m.pch_size, m.pch_sha) == 0);
     close(fd);
     progcache_buf out = PROGCACHE_BUF_INIT;
     CHECK_OK(progcache__pch_manifest_format(&out, &m));
