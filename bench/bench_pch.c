@@ -163,8 +163,16 @@ static int serve(const char *dir, int pch)
     progcache *cache = open_or_die(dir);
     int v;
     while (scanf("%d", &v) == 1) {
+        memset(&now_phases, 0, sizeof now_phases);
         printf("%.1f\n", compile_one(cache, v, pch));
         fflush(stdout);
+        /* BENCH_PCH_TRACE: the tier's account of each hit, on stderr. */
+        if (getenv("BENCH_PCH_TRACE") && now_phases.helper > 0)
+            fprintf(stderr, "bench_pch: serve %d: compile %.1f, find %.1f, helper %.1f (start "
+                            "%.1f, NVRTC %.1f, answer and exit %.1f)\n",
+                    v, now_phases.compile, now_phases.find, now_phases.helper,
+                    now_phases.answer - now_phases.nvrtc, now_phases.nvrtc,
+                    now_phases.helper - now_phases.answer);
     }
     progcache_close(cache);
     return 0;
@@ -302,7 +310,8 @@ static const char usage_text[] =
     "\n"
     "What the PCH tier saves on misses: CUB variants compiled in fresh processes\n"
     "and in one process, without and with the tier (no GPU needed; over a minute).\n"
-    "The helper is $PROGCACHE_PCH_HELPER, else the one built with this bench.\n";
+    "The helper is $PROGCACHE_PCH_HELPER, else the one built with this bench.\n"
+    "BENCH_PCH_TRACE=1: the tier's account of each hit of part 2 on stderr.\n";
 
 int main(int argc, char **argv)
 {
