@@ -71,7 +71,8 @@ static char *source_of(int v)
 /* Where one fresh process's time went (ms since fork). */
 typedef struct phases {
     double main, open, call, key, lookup, compile, store, close;
-    double find, helper, nvrtc; /* the PCH tier's, when it used a PCH */
+    /* The PCH tier's, when it used a PCH (its DEBUG message). */
+    double find, helper, nvrtc, answer, eof, tier;
 } phases;
 
 static phases now_phases;
@@ -82,8 +83,11 @@ static void tier_log(void *ctx, int level, const char *message)
     (void)ctx;
     const char *p = strstr(message, "used: find ");
     if (level == PROGCACHE_LOG_DEBUG && p)
-        (void)sscanf(p, "used: find %lf ms (file %*[a-z ]), helper %lf ms (its NVRTC compile %lf",
-                     &now_phases.find, &now_phases.helper, &now_phases.nvrtc);
+        (void)sscanf(p,
+                     "used: find %lf ms (file %*[a-z ]), helper %lf ms (its NVRTC compile %lf "
+                     "ms; answer at %lf ms, its end at %lf ms), the tier's state %lf",
+                     &now_phases.find, &now_phases.helper, &now_phases.nvrtc, &now_phases.answer,
+                     &now_phases.eof, &now_phases.tier);
 }
 
 /* Compile variant v through the cache at dir; the compile's time in ms. */
@@ -144,9 +148,9 @@ static int one(const char *dir, int v, int pch)
     FILE *f = out ? fopen(out, "a") : NULL;
     if (f) {
         const phases *p = &now_phases;
-        fprintf(f, "%d %d %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f\n", v, pch,
-                p->main, p->open, p->call, p->key, p->lookup, p->compile, p->store, p->close,
-                p->find, p->helper, p->nvrtc);
+        fprintf(f, "%d %d %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f %.2f\n",
+                v, pch, p->main, p->open, p->call, p->key, p->lookup, p->compile, p->store,
+                p->close, p->find, p->helper, p->nvrtc, p->answer, p->eof, p->tier);
         fclose(f);
     }
     return 0;
@@ -159,8 +163,16 @@ static int serve(const char *dir, int pch)
     progcache *cache = open_or_die(dir);
     int v;
     while (scanf("%d", &v) == 1) {
+        memset(&now_phases, 0, sizeof now_phases);
         printf("%.1f\n", compile_one(cache, v, pch));
         fflush(stdout);
+        /* BENCH_PCH_TRACE: the tier's account of each hit, on stderr. */
+        if (getenv("BENCH_PCH_TRACE") && now_phases.helper > 0)
+            fprintf(stderr, "bench_pch: serve %d: compile %.1f, find %.1f, helper %.1f (start "
+                            "%.1f, NVRTC %.1f, answer and exit %.1f)\n",
+                    v, now_phases.compile, now_phases.find, now_phases.helper,
+                    now_phases.answer - now_phases.nvrtc, now_phases.nvrtc,
+                    now_phases.helper - now_phases.answer);
     }
     progcache_close(cache);
     return 0;
@@ -253,48 +265,43 @@ static void stats_line(const char *dir, const char *label)
  * medians over variants 2 on (the PCH exists by then), per mode. */
 static void anatomy(const char *path, const double *off, const double *on, int n)
 {
-    enum { COLS = 12 };
-    static const char *names[COLS] = {"start (fork to main)", "open", "key", "lookup",
-                                      "compile", "  PCH find and check", "  helper",
-                                      "    its NVRTC compile", "store", "the rest of the call",
-                                      "close", "exit (to reaped)"};
-    double col[2][COLS][MAX_VARIANTS];
+    enum { COLS = 16 };
+    static const char *names[COLS] = {
+        "start (fork to main)", "open", "key", "lookup", "compile",
+        "  the tier's state (1st use)", "  PCH find and check", "  helper (spawn to reaped)",
+        "    its start, NVRTC's load", "    its NVRTC compile", "    its answer and exit",
+        "    reaped after", "store", "the rest of the call", "close", "exit (to reaped)"};
+    static double col[2][COLS][MAX_VARIANTS];
     int rows[2] = {0, 0};
     FILE *f = fopen(path, "r");
     int v, pch;
-    double x[11];
-    while (f && fscanf(f, "%d %d %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", &v, &pch, &x[0],
-                       &x[1], &x[2], &x[3], &x[4], &x[5], &x[6], &x[7], &x[8], &x[9],
-                       &x[10]) == 13) {
+    double x[14];
+    while (f && fscanf(f, "%d %d %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", &v,
+                       &pch, &x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6], &x[7], &x[8],
+                       &x[9], &x[10], &x[11], &x[12], &x[13]) == 16) {
         if (v < 2 || v >= n || rows[!!pch] >= MAX_VARIANTS)
             continue;
-        double *c[COLS];
-        for (int k = 0; k < COLS; k++)
-            c[k] = &col[!!pch][k][rows[!!pch]];
+        int r = rows[!!pch]++;
         double total = pch ? on[v] : off[v];
-        *c[0] = x[0];
-        *c[1] = x[1] - x[0];
-        *c[2] = x[3];
-        *c[3] = x[4];
-        *c[4] = x[5];
-        *c[5] = x[8];
-        *c[6] = x[9];
-        *c[7] = x[10];
-        *c[8] = x[6];
-        *c[9] = x[2] - x[3] - x[4] - x[5] - x[6];
-        *c[10] = x[7] - x[1] - x[2];
-        *c[11] = total - x[7];
-        rows[!!pch]++;
+        /* main, open, call, key, lookup, compile, store, close (times since
+         * the fork or durations), then the tier's find, helper, NVRTC,
+         * answer, end of answer and state. */
+        double c[COLS] = {x[0], x[1] - x[0], x[3], x[4], x[5], x[13], x[8], x[9],
+                          x[11] > 0 ? x[11] - x[10] : 0, x[10], x[12] - x[11], x[9] - x[12],
+                          x[6], x[2] - x[3] - x[4] - x[5] - x[6], x[7] - x[1] - x[2],
+                          total - x[7]};
+        for (int k = 0; k < COLS; k++)
+            col[!!pch][k][r] = c[k];
     }
     if (f)
         fclose(f);
     if (!rows[0] || !rows[1])
         return;
     printf("\n   where a fresh process's time goes (ms, medians of variants 2-%d)\n"
-           "   %-26s %8s %7s\n",
+           "   %-30s %8s %7s\n",
            n - 1, "", "without", "with");
     for (int k = 0; k < COLS; k++)
-        printf("   %-26s %8.1f %7.1f\n", names[k], median(col[0][k], rows[0]),
+        printf("   %-30s %8.1f %7.1f\n", names[k], median(col[0][k], rows[0]),
                median(col[1][k], rows[1]));
 }
 
@@ -303,7 +310,8 @@ static const char usage_text[] =
     "\n"
     "What the PCH tier saves on misses: CUB variants compiled in fresh processes\n"
     "and in one process, without and with the tier (no GPU needed; over a minute).\n"
-    "The helper is $PROGCACHE_PCH_HELPER, else the one built with this bench.\n";
+    "The helper is $PROGCACHE_PCH_HELPER, else the one built with this bench.\n"
+    "BENCH_PCH_TRACE=1: the tier's account of each hit of part 2 on stderr.\n";
 
 int main(int argc, char **argv)
 {

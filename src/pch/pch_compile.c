@@ -78,9 +78,11 @@ static int prepare(pch_job *job, progcache *cache, const progcache_program *prog
     for (size_t i = 0; i < p->num_options; i++)
         if (pch_option(p->options[i]))
             return 0;
+    double t = progcache__clock_ms();
     progcache__pch_tier *tier = progcache__pch_tier_of(cache);
     if (!tier)
         return 0;
+    job->tier_ms = progcache__clock_ms() - t;
     job->cache = cache;
     job->program = program;
     job->tier = tier;
@@ -241,9 +243,11 @@ static int use(pch_job *job, pch_found *found, progcache_buf *out, progcache_buf
         /* Where a hit's time went, for whoever debugs its speed. */
         progcache__pch_log(job->program, PROGCACHE_LOG_DEBUG,
                            "progcache: PCH %.16s... used: find %.1f ms (file %s), helper %.1f "
-                           "ms (its NVRTC compile %.1f ms), in all %.1f ms",
+                           "ms (its NVRTC compile %.1f ms; answer at %.1f ms, its end at %.1f "
+                           "ms), the tier's state %.1f ms, in all %.1f ms",
                            job->hex, found->find_ms, found->full ? "read in full" : "stamped",
-                           r.wall_ms, (double)r.compile_us / 1000.0, found->find_ms + ms);
+                           r.wall_ms, (double)r.compile_us / 1000.0, r.answer_ms, r.eof_ms,
+                           job->tier_ms, found->find_ms + ms);
         if ((double)m->plain_ms > ms)
             progcache__pch_count(job, PROGCACHE_STAT_PCH_MS_SAVED, (uint64_t)(m->plain_ms - ms));
         *rc = PROGCACHE_OK;

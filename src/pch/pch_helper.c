@@ -301,8 +301,8 @@ static int send_all(int sock, const progcache_buf *req, double deadline)
 }
 
 /* Read the response to EOF: 0; -1 on the deadline; -2 when it is too long
- * or the socket failed. */
-static int receive(int sock, progcache_buf *resp, double deadline)
+ * or the socket failed. *first: when its first byte came. */
+static int receive(int sock, progcache_buf *resp, double deadline, double *first)
 {
     for (;;) {
         if (progcache__buf_reserve(resp, resp->size + 65536) != PROGCACHE_OK)
@@ -315,6 +315,8 @@ static int receive(int sock, progcache_buf *resp, double deadline)
             continue;
         if (n <= 0)
             return n == 0 ? 0 : -2;
+        if (!resp->size)
+            *first = progcache__clock_ms();
         resp->size += (size_t)n;
         if (resp->size > PROGCACHE__WIRE_MAX_RESPONSE)
             return -2;
@@ -450,7 +452,9 @@ int progcache__pch_helper_finish(pch_result *out, pch_call *call)
 {
     memset(out, 0, sizeof *out);
     progcache_buf resp = PROGCACHE_BUF_INIT;
-    int talked = call->talked ? call->talked : receive(call->sock, &resp, call->deadline);
+    int talked = call->talked ? call->talked
+                              : receive(call->sock, &resp, call->deadline, &call->answer);
+    double eof = progcache__clock_ms();
     close(call->sock);
     call->sock = -1;
     /* Late (-1): killed now. An unusable answer (-2: too long, or the
@@ -464,6 +468,8 @@ int progcache__pch_helper_finish(pch_result *out, pch_call *call)
     int status = 0, waited = reap(call->pid, &status, until);
     int reaped = waited >= 0;
     out->wall_ms = progcache__clock_ms() - call->start;
+    out->answer_ms = call->answer ? call->answer - call->start : 0;
+    out->eof_ms = eof - call->start;
     int rc = PROGCACHE_OK;
     if (talked == -1 || (talked == 0 && waited == 1))
         rc = progcache__error(PROGCACHE_ETIMEOUT, "the PCH helper did not finish within %u ms; "

@@ -101,6 +101,7 @@ typedef struct pch_job {
     const char *source; /* the program's source, NUL-terminated */
     size_t source_len;
     size_t prefix_len;  /* source[0, prefix_len): the leading directives */
+    double tier_ms;     /* finding the tier's state (made at a handle's first compile) */
     const char *name;   /* the program's name, as NVRTC gets it */
     const char **argv;  /* NVRTC's options, as progcache_nvrtc_compile passes them */
     size_t argc;
@@ -282,7 +283,9 @@ typedef struct pch_result {
     progcache_buf log, note, artifact, lowered;
     pch_manifest deps; /* only deps and num_deps are filled */
     int deps_incomplete;
-    double wall_ms; /* spawn to reaped exit */
+    double wall_ms;   /* spawn to reaped exit */
+    double answer_ms; /* spawn to the first byte of its answer */
+    double eof_ms;    /* spawn to the end of its answer */
 } pch_result;
 
 void progcache__pch_result_release(pch_result *r);
@@ -298,6 +301,7 @@ typedef struct pch_call {
     int sock;
     int talked; /* -1: the request could not be sent in time */
     double start, deadline;
+    double answer; /* when the first byte of the answer came, or 0 */
 } pch_call;
 
 /* Run one compile in the helper: mode PROGCACHE__WIRE_*, pch_fd the PCH to
