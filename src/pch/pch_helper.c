@@ -22,8 +22,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -405,6 +407,31 @@ static int reap(pid_t pid, int *status, double deadline)
     }
 }
 
+/* A helper that gave its whole answer is reaped by a thread of its own:
+ * its exit (tearing down NVRTC's heap, tens of milliseconds) is then off
+ * the compile's path. The thread still kills it at a deadline. */
+static void *reap_later(void *arg)
+{
+    pid_t pid = (pid_t)(intptr_t)arg;
+    int status;
+    (void)reap(pid, &status, progcache__clock_ms() + 5000);
+    return NULL;
+}
+
+/* 1 when pid was handed to a reaping thread; 0: reap it here. */
+static int reap_in_background(pid_t pid)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    if (pthread_attr_init(&attr) != 0)
+        return 0;
+    int ok = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+             pthread_attr_setstacksize(&attr, (size_t)64 << 10) == 0 &&
+             pthread_create(&t, &attr, reap_later, (void *)(intptr_t)pid) == 0;
+    pthread_attr_destroy(&attr);
+    return ok;
+}
+
 int progcache__pch_helper_start(pch_call *call, const pch_job *job, uint32_t mode, int pch_fd,
                                 const char *pch_name, uint64_t heap)
 {
@@ -461,6 +488,34 @@ int progcache__pch_helper_finish(pch_result *out, pch_call *call)
      * socket failed, as when the helper died): a second to exit, so that a
      * helper that died says how; then killed. Otherwise: until the
      * deadline. Only this pid, ours and not yet reaped, is ever killed. */
+    /* A whole answer that parses (the helper ends it when it is done):
+     * the compile is over, whatever the exit says; the exit is reaped off
+     * this path when it has not come yet. */
+    if (talked == 0 && parse(out, &resp) == 0) {
+        int status = 0;
+        pid_t r = waitpid(call->pid, &status, WNOHANG);
+        if ((r == call->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+            (r == 0 && reap_in_background(call->pid)) || (r < 0 && errno == ECHILD)) {
+            out->wall_ms = progcache__clock_ms() - call->start;
+            out->answer_ms = call->answer ? call->answer - call->start : 0;
+            out->eof_ms = eof - call->start;
+            progcache_buf_free(&resp);
+            return PROGCACHE_OK;
+        }
+        progcache__pch_result_release(out);
+        memset(out, 0, sizeof *out);
+        if (r == call->pid) { /* exited already, but not cleanly: as below */
+            out->wall_ms = progcache__clock_ms() - call->start;
+            progcache_buf_free(&resp);
+            return WIFSIGNALED(status)
+                       ? progcache__error(PROGCACHE_ECORRUPT, "the PCH helper died of signal %d "
+                                                              "(%s)",
+                                          WTERMSIG(status), strsignal(WTERMSIG(status)))
+                       : progcache__error(PROGCACHE_EIO, "the PCH helper %s gave no usable "
+                                                         "answer (%zu bytes, exit status %d)",
+                                          call->helper, resp.size, WEXITSTATUS(status));
+        }
+    }
     double now = progcache__clock_ms();
     double until = talked == -1 ? now
                    : talked != 0 && now + 1000 < call->deadline ? now + 1000

@@ -11,11 +11,17 @@
  *    loaded to check it, even for a hit;
  *  - a helper that fails (exits 1), and one that dies of SIGKILL after
  *    reading the request: compiled here (NVRTC loaded then), the same
- *    bytes, the failure said. */
+ *    bytes, the failure said;
+ *  - a helper whose exit comes long after its answer (the real helper
+ *    under a script that then sleeps): the compile, by the helper, returns
+ *    on the answer while the helper still runs, and the helper is reaped
+ *    in the background (no zombie left). */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -23,7 +29,7 @@
 #include "pch_fixtures.h"
 #include "progcache/cuda.h"
 
-enum { LOADED = 1, HIT = 2 };
+enum { LOADED = 1, HIT = 2, NOT_WAITED = 4 };
 
 static const char *self;
 
@@ -51,7 +57,22 @@ static int child(char **argv)
     close(fd);
     free(c.bytes);
     progcache_close(cache);
-    return (progcache__nvrtc_loaded() ? LOADED : 0) | (hit ? HIT : 0);
+    int not_waited = 0;
+    const char *pid_file = getenv("TEST_PCH_PID_FILE");
+    if (pid_file) {
+        size_t n;
+        char *text = test_read_file(pid_file, &n);
+        pid_t pid = text ? (pid_t)atol(text) : 0;
+        free(text);
+        /* Alive (its sleep has seconds to go): the compile did not wait for
+         * its exit. Then gone, not a zombie (kill finds a zombie): reaped. */
+        int alive = pid > 0 && kill(pid, 0) == 0;
+        struct timespec wait = {8, 0};
+        nanosleep(&wait, NULL);
+        not_waited = alive && kill(pid, 0) != 0 && errno == ESRCH;
+    }
+    return (progcache__nvrtc_loaded() ? LOADED : 0) | (hit ? HIT : 0) |
+           (not_waited ? NOT_WAITED : 0);
 }
 
 /* Run variant v in a fresh process on cache_dir: its exit status; its
@@ -68,7 +89,7 @@ static int fresh(const char *cache_dir, int v, char *log, size_t log_len)
     }
     int status;
     CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) <= (LOADED | HIT));
+    CHECK(WEXITSTATUS(status) <= (LOADED | HIT | NOT_WAITED));
     size_t len;
     char *bytes = test_read_file(out, &len);
     CHECK(bytes != NULL);
@@ -122,6 +143,23 @@ static void test_unloaded(void)
     setenv("PROGCACHE_PCH_HELPER", script, 1);
     CHECK(fresh(dir, 24, log, sizeof log) == LOADED);
     CHECK(strstr(log, "signal 9") != NULL);
+    setenv("PROGCACHE_PCH_HELPER", helper, 1);
+
+    /* A helper that answers, then takes 5 s to exit. */
+    char pid_file[1000], text[4000];
+    snprintf(pid_file, sizeof pid_file, "%s/slow-exit.pid", work);
+    snprintf(script, sizeof script, "%s/slow-exit.sh", work);
+    snprintf(text, sizeof text, "#!/bin/sh\necho $$ > '%s'\n'%s'\n/bin/sleep 5\n", pid_file, helper);
+    write_script(script, text);
+    setenv("PROGCACHE_PCH_HELPER", script, 1);
+    setenv("TEST_PCH_PID_FILE", pid_file, 1);
+    /* Compiled by the helper (NVRTC not loaded here; with or without the
+     * PCH: this helper's identity is another's), returned on its answer. */
+    st = fresh(dir, 25, log, sizeof log);
+    if ((st & ~HIT) != NOT_WAITED)
+        fprintf(stderr, "slow exit: status %d, log:\n%s\n", st, log);
+    CHECK((st & ~HIT) == NOT_WAITED);
+    unsetenv("TEST_PCH_PID_FILE");
     setenv("PROGCACHE_PCH_HELPER", helper, 1);
     test_rmtree(dir);
     free(dir);
