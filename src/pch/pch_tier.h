@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "pch/pch_settings.h"
 #include "error.h"
 #include "progcache/cuda.h"
 #include "progcache/stats.h"
