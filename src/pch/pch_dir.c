@@ -32,6 +32,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "pch/pch_tier.h"
+#include "store/store.h"
 #include "fs.h"
 #include "lru.h"
 #include "sha256.h"
@@ -42,46 +43,19 @@
 #define RECORD_SECONDS (30 * 86400)
 #define MANIFEST_MAX ((size_t)64 << 20)
 
-void progcache__pch_dir_open(progcache__pch_tier *tier, const char *cache_dir)
+void progcache__pch_dir_open(progcache__pch_tier *tier, progcache_store *home,
+                             const char *cache_dir)
 {
-    char name[32], why[160];
-    const char *what = "cannot open it";
-    int root = -1, state = -1, fd = -1;
+    char name[32], why[200];
     snprintf(name, sizeof name, "pch-%u", (unsigned)geteuid());
-    if ((root = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-        (state = progcache__fs_open_dir(root, "progcache")) < 0)
-        goto fail;
-    what = "cannot create it";
-    /* Exactly 0700 whatever the umask (and without the setgid bit a
-     * team's progcache/ would pass on: this directory is one user's). */
-    if (progcache__fs_mkdirat_mode(state, name, 0700, (gid_t)-1) < 0)
-        goto fail;
-    what = "cannot open it";
-    if ((fd = progcache__fs_open_dir(state, name)) < 0)
-        goto fail;
-    struct stat st;
-    what = "cannot stat it";
-    if (fstat(fd, &st) != 0)
-        goto fail;
-    if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-        snprintf(why, sizeof why, "it belongs to uid %u with mode %04o, and PCHs need a "
-                 "directory only this user (uid %u) can use (mode 0700)",
-                 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
-        goto refuse;
+    /* The file store owns the directory's layout and makes it: exactly
+     * 0700 whatever the umask, and without the setgid bit a team's
+     * progcache/ would pass on (PCHs are one user's). */
+    int fd = progcache__store_open_private_dir(home, name, why, sizeof why);
+    if (fd >= 0) {
+        tier->dir_fd = fd;
+        return;
     }
-    tier->dir_fd = fd;
-    close(state);
-    close(root);
-    return;
-fail:
-    snprintf(why, sizeof why, "%s: %s", what, strerror(errno));
-refuse:
-    if (fd >= 0)
-        close(fd);
-    if (state >= 0)
-        close(state);
-    if (root >= 0)
-        close(root);
     size_t len = strlen(cache_dir) + strlen(name) + strlen(why) + 32;
     tier->dir_error = progcache__malloc(len);
     if (tier->dir_error)

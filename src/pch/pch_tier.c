@@ -9,7 +9,6 @@
 
 #include "alloc.h"
 #include "cache/cache_stats.h"
-#include "cache/cache_stats.h"
 #include "pch/pch_tier.h"
 
 static void *make(void *arg)
@@ -27,7 +26,7 @@ static void *make(void *arg)
     const char *path = progcache_path(cache);
     if (tier->settings.mode == PROGCACHE__PCH_OFF || !path)
         return tier;
-    progcache__pch_dir_open(tier, path);
+    progcache__pch_dir_open(tier, progcache__cache_home(cache), path);
     if (tier->dir_fd < 0)
         return tier;
     tier->dir = progcache__malloc(strlen(path) + 40);

@@ -23,6 +23,7 @@
 #include "error.h"
 #include "progcache/cuda.h"
 #include "progcache/stats.h"
+#include "progcache/store.h"
 
 #define PCH_KEY_HEX 64
 /* "<64 hex>-<16 hex>.pch" and NUL. */
@@ -208,10 +209,12 @@ void progcache__pch_touch(int dir_fd, const char *pch, int fd);
 
 /* ---- the directory (pch_dir.c) -------------------------------------------- */
 
-/* Open (creating) <cache>/progcache/pch-<uid>: a directory of this user,
- * mode 0700, reached without following links. On failure tier->dir_error
- * says why and dir_fd stays -1. */
-void progcache__pch_dir_open(progcache__pch_tier *tier, const char *cache_dir);
+/* Open (creating) <cache>/progcache/pch-<uid> through the home store,
+ * which owns the directory's layout (progcache__store_open_private_dir): a
+ * directory of this user, mode 0700, reached without following links. On
+ * failure tier->dir_error says why (naming cache_dir) and dir_fd stays -1. */
+void progcache__pch_dir_open(progcache__pch_tier *tier, progcache_store *home,
+                             const char *cache_dir);
 
 /* A usable PCH for job: its manifest and an open descriptor of its file,
  * checked (deps, size, SHA-256 or its stamp). */

@@ -71,5 +71,13 @@ int progcache__store_open_own(progcache_store *store, const char *name, int flag
  * 02770 in a team's cache). -1 with errno (EROFS: the store writes
  * nothing; EINVAL: not a file store). */
 int progcache__store_open_own_dir(progcache_store *store, const char *name);
+/* Open the directory progcache/<name> of a file store that is this user's
+ * alone (the PCH tier's pch-<uid>): made, when missing and the store may
+ * write, exactly 0700 without the group or setgid bit a team's cache
+ * passes on; then checked on its descriptor to be this user's with no
+ * access for others. -1 with errno and why (a phrase: "cannot create it:
+ * ...", "it belongs to uid 1001 with mode 0750, ..."). */
+int progcache__store_open_private_dir(progcache_store *store, const char *name, char *why,
+                                      size_t len);
 
 #endif

@@ -22,6 +22,7 @@
 #include "progcache/file.h"
 #include "progcache/stats.h"
 #include "progcache/sys/store.h"
+#include "store/store.h"
 
 #define ALICE 54321u
 #define CAROL 54322u
@@ -126,6 +127,44 @@ static void test_group_modes(void)
         check_modes(dir, 0, 02770, 0640, 0660, geteuid());
         test_rmdtemp(base);
     }
+}
+
+/* A directory of this user's alone inside a team's cache (the PCH tier's
+ * pch-<uid>, made through the store that owns the layout): exactly 0700,
+ * no setgid, whatever the umask; one of looser mode is refused; a
+ * read-only store makes none. */
+static void test_private_dir(void)
+{
+    char *base = test_mkdtemp("perm-private");
+    CHECK(chmod(base, 02770) == 0);
+    char dir[4200], why[256], path[4300];
+    snprintf(dir, sizeof dir, "%s/cache", base);
+    CHECK(setenv("PROGCACHE_SHARED_GROUP", "0", 1) == 0);
+    use_cache(dir, PROGCACHE_FILE_SHARED_GROUP);
+    mode_t old = umask(0);
+    progcache_file_options fo = PROGCACHE_FILE_OPTIONS_INIT;
+    fo.flags = PROGCACHE_FILE_SHARED_GROUP;
+    progcache_store *st;
+    CHECK_OK(progcache_store_file_new(&st, dir, &fo));
+    int fd = progcache__store_open_private_dir(st, "mine", why, sizeof why);
+    CHECK(fd >= 0);
+    close(fd);
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/progcache/mine", dir);
+    CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0700 && sb.st_uid == geteuid());
+    CHECK(chmod(path, 0750) == 0);
+    CHECK(progcache__store_open_private_dir(st, "mine", why, sizeof why) < 0 && errno == EPERM);
+    CHECK(strstr(why, "mode 0750") != NULL);
+    progcache_store_free(st);
+    fo.flags = PROGCACHE_FILE_READONLY;
+    CHECK_OK(progcache_store_file_new(&st, dir, &fo));
+    CHECK(progcache__store_open_private_dir(st, "other", why, sizeof why) < 0 && errno == EROFS);
+    snprintf(path, sizeof path, "%s/progcache/other", dir);
+    CHECK(stat(path, &sb) != 0 && errno == ENOENT);
+    progcache_store_free(st);
+    umask(old);
+    CHECK(unsetenv("PROGCACHE_SHARED_GROUP") == 0);
+    test_rmdtemp(base);
 }
 
 /* In a child as uid: make a cache at dir holding key "k". */
@@ -297,6 +336,7 @@ int main(void)
         return TEST_SKIP_CODE;
     }
     test_group_modes();
+    test_private_dir();
     test_foreign();
     puts("test_perm: ok");
     return 0;

@@ -193,6 +193,46 @@ int progcache__store_open_own_dir(progcache_store *store, const char *name)
     return progcache__fs_open_dir(fs->root_fd, rel);
 }
 
+int progcache__store_open_private_dir(progcache_store *store, const char *name, char *why,
+                                      size_t len)
+{
+    file_store *fs = progcache_store_as_file(store);
+    const char *what = "cannot open it";
+    char rel[64];
+    snprintf(rel, sizeof rel, FILE_STATE_DIR "/%s", name);
+    int fd = fs ? progcache__fs_open_dir(fs->root_fd, rel) : (errno = EINVAL, -1);
+    if (fd < 0 && fs && errno == ENOENT) {
+        what = "cannot create it";
+        if (fs->flags & PROGCACHE_FILE_READONLY)
+            errno = EROFS; /* read-only, or another user's cache: nothing made there */
+        else if (progcache__fs_mkdirat_mode(fs->root_fd, rel, 0700, (gid_t)-1) == 0) {
+            what = "cannot open it";
+            fd = progcache__fs_open_dir(fs->root_fd, rel);
+        }
+    }
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) != 0) {
+        what = "cannot stat it";
+        int err = errno;
+        close(fd);
+        fd = -1;
+        errno = err;
+    }
+    if (fd < 0) {
+        snprintf(why, len, "%s: %s", what, strerror(errno));
+        return -1;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+        snprintf(why, len, "it belongs to uid %u with mode %04o, and it must be a directory only "
+                 "this user (uid %u) can use (mode 0700)",
+                 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+        close(fd);
+        errno = EPERM;
+        return -1;
+    }
+    return fd;
+}
+
 int progcache_file_open(progcache_file **out, const char *path, const progcache_file_options *opts)
 {
     if (!out)
