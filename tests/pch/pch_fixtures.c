@@ -174,6 +174,28 @@ void warm(progcache *cache, int base, const char *digest)
     CHECK(s.pch_hits == before.pch_hits + 1);
 }
 
+void compile_same(progcache *cache, int first, int n, logbook *book)
+{
+    for (int v = first; v < first + n; v++) {
+        compiled c = compile_v(cache, v, 0, "h3", PROGCACHE_TARGET_CUBIN, note, book);
+        compiled p = plain_v(v, "h3", PROGCACHE_TARGET_CUBIN);
+        CHECK(same(&c, &p));
+        free(c.bytes);
+        free(p.bytes);
+    }
+}
+
+int pch_test_main(const char *name, void (*const *tests)(void), size_t n)
+{
+    if (!pch_fixtures_setup(name))
+        return TEST_SKIP_CODE;
+    for (size_t i = 0; i < n; i++)
+        tests[i]();
+    pch_fixtures_teardown();
+    printf("%s: ok\n", name);
+    return 0;
+}
+
 /* No helper, or one that fails: every compile succeeds as before, counted
  * and said once. */
 void without_helper(const char *path, const char *said)
@@ -182,13 +204,7 @@ void without_helper(const char *path, const char *said)
     char *dir;
     progcache *cache = open_cache(&dir, "pchnohelper");
     logbook book = {""};
-    for (int v = 0; v < 3; v++) {
-        compiled c = compile_v(cache, 100 + v, 0, "h3", PROGCACHE_TARGET_CUBIN, note, &book);
-        compiled p = plain_v(100 + v, "h3", PROGCACHE_TARGET_CUBIN);
-        CHECK(same(&c, &p));
-        free(c.bytes);
-        free(p.bytes);
-    }
+    compile_same(cache, 100, 3, &book);
     progcache_stats s = stats_of(cache);
     CHECK(s.pch_hits == 0 && s.pch_created == 0 && s.pch_fallbacks >= 1);
     CHECK(strstr(book.text, said) != NULL);

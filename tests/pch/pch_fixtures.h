@@ -53,6 +53,19 @@ void note(void *ctx, int level, const char *message);
 /* The .pch files in the cache's PCH directory: their number, total size,
  * the path of the last (if path). */
 int pch_files(const char *cache_dir, uint64_t *total, char *path, size_t len);
+/* Variants first .. first + n - 1 compiled through cache (cubin, header
+ * version "h3", messages into book), each the bytes of a compile without
+ * the tier. */
+void compile_same(progcache *cache, int first, int n, logbook *book);
+/* A PCH test's main: the fixtures set up (exit 77 when they cannot be),
+ * each test run in order, torn down, "<name>: ok". */
+int pch_test_main(const char *name, void (*const *tests)(void), size_t n);
+#define PCH_TEST_MAIN(name, ...)                                                  \
+    int main(void)                                                                \
+    {                                                                             \
+        static void (*const tests[])(void) = {__VA_ARGS__};                       \
+        return pch_test_main(name, tests, sizeof tests / sizeof tests[0]);        \
+    }
 /* Make a PCH: seen, made, used (three variants from base). */
 void warm(progcache *cache, int base, const char *digest);
 /* Three compiles with path as the helper: the same bytes as without the

@@ -324,13 +324,7 @@ static void test_inprocess(void)
     char *dir;
     progcache *cache = open_cache(&dir, "pchinproc");
     logbook book = {""};
-    for (int v = 0; v < 4; v++) {
-        compiled with = compile_v(cache, 110 + v, 0, "h3", PROGCACHE_TARGET_CUBIN, note, &book);
-        compiled without = plain_v(110 + v, "h3", PROGCACHE_TARGET_CUBIN);
-        CHECK(same(&with, &without));
-        free(with.bytes);
-        free(without.bytes);
-    }
+    compile_same(cache, 110, 4, &book);
     progcache_stats s = stats_of(cache);
     CHECK(s.pch_created == 1 && s.pch_hits == 2);
     uint64_t total;
@@ -412,20 +406,6 @@ static void test_name_expressions(void)
     close_cache(cache, dir);
 }
 
-int main(void)
-{
-    if (!pch_fixtures_setup("test_pch"))
-        return TEST_SKIP_CODE;
-    test_identity();
-    test_invalidation();
-    test_corruption();
-    test_scribbled();
-    test_eviction();
-    test_missing_helper();
-    test_inprocess();
-    test_flag();
-    test_name_expressions();
-    pch_fixtures_teardown();
-    puts("test_pch: ok");
-    return 0;
-}
+PCH_TEST_MAIN("test_pch", test_identity, test_invalidation, test_corruption, test_scribbled,
+              test_eviction, test_missing_helper, test_inprocess, test_flag,
+              test_name_expressions)

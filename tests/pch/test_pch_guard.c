@@ -53,13 +53,7 @@ static void off_with(const char *var, const char *value, const char *said)
     char *dir;
     progcache *cache = open_cache(&dir, "pchoff");
     logbook book = {""};
-    for (int v = 0; v < 3; v++) {
-        compiled c = compile_v(cache, 140 + v, 0, "h3", PROGCACHE_TARGET_CUBIN, note, &book);
-        compiled p = plain_v(140 + v, "h3", PROGCACHE_TARGET_CUBIN);
-        CHECK(same(&c, &p));
-        free(c.bytes);
-        free(p.bytes);
-    }
+    compile_same(cache, 140, 3, &book);
     progcache_stats s = stats_of(cache);
     CHECK(s.pch_misses == 0 && s.pch_hits == 0 && s.pch_created == 0 && s.pch_fallbacks == 0);
     char path[700];
@@ -231,15 +225,6 @@ static void test_foreign(void)
     close_cache(cache, dir);
 }
 
-int main(void)
-{
-    if (!pch_fixtures_setup("test_pch_guard"))
-        return TEST_SKIP_CODE;
-    test_helper_hangs_or_dies();
-    test_foreign();
-    test_read_only();
-    test_off(); /* last: NVRTC_DISABLE_PCH was set */
-    pch_fixtures_teardown();
-    puts("test_pch_guard: ok");
-    return 0;
-}
+/* test_off last: NVRTC_DISABLE_PCH stays set. */
+PCH_TEST_MAIN("test_pch_guard", test_helper_hangs_or_dies, test_foreign, test_read_only,
+              test_off)

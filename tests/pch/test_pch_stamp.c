@@ -381,16 +381,5 @@ static void test_manifest_v1(void)
     close_cache(cache, dir);
 }
 
-int main(void)
-{
-    if (!pch_fixtures_setup("test_pch_stamp"))
-        return TEST_SKIP_CODE;
-    test_stamped();
-    test_identity_changed();
-    test_untrusted_stamps();
-    test_inprocess();
-    test_manifest_v1();
-    pch_fixtures_teardown();
-    puts("test_pch_stamp: ok");
-    return 0;
-}
+PCH_TEST_MAIN("test_pch_stamp", test_stamped, test_identity_changed, test_untrusted_stamps,
+              test_inprocess, test_manifest_v1)
