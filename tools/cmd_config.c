@@ -162,8 +162,25 @@ static int written(const char *dir, const char *name, const char *value)
     return EXIT_OK;
 }
 
+/* "progcache config --list-settings", alone: the names the settings file
+ * may hold, one a line, for the shell completions (tools/progcache.bash,
+ * _progcache, progcache.fish), which so never list them by hand. */
+static int list_settings(void)
+{
+    progcache_settings *set = NULL;
+    if (progcache_settings_load(&set, "") != PROGCACHE_OK)
+        return tool_lib_error(CMD, EXIT_FAILED, "cannot read the settings table");
+    for (size_t i = 0; i < progcache_settings_count(set); i++)
+        if (progcache_settings_at(set, i)->in_file)
+            printf("%s\n", progcache_settings_at(set, i)->name);
+    progcache_settings_free(set);
+    return EXIT_OK; /* progcache.c checks that standard output took it */
+}
+
 int cmd_config(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--list-settings"))
+        return list_settings();
     static const tool_option options[] = {{"unset", 'u', 1}, {NULL, 0, 0}};
     const char *args[3] = {NULL, NULL, NULL}, *unset = NULL;
     int nargs = 0;

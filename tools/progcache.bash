@@ -8,7 +8,9 @@ _progcache()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     local commands="stats ls verify prune clear get put export import warm key remote config help"
-    local settings="max_size low_water_percent memory_size max_artifact_size no_fsync"
+    # The settings a file may hold, from the command (never typed here).
+    local settings
+    settings=$("${COMP_WORDS[0]}" config --list-settings 2>/dev/null)
     local common="-d --dir -h --help"
     local i cmd=
     for ((i = 1; i < COMP_CWORD; i++)); do

@@ -10,7 +10,7 @@ function __progcache_candidates
     set -l cur (commandline -ct)
     set -l prog $tokens[1]
     set -l commands stats ls verify prune clear get put export import warm key remote config help
-    set -l settings max_size low_water_percent memory_size max_artifact_size no_fsync
+    set -l settings ($prog config --list-settings 2>/dev/null)
     # The subcommand: the first word that is not an option (or -d's value).
     set -l cmd
     set -l skip 0

@@ -482,7 +482,10 @@ def test_completion(tmp):
         code = ('source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _progcache; printf "%%s\\n" '
                 '"${COMPREPLY[@]}"' % (script, " ".join("'%s'" % w for w in words),
                                         len(words) - 1))
-        p = subprocess.run(["bash", "-c", code], capture_output=True, text=True)
+        # "progcache" found on PATH, as in a shell: the build's binary.
+        env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(BIN)) + os.pathsep +
+                   os.environ.get("PATH", ""))
+        p = subprocess.run(["bash", "-c", code], capture_output=True, text=True, env=env)
         check(p.returncode == 0, "completion runs: " + line, p.stderr)
         return set(x for x in p.stdout.split("\n") if x)
 
@@ -492,7 +495,12 @@ def test_completion(tmp):
           "stats options")
     check(complete(["progcache", "ls", "--sort", ""]) == {"name", "size", "age", "lru"},
           "ls --sort values")
-    check("max_size" in complete(["progcache", "config", "max"]), "config setting names")
+    check(complete(["progcache", "config", "max"]) == {"max_size", "max_artifact_size"},
+          "config setting names")
+    # From the command's table, never typed in the script: every setting a
+    # file may hold, remote_min_rate included.
+    check(complete(["progcache", "config", "--unset", ""]) ==
+          set(run(["config", "--list-settings"])[1].split()), "config --unset NAME")
     check(complete(["progcache", "help", "imp"]) == {"import"}, "help CMD")
     # Every long option of every --help is completed, and nothing else.
     for cmd in ("stats", "ls", "verify", "prune", "clear", "get", "put", "export", "import",
