@@ -61,20 +61,24 @@ static int open_lock_file(progcache *cache)
      * itself; say so, once per handle. */
     struct stat st;
     char why[192];
-    int fd = progcache__store_open_own(cache->tiers[cache->home], "flight", O_RDWR | O_CREAT,
-                                       &st, why, sizeof why);
+    int fd = progcache__store_open_own(cache->tiers[cache->home], PROGCACHE__PLACE_FLIGHT,
+                                       O_RDWR | O_CREAT, &st, why, sizeof why);
     if (fd < 0 && (errno == PROGCACHE__FS_ENOTREG || errno == EPERM) &&
         !__atomic_exchange_n(&cache->flight_warned, 1, __ATOMIC_RELAXED)) {
-        if (errno == EPERM)
+        int err = errno;
+        char place[64];
+        progcache__store_place_path(place, sizeof place, PROGCACHE__PLACE_FLIGHT);
+        if (err == EPERM)
             progcache__cache_log(cache, PROGCACHE_LOG_WARN,
-                                 "cannot use %s/progcache/flight: %s; it is not used (remove "
-                                 "it); processes missing the same key each compile it",
-                                 cache->path, why);
+                                 "cannot use %s/%s: %s; it is not used (remove it); processes "
+                                 "missing the same key each compile it",
+                                 cache->path, place, why);
         else
             progcache__cache_log(cache, PROGCACHE_LOG_WARN,
-                                 "cannot use %s/progcache/flight: it is %s, not a regular file "
-                                 "(remove it); processes missing the same key each compile it",
-                                 cache->path, progcache__fs_type_name(st.st_mode));
+                                 "cannot use %s/%s: it is %s, not a regular file (remove it); "
+                                 "processes missing the same key each compile it",
+                                 cache->path, place, progcache__fs_type_name(st.st_mode));
+        errno = err;
     }
     return fd;
 }

@@ -39,7 +39,6 @@
 #include "fs.h"
 #include "store/store.h"
 
-#define LEASE_DIR "progcache/flight.d"
 
 struct progcache__flight_lease {
     int dirfd;
@@ -181,7 +180,7 @@ static int create(struct progcache__flight_lease **out, int dirfd, const char *n
 int progcache__flight_lease_dir(const progcache *cache)
 {
     /* The file store hands out its own directories, with its modes. */
-    return progcache__store_open_own_dir(cache->tiers[cache->home], "flight.d");
+    return progcache__store_open_own_dir(cache->tiers[cache->home], PROGCACHE__PLACE_FLIGHT_D);
 }
 
 int progcache__flight_lease_try(progcache__flight *f, progcache *cache, int dirfd,
@@ -218,11 +217,13 @@ int progcache__flight_lease_try(progcache__flight *f, progcache *cache, int dirf
         }
         seen->valid = 0;
         progcache__cache_record(cache, PROGCACHE_STAT_FLIGHT_TAKEOVERS, 1);
+        char place[64];
+        progcache__store_place_path(place, sizeof place, PROGCACHE__PLACE_FLIGHT_D);
         progcache__flight_log(f, cache, PROGCACHE_LOG_WARN,
-                              "progcache: took over %s/" LEASE_DIR "/%s: its holder (%.60s) "
+                              "progcache: took over %s/%s/%s: its holder (%.60s) "
                               "did not refresh it for %.1f s (dead, or cut off from the file "
                               "server); compiling here",
-                              cache->path, name, now.text, (t - now.since) / 1000.0);
+                              cache->path, place, name, now.text, (t - now.since) / 1000.0);
     }
     return 0;
 }

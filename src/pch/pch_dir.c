@@ -46,12 +46,12 @@
 void progcache__pch_dir_open(progcache__pch_tier *tier, progcache_store *home,
                              const char *cache_dir)
 {
-    char name[32], why[200];
-    snprintf(name, sizeof name, "pch-%u", (unsigned)geteuid());
+    char name[64], why[200];
+    progcache__store_place_path(name, sizeof name, PROGCACHE__PLACE_PCH);
     /* The file store owns the directory's layout and makes it: exactly
      * 0700 whatever the umask, and without the setgid bit a team's
      * progcache/ would pass on (PCHs are one user's). */
-    int fd = progcache__store_open_private_dir(home, name, why, sizeof why);
+    int fd = progcache__store_open_private_dir(home, PROGCACHE__PLACE_PCH, why, sizeof why);
     if (fd >= 0) {
         tier->dir_fd = fd;
         return;
@@ -59,7 +59,7 @@ void progcache__pch_dir_open(progcache__pch_tier *tier, progcache_store *home,
     size_t len = strlen(cache_dir) + strlen(name) + strlen(why) + 32;
     tier->dir_error = progcache__malloc(len);
     if (tier->dir_error)
-        snprintf(tier->dir_error, len, "%s/progcache/%s: %s", cache_dir, name, why);
+        snprintf(tier->dir_error, len, "%s/%s: %s", cache_dir, name, why);
 }
 
 /* ---- small files --------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include "alloc.h"
 #include "cache/cache_stats.h"
 #include "pch/pch_tier.h"
+#include "store/store.h"
 
 static void *make(void *arg)
 {
@@ -29,9 +30,11 @@ static void *make(void *arg)
     progcache__pch_dir_open(tier, progcache__cache_home(cache), path);
     if (tier->dir_fd < 0)
         return tier;
-    tier->dir = progcache__malloc(strlen(path) + 40);
+    char place[64];
+    progcache__store_place_path(place, sizeof place, PROGCACHE__PLACE_PCH);
+    tier->dir = progcache__malloc(strlen(path) + strlen(place) + 2);
     if (tier->dir)
-        snprintf(tier->dir, strlen(path) + 40, "%s/progcache/pch-%u", path, (unsigned)geteuid());
+        snprintf(tier->dir, strlen(path) + strlen(place) + 2, "%s/%s", path, place);
     progcache__pch_ids(tier);
     progcache__pch_helper_find(tier);
     progcache__pch_helper_open(tier);

@@ -137,7 +137,7 @@ static void test_private_dir(void)
 {
     char *base = test_mkdtemp("perm-private");
     CHECK(chmod(base, 02770) == 0);
-    char dir[4200], why[256], path[4300];
+    char dir[4200], why[256], path[4300], place[64];
     snprintf(dir, sizeof dir, "%s/cache", base);
     CHECK(setenv("PROGCACHE_SHARED_GROUP", "0", 1) == 0);
     use_cache(dir, PROGCACHE_FILE_SHARED_GROUP);
@@ -146,20 +146,27 @@ static void test_private_dir(void)
     fo.flags = PROGCACHE_FILE_SHARED_GROUP;
     progcache_store *st;
     CHECK_OK(progcache_store_file_new(&st, dir, &fo));
-    int fd = progcache__store_open_private_dir(st, "mine", why, sizeof why);
+    int fd = progcache__store_open_private_dir(st, PROGCACHE__PLACE_PCH, why, sizeof why);
     CHECK(fd >= 0);
     close(fd);
     struct stat sb;
-    snprintf(path, sizeof path, "%s/progcache/mine", dir);
+    progcache__store_place_path(place, sizeof place, PROGCACHE__PLACE_PCH);
+    snprintf(path, sizeof path, "%s/%s", dir, place);
+    char want[64];
+    snprintf(want, sizeof want, "progcache/pch-%u", (unsigned)geteuid());
+    CHECK(!strcmp(place, want));
     CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0700 && sb.st_uid == geteuid());
     CHECK(chmod(path, 0750) == 0);
-    CHECK(progcache__store_open_private_dir(st, "mine", why, sizeof why) < 0 && errno == EPERM);
+    CHECK(progcache__store_open_private_dir(st, PROGCACHE__PLACE_PCH, why, sizeof why) < 0 &&
+          errno == EPERM);
     CHECK(strstr(why, "mode 0750") != NULL);
     progcache_store_free(st);
+    /* Read-only, and the place missing: nothing is made. */
+    CHECK(rmdir(path) == 0);
     fo.flags = PROGCACHE_FILE_READONLY;
     CHECK_OK(progcache_store_file_new(&st, dir, &fo));
-    CHECK(progcache__store_open_private_dir(st, "other", why, sizeof why) < 0 && errno == EROFS);
-    snprintf(path, sizeof path, "%s/progcache/other", dir);
+    CHECK(progcache__store_open_private_dir(st, PROGCACHE__PLACE_PCH, why, sizeof why) < 0 &&
+          errno == EROFS);
     CHECK(stat(path, &sb) != 0 && errno == ENOENT);
     progcache_store_free(st);
     umask(old);

@@ -9,6 +9,12 @@
 #define FILE_REL_PATH_MAX 80
 /* progcache's own files (state, lock, stats, flight, config). */
 #define FILE_STATE_DIR "progcache"
+/* In progcache/, the places the layers above use (progcache__place in
+ * store/store.h): the compile locks, the lease files of network file
+ * systems, each user's PCHs. */
+#define FILE_FLIGHT "flight"
+#define FILE_FLIGHT_DIR "flight.d"
+#define FILE_PCH_DIR_FMT "pch-%u"
 /* progcache's temp files: its own folder, not cuda.core's tmp/ (which
  * cuda.core counts against its cap and would sweep only after an hour). */
 #define FILE_TMP_DIR FILE_STATE_DIR "/tmp"

@@ -151,7 +151,25 @@ int progcache__store_foreign(progcache_store *store)
     return fs && fs->foreign;
 }
 
-int progcache__store_open_own(progcache_store *store, const char *name, int flags,
+/* The place's name inside progcache/ (file_layout.h). */
+static void place_name(char *out, size_t len, progcache__place place)
+{
+    switch (place) {
+    case PROGCACHE__PLACE_FLIGHT: snprintf(out, len, "%s", FILE_FLIGHT); break;
+    case PROGCACHE__PLACE_FLIGHT_D: snprintf(out, len, "%s", FILE_FLIGHT_DIR); break;
+    default: snprintf(out, len, FILE_PCH_DIR_FMT, (unsigned)geteuid()); break;
+    }
+}
+
+const char *progcache__store_place_path(char *out, size_t len, progcache__place place)
+{
+    char name[32];
+    place_name(name, sizeof name, place);
+    snprintf(out, len, FILE_STATE_DIR "/%s", name);
+    return out;
+}
+
+int progcache__store_open_own(progcache_store *store, progcache__place place, int flags,
                               struct stat *st, char *why, size_t len)
 {
     file_store *fs = progcache_store_as_file(store);
@@ -166,11 +184,11 @@ int progcache__store_open_own(progcache_store *store, const char *name, int flag
         return -1;
     }
     char rel[64];
-    snprintf(rel, sizeof rel, FILE_STATE_DIR "/%s", name);
+    progcache__store_place_path(rel, sizeof rel, place);
     return progcache__file_open_own(fs, rel, flags, st, why, len);
 }
 
-int progcache__store_open_own_dir(progcache_store *store, const char *name)
+int progcache__store_open_own_dir(progcache_store *store, progcache__place place)
 {
     file_store *fs = progcache_store_as_file(store);
     if (!fs) {
@@ -182,7 +200,7 @@ int progcache__store_open_own_dir(progcache_store *store, const char *name)
         return -1;
     }
     char rel[64];
-    snprintf(rel, sizeof rel, FILE_STATE_DIR "/%s", name);
+    progcache__store_place_path(rel, sizeof rel, place);
     int fd = progcache__fs_open_dir(fs->root_fd, rel);
     if (fd >= 0 || errno != ENOENT)
         return fd;
@@ -193,13 +211,13 @@ int progcache__store_open_own_dir(progcache_store *store, const char *name)
     return progcache__fs_open_dir(fs->root_fd, rel);
 }
 
-int progcache__store_open_private_dir(progcache_store *store, const char *name, char *why,
+int progcache__store_open_private_dir(progcache_store *store, progcache__place place, char *why,
                                       size_t len)
 {
     file_store *fs = progcache_store_as_file(store);
     const char *what = "cannot open it";
     char rel[64];
-    snprintf(rel, sizeof rel, FILE_STATE_DIR "/%s", name);
+    progcache__store_place_path(rel, sizeof rel, place);
     int fd = fs ? progcache__fs_open_dir(fs->root_fd, rel) : (errno = EINVAL, -1);
     if (fd < 0 && fs && errno == ENOENT) {
         what = "cannot create it";
