@@ -169,65 +169,70 @@ const char *progcache__store_place_path(char *out, size_t len, progcache__place 
     return out;
 }
 
+/* The file store of store, which may write, and place's path in rel; NULL
+ * with errno EINVAL (not a file store) or EROFS (it writes nothing). */
+static file_store *writable_place(progcache_store *store, progcache__place place, char *rel,
+                                  size_t len)
+{
+    file_store *fs = progcache_store_as_file(store);
+    if (!fs || (fs->flags & PROGCACHE_FILE_READONLY)) {
+        errno = fs ? EROFS : EINVAL;
+        return NULL;
+    }
+    progcache__store_place_path(rel, len, place);
+    return fs;
+}
+
 int progcache__store_open_own(progcache_store *store, progcache__place place, int flags,
                               struct stat *st, char *why, size_t len)
 {
-    file_store *fs = progcache_store_as_file(store);
     st->st_mode = 0;
     why[0] = '\0';
-    if (!fs) {
-        errno = EINVAL;
-        return -1;
-    }
-    if (fs->flags & PROGCACHE_FILE_READONLY) {
-        errno = EROFS;
-        return -1;
-    }
     char rel[64];
-    progcache__store_place_path(rel, sizeof rel, place);
-    return progcache__file_open_own(fs, rel, flags, st, why, len);
+    file_store *fs = writable_place(store, place, rel, sizeof rel);
+    return fs ? progcache__file_open_own(fs, rel, flags, st, why, len) : -1;
+}
+
+/* Open the directory rel of fs, making it with mode and gid when it is
+ * missing and the store may write (else EROFS); *made tells a failure to
+ * make it from one to open it. */
+static int open_place_dir(file_store *fs, const char *rel, mode_t mode, gid_t gid, int *made)
+{
+    *made = 0;
+    int fd = progcache__fs_open_dir(fs->root_fd, rel);
+    if (fd >= 0 || errno != ENOENT)
+        return fd;
+    *made = 1;
+    if (fs->flags & PROGCACHE_FILE_READONLY) {
+        errno = EROFS; /* read-only, or another user's cache: nothing made there */
+        return -1;
+    }
+    if (progcache__fs_mkdirat_mode(fs->root_fd, rel, mode, gid) < 0)
+        return -1;
+    *made = 0;
+    return progcache__fs_open_dir(fs->root_fd, rel);
 }
 
 int progcache__store_open_own_dir(progcache_store *store, progcache__place place)
 {
-    file_store *fs = progcache_store_as_file(store);
-    if (!fs) {
-        errno = EINVAL;
-        return -1;
-    }
-    if (fs->flags & PROGCACHE_FILE_READONLY) {
-        errno = EROFS;
-        return -1;
-    }
     char rel[64];
-    progcache__store_place_path(rel, sizeof rel, place);
-    int fd = progcache__fs_open_dir(fs->root_fd, rel);
-    if (fd >= 0 || errno != ENOENT)
-        return fd;
+    int made;
+    file_store *fs = writable_place(store, place, rel, sizeof rel);
     /* The cache's directory mode and group whatever the umask (file_perm.c). */
-    if (progcache__fs_mkdirat_mode(fs->root_fd, rel, progcache__perm_dir_mode(&fs->perm),
-                                   progcache__perm_new_gid(&fs->perm)) < 0)
-        return -1;
-    return progcache__fs_open_dir(fs->root_fd, rel);
+    return fs ? open_place_dir(fs, rel, progcache__perm_dir_mode(&fs->perm),
+                               progcache__perm_new_gid(&fs->perm), &made)
+              : -1;
 }
 
 int progcache__store_open_private_dir(progcache_store *store, progcache__place place, char *why,
                                       size_t len)
 {
     file_store *fs = progcache_store_as_file(store);
-    const char *what = "cannot open it";
     char rel[64];
+    int made = 0;
     progcache__store_place_path(rel, sizeof rel, place);
-    int fd = fs ? progcache__fs_open_dir(fs->root_fd, rel) : (errno = EINVAL, -1);
-    if (fd < 0 && fs && errno == ENOENT) {
-        what = "cannot create it";
-        if (fs->flags & PROGCACHE_FILE_READONLY)
-            errno = EROFS; /* read-only, or another user's cache: nothing made there */
-        else if (progcache__fs_mkdirat_mode(fs->root_fd, rel, 0700, (gid_t)-1) == 0) {
-            what = "cannot open it";
-            fd = progcache__fs_open_dir(fs->root_fd, rel);
-        }
-    }
+    int fd = fs ? open_place_dir(fs, rel, 0700, (gid_t)-1, &made) : (errno = EINVAL, -1);
+    const char *what = made ? "cannot create it" : "cannot open it";
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) != 0) {
         what = "cannot stat it";
