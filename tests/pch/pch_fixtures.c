@@ -185,6 +185,15 @@ void compile_same(progcache *cache, int first, int n, logbook *book)
     }
 }
 
+progcache *open_warm(char **dir, const char *tag, int base, char *pch, size_t len)
+{
+    progcache *cache = open_cache(dir, tag);
+    warm(cache, base, "h3");
+    uint64_t total;
+    CHECK(pch_files(*dir, &total, pch, len) == 1);
+    return cache;
+}
+
 int pch_test_main(const char *name, void (*const *tests)(void), size_t n)
 {
     if (!pch_fixtures_setup(name))

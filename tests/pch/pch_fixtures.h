@@ -66,6 +66,9 @@ int pch_test_main(const char *name, void (*const *tests)(void), size_t n);
         static void (*const tests[])(void) = {__VA_ARGS__};                       \
         return pch_test_main(name, tests, sizeof tests / sizeof tests[0]);        \
     }
+/* A new cache (open_cache) with one PCH made by warm(base, "h3"): the
+ * PCH file's path in pch (len bytes). */
+progcache *open_warm(char **dir, const char *tag, int base, char *pch, size_t len);
 /* Make a PCH: seen, made, used (three variants from base). */
 void warm(progcache *cache, int base, const char *digest);
 /* Three compiles with path as the helper: the same bytes as without the

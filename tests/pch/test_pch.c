@@ -163,12 +163,8 @@ static void bless(const char *pch_path)
  * succeeds with the right bytes, and the PCH is gone. */
 static void damaged(const char *tag, void (*harm)(const char *pch_path))
 {
-    char *dir;
-    progcache *cache = open_cache(&dir, tag);
-    warm(cache, 20, "h3");
-    char pch[1000];
-    uint64_t total;
-    CHECK(pch_files(dir, &total, pch, sizeof pch) == 1);
+    char *dir, pch[1000];
+    progcache *cache = open_warm(&dir, tag, 20, pch, sizeof pch);
     harm(pch);
     progcache_stats before = stats_of(cache);
     logbook book = {""};
@@ -241,12 +237,8 @@ static void test_corruption(void)
  * the PCH is invalid, or use it; the compile must succeed either way. */
 static void test_scribbled(void)
 {
-    char *dir;
-    progcache *cache = open_cache(&dir, "pchscribble");
-    warm(cache, 40, "h3");
-    char pch[1000];
-    uint64_t total;
-    CHECK(pch_files(dir, &total, pch, sizeof pch) == 1);
+    char *dir, pch[1000];
+    progcache *cache = open_warm(&dir, "pchscribble", 40, pch, sizeof pch);
     harm_scribble_blessed(pch);
     compiled c = compile_v(cache, 50, 0, "h3", PROGCACHE_TARGET_CUBIN, NULL, NULL);
     CHECK(c.size > 0);

@@ -135,13 +135,9 @@ static unsigned long checks(void)
 /* Made, stamped, used without reading it; touched: read once, then not. */
 static void test_stamped(void)
 {
-    char *dir;
-    progcache *cache = open_cache(&dir, "pchstamp");
+    char *dir, pch[1000], stamp[1100];
+    progcache *cache = open_warm(&dir, "pchstamp", 10, pch, sizeof pch);
     set_pch_dir(dir);
-    warm(cache, 10, "h3");
-    char pch[1000], stamp[1100];
-    uint64_t total;
-    CHECK(pch_files(dir, &total, pch, sizeof pch) == 1);
     stamp_path(stamp, sizeof stamp, pch);
     struct stat st;
     CHECK(lstat(stamp, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
@@ -164,13 +160,9 @@ static void test_stamped(void)
  * a damaged copy in its place: each read in full and rejected. */
 static void damaged_identity(const char *tag, void (*harm)(const char *pch))
 {
-    char *dir;
-    progcache *cache = open_cache(&dir, tag);
+    char *dir, pch[1000];
+    progcache *cache = open_warm(&dir, tag, 20, pch, sizeof pch);
     set_pch_dir(dir);
-    warm(cache, 20, "h3");
-    char pch[1000];
-    uint64_t total;
-    CHECK(pch_files(dir, &total, pch, sizeof pch) == 1);
     harm(pch);
     progcache_stats before = stats_of(cache);
     unsigned long n = checks();
@@ -251,13 +243,9 @@ static void forge_other_pch(const char *stamp)
  * bytes it gives without a PCH either way. */
 static int read_through(const char *tag, void (*forge)(const char *stamp), int damage)
 {
-    char *dir;
-    progcache *cache = open_cache(&dir, tag);
+    char *dir, pch[1000], stamp[1100];
+    progcache *cache = open_warm(&dir, tag, 30, pch, sizeof pch);
     set_pch_dir(dir);
-    warm(cache, 30, "h3");
-    char pch[1000], stamp[1100];
-    uint64_t total;
-    CHECK(pch_files(dir, &total, pch, sizeof pch) == 1);
     stamp_path(stamp, sizeof stamp, pch);
     if (damage)
         damage_keep_mtime(pch);
@@ -343,13 +331,9 @@ static void test_inprocess(void)
 
 static void test_manifest_v1(void)
 {
-    char *dir;
-    progcache *cache = open_cache(&dir, "pchv1");
+    char *dir, pch[1000], path[1100];
+    progcache *cache = open_warm(&dir, "pchv1", 50, pch, sizeof pch);
     set_pch_dir(dir);
-    warm(cache, 50, "h3");
-    char pch[1000], path[1100];
-    uint64_t total;
-    CHECK(pch_files(dir, &total, pch, sizeof pch) == 1);
     snprintf(path, sizeof path, "%s/%.64s.manifest", pch_dir, base(pch));
     /* Version 1's first line and 16-hex checksum, with a digest that
      * matches: a manifest an earlier progcache wrote. */
