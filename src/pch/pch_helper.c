@@ -484,43 +484,29 @@ int progcache__pch_helper_finish(pch_result *out, pch_call *call)
     double eof = progcache__clock_ms();
     close(call->sock);
     call->sock = -1;
-    /* Late (-1): killed now. An unusable answer (-2: too long, or the
-     * socket failed, as when the helper died): a second to exit, so that a
-     * helper that died says how; then killed. Otherwise: until the
-     * deadline. Only this pid, ours and not yet reaped, is ever killed. */
-    /* A whole answer that parses (the helper ends it when it is done):
-     * the compile is over, whatever the exit says; the exit is reaped off
-     * this path when it has not come yet. */
-    if (talked == 0 && parse(out, &resp) == 0) {
-        int status = 0;
+    /* A whole answer that parses (the helper ends it when it is done)
+     * ends the compile: an exit that has not come yet is reaped off this
+     * path, by a thread of its own (waited -1: not reaped here). */
+    int parsed = talked == 0 && parse(out, &resp) == 0;
+    int status = 0, waited = -2;
+    if (parsed) {
         pid_t r = waitpid(call->pid, &status, WNOHANG);
-        if ((r == call->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
-            (r == 0 && reap_in_background(call->pid)) || (r < 0 && errno == ECHILD)) {
-            out->wall_ms = progcache__clock_ms() - call->start;
-            out->answer_ms = call->answer ? call->answer - call->start : 0;
-            out->eof_ms = eof - call->start;
-            progcache_buf_free(&resp);
-            return PROGCACHE_OK;
-        }
-        progcache__pch_result_release(out);
-        memset(out, 0, sizeof *out);
-        if (r == call->pid) { /* exited already, but not cleanly: as below */
-            out->wall_ms = progcache__clock_ms() - call->start;
-            progcache_buf_free(&resp);
-            return WIFSIGNALED(status)
-                       ? progcache__error(PROGCACHE_ECORRUPT, "the PCH helper died of signal %d "
-                                                              "(%s)",
-                                          WTERMSIG(status), strsignal(WTERMSIG(status)))
-                       : progcache__error(PROGCACHE_EIO, "the PCH helper %s gave no usable "
-                                                         "answer (%zu bytes, exit status %d)",
-                                          call->helper, resp.size, WEXITSTATUS(status));
-        }
+        if (r == call->pid)
+            waited = 0;
+        else if ((r == 0 && reap_in_background(call->pid)) || (r < 0 && errno == ECHILD))
+            waited = -1;
     }
-    double now = progcache__clock_ms();
-    double until = talked == -1 ? now
-                   : talked != 0 && now + 1000 < call->deadline ? now + 1000
-                                                                : call->deadline;
-    int status = 0, waited = reap(call->pid, &status, until);
+    /* Otherwise, late (-1): killed now. An unusable answer (-2: too long,
+     * or the socket failed, as when the helper died): a second to exit, so
+     * that a helper that died says how; then killed. Otherwise: until the
+     * deadline. Only this pid, ours and not yet reaped, is ever killed. */
+    if (waited == -2) {
+        double now = progcache__clock_ms();
+        double until = talked == -1 ? now
+                       : talked != 0 && now + 1000 < call->deadline ? now + 1000
+                                                                    : call->deadline;
+        waited = reap(call->pid, &status, until);
+    }
     int reaped = waited >= 0;
     out->wall_ms = progcache__clock_ms() - call->start;
     out->answer_ms = call->answer ? call->answer - call->start : 0;
@@ -537,8 +523,7 @@ int progcache__pch_helper_finish(pch_result *out, pch_call *call)
         rc = progcache__error(PROGCACHE_EIO, "the PCH helper %s gave no usable answer (too long, "
                                              "or the socket failed)%s",
                               call->helper, waited == 1 ? "; it was killed" : "");
-    else if ((reaped && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) ||
-             parse(out, &resp) != 0)
+    else if ((reaped && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) || !parsed)
         rc = progcache__error(PROGCACHE_EIO, "the PCH helper %s gave no usable answer (%zu "
                                              "bytes, exit status %d)",
                               call->helper, resp.size,
