@@ -104,8 +104,8 @@ static int passed_to_helper(const char *entry)
 char **progcache__pch_helper_env(const char *tmpdir)
 {
     size_t count = 2, bytes = strlen("TMPDIR=") + strlen(tmpdir) + 1;
-    char **environ = progcache__config_environ();
-    for (char **e = environ; e && *e; e++)
+    char **vars = progcache__config_environ();
+    for (char **e = vars; e && *e; e++)
         if (passed_to_helper(*e)) {
             count++;
             bytes += strlen(*e) + 1;
@@ -121,7 +121,7 @@ char **progcache__pch_helper_env(const char *tmpdir)
     size_t n = 0;
     env[n++] = at;
     at += snprintf(at, (size_t)(end - at), "TMPDIR=%s", tmpdir) + 1;
-    for (char **e = environ; e && *e && n + 1 < count; e++) {
+    for (char **e = vars; e && *e && n + 1 < count; e++) {
         size_t len = strlen(*e) + 1;
         if (passed_to_helper(*e) && len <= (size_t)(end - at)) {
             env[n++] = memcpy(at, *e, len);
