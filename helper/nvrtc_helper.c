@@ -44,9 +44,13 @@
 
 #include "pch/pch_wire.h"
 #include "interpose.h"
+#include "warm.h"
 
 #define DIR_FD 3
 #define PCH_FD 4
+
+/* The build ID of the NVRTC this process loaded, in hex. */
+static char own_id[80];
 
 /* ---- a growing buffer ----------------------------------------------------------- */
 
@@ -90,6 +94,8 @@ typedef struct request {
     const char *nvrtc_id, *name, *source, *prefix, *pch_name;
     uint32_t num_options, num_names;
     const char **options, **names;
+    const char *warm; /* the name to stay warm under (warm.c), or "" */
+    uint32_t warm_ms;
 } request;
 
 typedef struct response {
@@ -101,7 +107,7 @@ typedef struct response {
     buf log, note, artifact, lowered;
 } response;
 
-static int read_all(buf *in)
+static int read_all(int fd, buf *in)
 {
     for (;;) {
         if (in->size == in->cap) {
@@ -114,7 +120,7 @@ static int read_all(buf *in)
             in->data = d;
             in->cap = cap;
         }
-        ssize_t n = read(0, in->data + in->size, in->cap - in->size);
+        ssize_t n = read(fd, in->data + in->size, in->cap - in->size);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -155,6 +161,8 @@ static int parse(request *rq, const buf *in)
         return -1;
     for (uint32_t i = 0; i < rq->num_names; i++)
         rq->names[i] = progcache__wire_str(&w, NULL);
+    rq->warm = progcache__wire_str(&w, NULL);
+    rq->warm_ms = progcache__wire_u32(&w);
     if (w.bad || w.left != 0 || rq->mode < PROGCACHE__WIRE_USE ||
         rq->mode > PROGCACHE__WIRE_CREATE_DETACHED || rq->target > 2)
         return -1;
@@ -466,6 +474,27 @@ static int detached(response *rs, request *rq)
     return ok ? 0 : 1;
 }
 
+/* A warm helper's child (warm.c): one compile with a PCH, from conn. */
+static int serve_warm(int conn)
+{
+    buf in = {0};
+    request rq;
+    response rs;
+    memset(&rq, 0, sizeof rq);
+    memset(&rs, 0, sizeof rs);
+    memcpy(rs.nvrtc_id, own_id, sizeof own_id);
+    /* Only what it stayed warm for: a compile with a PCH, on the heap it
+     * has (the library's name for it says which). */
+    if (read_all(conn, &in) != 0 || parse(&rq, &in) != 0 || rq.mode != PROGCACHE__WIRE_USE ||
+        rq.heap_size != heap_size || rq.heap_addr != heap_addr)
+        rs.status = PROGCACHE__WIRE_BAD_REQUEST;
+    else
+        serve(&rs, &rq);
+    int rc = write_response(&rs, conn);
+    (void)shutdown(conn, SHUT_WR);
+    return rc;
+}
+
 int main(void)
 {
     /* Nothing this process runs may gain privileges, and it holds only
@@ -483,12 +512,13 @@ int main(void)
     unsigned char id[64];
     size_t id_len = progcache__wire_build_id("nvrtcVersion", id, sizeof id);
     for (size_t i = 0; i < id_len && i < 32; i++)
-        snprintf(rs.nvrtc_id + 2 * i, 3, "%02x", id[i]);
+        snprintf(own_id + 2 * i, 3, "%02x", id[i]);
+    memcpy(rs.nvrtc_id, own_id, sizeof own_id);
 
     buf in = {0};
     request rq;
     memset(&rq, 0, sizeof rq);
-    if (read_all(&in) != 0 || parse(&rq, &in) != 0)
+    if (read_all(0, &in) != 0 || parse(&rq, &in) != 0)
         rs.status = PROGCACHE__WIRE_BAD_REQUEST;
     else if (rq.mode == PROGCACHE__WIRE_CREATE_DETACHED)
         return detached(&rs, &rq);
@@ -501,5 +531,11 @@ int main(void)
      * heap and the PCH's pages (50-80 ms on the H200 machine), after the
      * compile was done. */
     (void)shutdown(1, SHUT_WR);
+    /* Asked to stay warm, after a compile that used its PCH on the pinned
+     * heap: a template for the next ones (warm.c); this process exits. */
+    if (rq.mode == PROGCACHE__WIRE_USE && rs.status == PROGCACHE__WIRE_OK &&
+        rs.pch == PROGCACHE__WIRE_PCH_USED && heap_state == PROGCACHE__WIRE_HEAP_PINNED &&
+        rq.warm && rq.warm[0])
+        progcache__helper_warm(rq.warm, rq.warm_ms, serve_warm);
     return 0;
 }

@@ -240,6 +240,8 @@ int cmd_stats(int argc, char **argv)
         {"modes fixed", "modes_fixed", s.modes_fixed},
         {"files refused", "files_refused", s.files_refused},
         {"PCH made after the compile", "pch_deferred", s.pch_deferred},
+        {"PCH compiles by a warm helper", "pch_warm", s.pch_warm},
+        {"warm helper failures", "pch_warm_failures", s.pch_warm_failures},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

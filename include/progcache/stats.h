@@ -115,7 +115,12 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_FILES_REFUSED = 40,
     /* i23fleet (version 3): PCHs handed to a detached helper to make, off
      * the critical path of the compile that found them worth making. */
-    PROGCACHE_STAT_PCH_DEFERRED = 47
+    PROGCACHE_STAT_PCH_DEFERRED = 47,
+    /* i23warm (version 4): compiles with a PCH that a warm helper ran
+     * (docs/CUDA.md, "A warm helper"), and warm helpers that were reached
+     * and did not answer (a fresh helper compiled instead). */
+    PROGCACHE_STAT_PCH_WARM = 48,
+    PROGCACHE_STAT_PCH_WARM_FAILURES = 49
 } progcache_stat;
 
 /*
@@ -270,9 +275,15 @@ typedef struct progcache_stats {
      * compile that found its prefix worth one had returned (a detached
      * helper makes it; pch_created counts it once it is published). */
     uint64_t pch_deferred;
+    /* Version 4. i23warm (docs/CUDA.md, "A warm helper"): pch_warm,
+     * compiles with a PCH that a warm helper ran (no helper started for
+     * them); pch_warm_failures, warm helpers reached that gave no answer
+     * (busy, gone, another build), each followed by a fresh helper. */
+    uint64_t pch_warm;
+    uint64_t pch_warm_failures;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 3
+#define PROGCACHE_STATS_VERSION 4
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -6,9 +6,9 @@
  *  - A usable PCH for the prefix (its headers unchanged, its file whole):
  *    the helper compiles with it. Anything short of NVRTC saying it used
  *    the PCH and returning an artifact: the compile runs here, as before.
- *  - None: the compile runs here as before and, when it took at least
+ *  - None: the compile runs here as before and, once it has taken
  *    PROGCACHE_PCH_MIN_MS, the prefix is remembered and a detached helper
- *    makes its PCH after this compile is done (pch_detach.c), for the
+ *    makes its PCH while this compile goes on (pch_detach.c), for the
  *    next compile to publish and use. With PROGCACHE_PCH_CREATE=inline the
  *    second slow sight makes the PCH in the helper and compiles the
  *    program with it there, waiting for both.
@@ -208,7 +208,7 @@ static int use(pch_job *job, pch_found *found, progcache_buf *out, progcache_buf
     /* Always set: NVRTC_PCH_HEAP_SIZE could make the default too small. */
     uint64_t heap = m->heap_size > PROGCACHE__PCH_HEAP_DEFAULT ? m->heap_size
                                                               : PROGCACHE__PCH_HEAP_DEFAULT;
-    int run = progcache__pch_helper_run(&r, job, PROGCACHE__WIRE_USE, found->fd, NULL, heap);
+    int run = progcache__pch_helper_use(&r, job, found->fd, heap);
     int done = 0;
     char line[240];
     if (run == PROGCACHE_ECORRUPT) {
@@ -485,10 +485,13 @@ static int run(pch_job *job, progcache_buf *out, progcache_buf *log)
         return progcache__pch_here(out, log, job);
     }
     /* The compile itself is always the plain one: a PCH this prefix is
-     * worth is made after it, by a helper the caller does not wait for,
-     * so making a PCH never costs the compile that needed it. */
+     * worth is made by a helper the caller does not wait for, started as
+     * soon as the compile has run PROGCACHE_PCH_MIN_MS (or after it), so
+     * making a PCH never costs the compile that needed it. */
+    int wanted = !(had && (seen.no_pay || seen.failures >= 3));
+    pch_early *early = wanted ? progcache__pch_early_start(job, &seen) : NULL;
     int rc = progcache__pch_plain(out, log, job);
-    if (rc == PROGCACHE_OK && !(had && (seen.no_pay || seen.failures >= 3)) &&
+    if (!progcache__pch_early_stop(early) && rc == PROGCACHE_OK && wanted &&
         progcache__pch_seen_read(tier, job->hex, &seen) && seen.plain_ms >= tier->settings.min_ms)
         progcache__pch_create_detached(job, &seen);
     return rc;

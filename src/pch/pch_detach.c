@@ -1,8 +1,10 @@
 /* Making a PCH off the critical path (docs/CUDA.md, "Precompiled headers").
  *
  * The compile that finds a prefix worth a PCH is compiled plain and
- * returned; only then is the helper started, in PROGCACHE__WIRE_CREATE_
- * DETACHED mode: it reads the request and exits (reaped here, within
+ * returned; the helper is started once that compile has taken
+ * PROGCACHE_PCH_MIN_MS (a timer thread, progcache__pch_early_start: the
+ * PCH is then ready a whole plain compile sooner for the next one), or
+ * after it, in PROGCACHE__WIRE_CREATE_DETACHED mode: it reads the request and exits (reaped here, within
  * 5 s), and its own child, in a session of its own and bounded by an alarm
  * (PROGCACHE__WIRE_DETACHED_SECONDS), makes the PCH and leaves the answer
  * a CREATE would have given as <key>.made in the PCH directory. It never
@@ -23,6 +25,7 @@
  * <key>.made or marker) is swept by the directory's eviction. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,6 +34,7 @@
 
 #include "alloc.h"
 #include "buf.h"
+#include "clock.h"
 #include "pch/pch_tier.h"
 #include "pch/pch_wire.h"
 #include "fs.h"
@@ -89,6 +93,94 @@ void progcache__pch_create_detached(pch_job *job, const pch_seen *seen)
     }
     progcache__pch_count(job, PROGCACHE_STAT_PCH_DEFERRED, 1);
 }
+
+/* ---- started while the plain compile still runs ---------------------------- */
+
+struct pch_early {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+    pch_job *job;
+    pch_seen seen;
+    double at;   /* when to start the creation (progcache__clock_ms) */
+    int done;    /* the compile returned: do not start */
+    int started; /* the creation was handed to a helper */
+};
+
+static void *early_main(void *arg)
+{
+    pch_early *e = arg;
+    pthread_mutex_lock(&e->lock);
+    while (!e->done) {
+        double left = e->at - progcache__clock_ms();
+        if (left <= 0)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long long ns = ts.tv_nsec + (long long)(left * 1e6);
+        ts.tv_sec += (time_t)(ns / 1000000000);
+        ts.tv_nsec = (long)(ns % 1000000000);
+        (void)pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+    }
+    int go = !e->done;
+    pthread_mutex_unlock(&e->lock);
+    if (go) {
+        /* The compile has run min_ms: it is slow, make the PCH now. */
+        progcache__pch_create_detached(e->job, &e->seen);
+        e->started = 1;
+    }
+    return NULL;
+}
+
+pch_early *progcache__pch_early_start(pch_job *job, const pch_seen *seen)
+{
+    progcache__pch_tier *tier = job->tier;
+    if (!on(&tier->helper_ok) || !on(&tier->cross))
+        return NULL;
+    pch_early *e = progcache__calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->job = job;
+    e->seen = *seen;
+    e->at = progcache__clock_ms() + tier->settings.min_ms;
+    pthread_attr_t attr;
+    if (pthread_mutex_init(&e->lock, NULL) != 0)
+        goto no_lock;
+    if (pthread_cond_init(&e->cond, NULL) != 0)
+        goto no_cond;
+    if (pthread_attr_init(&attr) != 0)
+        goto no_thread;
+    int ok = pthread_attr_setstacksize(&attr, (size_t)256 << 10) == 0 &&
+             pthread_create(&e->thread, &attr, early_main, e) == 0;
+    pthread_attr_destroy(&attr);
+    if (ok)
+        return e;
+no_thread:
+    pthread_cond_destroy(&e->cond);
+no_cond:
+    pthread_mutex_destroy(&e->lock);
+no_lock:
+    progcache__free(e);
+    return NULL;
+}
+
+int progcache__pch_early_stop(pch_early *e)
+{
+    if (!e)
+        return 0;
+    pthread_mutex_lock(&e->lock);
+    e->done = 1;
+    pthread_cond_signal(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    pthread_join(e->thread, NULL);
+    int started = e->started;
+    pthread_cond_destroy(&e->cond);
+    pthread_mutex_destroy(&e->lock);
+    progcache__free(e);
+    return started;
+}
+
+/* ---- collecting what a detached helper made ------------------------------- */
 
 /* The whole of a claimed file, bounded. 0, or -1. */
 static int read_claimed(int dir_fd, const char *name, progcache_buf *out)

@@ -162,8 +162,8 @@ static int buf_sink(void *ctx, const void *data, size_t len)
     return progcache__buf_append(ctx, data, len) == PROGCACHE_OK ? 0 : -1;
 }
 
-static int request(progcache_buf *out, const pch_job *job, uint32_t mode, const char *pch_name,
-                   uint64_t heap)
+int progcache__pch_request(progcache_buf *out, const pch_job *job, uint32_t mode,
+                           const char *pch_name, uint64_t heap)
 {
     const progcache_key_nvrtc_options *p = &job->program->nvrtc;
     progcache__wire_out w = {buf_sink, out, 0};
@@ -183,6 +183,8 @@ static int request(progcache_buf *out, const pch_job *job, uint32_t mode, const 
     progcache__wire_put_u32(&w, (uint32_t)p->num_name_expressions);
     for (size_t i = 0; i < p->num_name_expressions; i++)
         progcache__wire_put_str(&w, p->name_expressions[i], strlen(p->name_expressions[i]));
+    progcache__wire_put_str(&w, job->warm ? job->warm : "", job->warm ? strlen(job->warm) : 0);
+    progcache__wire_put_u32(&w, job->warm ? job->tier->settings.warm_ms : 0);
     if (w.bad || out->size > PROGCACHE__WIRE_MAX_REQUEST)
         return progcache__error(PROGCACHE_ENOMEM, "the request for the PCH helper does not fit "
                                                   "(%zu bytes)", out->size);
@@ -283,7 +285,7 @@ static int wait_fd(int fd, short events, double deadline)
 
 /* Send the request and shut the socket's sending side. 0; -1 on the
  * deadline; a helper that went away first is found out by receive. */
-static int send_all(int sock, const progcache_buf *req, double deadline)
+int progcache__pch_send(int sock, const progcache_buf *req, double deadline)
 {
     for (size_t off = 0; off < req->size;) {
         int ready = wait_fd(sock, POLLOUT, deadline);
@@ -304,7 +306,7 @@ static int send_all(int sock, const progcache_buf *req, double deadline)
 
 /* Read the response to EOF: 0; -1 on the deadline; -2 when it is too long
  * or the socket failed. *first: when its first byte came. */
-static int receive(int sock, progcache_buf *resp, double deadline, double *first)
+int progcache__pch_receive(int sock, progcache_buf *resp, double deadline, double *first)
 {
     for (;;) {
         if (progcache__buf_reserve(resp, resp->size + 65536) != PROGCACHE_OK)
@@ -443,7 +445,7 @@ int progcache__pch_helper_start(pch_call *call, const pch_job *job, uint32_t mod
     call->helper = tier->helper;
     progcache_buf req = PROGCACHE_BUF_INIT;
     int sv[2] = {-1, -1};
-    int rc = request(&req, job, mode, pch_name, heap);
+    int rc = progcache__pch_request(&req, job, mode, pch_name, heap);
     if (rc)
         goto done;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -466,7 +468,7 @@ int progcache__pch_helper_start(pch_call *call, const pch_job *job, uint32_t mod
     sv[0] = -1;
     /* The helper reads the whole request before it does anything, so this
      * cannot wait on the helper's output. */
-    call->talked = send_all(call->sock, &req, call->deadline);
+    call->talked = progcache__pch_send(call->sock, &req, call->deadline);
 done:
     for (int i = 0; i < 2; i++)
         if (sv[i] >= 0)
@@ -480,7 +482,7 @@ int progcache__pch_helper_finish(pch_result *out, pch_call *call)
     memset(out, 0, sizeof *out);
     progcache_buf resp = PROGCACHE_BUF_INIT;
     int talked = call->talked ? call->talked
-                              : receive(call->sock, &resp, call->deadline, &call->answer);
+                              : progcache__pch_receive(call->sock, &resp, call->deadline, &call->answer);
     double eof = progcache__clock_ms();
     close(call->sock);
     call->sock = -1;

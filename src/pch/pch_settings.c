@@ -1,5 +1,5 @@
 /* The PCH tier's settings (pch_settings.h): PROGCACHE_PCH,
- * PROGCACHE_PCH_MAX_SIZE, _MIN_MS, _HELPER, _CREATE, and NVRTC's own
+ * PROGCACHE_PCH_MAX_SIZE, _MIN_MS, _HELPER, _CREATE, _WARM, and NVRTC's own
  * NVRTC_APPEND_FLAGS and NVRTC_DISABLE_PCH, read through util/config.h
  * (the one place that reads the environment) and parsed by the settings
  * table; and the environment of a helper process. */
@@ -38,6 +38,7 @@ int progcache__pch_settings_read(progcache__pch_settings *out)
     out->mode = PROGCACHE__PCH_ON;
     out->max_size = PROGCACHE__PCH_MAX_SIZE_DEFAULT;
     out->min_ms = PROGCACHE__PCH_MIN_MS_DEFAULT;
+    out->warm_ms = PROGCACHE__PCH_WARM_MS_DEFAULT;
     int rc = dup_var(&out->helper, "PROGCACHE_PCH_HELPER");
     if (!rc)
         rc = dup_var(&out->nvrtc_append_flags, "NVRTC_APPEND_FLAGS");
@@ -59,6 +60,11 @@ int progcache__pch_settings_read(progcache__pch_settings *out)
         return pch_bad(out, "PROGCACHE_PCH_MIN_MS", v, why);
     if (rc == PROGCACHE_OK)
         out->min_ms = (unsigned int)n; /* at most 24 hours */
+    rc = progcache__config_setting(&n, &v, &why, PROGCACHE__SET_PCH_WARM);
+    if (rc == PROGCACHE_EINVAL)
+        return pch_bad(out, "PROGCACHE_PCH_WARM", v, why);
+    if (rc == PROGCACHE_OK)
+        out->warm_ms = (unsigned int)n;
     v = progcache__config_env(progcache__settings_variable(PROGCACHE__SET_PCH_CREATE));
     if (v && *v) {
         if (!strcmp(v, "inline"))

@@ -29,11 +29,15 @@ typedef struct progcache__pch_settings {
      * the first slow sight's compile has returned, by a helper nobody
      * waits for (src/pch/pch_detach.c). */
     int create_inline;
+    /* PROGCACHE_PCH_WARM: how long a warm helper waits for the next
+     * compile before it exits (pch_warm.c); 0: a fresh helper for each. */
+    unsigned int warm_ms;
 } progcache__pch_settings;
 
 /* The defaults: 2 GiB of PCHs, 500 ms. */
 #define PROGCACHE__PCH_MAX_SIZE_DEFAULT ((uint64_t)2 << 30)
 #define PROGCACHE__PCH_MIN_MS_DEFAULT 500u
+#define PROGCACHE__PCH_WARM_MS_DEFAULT 60000u
 
 /* Read the PCH settings. A value that cannot be used (PROGCACHE_PCH=maybe,
  * a size that is not a number) gives PROGCACHE_EINVAL with a message

@@ -29,6 +29,8 @@
 /* "<64 hex>-<16 hex>.pch" and NUL. */
 #define PCH_NAME_MAX 96
 #define PCH_ID_HEX 80
+/* "progcache-pch-<uid>-<32 hex>": a warm helper's name (pch_warm.c). */
+#define PCH_WARM_NAME_MAX 64
 
 /* ---- the per-handle state (pch_tier.c) ------------------------------------ */
 
@@ -40,7 +42,8 @@ enum {
     PCH_LOGGED_MISMATCH = 1u << 3,
     PCH_LOGGED_NOPIN = 1u << 4,
     PCH_LOGGED_BUDGET = 1u << 5,
-    PCH_LOGGED_INPROC = 1u << 6
+    PCH_LOGGED_INPROC = 1u << 6,
+    PCH_LOGGED_WARM = 1u << 7
 };
 
 typedef struct pch_inproc pch_inproc;
@@ -112,6 +115,9 @@ typedef struct pch_job {
     progcache_buf *lowered;
     unsigned char key[32];
     char hex[PCH_KEY_HEX + 1]; /* the PCH key, in hex */
+    /* The name a helper started for this compile stays warm under (its
+     * request's warm name, pch_warm.c), or NULL: it exits. */
+    const char *warm;
 } pch_job;
 
 /* ---- the prefix and the key (pch_prefix.c) -------------------------------- */
@@ -325,6 +331,24 @@ int progcache__pch_helper_start(pch_call *call, const pch_job *job, uint32_t mod
                                 const char *pch_name, uint64_t heap);
 int progcache__pch_helper_finish(pch_result *out, pch_call *call);
 
+/* The parts, for a warm helper (pch_warm.c): the request for job; sending
+ * it (then shutting the socket's sending side: 0, -1 on the deadline); and
+ * reading the response to EOF (0; -1 on the deadline; -2 too long or the
+ * socket failed; *first: when its first byte came). */
+int progcache__pch_request(progcache_buf *out, const pch_job *job, uint32_t mode,
+                           const char *pch_name, uint64_t heap);
+int progcache__pch_send(int sock, const progcache_buf *req, double deadline);
+int progcache__pch_receive(int sock, progcache_buf *resp, double deadline, double *first);
+
+/* ---- a warm helper (pch_warm.c) -------------------------------------------- */
+
+/* A compile with the PCH on pch_fd (USE), as progcache__pch_helper_run:
+ * through the warm helper when one is running (pch_warm), otherwise, or
+ * when it does not answer (pch_warm_failures), through a fresh helper,
+ * which is asked to stay warm when none was running. PROGCACHE_PCH_WARM=0
+ * turns the warm helper off. */
+int progcache__pch_helper_use(pch_result *out, pch_job *job, int pch_fd, uint64_t heap);
+
 /* ---- in-process PCHs (pch_inproc.c) --------------------------------------- */
 
 /* Compile job in this process with a PCH this process made (making it on
@@ -356,6 +380,15 @@ int progcache__pch_judge(pch_job *job, pch_seen *seen, pch_result *r, const char
  * (pch_deferred). Never fails the compile; a helper that cannot start is
  * logged once. */
 void progcache__pch_create_detached(pch_job *job, const pch_seen *seen);
+/* The same, started by a thread once a plain compile of job has taken
+ * PROGCACHE_PCH_MIN_MS (a compile that is proving slow), while it still
+ * runs: early_start before the compile (NULL when the thread cannot be
+ * had: then nothing starts early), early_stop after it, which returns 1
+ * when the creation was started (and then, once the thread is joined, job
+ * is no longer used). */
+typedef struct pch_early pch_early;
+pch_early *progcache__pch_early_start(pch_job *job, const pch_seen *seen);
+int progcache__pch_early_stop(pch_early *early);
 /* A detached creation of job's prefix that has finished (<key>.made):
  * claimed (one process only), judged and published. 1 when a PCH was
  * published, else 0. */

@@ -4,7 +4,12 @@
  *
  * One compile per helper process: the library writes one request into
  * the helper's stdin and shuts its side down; the helper reads it to the
- * end, compiles, writes one response to its stdout and exits. Both are a
+ * end, compiles, writes one response to its stdout and exits. A helper
+ * asked to stay warm (a request's warm name) leaves a template behind
+ * that serves later USE requests over an abstract Unix socket of that
+ * name (helper/warm.c, src/pch/pch_warm.c): the library connects, sends
+ * one byte PROGCACHE__WIRE_WARM_FDS carrying the PCH directory and the
+ * PCH (SCM_RIGHTS), then the request as above, and reads the response. Both are a
  * socketpair, so a write to a helper that died fails with EPIPE instead of
  * raising SIGPIPE in the caller (MSG_NOSIGNAL). Integers are in the host's
  * byte order (both ends are on one host, built together); a string is a
@@ -15,7 +20,7 @@
  * Request:  "PCHQ" u32 version, u32 mode, u32 target, u64 heap_addr,
  *           u64 heap_size, str nvrtc_id (hex), str name, str source,
  *           str prefix, str pch_name, u32 n, n x str option,
- *           u32 m, m x str name_expression.
+ *           u32 m, m x str name_expression, str warm, u32 warm_ms.
  * Response: "PCHR" u32 version, u32 status, i32 nvrtc_result, u32 pch,
  *           u32 heap, u64 heap_required, u64 create_us, u64 compile_us,
  *           str nvrtc_id, str log, str note, str artifact, str lowered
@@ -38,7 +43,9 @@
 
 #define PROGCACHE__WIRE_REQUEST "PCHQ"
 #define PROGCACHE__WIRE_RESPONSE "PCHR"
-#define PROGCACHE__WIRE_VERSION 1u
+#define PROGCACHE__WIRE_VERSION 2u
+/* The byte that carries a warm helper's descriptors. */
+#define PROGCACHE__WIRE_WARM_FDS 'F'
 
 /* The longest request and response either side accepts, and the most
  * dependencies: far beyond any real program (a CCCL prefix opens about 600

@@ -77,6 +77,9 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
     {"pch_create", "PROGCACHE_PCH_CREATE", TEXT, "detached", 0, 0,
      "when a PCH is made: detached (after the compile that needed it returned, the default) "
      "or inline (environment only)"},
+    {"pch_warm", "PROGCACHE_PCH_WARM", DURATION_MS, "60s", 60000, 0,
+     "how long a warm PCH helper waits for the next compile before it exits; 0: a fresh "
+     "helper for every compile (environment only)"},
 };
 
 /* "5GiB", "512MiB", "1000": the exact size in the largest whole unit. */

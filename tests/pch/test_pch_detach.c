@@ -1,8 +1,9 @@
 /* Making a PCH off the critical path (src/pch/pch_detach.c, the default
  * PROGCACHE_PCH_CREATE=detached): the compile that finds a prefix worth a
  * PCH returns the plain compile's artifact (the same bytes as without the
- * tier) and only then hands the creation to a detached helper: at its
- * return pch_deferred is 1 and nothing is made (pch_created 0, no PCH
+ * tier) and hands the creation to a detached helper once it has taken
+ * PROGCACHE_PCH_MIN_MS, while it still runs: at its return pch_deferred
+ * is 1 and nothing is made (pch_created 0, no PCH
  * file named by a manifest). The process may exit right away: the helper
  * outlives it and leaves its answer (<key>.made), which the next compile
  * of the prefix publishes and uses. One creation per prefix at a time. A
@@ -159,6 +160,90 @@ static void test_helper_fails(void)
     setenv("PROGCACHE_PCH_HELPER", helper, 1);
 }
 
+/* plain_ms of the one <key>.seen record in the cache's PCH directory. */
+static long long seen_plain_ms(const char *cache_dir)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/progcache/pch-%u", cache_dir, (unsigned)geteuid());
+    DIR *d = opendir(path);
+    long long ms = -1;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n > 5 && !strcmp(e->d_name + n - 5, ".seen")) {
+            char file[1000];
+            snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+            size_t len;
+            char *text = test_read_file(file, &len);
+            const char *at = text ? strstr(text, "\nplain_ms ") : NULL;
+            ms = at ? atoll(at + 10) : -1;
+            free(text);
+        }
+    }
+    if (d)
+        closedir(d);
+    return ms;
+}
+
+static long long realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* The creation starts while the compile that found the prefix slow still
+ * runs: once it has taken PROGCACHE_PCH_MIN_MS (0 here), not after it. A
+ * wrapper of the helper notes when it starts, which must be before the
+ * call's start plus the plain compile's time (its seen record): before
+ * the plain compile ended. Three prefixes are tried (a loaded machine may
+ * schedule the wrapper late); a creation started only after the plain
+ * compile fails all three. A slow-sight floor the
+ * compile never reaches starts nothing. */
+static void test_early_start(void)
+{
+    char script[700], spawns[700], text[1800];
+    snprintf(script, sizeof script, "%s/early.sh", work);
+    snprintf(spawns, sizeof spawns, "%s/early.spawns", work);
+    snprintf(text, sizeof text, "#!/bin/sh\ndate +%%s%%N >> '%s'\nexec '%s'\n", spawns, helper);
+    write_script(script, text);
+    setenv("PROGCACHE_PCH_HELPER", script, 1);
+    int early = 0;
+    char define[32];
+    for (int attempt = 0; attempt < 3 && !early; attempt++) {
+        snprintf(define, sizeof define, "-DEARLY_ATTEMPT=%d", attempt);
+        extra_option = define; /* a new prefix key: nothing known of it */
+        (void)unlink(spawns);
+        char *dir;
+        progcache *cache = open_cache(&dir, "pchdetearly");
+        long long started = realtime_ns();
+        compiled c = compile_v(cache, 0, 0, "h3", PROGCACHE_TARGET_CUBIN, NULL, NULL);
+        CHECK(c.size > 0 && stats_of(cache).pch_deferred == 1);
+        free(c.bytes);
+        long long plain_ms = seen_plain_ms(dir);
+        CHECK(plain_ms >= 0);
+        size_t n;
+        char *at = test_read_file(spawns, &n);
+        early = at && atoll(at) > 0 && atoll(at) < started + plain_ms * 1000000;
+        free(at);
+        wait_made(dir);
+        close_cache(cache, dir);
+    }
+    CHECK(early);
+    /* A floor of a minute: the compile is fast, nothing is made. */
+    setenv("PROGCACHE_PCH_MIN_MS", "60000", 1);
+    extra_option = "-DEARLY_ATTEMPT=floor";
+    (void)unlink(spawns);
+    char *dir;
+    progcache *cache = open_cache(&dir, "pchdetfloor");
+    compiled c = compile_v(cache, 0, 0, "h3", PROGCACHE_TARGET_CUBIN, NULL, NULL);
+    CHECK(c.size > 0 && stats_of(cache).pch_deferred == 0 && access(spawns, F_OK) != 0);
+    free(c.bytes);
+    close_cache(cache, dir);
+    setenv("PROGCACHE_PCH_MIN_MS", "0", 1);
+    extra_option = NULL;
+    setenv("PROGCACHE_PCH_HELPER", helper, 1);
+}
+
 int main(void)
 {
     setenv("PROGCACHE_PCH_CREATE", "detached", 1);
@@ -167,6 +252,7 @@ int main(void)
     test_after_return();
     test_one_at_a_time();
     test_helper_fails();
+    test_early_start();
     pch_fixtures_teardown();
     puts("test_pch_detach: ok");
     return 0;

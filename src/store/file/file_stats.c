@@ -341,6 +341,8 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->modes_fixed = sum(stats, PROGCACHE__MODES_FIXED);
     out->files_refused = sum(stats, PROGCACHE__FILES_REFUSED);
     out->pch_deferred = sum(stats, PROGCACHE__PCH_DEFERRED);
+    out->pch_warm = sum(stats, PROGCACHE__PCH_WARM);
+    out->pch_warm_failures = sum(stats, PROGCACHE__PCH_WARM_FAILURES);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

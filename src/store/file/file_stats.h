@@ -70,6 +70,8 @@ typedef enum progcache__counter {
     PROGCACHE__FILES_REFUSED = 40,
     /* i23fleet */
     PROGCACHE__PCH_DEFERRED = 47,
+    PROGCACHE__PCH_WARM = 48,
+    PROGCACHE__PCH_WARM_FAILURES = 49,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

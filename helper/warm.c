@@ -1,0 +1,153 @@
+/* progcache-nvrtc-helper, warm (docs/CUDA.md, "A warm helper").
+ *
+ * Why: a fresh process's first NVRTC compile pays for NVRTC's own
+ * start-up and for memory it has never touched; on the H200 machine a
+ * compile with a PCH took 400-530 ms as a process's first and 170-240 ms
+ * as its second, and 230-320 ms in a child forked from a process that had
+ * done one (docs/PERFORMANCE.md). So a helper that has answered a compile
+ * with a PCH may stay, warm, as a template: it takes an abstract Unix
+ * socket name the library derived from everything the answer depends on
+ * (the user, the helper file, NVRTC's build, the heap, the environment;
+ * src/pch/pch_warm.c), and forks a child for each connection, which gets
+ * the warm state and serves one compile. Children run side by side, so
+ * parallel callers never queue behind each other.
+ *
+ * Bounds: only a peer of this user is served (SO_PEERCRED; the library
+ * checks the same of us); at most WARM_CHILDREN at once (others are
+ * closed unanswered: the library then starts a helper of its own); each
+ * child has WARM_REQUEST_S to read its request and the detached bound for
+ * all of it; the template exits after idle_ms without a connection. It
+ * holds no file of the caller's: its descriptors are /dev/null and the
+ * socket, its directory /. */
+#include "warm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pch/pch_wire.h"
+
+#define WARM_CHILDREN 64
+#define WARM_REQUEST_S 10
+
+/* The descriptors a request brings (one byte, SCM_RIGHTS: the PCH
+ * directory and the PCH), onto 3 and 4. 0, or -1. */
+static int take_fds(int conn)
+{
+    char byte;
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(2 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {&byte, 1};
+    struct msghdr m = {0};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.space;
+    m.msg_controllen = sizeof ctl.space;
+    ssize_t n;
+    do
+        n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (n != 1 || byte != PROGCACHE__WIRE_WARM_FDS || (m.msg_flags & MSG_CTRUNC) || !c ||
+        c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+        return -1;
+    int fds[2];
+    memcpy(fds, CMSG_DATA(c), sizeof fds);
+    struct stat d, p;
+    int ok = fstat(fds[0], &d) == 0 && S_ISDIR(d.st_mode) && fstat(fds[1], &p) == 0 &&
+             S_ISREG(p.st_mode) && dup2(fds[0], 3) == 3 && dup2(fds[1], 4) == 4;
+    for (int i = 0; i < 2; i++)
+        if (fds[i] != 3 + i)
+            close(fds[i]);
+    return ok ? 0 : -1;
+}
+
+static int same_user(int conn)
+{
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    return getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+           cred.uid == geteuid();
+}
+
+static void serve_one(int conn, int (*serve)(int conn))
+{
+    /* Above 3 and 4, where the request's descriptors go. */
+    int high = fcntl(conn, F_DUPFD_CLOEXEC, 10);
+    close(conn);
+    if (high < 0)
+        _exit(0);
+    conn = high;
+    alarm(PROGCACHE__WIRE_DETACHED_SECONDS);
+    struct timeval tv = {WARM_REQUEST_S, 0};
+    (void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (take_fds(conn) == 0)
+        (void)serve(conn);
+    _exit(0);
+}
+
+void progcache__helper_warm(const char *name, unsigned int idle_ms, int (*serve)(int conn))
+{
+    size_t len = strlen(name);
+    struct sockaddr_un a;
+    if (!idle_ms || !len || len + 1 > sizeof a.sun_path || fork() != 0)
+        return;
+    (void)setsid();
+    if (chdir("/") != 0)
+        _exit(0);
+    signal(SIGPIPE, SIG_IGN); /* a caller gone mid-answer is EPIPE */
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0)
+        _exit(0);
+    dup2(null, 0);
+    dup2(null, 1);
+    close(3);
+    close(4);
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path + 1, name, len); /* sun_path[0] '\0': the abstract namespace */
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
+    /* The name is taken: another warm helper is there already. */
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, alen) != 0 || listen(ls, 64) != 0)
+        _exit(0);
+    int live = 0;
+    for (;;) {
+        while (live > 0 && waitpid(-1, NULL, WNOHANG) > 0)
+            live--;
+        struct pollfd p = {ls, POLLIN, 0};
+        int n = poll(&p, 1, (int)idle_ms);
+        if (n == 0)
+            _exit(0); /* idle: its children, if any, finish on their own */
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(0);
+        }
+        int conn = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+        if (conn < 0)
+            continue;
+        if (same_user(conn) && live < WARM_CHILDREN) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                close(ls);
+                serve_one(conn, serve);
+            }
+            if (pid > 0)
+                live++;
+        }
+        close(conn);
+    }
+}
