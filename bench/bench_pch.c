@@ -7,11 +7,13 @@
  *  1. Fresh processes: each variant compiled by a new process (fork, exec,
  *     library load, progcache_compile_or_load with NO_LOAD, exit), timed
  *     from fork to reaped exit, without the tier (PROGCACHE_PROGRAM_NO_PCH,
- *     its own cache directory) and with it (one cache directory whose PCH
- *     tier starts empty: the first variant is seen, the second makes the
- *     PCH, the rest use it). The two modes alternate variant by variant,
- *     and which goes first alternates too, so load drift on a shared
- *     machine hits both alike.
+ *     its own cache directory), with it (one cache directory whose PCH
+ *     tier starts empty: the first variant's compile is plain and a
+ *     detached helper makes the PCH, later ones use it, through the warm
+ *     helper once one is there), and with --cold also with it but
+ *     PROGCACHE_PCH_WARM=0 (a fresh helper for every compile with the
+ *     PCH). The modes take turns variant by variant, and which goes first
+ *     rotates too, so load drift on a shared machine hits all alike.
  *  2. One process per mode compiling all twenty variants (a long-running
  *     program): without the tier, with it (through the helper), and with
  *     PROGCACHE_PCH=inprocess (PCHs of that process only). The three
@@ -23,7 +25,7 @@
  * find and check of the PCH, the helper and its NVRTC compile, the store,
  * the close, the exit).
  *
- * usage: bench_pch [--variants N]   (default 20)
+ * usage: bench_pch [--variants N] [--cold]   (default 20)
  * The helper is $PROGCACHE_PCH_HELPER, else the one built with this bench.
  * NVRTC needs no GPU. */
 #include <errno.h>
@@ -81,6 +83,8 @@ static phases now_phases;
 static void tier_log(void *ctx, int level, const char *message)
 {
     (void)ctx;
+    if (level >= PROGCACHE_LOG_INFO && getenv("BENCH_PCH_VERBOSE"))
+        fprintf(stderr, "bench_pch: %s\n", message);
     const char *p = strstr(message, "used: find ");
     if (level == PROGCACHE_LOG_DEBUG && p)
         (void)sscanf(p,
@@ -142,7 +146,7 @@ static int one(const char *dir, int v, int pch)
     now_phases.main = (bench_now_us() - t0) / 1e3;
     progcache *cache = open_or_die(dir);
     now_phases.open = (bench_now_us() - t0) / 1e3;
-    now_phases.call = compile_one(cache, v, pch);
+    now_phases.call = compile_one(cache, v, pch != 0);
     progcache_close(cache);
     now_phases.close = (bench_now_us() - t0) / 1e3;
     FILE *f = out ? fopen(out, "a") : NULL;
@@ -180,6 +184,8 @@ static int serve(const char *dir, int pch)
 
 static const char *self;
 
+/* pch: 0 without the tier, 1 with it, 2 with it and no warm helper
+ * (PROGCACHE_PCH_WARM=0: a fresh helper for every compile). */
 static double run_fresh(const char *dir, int v, int pch)
 {
     char vs[16], t0[32];
@@ -189,13 +195,17 @@ static double run_fresh(const char *dir, int v, int pch)
     if (pid == 0) {
         snprintf(t0, sizeof t0, "%.1f", t);
         setenv("BENCH_PCH_T0", t0, 1);
-        execl(self, self, "--one", dir, vs, pch ? "on" : "off", (char *)NULL);
+        if (pch == 2)
+            setenv("PROGCACHE_PCH_WARM", "0", 1);
+        execl(self, self, "--one", dir, vs, pch == 2 ? "cold" : pch ? "on" : "off",
+              (char *)NULL);
         _exit(127);
     }
     int status;
     if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
         WEXITSTATUS(status) != 0) {
         fprintf(stderr, "bench_pch: variant %d (%s) failed\n", v, pch ? "on" : "off");
+
         exit(1);
     }
     return (bench_now_us() - t) / 1e3;
@@ -253,9 +263,10 @@ static void stats_line(const char *dir, const char *label)
     progcache *cache = open_or_die(dir);
     progcache_stats s = PROGCACHE_STATS_INIT;
     progcache_stats_get(&s, cache);
-    printf("  %-34s PCH hits %llu, misses %llu, created %llu, rejected %llu, fallbacks %llu, "
-           "saved %.1f s\n",
-           label, (unsigned long long)s.pch_hits, (unsigned long long)s.pch_misses,
+    printf("  %-34s PCH hits %llu (warm helper %llu, failed %llu), misses %llu, created %llu, "
+           "rejected %llu, fallbacks %llu, saved %.1f s\n",
+           label, (unsigned long long)s.pch_hits, (unsigned long long)s.pch_warm,
+           (unsigned long long)s.pch_warm_failures, (unsigned long long)s.pch_misses,
            (unsigned long long)s.pch_created, (unsigned long long)s.pch_rejected,
            (unsigned long long)s.pch_fallbacks, (double)s.pch_ms_saved / 1e3);
     progcache_close(cache);
@@ -279,7 +290,7 @@ static void anatomy(const char *path, const double *off, const double *on, int n
     while (f && fscanf(f, "%d %d %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", &v,
                        &pch, &x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6], &x[7], &x[8],
                        &x[9], &x[10], &x[11], &x[12], &x[13]) == 16) {
-        if (v < 2 || v >= n || rows[!!pch] >= MAX_VARIANTS)
+        if (v < 2 || v >= n || pch > 1 || rows[!!pch] >= MAX_VARIANTS)
             continue;
         int r = rows[!!pch]++;
         double total = pch ? on[v] : off[v];
@@ -306,10 +317,12 @@ static void anatomy(const char *path, const double *off, const double *on, int n
 }
 
 static const char usage_text[] =
-    "usage: bench_pch [--variants N]   (N: 2 to 100, default 20)\n"
+    "usage: bench_pch [--variants N] [--cold]   (N: 2 to 100, default 20)\n"
     "\n"
     "What the PCH tier saves on misses: CUB variants compiled in fresh processes\n"
     "and in one process, without and with the tier (no GPU needed; over a minute).\n"
+    "--cold: a third fresh-process column, the tier without a warm helper\n"
+    "(PROGCACHE_PCH_WARM=0); its own creation then competes for the CPUs.\n"
     "The helper is $PROGCACHE_PCH_HELPER, else the one built with this bench.\n"
     "BENCH_PCH_TRACE=1: the tier's account of each hit of part 2 on stderr.\n";
 
@@ -318,12 +331,20 @@ int main(int argc, char **argv)
     bench_help(argc, argv, usage_text);
     self = argv[0];
     if (argc == 5 && !strcmp(argv[1], "--one"))
-        return one(argv[2], atoi(argv[3]), !strcmp(argv[4], "on"));
+        return one(argv[2], atoi(argv[3]),
+                   !strcmp(argv[4], "cold") ? 2 : !strcmp(argv[4], "on"));
     if (argc == 4 && !strcmp(argv[1], "--serve"))
         return serve(argv[2], !strcmp(argv[3], "on"));
     int n = 20;
-    if (argc == 3 && !strcmp(argv[1], "--variants"))
-        n = atoi(argv[2]);
+    int modes = 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--variants") && i + 1 < argc)
+            n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--cold"))
+            modes = 3;
+        else
+            n = 0;
+    }
     if (n < 2 || n > MAX_VARIANTS) {
         fputs(usage_text, stderr);
         return 2;
@@ -336,9 +357,10 @@ int main(int argc, char **argv)
     char *root = mkdtemp(tmpl);
     if (!root)
         return 1;
-    char off_dir[256], on_dir[256], s_off[256], s_on[256], s_in[256];
+    char off_dir[256], on_dir[256], cold_dir[256], s_off[256], s_on[256], s_in[256];
     snprintf(off_dir, sizeof off_dir, "%s/fresh-off", root);
     snprintf(on_dir, sizeof on_dir, "%s/fresh-on", root);
+    snprintf(cold_dir, sizeof cold_dir, "%s/fresh-cold", root);
     snprintf(s_off, sizeof s_off, "%s/one-off", root);
     snprintf(s_on, sizeof s_on, "%s/one-on", root);
     snprintf(s_in, sizeof s_in, "%s/one-inprocess", root);
@@ -346,28 +368,38 @@ int main(int argc, char **argv)
            "<cuda_fp16.h>; helper %s\n",
            n, getenv("PROGCACHE_PCH_HELPER") ? getenv("PROGCACHE_PCH_HELPER") : "(installed)");
 
-    /* 1. A fresh process per compile. */
-    double off[MAX_VARIANTS], on[MAX_VARIANTS];
+    /* 1. A fresh process per compile: without the tier, with it, and (with
+     * --cold) with it but a fresh helper for every compile (no warm
+     * helper); they take turns going first. */
+    double off[MAX_VARIANTS], on[MAX_VARIANTS], cold[MAX_VARIANTS];
     char phases_file[300];
     snprintf(phases_file, sizeof phases_file, "%s/phases", root);
     setenv("BENCH_PCH_PHASES", phases_file, 1);
-    printf("\n1. a fresh process per variant (ms, fork to exit)\n   variant  without   with\n");
+    printf("\n1. a fresh process per variant (ms, fork to exit)\n"
+           "   variant  without   with%s\n", modes == 3 ? "  no warm helper" : "");
     for (int v = 0; v < n; v++) {
-        if (v % 2) {
-            on[v] = run_fresh(on_dir, v, 1);
-            off[v] = run_fresh(off_dir, v, 0);
-        } else {
-            off[v] = run_fresh(off_dir, v, 0);
-            on[v] = run_fresh(on_dir, v, 1);
+        cold[v] = 0;
+        for (int k = 0; k < modes; k++) {
+            int mode = (v + k) % modes;
+            double ms = run_fresh(mode == 0 ? off_dir : mode == 1 ? on_dir : cold_dir, v, mode);
+            *(mode == 0 ? &off[v] : mode == 1 ? &on[v] : &cold[v]) = ms;
         }
-        printf("   %7d %8.0f %7.0f\n", v, off[v], on[v]);
+        if (modes == 3)
+            printf("   %7d %8.0f %7.0f %15.0f\n", v, off[v], on[v], cold[v]);
+        else
+            printf("   %7d %8.0f %7.0f\n", v, off[v], on[v]);
         fflush(stdout);
     }
     printf("   median  %8.0f %7.0f   (%.1fx)\n", median(off, n), median(on, n),
            median(off, n) / median(on, n));
-    printf("   total   %8.0f %7.0f   (%.1fx less with the PCH tier)\n", sum(off, n), sum(on, n),
+    printf("   total   %8.0f %7.0f   (%.2fx less with the PCH tier)\n", sum(off, n), sum(on, n),
            sum(off, n) / sum(on, n));
     stats_line(on_dir, "with:");
+    if (modes == 3) {
+        printf("   no warm helper: median %.0f, total %.0f (%.2fx less)\n", median(cold, n),
+               sum(cold, n), sum(off, n) / sum(cold, n));
+        stats_line(cold_dir, "no warm helper:");
+    }
     unsetenv("BENCH_PCH_PHASES");
     anatomy(phases_file, off, on, n);
 
