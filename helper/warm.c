@@ -15,10 +15,12 @@
  * Bounds: only a peer of this user is served (SO_PEERCRED; the library
  * checks the same of us); at most WARM_CHILDREN at once (others are
  * closed unanswered: the library then starts a helper of its own); each
- * child has WARM_REQUEST_S to read its request and the detached bound for
- * all of it; the template exits after idle_ms without a connection. It
+ * child acknowledges its request's descriptors at once, has WARM_REQUEST_S
+ * to read the request and the detached bound for all of it; the template
+ * exits after idle_ms without a compile of this user's (another user's
+ * connections do not count) and after WARM_LIFETIME_S in any case. It
  * holds no file of the caller's: its descriptors are /dev/null and the
- * socket, its directory /. */
+ * socket, its directory /; a child works in its caller's directory. */
 #include "warm.h"
 
 #include <errno.h>
@@ -32,21 +34,34 @@
 #include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pch/pch_wire.h"
 
 #define WARM_CHILDREN 64
+#define WARM_LIFETIME_S 3600
+#define WARM_IDLE_MAX_MS (24u * 3600u * 1000u)
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 #define WARM_REQUEST_S 10
 
 /* The descriptors a request brings (one byte, SCM_RIGHTS: the PCH
- * directory and the PCH), onto 3 and 4. 0, or -1. */
+ * directory and the PCH, onto 3 and 4, and the caller's working
+ * directory, which this process then works in as a fresh helper would:
+ * relative include paths mean what they meant to the caller). 0, or -1. */
 static int take_fds(int conn)
 {
     char byte;
     union {
         struct cmsghdr h;
-        char space[CMSG_SPACE(2 * sizeof(int))];
+        char space[CMSG_SPACE(3 * sizeof(int))];
     } ctl;
     struct iovec iov = {&byte, 1};
     struct msghdr m = {0};
@@ -61,14 +76,15 @@ static int take_fds(int conn)
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     if (n != 1 || byte != PROGCACHE__WIRE_WARM_FDS || (m.msg_flags & MSG_CTRUNC) || !c ||
         c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-        c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+        c->cmsg_len != CMSG_LEN(3 * sizeof(int)))
         return -1;
-    int fds[2];
+    int fds[3];
     memcpy(fds, CMSG_DATA(c), sizeof fds);
-    struct stat d, p;
+    struct stat d, p, w;
     int ok = fstat(fds[0], &d) == 0 && S_ISDIR(d.st_mode) && fstat(fds[1], &p) == 0 &&
-             S_ISREG(p.st_mode) && dup2(fds[0], 3) == 3 && dup2(fds[1], 4) == 4;
-    for (int i = 0; i < 2; i++)
+             S_ISREG(p.st_mode) && fstat(fds[2], &w) == 0 && S_ISDIR(w.st_mode) &&
+             fchdir(fds[2]) == 0 && dup2(fds[0], 3) == 3 && dup2(fds[1], 4) == 4;
+    for (int i = 0; i < 3; i++)
         if (fds[i] != 3 + i)
             close(fds[i]);
     return ok ? 0 : -1;
@@ -93,7 +109,10 @@ static void serve_one(int conn, int (*serve)(int conn))
     alarm(PROGCACHE__WIRE_DETACHED_SECONDS);
     struct timeval tv = {WARM_REQUEST_S, 0};
     (void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (take_fds(conn) == 0)
+    /* Taken: say so at once, so that a caller never waits long on a
+     * listener that does not answer (src/pch/pch_warm.c). */
+    char ack = PROGCACHE__WIRE_WARM_ACK;
+    if (take_fds(conn) == 0 && send(conn, &ack, 1, MSG_NOSIGNAL) == 1)
         (void)serve(conn);
     _exit(0);
 }
@@ -102,6 +121,8 @@ void progcache__helper_warm(const char *name, unsigned int idle_ms, int (*serve)
 {
     size_t len = strlen(name);
     struct sockaddr_un a;
+    if (idle_ms > WARM_IDLE_MAX_MS)
+        idle_ms = WARM_IDLE_MAX_MS;
     if (!idle_ms || !len || len + 1 > sizeof a.sun_path || fork() != 0)
         return;
     (void)setsid();
@@ -113,6 +134,8 @@ void progcache__helper_warm(const char *name, unsigned int idle_ms, int (*serve)
         _exit(0);
     dup2(null, 0);
     dup2(null, 1);
+    if (null > 2)
+        close(null);
     close(3);
     close(4);
     int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -124,22 +147,32 @@ void progcache__helper_warm(const char *name, unsigned int idle_ms, int (*serve)
     if (ls < 0 || bind(ls, (struct sockaddr *)&a, alen) != 0 || listen(ls, 64) != 0)
         _exit(0);
     int live = 0;
+    uint64_t idle_until = now_ms() + idle_ms;
+    /* However busy: a new template after a while, which also bounds what
+     * one keeps mapped. */
+    uint64_t end = now_ms() + (uint64_t)WARM_LIFETIME_S * 1000u;
     for (;;) {
+        /* Children are reaped as they end (checked every 100 ms while any
+         * runs), not left as zombies until the next connection. */
         while (live > 0 && waitpid(-1, NULL, WNOHANG) > 0)
             live--;
-        struct pollfd p = {ls, POLLIN, 0};
-        int n = poll(&p, 1, (int)idle_ms);
-        if (n == 0)
+        uint64_t now = now_ms();
+        if (now >= idle_until || now >= end)
             _exit(0); /* idle: its children, if any, finish on their own */
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
+        uint64_t left = (idle_until < end ? idle_until : end) - now;
+        struct pollfd p = {ls, POLLIN, 0};
+        int n = poll(&p, 1, (int)(live > 0 && left > 100 ? 100 : left));
+        if (n < 0 && errno != EINTR)
             _exit(0);
-        }
+        if (n <= 0)
+            continue;
         int conn = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
         if (conn < 0)
             continue;
+        /* Only this user's compiles keep it: another user's connections
+         * are closed and do not put its exit off. */
         if (same_user(conn) && live < WARM_CHILDREN) {
+            idle_until = now_ms() + idle_ms;
             pid_t pid = fork();
             if (pid == 0) {
                 close(ls);

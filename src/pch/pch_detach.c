@@ -64,15 +64,19 @@ static int claim_making(progcache__pch_tier *tier, const char *name)
     return 0;
 }
 
-void progcache__pch_create_detached(pch_job *job, const pch_seen *seen)
+/* What starting a creation came to: silent, so that a thread of the
+ * library's may do it; told and counted on the compiling thread. */
+typedef enum { DETACH_NONE, DETACH_STARTED, DETACH_FAILED } detach_outcome;
+
+static detach_outcome start_detached(pch_job *job, const pch_seen *seen, char *why, size_t len)
 {
     progcache__pch_tier *tier = job->tier;
     if (!on(&tier->helper_ok) || !on(&tier->cross))
-        return;
+        return DETACH_NONE;
     char making[PCH_NAME_MAX], name[PCH_NAME_MAX];
     snprintf(making, sizeof making, "%s.making", job->hex);
     if (!claim_making(tier, making))
-        return;
+        return DETACH_NONE;
     progcache__pch_new_name(name, job->hex);
     uint64_t heap = seen->heap_required > PROGCACHE__PCH_HEAP_DEFAULT ? seen->heap_required
                                                                       : PROGCACHE__PCH_HEAP_DEFAULT;
@@ -81,17 +85,32 @@ void progcache__pch_create_detached(pch_job *job, const pch_seen *seen)
                                          heap);
     if (!rc)
         rc = progcache__pch_helper_detach(&call);
-    if (rc) {
-        (void)unlinkat(tier->dir_fd, making, 0);
+    if (!rc)
+        return DETACH_STARTED;
+    (void)unlinkat(tier->dir_fd, making, 0);
+    snprintf(why, len, "%s", progcache_error_last());
+    return DETACH_FAILED;
+}
+
+static void account_detached(pch_job *job, detach_outcome outcome, const char *why)
+{
+    progcache__pch_tier *tier = job->tier;
+    if (outcome == DETACH_STARTED) {
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_DEFERRED, 1);
+    } else if (outcome == DETACH_FAILED) {
         progcache__pch_tier_drop(tier, &tier->helper_ok);
         progcache__pch_count(job, PROGCACHE_STAT_PCH_FALLBACKS, 1);
         progcache__pch_log_once(tier, job->program, PCH_LOGGED_HELPER, PROGCACHE_LOG_WARN,
                                 "progcache: the PCH helper failed (making a PCH: %s); "
                                 "compiling without it",
-                                progcache_error_last());
-        return;
+                                why);
     }
-    progcache__pch_count(job, PROGCACHE_STAT_PCH_DEFERRED, 1);
+}
+
+void progcache__pch_create_detached(pch_job *job, const pch_seen *seen)
+{
+    char why[512] = "";
+    account_detached(job, start_detached(job, seen, why, sizeof why), why);
 }
 
 /* ---- started while the plain compile still runs ---------------------------- */
@@ -104,7 +123,9 @@ struct pch_early {
     pch_seen seen;
     double at;   /* when to start the creation (progcache__clock_ms) */
     int done;    /* the compile returned: do not start */
-    int started; /* the creation was handed to a helper */
+    int fired;   /* the thread tried to start the creation */
+    detach_outcome outcome;
+    char why[512];
 };
 
 static void *early_main(void *arg)
@@ -125,9 +146,11 @@ static void *early_main(void *arg)
     int go = !e->done;
     pthread_mutex_unlock(&e->lock);
     if (go) {
-        /* The compile has run min_ms: it is slow, make the PCH now. */
-        progcache__pch_create_detached(e->job, &e->seen);
-        e->started = 1;
+        /* The compile has run min_ms: it is slow, make the PCH now. What
+         * came of it is told on the compiling thread (early_stop): the
+         * program's log callback is never called from this one. */
+        e->outcome = start_detached(e->job, &e->seen, e->why, sizeof e->why);
+        e->fired = 1;
     }
     return NULL;
 }
@@ -173,7 +196,9 @@ int progcache__pch_early_stop(pch_early *e)
     pthread_cond_signal(&e->cond);
     pthread_mutex_unlock(&e->lock);
     pthread_join(e->thread, NULL);
-    int started = e->started;
+    int started = e->fired;
+    if (e->fired)
+        account_detached(e->job, e->outcome, e->why);
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
     progcache__free(e);

@@ -39,6 +39,7 @@ static void *make(void *arg)
     progcache__pch_helper_find(tier);
     progcache__pch_helper_open(tier);
     tier->helper_ok = tier->helper != NULL;
+    tier->warm_ok = tier->settings.warm_ms > 0;
     tier->cross = tier->helper_ok && tier->settings.mode == PROGCACHE__PCH_ON &&
                   !progcache__pch_nopin_read(tier);
     /* What processes that died left behind, once per handle. */

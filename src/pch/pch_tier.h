@@ -74,6 +74,9 @@ typedef struct progcache__pch_tier {
     /* 1 while the helper can run compiles for this process: 0 when there
      * is none, or it loads another build of NVRTC. Then the tier is off. */
     int helper_ok;
+    /* 1 while compiles with a PCH may go to a warm helper (pch_warm.c): 0
+     * with PROGCACHE_PCH_WARM=0, or once one did not answer. */
+    int warm_ok;
     pch_inproc *inproc;
     /* The cache's log callback: what log_once tells when the program has
      * none, so a tier that is off says why to the tools and the sample
@@ -384,8 +387,8 @@ void progcache__pch_create_detached(pch_job *job, const pch_seen *seen);
  * PROGCACHE_PCH_MIN_MS (a compile that is proving slow), while it still
  * runs: early_start before the compile (NULL when the thread cannot be
  * had: then nothing starts early), early_stop after it, which returns 1
- * when the creation was started (and then, once the thread is joined, job
- * is no longer used). */
+ * when the thread tried to start the creation (its outcome then counted
+ * and logged here, on the caller's thread, as create_detached does). */
 typedef struct pch_early pch_early;
 pch_early *progcache__pch_early_start(pch_job *job, const pch_seen *seen);
 int progcache__pch_early_stop(pch_early *early);

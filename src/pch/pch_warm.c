@@ -14,11 +14,14 @@
  * 4: nothing downgrades silently).
  *
  * A template that is gone, busy or broken costs a fresh helper, never the
- * compile: connect fails at once (nothing blocks), a connection closed
- * unanswered or an answer that does not parse is counted
- * (pch_warm_failures), and the same request goes to a fresh helper. */
+ * compile: connect fails at once (nothing blocks), the template's child
+ * must acknowledge the request's descriptors within 2 s, and a connection
+ * closed unanswered or an answer that does not parse is counted
+ * (pch_warm_failures), said once, and the same request goes to a fresh
+ * helper; the handle then stops asking. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -98,7 +101,7 @@ static int connect_warm(pch_job *job, const char *name, int *none)
         close(s);
         return -1;
     }
-    struct ucred cred;
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
     socklen_t clen = sizeof cred;
     if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.uid != geteuid()) {
         progcache__pch_log_once(job->tier, job->program, PCH_LOGGED_WARM, PROGCACHE_LOG_WARN,
@@ -106,19 +109,21 @@ static int connect_warm(pch_job *job, const char *name, int *none)
                                 "of uid %u (pid %d), not this user; each compile with a PCH "
                                 "starts a helper of its own",
                                 name, (unsigned)cred.uid, (int)cred.pid);
+        progcache__pch_tier_drop(job->tier, &job->tier->warm_ok);
         close(s);
         return -1;
     }
     return s;
 }
 
-/* The descriptors, in one byte. 0, or -1. */
-static int send_fds(int s, int dir_fd, int pch_fd)
+/* The descriptors, in one byte: the PCH directory, the PCH, and this
+ * process's working directory (a fresh helper would inherit it). 0, or -1. */
+static int send_fds(int s, int dir_fd, int pch_fd, int cwd_fd)
 {
     char byte = PROGCACHE__WIRE_WARM_FDS;
     union {
         struct cmsghdr h;
-        char space[CMSG_SPACE(2 * sizeof(int))];
+        char space[CMSG_SPACE(3 * sizeof(int))];
     } ctl;
     memset(&ctl, 0, sizeof ctl);
     struct iovec iov = {&byte, 1};
@@ -130,8 +135,8 @@ static int send_fds(int s, int dir_fd, int pch_fd)
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(2 * sizeof(int));
-    int fds[2] = {dir_fd, pch_fd};
+    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+    int fds[3] = {dir_fd, pch_fd, cwd_fd};
     memcpy(CMSG_DATA(c), fds, sizeof fds);
     ssize_t n;
     do
@@ -140,16 +145,54 @@ static int send_fds(int s, int dir_fd, int pch_fd)
     return n == 1 ? 0 : -1;
 }
 
-/* One compile through the template: 0 answered (out filled), -1 not. */
-static int run_warm(pch_result *out, pch_job *job, int s, int pch_fd, uint64_t heap)
+/* The child's byte saying it has the descriptors, within
+ * PROGCACHE__WIRE_WARM_ACK_MS: a listener that takes connections and
+ * never answers costs that much once, not a compile's whole deadline. */
+static int acked(int s, const char **why)
+{
+    double deadline = progcache__clock_ms() + PROGCACHE__WIRE_WARM_ACK_MS;
+    char byte = 0;
+    for (;;) {
+        struct pollfd p = {s, POLLIN, 0};
+        double left = deadline - progcache__clock_ms();
+        int n = left > 0 ? poll(&p, 1, (int)left + 1) : 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            *why = "it did not take the request within 2 s";
+            return 0;
+        }
+        ssize_t got = recv(s, &byte, 1, MSG_DONTWAIT);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        /* Closed with our bytes unread is a reset. */
+        *why = got == 0 || (got < 0 && errno == ECONNRESET) ? "it closed the connection"
+                                                             : "it answered something else";
+        return got == 1 && byte == PROGCACHE__WIRE_WARM_ACK;
+    }
+}
+
+/* One compile through the template: 0 answered (out filled), -1 not
+ * (*why says how far it got). */
+static int run_warm(pch_result *out, pch_job *job, int s, int pch_fd, uint64_t heap,
+                    const char **why)
 {
     progcache_buf req = PROGCACHE_BUF_INIT, resp = PROGCACHE_BUF_INIT;
     double start = progcache__clock_ms(), first = 0;
     double deadline = start + progcache__pch_helper_timeout_ms;
     int rc = -1;
-    if (progcache__pch_request(&req, job, PROGCACHE__WIRE_USE, NULL, heap) == PROGCACHE_OK &&
-        send_fds(s, job->tier->dir_fd, pch_fd) == 0 &&
-        progcache__pch_send(s, &req, deadline) == 0 &&
+    int cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    *why = cwd < 0 ? "this process's working directory cannot be opened"
+                   : "the request could not be sent";
+    int sent = cwd >= 0 &&
+               progcache__pch_request(&req, job, PROGCACHE__WIRE_USE, NULL, heap) ==
+                   PROGCACHE_OK &&
+               send_fds(s, job->tier->dir_fd, pch_fd, cwd) == 0;
+    if (!sent && cwd >= 0 && (errno == EPIPE || errno == ECONNRESET))
+        *why = "it closed the connection";
+    if (sent && acked(s, why) &&
+        (*why = "it took the request and gave no usable answer",
+         progcache__pch_send(s, &req, deadline) == 0) &&
         progcache__pch_receive(s, &resp, deadline, &first) == 0 &&
         progcache__pch_result_parse(out, &resp) == 0) {
         rc = 0;
@@ -159,6 +202,8 @@ static int run_warm(pch_result *out, pch_job *job, int s, int pch_fd, uint64_t h
     } else {
         memset(out, 0, sizeof *out);
     }
+    if (cwd >= 0)
+        close(cwd);
     progcache_buf_free(&req);
     progcache_buf_free(&resp);
     return rc;
@@ -168,25 +213,33 @@ int progcache__pch_helper_use(pch_result *out, pch_job *job, int pch_fd, uint64_
 {
     progcache__pch_tier *tier = job->tier;
     char name[PCH_WARM_NAME_MAX];
-    if (!tier->settings.warm_ms || warm_name(tier, heap, name, sizeof name) != 0)
+    if (!__atomic_load_n(&tier->warm_ok, __ATOMIC_RELAXED) ||
+        warm_name(tier, heap, name, sizeof name) != 0)
         return progcache__pch_helper_run(out, job, PROGCACHE__WIRE_USE, pch_fd, NULL, heap);
     int none;
     int s = connect_warm(job, name, &none);
     if (s >= 0) {
-        int rc = run_warm(out, job, s, pch_fd, heap);
+        const char *why;
+        int rc = run_warm(out, job, s, pch_fd, heap, &why);
         close(s);
         if (rc == 0 && out->status == PROGCACHE__WIRE_OK) {
             progcache__pch_count(job, PROGCACHE_STAT_PCH_WARM, 1);
             return PROGCACHE_OK;
         }
-        /* Closed unanswered (busy, gone while serving), refused, or
-         * nonsense: the same request goes to a fresh helper. */
-        progcache__pch_result_release(out);
+        if (rc == 0) {
+            progcache__pch_result_release(out);
+            why = "it refused the request";
+        }
+        /* Busy, gone while serving, refusing, or not a helper at all: the
+         * same request goes to a fresh helper, and this handle stops
+         * asking (a listener that never answers costs 2 s once). */
+        progcache__pch_tier_drop(tier, &tier->warm_ok);
         progcache__pch_count(job, PROGCACHE_STAT_PCH_WARM_FAILURES, 1);
-        progcache__pch_log(job->program, PROGCACHE_LOG_INFO,
-                           "progcache: the warm PCH helper %s did not answer; a fresh one "
-                           "compiles",
-                           name);
+        progcache__pch_log_once(tier, job->program, PCH_LOGGED_WARM, PROGCACHE_LOG_WARN,
+                                "progcache: the warm PCH helper %s did not answer (%s); a "
+                                "fresh helper compiles, and does for every compile of this "
+                                "handle",
+                                name, why);
     }
     /* None there: the fresh helper stays warm after it answers. */
     job->warm = none ? name : NULL;

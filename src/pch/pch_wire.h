@@ -8,8 +8,10 @@
  * asked to stay warm (a request's warm name) leaves a template behind
  * that serves later USE requests over an abstract Unix socket of that
  * name (helper/warm.c, src/pch/pch_warm.c): the library connects, sends
- * one byte PROGCACHE__WIRE_WARM_FDS carrying the PCH directory and the
- * PCH (SCM_RIGHTS), then the request as above, and reads the response. Both are a
+ * one byte PROGCACHE__WIRE_WARM_FDS carrying the PCH directory, the PCH
+ * and its working directory (SCM_RIGHTS), waits for the byte
+ * PROGCACHE__WIRE_WARM_ACK, then sends the request as above and reads
+ * the response. Both are a
  * socketpair, so a write to a helper that died fails with EPIPE instead of
  * raising SIGPIPE in the caller (MSG_NOSIGNAL). Integers are in the host's
  * byte order (both ends are on one host, built together); a string is a
@@ -44,8 +46,12 @@
 #define PROGCACHE__WIRE_REQUEST "PCHQ"
 #define PROGCACHE__WIRE_RESPONSE "PCHR"
 #define PROGCACHE__WIRE_VERSION 2u
-/* The byte that carries a warm helper's descriptors. */
+/* The byte that carries a warm helper's descriptors, and the byte its
+ * child answers at once when it has taken them; how long the library waits
+ * for that answer before it starts a helper of its own. */
 #define PROGCACHE__WIRE_WARM_FDS 'F'
+#define PROGCACHE__WIRE_WARM_ACK 'A'
+#define PROGCACHE__WIRE_WARM_ACK_MS 2000
 
 /* The longest request and response either side accepts, and the most
  * dependencies: far beyond any real program (a CCCL prefix opens about 600

@@ -5,14 +5,19 @@
  *  - served: the second and later compiles are the template's
  *    (pch_warm), the bytes those of a compile without the tier; the name
  *    is this user's and one template serves parallel processes;
- *  - the template exits after PROGCACHE_PCH_WARM without a compile, and
+ *  - the template exits after PROGCACHE_PCH_WARM without a compile of
+ *    this user's (another user connecting all the while), and
  *    PROGCACHE_PCH_WARM=0 leaves none;
  *  - a process of another user is not served (closed unanswered), and
  *    the template goes on;
+ *  - two prefixes through one template: each compile its own PCH's bytes;
+ *  - a relative include path: the child works in the caller's directory;
  *  - a name held by another user: refused, said once, a fresh helper
  *    compiles (the bytes unchanged);
- *  - a template that closes every connection unanswered (a fake, this
- *    user's): counted (pch_warm_failures), said, a fresh helper compiles.
+ *  - a listener of this user's that closes every connection, or takes
+ *    them and never answers (2 s, not the compile's ten minutes): counted
+ *    once (pch_warm_failures), said, a fresh helper compiles, and the
+ *    handle stops asking.
  *
  * Its templates are its own: NVRTC_PROGCACHE_TEST_WARM, passed to the
  * helper like NVRTC's own variables, is part of the name. */
@@ -217,9 +222,70 @@ static void other_user(void)
     CHECK(listening(name));
 }
 
-/* The name held by a listener of another user, or (fake) by this user's
- * listener that closes every connection: the compiles are right anyway. */
-static pid_t hold_name(int as_nobody)
+/* Variant v of a program with an #include after its first declaration
+ * (not in the PCH: the child reads it), through cache; flags as
+ * compile_v's. */
+static compiled compile_late(progcache *cache, int v, unsigned int flags)
+{
+    char src[512];
+    snprintf(src, sizeof src,
+             "#include \"mylib.h\"\nconstexpr float k%d = %d.0f;\n#include \"late.h\"\n"
+             "extern \"C\" __global__ void k(float *x) { x[0] = late(mylib_scale(k%d)); }\n",
+             v, v, v);
+    const char *options[] = {opt_hdr0, "-Ihdr", "-arch=sm_90"};
+    progcache_program p = PROGCACHE_PROGRAM_INIT;
+    p.nvrtc.source = src;
+    p.nvrtc.options = options;
+    p.nvrtc.num_options = 3;
+    p.nvrtc.name = "test_pch.cu";
+    p.nvrtc.extra_digest = (const unsigned char *)"late";
+    p.nvrtc.extra_digest_len = 4;
+    p.flags = flags | PROGCACHE_PROGRAM_NO_LOAD;
+    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
+    CHECK_OK(progcache_compile_or_load(&r, cache, &p));
+    compiled c = {malloc(r.artifact.size), r.artifact.size, r.status};
+    CHECK(c.bytes != NULL);
+    memcpy(c.bytes, r.artifact.data, r.artifact.size);
+    progcache_program_result_release(&r);
+    return c;
+}
+
+/* A relative include path means the caller's working directory to the
+ * template's child too (it gets the caller's as a descriptor): a header
+ * after the prefix is found there, and the bytes are a plain compile's. */
+static void relative_include(void)
+{
+    char cwd[1024], late[700];
+    snprintf(late, sizeof late, "%s/late.h", hdr);
+    write_text(late, "__device__ inline float late(float x) { return x * 7.0f; }\n");
+    CHECK(getcwd(cwd, sizeof cwd) != NULL && chdir(work) == 0);
+    char *dir, *plain_dir;
+    progcache *cache = open_cache(&dir, "pchwarmrel");
+    progcache *plain = open_cache(&plain_dir, "pchwarmrelplain");
+    for (int v = 0; v < 3; v++) /* seen, made, used: a template after it */
+        free(compile_late(cache, v, 0).bytes);
+    wait_template(name, sizeof name);
+    progcache_stats before = stats_of(cache);
+    for (int v = 3; v < 5; v++) {
+        compiled c = compile_late(cache, v, 0);
+        compiled p = compile_late(plain, v, PROGCACHE_PROGRAM_NO_PCH);
+        CHECK(same(&c, &p));
+        free(c.bytes);
+        free(p.bytes);
+    }
+    progcache_stats s = stats_of(cache);
+    CHECK(s.pch_hits == before.pch_hits + 2 && s.pch_warm == before.pch_warm + 2);
+    close_cache(cache, dir);
+    close_cache(plain, plain_dir);
+    CHECK(chdir(cwd) == 0);
+}
+
+/* How a listener holds the name: another user's; this user's, closing
+ * every connection; this user's, keeping them and never answering. */
+enum { HOLD_CLOSES = 0, HOLD_NOBODY = 1, HOLD_SILENT = 2 };
+
+/* The name held by such a listener: the compiles are right anyway. */
+static pid_t hold_name(int how)
 {
     int ready[2];
     CHECK(pipe(ready) == 0);
@@ -233,8 +299,8 @@ static pid_t hold_name(int as_nobody)
         dup2(null, 1);
         dup2(null, 2);
         struct passwd *nobody = getpwnam("nobody");
-        if (as_nobody && (!nobody || setgid(nobody->pw_gid) != 0 ||
-                          setuid(nobody->pw_uid) != 0))
+        if (how == HOLD_NOBODY && (!nobody || setgid(nobody->pw_gid) != 0 ||
+                                   setuid(nobody->pw_uid) != 0))
             _exit(2);
         struct sockaddr_un a;
         memset(&a, 0, sizeof a);
@@ -248,7 +314,7 @@ static pid_t hold_name(int as_nobody)
         (void)!write(ready[1], "r", 1);
         for (;;) {
             int c = accept(ls, NULL, NULL);
-            if (c >= 0)
+            if (c >= 0 && how != HOLD_SILENT)
                 close(c);
         }
     }
@@ -259,23 +325,24 @@ static pid_t hold_name(int as_nobody)
     return pid;
 }
 
-static void held(int as_nobody, const char *cache_tag, const char *said)
+static void held(int how, const char *cache_tag, const char *said)
 {
     char *dir;
     char pch[1024];
-    progcache *cache = open_warm(&dir, cache_tag, 200 + 10 * as_nobody, pch, sizeof pch);
+    progcache *cache = open_warm(&dir, cache_tag, 200 + 10 * how, pch, sizeof pch);
     wait_template(name, sizeof name);
     stop_template(name);
-    pid_t holder = hold_name(as_nobody);
+    pid_t holder = hold_name(how);
     /* A new handle: what is said once is said again. */
     progcache_close(cache);
     CHECK_OK(progcache_open(&cache, dir, NULL));
     logbook book = {""};
     progcache_stats before = stats_of(cache);
-    compile_same(cache, 203 + 10 * as_nobody, 2, &book);
+    compile_same(cache, 203 + 10 * how, 2, &book);
     progcache_stats s = stats_of(cache);
     CHECK(s.pch_hits == before.pch_hits + 2 && s.pch_warm == before.pch_warm);
-    CHECK(s.pch_warm_failures == (as_nobody ? 0 : before.pch_warm_failures + 2));
+    /* One failure, then the handle stops asking. */
+    CHECK(s.pch_warm_failures == before.pch_warm_failures + (how == HOLD_NOBODY ? 0 : 1));
     CHECK(strstr(book.text, said) != NULL);
     close_cache(cache, dir);
     CHECK(kill(holder, SIGKILL) == 0 && waitpid(holder, NULL, 0) == holder);
@@ -287,12 +354,50 @@ static void held_by_other_user(void)
         printf("test_pch_warm: a name held by another user: SKIPPED (needs root and nobody)\n");
         return;
     }
-    held(1, "pchwarmsquat", "held by a process of uid");
+    held(HOLD_NOBODY, "pchwarmsquat", "held by a process of uid");
 }
 
 static void closes_unanswered(void)
 {
-    held(0, "pchwarmfake", "did not answer; a fresh one compiles");
+    held(HOLD_CLOSES, "pchwarmfake", "did not answer (it closed the connection)");
+}
+
+/* A listener that takes the connection and never answers costs the ack's
+ * 2 s once (the compile's own deadline is ten minutes): the test would
+ * hang without it. */
+static void never_answers(void)
+{
+    held(HOLD_SILENT, "pchwarmsilent", "did not answer (it did not take the request within 2 s)");
+}
+
+/* Two prefixes (the header in two versions) through one template: each
+ * compile gets its own PCH, the bytes of its own plain compile. */
+static void two_prefixes(void)
+{
+    char *dir3, *dir5;
+    char pch[1024];
+    progcache *c3 = open_warm(&dir3, "pchwarm3", 400, pch, sizeof pch);
+    wait_template(name, sizeof name);
+    write_header(5);
+    progcache *c5 = open_cache(&dir5, "pchwarm5");
+    warm(c5, 410, "h5");
+    for (int round = 0; round < 2; round++) {
+        progcache *cache = round ? c3 : c5;
+        const char *digest = round ? "h3" : "h5";
+        if (round)
+            write_header(3);
+        progcache_stats before = stats_of(cache);
+        for (int v = 420 + round * 10; v < 422 + round * 10; v++) {
+            compiled c = compile_v(cache, v, 0, digest, PROGCACHE_TARGET_CUBIN, NULL, NULL);
+            compiled p = plain_v(v, digest, PROGCACHE_TARGET_CUBIN);
+            CHECK(same(&c, &p));
+            free(c.bytes);
+            free(p.bytes);
+        }
+        CHECK(stats_of(cache).pch_warm == before.pch_warm + 2);
+    }
+    close_cache(c3, dir3);
+    close_cache(c5, dir5);
 }
 
 /* Idle for PROGCACHE_PCH_WARM: gone. Off: none is left. */
@@ -304,11 +409,28 @@ static void idle_and_off(void)
     progcache *cache = open_warm(&dir, "pchwarmidle", 300, pch, sizeof pch);
     char now[128];
     wait_template(now, sizeof now);
+    /* Another user connecting all the while does not keep it. */
+    pid_t poker = -1;
+    struct passwd *nobody = getpwnam("nobody");
+    if (geteuid() == 0 && nobody && (poker = fork()) == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (setgid(nobody->pw_gid) != 0 || setuid(nobody->pw_uid) != 0)
+            _exit(2);
+        for (;;) {
+            int s = connect_name(now);
+            if (s >= 0)
+                close(s);
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+        }
+    }
     for (int i = 0; i < 400 && listening(now); i++) {
         struct timespec ts = {0, 10000000};
         nanosleep(&ts, NULL);
     }
     CHECK(!listening(now));
+    if (poker > 0)
+        CHECK(kill(poker, SIGKILL) == 0 && waitpid(poker, NULL, 0) == poker);
     close_cache(cache, dir);
     setenv("PROGCACHE_PCH_WARM", "0", 1);
     cache = open_warm(&dir, "pchwarmoff", 310, pch, sizeof pch);
@@ -335,5 +457,5 @@ static void teardown(void)
         stop_template(now);
 }
 
-PCH_TEST_MAIN("test_pch_warm", setup, served, parallel, other_user, held_by_other_user,
-              closes_unanswered, idle_and_off, teardown)
+PCH_TEST_MAIN("test_pch_warm", setup, served, parallel, other_user, two_prefixes, relative_include,
+              held_by_other_user, closes_unanswered, never_answers, idle_and_off, teardown)
