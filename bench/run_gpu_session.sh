@@ -25,7 +25,7 @@ step "gpu tests"
 ctest --test-dir "$B" -L gpu --output-on-failure >"$O/ctest_gpu.log" 2>&1
 grep -E "Test +#|tests passed" "$O/ctest_gpu.log"
 step "driver-only and lazy-NVRTC tests"
-ctest --test-dir "$B" -R "nvrtc_lazy|driver_only|pch_detach|pch_stamp|pch_unloaded|test_warm$|test_pch$" --output-on-failure \
+ctest --test-dir "$B" -R "nvrtc_lazy|driver_only|pch_detach|pch_stamp|pch_unloaded|pch_warm|test_warm$|test_pch$" --output-on-failure \
   >"$O/ctest_more.log" 2>&1
 grep -E "Test +#|tests passed" "$O/ctest_more.log"
 step "HIT process vs driver-only program, 21 rounds"
@@ -35,6 +35,9 @@ step "bench_pch, 20 variants"
 # statistics and where a fresh process's time goes.
 timeout 420 "$B/bin/bench_pch" --variants 20 2>&1 | tee "$O/pch.txt" |
   grep -v -E '^ +[0-9]+ +[0-9]+ +[0-9]+( +[0-9]+)?$'
+step "bench_pch, 20 variants, with the column without a warm helper"
+timeout 420 "$B/bin/bench_pch" --variants 20 --cold 2>&1 | tee "$O/pch_cold.txt" |
+  grep -v -E '^ +[0-9]+ +[0-9]+ +[0-9]+( +[0-9]+)?( +[0-9]+)?$'
 step "bench_seal (local disk)"
 "$B/bin/bench_seal" --samples 5000 --no-nfs --json "$O/seal.json" 2>&1 | tail -12
 step done
