@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "progcache/sys/store.h"
 #include "tool.h"
@@ -323,8 +324,11 @@ static int finish_stdout(const char *cmd, int code)
     int err = 0;
     if (fflush(stdout) != 0)
         err = errno;
+    /* An error seen earlier (a long text is written past the buffer, and
+     * the buffer is then empty at the flush): a write of nothing asks the
+     * file again (/dev/full: ENOSPC), without adding to the output. */
     if (ferror(stdout) && !err)
-        err = EIO;
+        err = write(STDOUT_FILENO, "", 0) < 0 ? errno : EIO;
     if (fclose(stdout) != 0 && !err)
         err = errno;
     if (!err)

@@ -349,6 +349,7 @@ def test_stdout_full(tmp):
         ["prune", "--dir", cache, "--older-than", "9w"],
         ["prune", "--dir", cache, "--older-than", "9w", "--json"],
         ["clear", "--dir", cache],
+        ["config", "--dir", cache], ["config", "--list-settings"], ["config", "--help"],
         ["--version"], ["--help"], ["ls", "--help"],
     ]
     for args in commands:

@@ -15,7 +15,8 @@
  *  - a helper whose exit comes long after its answer (the real helper
  *    under a script that then sleeps): the compile, by the helper, returns
  *    on the answer while the helper still runs, and the helper is reaped
- *    in the background (no zombie left). */
+ *    in the background (no zombie left); and one that never exits, killed
+ *    by that background reaper at its 5 s deadline. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -158,6 +159,19 @@ static void test_unloaded(void)
     st = fresh(dir, 25, log, sizeof log);
     if ((st & ~HIT) != NOT_WAITED)
         fprintf(stderr, "slow exit: status %d, log:\n%s\n", st, log);
+    CHECK((st & ~HIT) == NOT_WAITED);
+
+    /* A helper that answers and never exits (it becomes a long sleep):
+     * the compile returns on its answer, and the thread that reaps it
+     * kills it at its 5 s deadline. */
+    snprintf(script, sizeof script, "%s/no-exit.sh", work);
+    snprintf(text, sizeof text, "#!/bin/sh\necho $$ > '%s'\n'%s'\nexec /bin/sleep 1000\n",
+             pid_file, helper);
+    write_script(script, text);
+    setenv("PROGCACHE_PCH_HELPER", script, 1);
+    st = fresh(dir, 26, log, sizeof log);
+    if ((st & ~HIT) != NOT_WAITED)
+        fprintf(stderr, "no exit: status %d, log:\n%s\n", st, log);
     CHECK((st & ~HIT) == NOT_WAITED);
     unsetenv("TEST_PCH_PID_FILE");
     setenv("PROGCACHE_PCH_HELPER", helper, 1);
