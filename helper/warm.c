@@ -58,34 +58,33 @@ static uint64_t now_ms(void)
  * relative include paths mean what they meant to the caller). 0, or -1. */
 static int take_fds(int conn)
 {
-    char byte;
-    union {
-        struct cmsghdr h;
-        char space[CMSG_SPACE(3 * sizeof(int))];
-    } ctl;
-    struct iovec iov = {&byte, 1};
-    struct msghdr m = {0};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl.space;
-    m.msg_controllen = sizeof ctl.space;
+    progcache__wire_fds fm;
+    struct msghdr *m = progcache__wire_fds_msg(&fm);
+    fm.byte = 0;
     ssize_t n;
     do
-        n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
+        n = recvmsg(conn, m, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    if (n != 1 || byte != PROGCACHE__WIRE_WARM_FDS || (m.msg_flags & MSG_CTRUNC) || !c ||
+    struct cmsghdr *c = CMSG_FIRSTHDR(m);
+    if (n != 1 || fm.byte != PROGCACHE__WIRE_WARM_FDS || (m->msg_flags & MSG_CTRUNC) || !c ||
         c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-        c->cmsg_len != CMSG_LEN(3 * sizeof(int)))
+        c->cmsg_len != CMSG_LEN(PROGCACHE__WIRE_WARM_NFDS * sizeof(int)))
         return -1;
-    int fds[3];
-    memcpy(fds, CMSG_DATA(c), sizeof fds);
+    int got[PROGCACHE__WIRE_WARM_NFDS], fds[PROGCACHE__WIRE_WARM_NFDS];
+    memcpy(got, CMSG_DATA(c), sizeof got);
+    /* Above 3 and 4 first, whatever numbers they came as, so that no dup2
+     * below overwrites another of them. */
+    for (int i = 0; i < PROGCACHE__WIRE_WARM_NFDS; i++) {
+        fds[i] = fcntl(got[i], F_DUPFD_CLOEXEC, 10);
+        close(got[i]);
+    }
     struct stat d, p, w;
-    int ok = fstat(fds[0], &d) == 0 && S_ISDIR(d.st_mode) && fstat(fds[1], &p) == 0 &&
-             S_ISREG(p.st_mode) && fstat(fds[2], &w) == 0 && S_ISDIR(w.st_mode) &&
-             fchdir(fds[2]) == 0 && dup2(fds[0], 3) == 3 && dup2(fds[1], 4) == 4;
-    for (int i = 0; i < 3; i++)
-        if (fds[i] != 3 + i)
+    int ok = fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fstat(fds[0], &d) == 0 &&
+             S_ISDIR(d.st_mode) && fstat(fds[1], &p) == 0 && S_ISREG(p.st_mode) &&
+             fstat(fds[2], &w) == 0 && S_ISDIR(w.st_mode) && fchdir(fds[2]) == 0 &&
+             dup2(fds[0], 3) == 3 && dup2(fds[1], 4) == 4;
+    for (int i = 0; i < PROGCACHE__WIRE_WARM_NFDS; i++)
+        if (fds[i] >= 0)
             close(fds[i]);
     return ok ? 0 : -1;
 }

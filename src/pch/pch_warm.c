@@ -120,27 +120,17 @@ static int connect_warm(pch_job *job, const char *name, int *none)
  * process's working directory (a fresh helper would inherit it). 0, or -1. */
 static int send_fds(int s, int dir_fd, int pch_fd, int cwd_fd)
 {
-    char byte = PROGCACHE__WIRE_WARM_FDS;
-    union {
-        struct cmsghdr h;
-        char space[CMSG_SPACE(3 * sizeof(int))];
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct iovec iov = {&byte, 1};
-    struct msghdr m = {0};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl.space;
-    m.msg_controllen = sizeof ctl.space;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    progcache__wire_fds fm;
+    struct msghdr *m = progcache__wire_fds_msg(&fm);
+    struct cmsghdr *c = CMSG_FIRSTHDR(m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
-    int fds[3] = {dir_fd, pch_fd, cwd_fd};
+    c->cmsg_len = CMSG_LEN(PROGCACHE__WIRE_WARM_NFDS * sizeof(int));
+    int fds[PROGCACHE__WIRE_WARM_NFDS] = {dir_fd, pch_fd, cwd_fd};
     memcpy(CMSG_DATA(c), fds, sizeof fds);
     ssize_t n;
     do
-        n = sendmsg(s, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        n = sendmsg(s, m, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     return n == 1 ? 0 : -1;
 }

@@ -42,6 +42,7 @@
 #include <link.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #define PROGCACHE__WIRE_REQUEST "PCHQ"
 #define PROGCACHE__WIRE_RESPONSE "PCHR"
@@ -275,6 +276,35 @@ static inline int progcache__wire_bid_each(struct dl_phdr_info *info, size_t siz
             break;
     }
     return 1;
+}
+
+/* ---- a warm helper's descriptors ------------------------------------------------ */
+
+/* The three descriptors a request to a warm helper brings (the PCH
+ * directory, the PCH, the caller's working directory) and their byte. */
+#define PROGCACHE__WIRE_WARM_NFDS 3
+typedef struct progcache__wire_fds {
+    char byte;
+    struct iovec iov;
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(PROGCACHE__WIRE_WARM_NFDS * sizeof(int))];
+    } ctl;
+    struct msghdr msg;
+} progcache__wire_fds;
+
+/* m ready for sendmsg or recvmsg of the byte and the descriptors. */
+static inline struct msghdr *progcache__wire_fds_msg(progcache__wire_fds *m)
+{
+    memset(m, 0, sizeof *m);
+    m->byte = PROGCACHE__WIRE_WARM_FDS;
+    m->iov.iov_base = &m->byte;
+    m->iov.iov_len = 1;
+    m->msg.msg_iov = &m->iov;
+    m->msg.msg_iovlen = 1;
+    m->msg.msg_control = m->ctl.space;
+    m->msg.msg_controllen = sizeof m->ctl.space;
+    return &m->msg;
 }
 
 /* The build ID of the object that holds address sym in this process,

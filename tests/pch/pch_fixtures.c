@@ -51,21 +51,16 @@ char *source_of(int v)
 }
 
 
-/* Compile variant v through cache (NO_LOAD), with flags; digest names the
- * header's version (the program's key must change with the header, or
- * the entry cache answers). */
-compiled compile_v(progcache *cache, int v, unsigned int flags, const char *digest,
-                          progcache_target target, progcache_log_fn log, void *ctx)
+/* Compile source through cache (NO_LOAD; named "test_pch.cu"). */
+compiled compile_source(progcache *cache, const char *source, const char **options,
+                        size_t num_options, const char *digest, unsigned int flags,
+                        progcache_target target, progcache_log_fn log, void *ctx)
 {
     progcache_program p = PROGCACHE_PROGRAM_INIT;
-    char *src = source_of(v);
-    p.nvrtc.source = src;
+    p.nvrtc.source = source;
     p.nvrtc.target = target;
-    const char *options[4] = {opt_hdr0, opt_hdr,
-                              target == PROGCACHE_TARGET_PTX ? "-arch=compute_90" : "-arch=sm_90",
-                              extra_option};
     p.nvrtc.options = options;
-    p.nvrtc.num_options = extra_option ? 4 : 3;
+    p.nvrtc.num_options = num_options;
     p.nvrtc.name = "test_pch.cu";
     p.nvrtc.extra_digest = (const unsigned char *)digest;
     p.nvrtc.extra_digest_len = strlen(digest);
@@ -78,6 +73,21 @@ compiled compile_v(progcache *cache, int v, unsigned int flags, const char *dige
     CHECK(c.bytes != NULL);
     memcpy(c.bytes, r.artifact.data, r.artifact.size);
     progcache_program_result_release(&r);
+    return c;
+}
+
+/* Compile variant v through cache (NO_LOAD), with flags; digest names the
+ * header's version (the program's key must change with the header, or
+ * the entry cache answers). */
+compiled compile_v(progcache *cache, int v, unsigned int flags, const char *digest,
+                          progcache_target target, progcache_log_fn log, void *ctx)
+{
+    char *src = source_of(v);
+    const char *options[4] = {opt_hdr0, opt_hdr,
+                              target == PROGCACHE_TARGET_PTX ? "-arch=compute_90" : "-arch=sm_90",
+                              extra_option};
+    compiled c = compile_source(cache, src, options, extra_option ? 4 : 3, digest, flags, target,
+                                log, ctx);
     free(src);
     return c;
 }

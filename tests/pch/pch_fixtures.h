@@ -39,6 +39,11 @@ void write_script(const char *path, const char *text); /* mode 0700 */
 void write_header(int factor);
 /* Variant v of the program (malloc'd): the prefix is shared. */
 char *source_of(int v);
+/* Compile source with options through cache (NO_LOAD), with flags;
+ * digest names the headers' version. */
+compiled compile_source(progcache *cache, const char *source, const char **options,
+                        size_t num_options, const char *digest, unsigned int flags,
+                        progcache_target target, progcache_log_fn log, void *ctx);
 /* Compile variant v through cache (NO_LOAD), with flags; digest names the
  * header's version. */
 compiled compile_v(progcache *cache, int v, unsigned int flags, const char *digest,

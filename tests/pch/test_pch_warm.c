@@ -233,21 +233,8 @@ static compiled compile_late(progcache *cache, int v, unsigned int flags)
              "extern \"C\" __global__ void k(float *x) { x[0] = late(mylib_scale(k%d)); }\n",
              v, v, v);
     const char *options[] = {opt_hdr0, "-Ihdr", "-arch=sm_90"};
-    progcache_program p = PROGCACHE_PROGRAM_INIT;
-    p.nvrtc.source = src;
-    p.nvrtc.options = options;
-    p.nvrtc.num_options = 3;
-    p.nvrtc.name = "test_pch.cu";
-    p.nvrtc.extra_digest = (const unsigned char *)"late";
-    p.nvrtc.extra_digest_len = 4;
-    p.flags = flags | PROGCACHE_PROGRAM_NO_LOAD;
-    progcache_program_result r = PROGCACHE_PROGRAM_RESULT_INIT;
-    CHECK_OK(progcache_compile_or_load(&r, cache, &p));
-    compiled c = {malloc(r.artifact.size), r.artifact.size, r.status};
-    CHECK(c.bytes != NULL);
-    memcpy(c.bytes, r.artifact.data, r.artifact.size);
-    progcache_program_result_release(&r);
-    return c;
+    return compile_source(cache, src, options, 3, "late", flags, PROGCACHE_TARGET_CUBIN, NULL,
+                          NULL);
 }
 
 /* A relative include path means the caller's working directory to the
