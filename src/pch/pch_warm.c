@@ -6,7 +6,8 @@
  * The template's name is an abstract Unix socket name (no file, nothing
  * to clean up, gone when it exits) derived from everything its answers
  * depend on: this user, the helper file the tier checked (device, inode,
- * size, times), NVRTC's build, the PCH heap and the helper's environment.
+ * size, times), NVRTC's build, the PCH heap, the helper's environment,
+ * and where this process runs (its mount namespace and control group).
  * A template of another helper, NVRTC or environment has another name, so
  * a caller only ever reaches one it would have started itself. The peer
  * must be this user (SO_PEERCRED): a process of another user holding the
@@ -42,6 +43,25 @@ static int put(progcache__sha256 *h, const void *data, size_t len)
     return progcache__sha256_update(h, data, len);
 }
 
+/* Where this process runs, as far as a helper's compile can tell: its
+ * mount namespace (the files NVRTC reads) and its control group (whose
+ * CPU and memory a compile should be charged to: a job's compiles are not
+ * run by another job's template). Into h; 0, or -1. */
+static int put_place(progcache__sha256 *h)
+{
+    char ns[64] = "";
+    ssize_t n = readlink("/proc/self/ns/mnt", ns, sizeof ns - 1);
+    ns[n > 0 ? n : 0] = '\0';
+    char group[4096] = "";
+    int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t got = read(fd, group, sizeof group - 1);
+        group[got > 0 ? got : 0] = '\0';
+        close(fd);
+    }
+    return put(h, ns, strlen(ns) + 1) || put(h, group, strlen(group) + 1);
+}
+
 /* tier->warm_name for heap: "progcache-pch-<uid>-<32 hex>". 0, or -1. */
 static int warm_name(progcache__pch_tier *tier, uint64_t heap, char *out, size_t len)
 {
@@ -63,7 +83,7 @@ static int warm_name(progcache__pch_tier *tier, uint64_t heap, char *out, size_t
                     heap,
                     PROGCACHE__WIRE_VERSION};
     int bad = put(h, "progcache-pch-warm 1", 21) || put(h, v, sizeof v) ||
-              put(h, tier->nvrtc_id, strlen(tier->nvrtc_id) + 1);
+              put(h, tier->nvrtc_id, strlen(tier->nvrtc_id) + 1) || put_place(h);
     for (char **e = env; !bad && *e; e++)
         bad = put(h, *e, strlen(*e) + 1);
     progcache__free(env);

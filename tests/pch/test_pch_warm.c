@@ -12,6 +12,7 @@
  *    the template goes on;
  *  - two prefixes through one template: each compile its own PCH's bytes;
  *  - a relative include path: the child works in the caller's directory;
+ *  - another mount namespace: another template;
  *  - a name held by another user: refused, said once, a fresh helper
  *    compiles (the bytes unchanged);
  *  - a listener of this user's that closes every connection, or takes
@@ -25,6 +26,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -100,12 +102,14 @@ static int listening(const char *name)
     return found;
 }
 
-/* The abstract name of this test's template ("" when none is listening). */
-static void template_name(char *out, size_t len)
+/* This test's templates: each name but keep given to each (NULL: the
+ * last found, into out). */
+static void templates(char *out, size_t len, const char *keep, void (*each)(const char *))
 {
     char want[64];
     snprintf(want, sizeof want, "@progcache-pch-%u-", (unsigned)geteuid());
-    out[0] = '\0';
+    if (out)
+        out[0] = '\0';
     FILE *f = fopen("/proc/net/unix", "r");
     CHECK(f != NULL);
     char line[512], found[128];
@@ -116,10 +120,20 @@ static void template_name(char *out, size_t len)
         if (!at || sscanf(line, "%*s %*s %*s %lx", &flags) != 1 || !(flags & 0x10000))
             continue;
         snprintf(found, sizeof found, "%.*s", (int)strcspn(at + 1, " \n"), at + 1);
-        if (ours(found))
+        if ((keep && !strcmp(found, keep)) || !ours(found))
+            continue;
+        if (out)
             snprintf(out, len, "%s", found);
+        if (each)
+            each(found);
     }
     fclose(f);
+}
+
+/* The abstract name of this test's template ("" when none is listening). */
+static void template_name(char *out, size_t len)
+{
+    templates(out, len, NULL, NULL);
 }
 
 /* The template, once it has taken its name: the helper that answered
@@ -265,6 +279,50 @@ static void relative_include(void)
     close_cache(cache, dir);
     close_cache(plain, plain_dir);
     CHECK(chdir(cwd) == 0);
+}
+
+/* Another mount namespace (a container's view of the files) is another
+ * template: the first compile there is a fresh helper's, the next its
+ * own template's. */
+static int namespace_child(size_t i, void *ctx)
+{
+    (void)i;
+    const char *dir = ctx;
+    if (unshare(CLONE_NEWNS) != 0)
+        return 2;
+    progcache *cache;
+    if (progcache_open(&cache, dir, NULL) != PROGCACHE_OK)
+        return 3;
+    progcache_stats before = stats_of(cache);
+    logbook book = {""};
+    compile_same(cache, 603, 1, &book);
+    int fresh = stats_of(cache).pch_warm == before.pch_warm;
+    struct timespec ts = {0, 300000000}; /* its template takes its name */
+    nanosleep(&ts, NULL);
+    compile_same(cache, 604, 1, &book);
+    int served = stats_of(cache).pch_warm == before.pch_warm + 1;
+    progcache_close(cache);
+    return fresh && served ? 0 : 1;
+}
+
+static void another_namespace(void)
+{
+    if (geteuid() != 0) {
+        printf("test_pch_warm: another mount namespace: SKIPPED (needs root)\n");
+        return;
+    }
+    char *dir;
+    char pch[1024];
+    progcache *cache = open_warm(&dir, "pchwarmns", 600, pch, sizeof pch);
+    wait_template(name, sizeof name);
+    test_gate gate;
+    pid_t pid;
+    test_gate_fork(&gate, &pid, 1, namespace_child, dir);
+    test_gate_open(&gate);
+    test_reap(&pid, 1, NULL);
+    /* The namespace's template goes: the tests after this find one. */
+    templates(NULL, 0, name, stop_template);
+    close_cache(cache, dir);
 }
 
 /* How a listener holds the name: another user's; this user's, closing
@@ -445,4 +503,5 @@ static void teardown(void)
 }
 
 PCH_TEST_MAIN("test_pch_warm", setup, served, parallel, other_user, two_prefixes, relative_include,
+              another_namespace,
               held_by_other_user, closes_unanswered, never_answers, idle_and_off, teardown)
