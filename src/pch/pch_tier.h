@@ -348,8 +348,10 @@ int progcache__pch_receive(int sock, progcache_buf *resp, double deadline, doubl
 /* A compile with the PCH on pch_fd (USE), as progcache__pch_helper_run:
  * through the warm helper when one is running (pch_warm), otherwise, or
  * when it does not answer (pch_warm_failures), through a fresh helper,
- * which is asked to stay warm when none was running. PROGCACHE_PCH_WARM=0
- * turns the warm helper off. */
+ * which is asked to stay warm when none was running; a warm helper that
+ * took the request and ran past the helper's deadline is that deadline's
+ * PROGCACHE_ETIMEOUT, with no second helper. PROGCACHE_PCH_WARM=0 turns
+ * the warm helper off. */
 int progcache__pch_helper_use(pch_result *out, pch_job *job, int pch_fd, uint64_t heap);
 
 /* ---- in-process PCHs (pch_inproc.c) --------------------------------------- */

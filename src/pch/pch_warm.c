@@ -183,7 +183,7 @@ static int acked(int s, const char **why)
 }
 
 /* One compile through the template: 0 answered (out filled), -1 not
- * (*why says how far it got). */
+ * (*why says how far it got), -2 not within the helper's deadline. */
 static int run_warm(pch_result *out, pch_job *job, int s, int pch_fd, uint64_t heap,
                     const char **why)
 {
@@ -200,17 +200,23 @@ static int run_warm(pch_result *out, pch_job *job, int s, int pch_fd, uint64_t h
                send_fds(s, job->tier->dir_fd, pch_fd, cwd) == 0;
     if (!sent && cwd >= 0 && (errno == EPIPE || errno == ECONNRESET))
         *why = "it closed the connection";
-    if (sent && acked(s, why) &&
-        (*why = "it took the request and gave no usable answer",
-         progcache__pch_send(s, &req, deadline) == 0) &&
-        progcache__pch_receive(s, &resp, deadline, &first) == 0 &&
-        progcache__pch_result_parse(out, &resp) == 0) {
+    int got = -2;
+    if (sent && acked(s, why)) {
+        *why = "it took the request and gave no usable answer";
+        got = progcache__pch_send(s, &req, deadline);
+        if (got == 0)
+            got = progcache__pch_receive(s, &resp, deadline, &first);
+    }
+    if (got == 0 && progcache__pch_result_parse(out, &resp) == 0) {
         rc = 0;
         out->wall_ms = progcache__clock_ms() - start;
         out->answer_ms = first ? first - start : 0;
         out->eof_ms = out->wall_ms;
     } else {
         memset(out, 0, sizeof *out);
+        /* Its whole deadline spent: no second helper gets another. */
+        if (got == -1)
+            rc = -2;
     }
     if (cwd >= 0)
         close(cwd);
@@ -245,6 +251,10 @@ int progcache__pch_helper_use(pch_result *out, pch_job *job, int pch_fd, uint64_
          * asking (a listener that never answers costs 2 s once). */
         progcache__pch_tier_drop(tier, &tier->warm_ok);
         progcache__pch_count(job, PROGCACHE_STAT_PCH_WARM_FAILURES, 1);
+        if (rc == -2)
+            return progcache__error(PROGCACHE_ETIMEOUT, "the warm PCH helper %s did not "
+                                                        "finish within %u ms",
+                                    name, progcache__pch_helper_timeout_ms);
         progcache__pch_log_once(tier, job->program, PCH_LOGGED_WARM, PROGCACHE_LOG_WARN,
                                 "progcache: the warm PCH helper %s did not answer (%s); a "
                                 "fresh helper compiles, and does for every compile of this "

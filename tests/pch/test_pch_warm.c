@@ -18,7 +18,8 @@
  *  - a listener of this user's that closes every connection, or takes
  *    them and never answers (2 s, not the compile's ten minutes): counted
  *    once (pch_warm_failures), said, a fresh helper compiles, and the
- *    handle stops asking.
+ *    handle stops asking; one that acknowledges and never answers: the
+ *    helper's deadline once, then the compile here;
  *
  * Its templates are its own: NVRTC_PROGCACHE_TEST_WARM, passed to the
  * helper like NVRTC's own variables, is part of the name. */
@@ -39,6 +40,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "pch/pch_tier.h"
 #include "pch_fixtures.h"
 #include "procs.h"
 
@@ -327,7 +329,7 @@ static void another_namespace(void)
 
 /* How a listener holds the name: another user's; this user's, closing
  * every connection; this user's, keeping them and never answering. */
-enum { HOLD_CLOSES = 0, HOLD_NOBODY = 1, HOLD_SILENT = 2 };
+enum { HOLD_CLOSES = 0, HOLD_NOBODY = 1, HOLD_SILENT = 2, HOLD_ACKS = 3 };
 
 /* The name held by such a listener: the compiles are right anyway. */
 static pid_t hold_name(int how)
@@ -359,7 +361,12 @@ static pid_t hold_name(int how)
         (void)!write(ready[1], "r", 1);
         for (;;) {
             int c = accept(ls, NULL, NULL);
-            if (c >= 0 && how != HOLD_SILENT)
+            char byte;
+            /* HOLD_ACKS: takes the request's descriptors, says so, and
+             * never answers. */
+            if (c >= 0 && how == HOLD_ACKS && read(c, &byte, 1) == 1)
+                (void)!write(c, "A", 1);
+            if (c >= 0 && how != HOLD_SILENT && how != HOLD_ACKS)
                 close(c);
         }
     }
@@ -413,6 +420,34 @@ static void closes_unanswered(void)
 static void never_answers(void)
 {
     held(HOLD_SILENT, "pchwarmsilent", "did not answer (it did not take the request within 2 s)");
+}
+
+/* A listener that acknowledges and never answers: the helper's deadline
+ * (shortened here), then the compile runs here, as for a fresh helper that
+ * hangs; no second helper gets a deadline of its own. */
+static void acks_then_hangs(void)
+{
+    char *dir;
+    char pch[1024];
+    progcache *cache = open_warm(&dir, "pchwarmacks", 700, pch, sizeof pch);
+    wait_template(name, sizeof name);
+    stop_template(name);
+    pid_t holder = hold_name(HOLD_ACKS);
+    progcache_close(cache);
+    CHECK_OK(progcache_open(&cache, dir, NULL));
+    unsigned int saved = progcache__pch_helper_timeout_ms;
+    progcache__pch_helper_timeout_ms = 1000;
+    logbook book = {""};
+    progcache_stats before = stats_of(cache);
+    compile_same(cache, 703, 1, &book);
+    progcache_stats s = stats_of(cache);
+    CHECK(s.pch_hits == before.pch_hits && s.pch_warm == before.pch_warm &&
+          s.pch_warm_failures == before.pch_warm_failures + 1 &&
+          s.pch_fallbacks == before.pch_fallbacks + 1);
+    CHECK(strstr(book.text, "did not finish within 1000 ms") != NULL);
+    progcache__pch_helper_timeout_ms = saved;
+    close_cache(cache, dir);
+    CHECK(kill(holder, SIGKILL) == 0 && waitpid(holder, NULL, 0) == holder);
 }
 
 /* Two prefixes (the header in two versions) through one template: each
@@ -503,5 +538,5 @@ static void teardown(void)
 }
 
 PCH_TEST_MAIN("test_pch_warm", setup, served, parallel, other_user, two_prefixes, relative_include,
-              another_namespace,
-              held_by_other_user, closes_unanswered, never_answers, idle_and_off, teardown)
+              another_namespace, held_by_other_user, closes_unanswered, never_answers,
+              acks_then_hangs, idle_and_off, teardown)
