@@ -226,9 +226,9 @@ int progcache_warm(progcache_warm_result *out, progcache *cache,
                                      "progcache_warm", "progcache_warm_options");
     if (rc)
         return rc;
-    if (out && (out->version == 0 || out->version > PROGCACHE_WARM_RESULT_VERSION))
-        return progcache__error(PROGCACHE_EINVAL, "progcache_warm: out->version is not set "
-                                                  "(PROGCACHE_WARM_RESULT_INIT)");
+    if (out && (rc = progcache__version_check(out, PROGCACHE_WARM_RESULT_VERSION,
+                                              "progcache_warm", "out", "progcache_warm_result")))
+        return rc;
     if (!cache || !programs || !count)
         return progcache__error(PROGCACHE_EINVAL, "progcache_warm: give a cache and programs");
     if ((rc = check_archs(&o)))

@@ -131,6 +131,13 @@ int main(void)
     o.version = 2; /* newer than known */
     CHECK_RC(PROGCACHE_EINVAL, progcache_warm(&res, cache, progs, 2, &o));
     CHECK_RC(PROGCACHE_EINVAL, progcache_warm(&res, NULL, progs, 2, NULL));
+    /* A result never initialised, or newer than known: refused, named. */
+    progcache_warm_result blank;
+    memset(&blank, 0, sizeof blank);
+    CHECK_RC(PROGCACHE_EINVAL, progcache_warm(&blank, cache, progs, 2, NULL));
+    CHECK(strstr(progcache_error_last(), "out->version is 0") != NULL);
+    blank.version = PROGCACHE_WARM_RESULT_VERSION + 1;
+    CHECK_RC(PROGCACHE_EINVAL, progcache_warm(&blank, cache, progs, 2, NULL));
 
     CHECK(progcache_arch_valid("sm_90a") && progcache_arch_valid("compute_80") &&
           progcache_arch_valid("sm_100f"));
