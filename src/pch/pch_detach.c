@@ -4,10 +4,11 @@
  * returned; the helper is started once that compile has taken
  * PROGCACHE_PCH_MIN_MS (a timer thread, progcache__pch_early_start: the
  * PCH is then ready a whole plain compile sooner for the next one), or
- * after it, in PROGCACHE__WIRE_CREATE_DETACHED mode: it reads the request and exits (reaped here, within
- * 5 s), and its own child, in a session of its own and bounded by an alarm
- * (PROGCACHE__WIRE_DETACHED_SECONDS), makes the PCH and leaves the answer
- * a CREATE would have given as <key>.made in the PCH directory. It never
+ * after it, in PROGCACHE__WIRE_CREATE_DETACHED mode: it reads the request
+ * and exits (reaped here, within 5 s), and its own child, in a session of
+ * its own and bounded by an alarm (PROGCACHE__WIRE_DETACHED_SECONDS),
+ * makes the PCH and leaves the answer a CREATE would have given as
+ * <key>.made in the PCH directory. It never
  * touches the caller's result, and it outlives a short-lived caller (a
  * `progcache warm`, one process per compile): the caller exiting right
  * after costs nothing but the wait of whoever uses the PCH next. Its

@@ -482,7 +482,8 @@ int progcache__pch_helper_finish(pch_result *out, pch_call *call)
     memset(out, 0, sizeof *out);
     progcache_buf resp = PROGCACHE_BUF_INIT;
     int talked = call->talked ? call->talked
-                              : progcache__pch_receive(call->sock, &resp, call->deadline, &call->answer);
+                              : progcache__pch_receive(call->sock, &resp, call->deadline,
+                                                       &call->answer);
     double eof = progcache__clock_ms();
     close(call->sock);
     call->sock = -1;
