@@ -168,7 +168,7 @@ def ops(base, mode, art, big, archive):
         ("put new", lambda c: run(["put", "-d", c, KEY3, art], mode)),
         ("evict", lambda c: run(["put", "-d", c, KEY3, big], mode,
                                 env={"PROGCACHE_MAX_SIZE": "3K"})),
-        ("prune", lambda c: run(["prune", "-d", c, "-M", "0"], mode)),
+        ("prune", lambda c: run(["prune", "-d", c, "-M", "1"], mode)),
         ("clear", lambda c: run(["clear", "-d", c], mode)),
         ("verify --fix", lambda c: (corrupt(c, KEY2), run(["verify", "--fix", "-d", c], mode))[1]),
         ("heal", lambda c: (corrupt(c, KEY1),
