@@ -222,19 +222,20 @@ int progcache__file_vremove(progcache_store *store, const void *key, size_t key_
         return rc;
     /* Only an entry is removed: what is not a regular file at an entry's
      * path was not made by a put, and is a miss to get as well (`progcache
-     * verify --fix` removes such things, and says so). Both name the entry in its shard held open: a link at the shard is
-     * refused, never followed to what it points to (file_path.c). */
+     * verify --fix` removes such things, and says so). Both calls name the
+     * entry in its shard held open: a link at the shard is refused, never
+     * followed to what it points to (file_path.c). */
     struct stat st;
     const char *last;
     int shard_fd = progcache__file_parent(fs, rel, &last);
     if (shard_fd < 0)
         return errno == ENOENT ? PROGCACHE_ENOTFOUND : put_error(fs, errno, "remove", rel);
-    int gone = fstatat(shard_fd, last, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)
+    int rm = fstatat(shard_fd, last, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)
                    ? progcache__fs_unlinkat(shard_fd, last, 0)
                    : (errno = ENOENT, -1);
     int saved = errno;
     close(shard_fd);
-    if (gone != 0)
+    if (rm != 0)
         return saved == ENOENT ? PROGCACHE_ENOTFOUND : put_error(fs, saved, "remove", rel);
     progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
     char name[FILE_NAME_LEN];
