@@ -151,8 +151,13 @@ int progcache__fs_open_regular(int dirfd, const char *path, int flags, mode_t mo
         int saved = errno;
         if (saved != ENXIO && saved != EISDIR && saved != ENODEV)
             return -1;
-        if (fstatat(dirfd, path, st, AT_SYMLINK_NOFOLLOW) != 0)
+        /* Told in its directory held open: nothing on the way followed. */
+        const char *last;
+        int parent = progcache__fs_open_parent(dirfd, path, &last);
+        if (parent < 0 || fstatat(parent, last, st, AT_SYMLINK_NOFOLLOW) != 0)
             st->st_mode = 0;
+        if (parent >= 0)
+            close(parent);
         else if (S_ISREG(st->st_mode)) {
             errno = saved;
             return -1;
