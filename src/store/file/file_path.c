@@ -11,12 +11,13 @@
  * RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH, or one O_NOFOLLOW | O_DIRECTORY
  * component at a time), and what is done in it names one component. A link
  * (or any non-directory) where a directory belongs is refused: counted
- * (links_refused), named once per handle, and never followed. */
+ * (links_refused), named once per handle and link, and never followed. */
 #include "store/file/file_store.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,7 +44,13 @@ int progcache__file_refused(file_store *fs, const char *rel, int errnum, int las
         ssize_t n = readlinkat(fs->root_fd, part, target, sizeof target - 1);
         target[n > 0 ? n : 0] = '\0';
     }
-    if (!__atomic_exchange_n(&fs->links_said, 1, __ATOMIC_RELAXED))
+    /* Each link named once per handle (an eviction pass meets a linked
+     * shard on every pass): a bit per path, by an FNV-1a hash of it. */
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)rel[i]) * 16777619u;
+    uint64_t bit = 1ull << (h % 64);
+    if (!(__atomic_fetch_or(&fs->links_named, bit, __ATOMIC_RELAXED) & bit))
         progcache__file_log(fs, PROGCACHE_LOG_WARN,
                             "progcache: %s/%.*s is %s%s%s where the cache keeps a directory: "
                             "refused and never followed (whatever needs it fails or misses "

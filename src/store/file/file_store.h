@@ -84,9 +84,9 @@ struct progcache_file {
     int network_fs;
     /* i29: links (or other non-directories) refused where the cache keeps
      * a directory (file_path.c), counted here until the statistics are
-     * open; and whether this handle has named one yet. */
+     * open; and which this handle has named (a bit per path's hash). */
     uint64_t links_refused;
-    int links_said;
+    uint64_t links_named;
 };
 
 /* An internal flag (outside the public PROGCACHE_FILE_* bits): read
@@ -370,7 +370,7 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
  * "No symbolic links are followed"). rel is relative to the root
  * ("entries/ab", "progcache/seals/ab"); nothing on it is followed, and a
  * link or other non-directory where a directory belongs is refused:
- * counted (links_refused), named once per handle, -1 with errno ELOOP or
+ * counted (links_refused), named once per handle and link, -1 with errno ELOOP or
  * ENOTDIR.
  * dir: open the directory rel. dir_make: the same, making what is missing
  * (unless the store is read-only: EROFS), one component at a time, the
