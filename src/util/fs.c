@@ -158,7 +158,7 @@ int progcache__fs_open_regular(int dirfd, const char *path, int flags, mode_t mo
             st->st_mode = 0;
         if (parent >= 0)
             close(parent);
-        else if (S_ISREG(st->st_mode)) {
+        if (S_ISREG(st->st_mode)) {
             errno = saved;
             return -1;
         }
