@@ -242,6 +242,7 @@ int cmd_stats(int argc, char **argv)
         {"PCH made after the compile", "pch_deferred", s.pch_deferred},
         {"PCH compiles by a warm helper", "pch_warm", s.pch_warm},
         {"warm helper failures", "pch_warm_failures", s.pch_warm_failures},
+        {"links refused", "links_refused", s.links_refused}, /* i29-paths */
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

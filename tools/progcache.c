@@ -171,20 +171,6 @@ static unsigned int flags_for(tool_access access)
     return access == TOOL_READ ? PROGCACHE_FILE_READONLY : 0;
 }
 
-int tool_open_file(const char *cmd, const char *path, tool_access access, uint64_t max,
-                    progcache_file **out)
-{
-    int code = access == TOOL_CREATE ? EXIT_OK : check_exists(cmd, path);
-    if (code)
-        return code;
-    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
-    opts.flags = flags_for(access);
-    opts.max_artifact_size = max;
-    if (progcache_file_open(out, path, &opts) != PROGCACHE_OK)
-        return tool_lib_error(cmd, EXIT_FAILED, "cannot open the cache");
-    return EXIT_OK;
-}
-
 /* What the library tells a subcommand (the remote tier failing, a wait for
  * another compile): one line each on stderr, "progcache <cmd>: [warning: ]
  * <message>". Debug lines (repeats of a failure) are left out. */
@@ -196,6 +182,25 @@ static void tool_log(void *ctx, int level, const char *message)
         message += 11;
     fprintf(stderr, "progcache %s: %s%s\n", (const char *)ctx,
             level >= PROGCACHE_LOG_WARN ? "warning: " : "", message);
+}
+
+int tool_open_file(const char *cmd, const char *path, tool_access access, uint64_t max,
+                    progcache_file **out)
+{
+    int code = access == TOOL_CREATE ? EXIT_OK : check_exists(cmd, path);
+    if (code)
+        return code;
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.flags = flags_for(access);
+    opts.max_artifact_size = max;
+    /* What the store says of the directory (a link refused where it keeps
+     * a directory: docs/SECURITY.md) reaches the user of clear, prune,
+     * verify and import as it reaches a program's. */
+    opts.log = tool_log;
+    opts.log_ctx = (void *)cmd;
+    if (progcache_file_open(out, path, &opts) != PROGCACHE_OK)
+        return tool_lib_error(cmd, EXIT_FAILED, "cannot open the cache");
+    return EXIT_OK;
 }
 
 int tool_open_cache(const char *cmd, const char *path, tool_access access, uint64_t max,

@@ -120,7 +120,11 @@ typedef enum progcache_stat {
      * (docs/CUDA.md, "A warm helper"), and warm helpers that were reached
      * and did not answer (a fresh helper compiled instead). */
     PROGCACHE_STAT_PCH_WARM = 48,
-    PROGCACHE_STAT_PCH_WARM_FAILURES = 49
+    PROGCACHE_STAT_PCH_WARM_FAILURES = 49,
+    /* i29-paths (version 5): a symbolic link (or anything but a directory)
+     * found where the cache keeps a directory, refused and not followed
+     * (docs/SECURITY.md, "No symbolic links are followed"). */
+    PROGCACHE_STAT_LINKS_REFUSED = 50
 } progcache_stat;
 
 /*
@@ -281,9 +285,13 @@ typedef struct progcache_stats {
      * (busy, gone, another build), each followed by a fresh helper. */
     uint64_t pch_warm;
     uint64_t pch_warm_failures;
+    /* Version 5. i29-paths: links_refused, symbolic links (or other
+     * non-directories) found where the cache keeps a directory (a shard,
+     * progcache/seals, progcache/tmp, ...): refused, never followed. */
+    uint64_t links_refused;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 4
+#define PROGCACHE_STATS_VERSION 5
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

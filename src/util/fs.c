@@ -45,6 +45,54 @@ static int injected(progcache__fs_op op)
     return 1;
 }
 
+static int force_walk;
+
+void progcache__fs_force_walk(int on) { __atomic_store_n(&force_walk, on, __ATOMIC_RELAXED); }
+
+/* Open the directory that holds path's last component, beneath dirfd, one
+ * component at a time, each O_DIRECTORY | O_NOFOLLOW: a symbolic link (or
+ * anything but a directory) on the way fails with ELOOP or ENOTDIR, an
+ * absolute path or ".." with EXDEV, as openat2's RESOLVE_NO_SYMLINKS |
+ * RESOLVE_BENEATH do. *last points into path. The caller closes the fd (a
+ * duplicate of dirfd for a path of one component). */
+static int walk_parent(int dirfd, const char *path, const char **last)
+{
+    if (path[0] == '/') {
+        errno = EXDEV;
+        return -1;
+    }
+    int cur = dirfd == AT_FDCWD ? open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+    const char *p = path;
+    for (const char *slash; cur >= 0 && (slash = strchr(p, '/')) != NULL; p = slash + 1) {
+        size_t n = (size_t)(slash - p);
+        char comp[NAME_MAX + 1];
+        if (n == 0 || (n == 1 && p[0] == '.'))
+            continue;
+        int err = n > NAME_MAX ? ENAMETOOLONG : (n == 2 && !memcmp(p, "..", 2)) ? EXDEV : 0;
+        int next = -1;
+        if (!err) {
+            memcpy(comp, p, n);
+            comp[n] = '\0';
+            do
+                next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
+                                             O_NONBLOCK | O_NOCTTY);
+            while (next < 0 && errno == EINTR);
+            err = next < 0 ? errno : 0;
+        }
+        close(cur);
+        cur = next;
+        errno = err;
+    }
+    if (cur >= 0 && !strcmp(p, "..")) {
+        close(cur);
+        cur = -1;
+        errno = EXDEV;
+    }
+    *last = p;
+    return cur;
+}
+
 PROGCACHE_HOT
 int progcache__fs_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
@@ -57,7 +105,8 @@ int progcache__fs_open_beneath(int dirfd, const char *path, int flags, mode_t mo
      * in place of a shard directory or of tmp/ is never followed. Checked
      * once per process: ENOSYS on older kernels. */
     static int no_openat2;
-    if (!__atomic_load_n(&no_openat2, __ATOMIC_RELAXED)) {
+    if (!__atomic_load_n(&no_openat2, __ATOMIC_RELAXED) &&
+        !__atomic_load_n(&force_walk, __ATOMIC_RELAXED)) {
         struct open_how how;
         memset(&how, 0, sizeof how);
         how.flags = (uint64_t)flags;
@@ -72,9 +121,19 @@ int progcache__fs_open_beneath(int dirfd, const char *path, int flags, mode_t mo
             __atomic_store_n(&no_openat2, 1, __ATOMIC_RELAXED);
     }
 #endif
+    /* No openat2 (Linux before 5.6, a seccomp filter that refuses it): the
+     * directories on the way are opened one at a time, none followed, and
+     * the last component with O_NOFOLLOW. */
+    const char *last;
+    int parent = walk_parent(dirfd, path, &last);
+    if (parent < 0)
+        return -1;
     do
-        fd = openat(dirfd, path, flags | O_NOFOLLOW, mode);
+        fd = openat(parent, last, flags | O_NOFOLLOW, mode);
     while (fd < 0 && errno == EINTR);
+    int saved = errno;
+    close(parent);
+    errno = saved;
     return fd;
 }
 
@@ -92,9 +151,14 @@ int progcache__fs_open_regular(int dirfd, const char *path, int flags, mode_t mo
         int saved = errno;
         if (saved != ENXIO && saved != EISDIR && saved != ENODEV)
             return -1;
-        if (fstatat(dirfd, path, st, AT_SYMLINK_NOFOLLOW) != 0)
+        /* Told in its directory held open: nothing on the way followed. */
+        const char *last;
+        int parent = progcache__fs_open_parent(dirfd, path, &last);
+        if (parent < 0 || fstatat(parent, last, st, AT_SYMLINK_NOFOLLOW) != 0)
             st->st_mode = 0;
-        else if (S_ISREG(st->st_mode)) {
+        if (parent >= 0)
+            close(parent);
+        if (S_ISREG(st->st_mode)) {
             errno = saved;
             return -1;
         }
@@ -167,6 +231,60 @@ int progcache__fs_over_size_limit(int fd, size_t len)
 int progcache__fs_open_dir(int dirfd, const char *path)
 {
     return progcache__fs_open_beneath(dirfd, path, O_RDONLY | O_DIRECTORY, 0);
+}
+
+int progcache__fs_open_parent(int dirfd, const char *path, const char **last)
+{
+    const char *slash = strrchr(path, '/');
+    *last = slash ? slash + 1 : path;
+    if (!slash)
+        return dirfd == AT_FDCWD ? open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                 : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+    char dir[PATH_MAX];
+    if ((size_t)(slash - path) >= sizeof dir) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+    return progcache__fs_open_dir(dirfd, dir[0] ? dir : "/");
+}
+
+int progcache__fs_find_non_dir(int dirfd, const char *path, int last_is_dir, size_t *len,
+                               mode_t *mode)
+{
+    int cur = dirfd == AT_FDCWD ? open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+    int found = 0;
+    const char *p = path;
+    while (cur >= 0 && !found && *p) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        char comp[NAME_MAX + 1];
+        struct stat st;
+        if (n > NAME_MAX || (!slash && !last_is_dir))
+            break;
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        if (n && strcmp(comp, ".")) {
+            if (fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) != 0)
+                break; /* missing: nothing refused */
+            if (!S_ISDIR(st.st_mode)) {
+                found = 1;
+                *len = (size_t)(p - path) + n;
+                *mode = st.st_mode;
+                break;
+            }
+            int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
+                                             O_NONBLOCK | O_NOCTTY);
+            close(cur);
+            cur = next;
+        }
+        p = slash ? slash + 1 : p + n;
+    }
+    if (cur >= 0)
+        close(cur);
+    return found;
 }
 
 PROGCACHE_HOT

@@ -69,8 +69,30 @@ const char *progcache__fs_strerror(char *buf, size_t len, int errnum);
  * UINT64_MAX when there is none. */
 unsigned long long progcache__fs_size_limit(void);
 
-/* The same for a directory: O_RDONLY | O_DIRECTORY | O_CLOEXEC. */
+/* The same for a directory: O_RDONLY | O_DIRECTORY | O_CLOEXEC. A
+ * symbolic link or any non-directory at any component fails (ELOOP or
+ * ENOTDIR); nothing is followed. */
 int progcache__fs_open_dir(int dirfd, const char *path);
+
+/* The directory holding path's last component, opened as
+ * progcache__fs_open_dir does (a duplicate of dirfd for a path of one
+ * component), with *last pointing at that component in path: the *at()
+ * call that follows (unlinkat, fstatat with AT_SYMLINK_NOFOLLOW, renameat)
+ * names one component and so follows nothing. An fd the caller closes, or
+ * -1 with errno. */
+int progcache__fs_open_parent(int dirfd, const char *path, const char **last);
+
+/* After an open beneath dirfd failed (ELOOP, ENOTDIR): whether something
+ * other than a directory stands where path needs one (every component but
+ * the last, and the last too with last_is_dir). 1 with *len the length of
+ * the path up to that component and *mode its lstat mode; 0 when every
+ * such component that exists is a directory. Follows nothing. */
+int progcache__fs_find_non_dir(int dirfd, const char *path, int last_is_dir, size_t *len,
+                               mode_t *mode);
+
+/* Test hook: 1 makes progcache__fs_open_beneath take the way it takes
+ * where the kernel has no openat2 (one component at a time), 0 restores. */
+void progcache__fs_force_walk(int on);
 
 /* Read exactly len bytes (short only at end of file); returns bytes read
  * or -1 with errno. */

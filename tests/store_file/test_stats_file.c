@@ -394,6 +394,7 @@ static void test_versions(void)
         progcache__cache_record(cache, (progcache_stat)pos, (uint64_t)pos * 10);
     progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_OVER_BOUND, 410); /* i21 */
     progcache__cache_record(cache, PROGCACHE_STAT_REMOTE_DEADLINES, 420);
+    progcache__cache_record(cache, PROGCACHE_STAT_LINKS_REFUSED, 500); /* i29-paths */
     progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_KEY_LOADS, 45); /* i23nvrtc */
     progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_MISSING, 46);
 
@@ -403,6 +404,7 @@ static void test_versions(void)
     CHECK(s.lock_failures == 340 && s.lock_fallbacks == 350 && s.other_writer_rescans == 360 &&
           s.other_writer_bytes == 370);
     CHECK(s.remote_over_bound == 410 && s.remote_deadlines == 420);
+    CHECK(s.links_refused == 500);
     CHECK(s.nvrtc_key_loads == 45 && s.nvrtc_missing == 46);
     CHECK(s.foreign_not_stored == 380 && s.modes_fixed == 390 && s.files_refused == 400);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,

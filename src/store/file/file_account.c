@@ -36,7 +36,7 @@ static int state_is_valid(const file_state *st)
  * the name exists) or, for replacing an invalid one, rename. */
 static int create_state(file_store *fs, int replace)
 {
-    int dirfd = progcache__fs_open_dir(fs->root_fd, FILE_STATE_DIR);
+    int dirfd = progcache__file_dir(fs, FILE_STATE_DIR);
     if (dirfd < 0)
         return -1;
     file_state fresh;
@@ -103,8 +103,10 @@ int progcache__file_open_own(file_store *fs, const char *rel, int flags, struct 
     why[0] = '\0';
     int fd = progcache__fs_open_regular(fs->root_fd, rel, flags,
                                         progcache__perm_state_mode(&fs->perm), st);
-    if (fd < 0)
+    if (fd < 0) {
+        (void)progcache__file_refused(fs, rel, errno, 0); /* a link at progcache/ */
         return -1;
+    }
     /* Ours (just made, or made under another umask): given its mode. */
     if (progcache__perm_fix(&fs->perm, fd, st, progcache__perm_state_mode(&fs->perm)) > 0)
         fs->modes_fixed++;
@@ -210,7 +212,7 @@ int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void
 {
     char rel[16];
     snprintf(rel, sizeof rel, "entries/%02x", shard);
-    int dirfd = progcache__fs_open_dir(fs->root_fd, rel);
+    int dirfd = progcache__file_dir(fs, rel);
     if (dirfd < 0)
         return 0;
     scan_ctx sc = {shard, fn, ctx};

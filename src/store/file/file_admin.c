@@ -94,6 +94,8 @@ static int open_entry(file_store *fs, int shard, const char *name)
     int fd = progcache__fs_open_beneath(fs->root_fd, rel, O_RDONLY | O_NOATIME, 0);
     if (fd < 0 && errno == EPERM)
         fd = progcache__fs_open_beneath(fs->root_fd, rel, O_RDONLY, 0);
+    if (fd < 0)
+        (void)progcache__file_refused(fs, rel, errno, 0); /* a link at the shard */
     return fd;
 }
 
@@ -434,7 +436,7 @@ static int each_visit(void *ctx, int dirfd, const char *name, unsigned char type
 
 static int each_name(verify_ctx *v, const char *rel, name_fn fn)
 {
-    int dirfd = *rel ? progcache__fs_open_dir(v->fs->root_fd, rel)
+    int dirfd = *rel ? progcache__file_dir(v->fs, rel)
                      : openat(v->fs->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0)
         return 0;

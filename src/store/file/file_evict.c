@@ -79,7 +79,7 @@ int progcache__file_remove_if_same(file_store *fs, int shard, const char *name,
 {
     char shard_rel[16];
     snprintf(shard_rel, sizeof shard_rel, "entries/%02x", shard);
-    int shard_fd = progcache__fs_open_dir(fs->root_fd, shard_rel);
+    int shard_fd = progcache__file_dir(fs, shard_rel);
     if (shard_fd < 0)
         return 0;
     int tmp_fd = progcache__file_open_tmp(fs);

@@ -123,7 +123,7 @@ static int intact(file_store *fs, int fd, const char *rel, const unsigned char *
 
 /* Open key's entry: *fd and st set, or PROGCACHE_ENOTFOUND, or an error. */
 PROGCACHE_HOT
-static int open_entry(int *fd, struct stat *st, char rel[FILE_REL_PATH_MAX], const file_store *fs,
+static int open_entry(int *fd, struct stat *st, char rel[FILE_REL_PATH_MAX], file_store *fs,
                       const void *key, size_t key_len)
 {
     int rc = progcache__file_rel_path(rel, NULL, key, key_len);
@@ -136,7 +136,10 @@ static int open_entry(int *fd, struct stat *st, char rel[FILE_REL_PATH_MAX], con
         return PROGCACHE_OK;
     /* ELOOP: a symbolic link where an entry or shard should be; a hostile
      * or broken directory is a miss, never followed. So is anything but a
-     * regular file (PROGCACHE__FS_ENOTREG). */
+     * regular file (PROGCACHE__FS_ENOTREG). A link or file in place of
+     * the shard is counted and named (file_path.c). */
+    if ((errno == ELOOP || errno == ENOTDIR) && progcache__file_refused(fs, rel, errno, 0))
+        return PROGCACHE_ENOTFOUND;
     if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ||
         errno == PROGCACHE__FS_ENOTREG)
         return PROGCACHE_ENOTFOUND;

@@ -121,7 +121,7 @@ int progcache__file_nvrtc_add(progcache_file *file, const char *lines, size_t le
         return progcache__error(PROGCACHE_EINVAL, "an NVRTC record must be whole text lines");
     char name[32];
     name_of(name, fs->euid);
-    int state = progcache__fs_open_dir(fs->root_fd, FILE_STATE_DIR);
+    int state = progcache__file_dir(fs, FILE_STATE_DIR);
     if (state < 0)
         return progcache__error_errno(PROGCACHE_EIO, errno, "cannot open %s/%s", fs->root,
                                       FILE_STATE_DIR);

@@ -50,20 +50,12 @@ mode_t progcache__file_tmp_mode(const file_store *fs)
 }
 
 /* Open progcache/tmp/, recreating it (and progcache/) if someone removed
- * it since open. */
+ * it since open; a link there is refused (file_path.c). */
 int progcache__file_open_tmp(file_store *fs)
 {
-    int fd = progcache__fs_open_dir(fs->root_fd, FILE_TMP_DIR);
-    if (fd < 0 && errno == ENOENT) {
-        if (progcache__fs_mkdirat_mode(fs->root_fd, FILE_STATE_DIR,
-                                       progcache__perm_dir_mode(&fs->perm),
-                                       progcache__perm_new_gid(&fs->perm)) < 0 ||
-            progcache__fs_mkdirat_mode(fs->root_fd, FILE_TMP_DIR, progcache__file_tmp_mode(fs),
-                                       progcache__perm_new_gid(&fs->perm)) < 0)
-            return -1;
-        fd = progcache__fs_open_dir(fs->root_fd, FILE_TMP_DIR);
-    }
-    return fd;
+    int made;
+    return progcache__file_dir_make(fs, FILE_TMP_DIR, progcache__file_tmp_mode(fs),
+                                    progcache__perm_new_gid(&fs->perm), &made);
 }
 
 /* Open the shard directory of rel ("entries/ab/..."), creating entries/ and
@@ -73,9 +65,9 @@ static int open_shard_dir(file_store *fs, const char *rel, int *created)
     char shard[11];
     memcpy(shard, rel, 10);
     shard[10] = '\0';
-    *created = 0;
-    int fd = progcache__fs_open_dir(fs->root_fd, shard);
-    if (fd >= 0) {
+    int fd = progcache__file_dir_make(fs, shard, progcache__perm_dir_mode(&fs->perm),
+                                      progcache__perm_new_gid(&fs->perm), created);
+    if (fd >= 0 && !*created) {
         /* A shard of ours that an older version (or a umask 000) left
          * open to others, or closed to the group, gets its mode: one fstat
          * per put. Another member's is theirs to fix (open names it). */
@@ -83,22 +75,13 @@ static int open_shard_dir(file_store *fs, const char *rel, int *created)
         if (fstat(fd, &st) == 0 && (st.st_mode & 07777) != progcache__perm_dir_mode(&fs->perm) &&
             progcache__perm_fix(&fs->perm, fd, &st, progcache__perm_dir_mode(&fs->perm)) > 0)
             progcache__stats_add(fs->stats, PROGCACHE__MODES_FIXED, 1);
-        return fd;
     }
-    if (errno != ENOENT)
-        return fd;
-    mode_t mode = progcache__perm_dir_mode(&fs->perm);
-    gid_t gid = progcache__perm_new_gid(&fs->perm);
-    if (progcache__fs_mkdirat_mode(fs->root_fd, "entries", mode, gid) < 0 ||
-        progcache__fs_mkdirat_mode(fs->root_fd, shard, mode, gid) < 0)
-        return -1;
-    *created = 1;
-    return progcache__fs_open_dir(fs->root_fd, shard);
+    return fd;
 }
 
-static int fsync_dir(int dirfd, const char *path)
+static int fsync_dir(file_store *fs, const char *rel)
 {
-    int fd = progcache__fs_open_dir(dirfd, path);
+    int fd = progcache__file_dir(fs, rel);
     if (fd < 0)
         return -1;
     int rc = progcache__fs_fsync(fd);
@@ -202,7 +185,7 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
     }
     have_tmp = 0;
     if (sync && (progcache__fs_fsync(shard_fd) != 0 ||
-                 (created && fsync_dir(fs->root_fd, "entries") != 0))) {
+                 (created && fsync_dir(fs, "entries") != 0))) {
         /* The entry is in place and readable; only its durability across
          * a power loss is in doubt. Report it: the caller asked for it. */
         rc = put_error(fs, errno, "fsync directory of", rel);
@@ -239,15 +222,21 @@ int progcache__file_vremove(progcache_store *store, const void *key, size_t key_
         return rc;
     /* Only an entry is removed: what is not a regular file at an entry's
      * path was not made by a put, and is a miss to get as well (`progcache
-     * verify --fix` removes such things, and says so). */
+     * verify --fix` removes such things, and says so). Both calls name the
+     * entry in its shard held open: a link at the shard is refused, never
+     * followed to what it points to (file_path.c). */
     struct stat st;
-    if (fstatat(fs->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-        return PROGCACHE_ENOTFOUND;
-    if (progcache__fs_unlinkat(fs->root_fd, rel, 0) != 0) {
-        if (errno == ENOENT)
-            return PROGCACHE_ENOTFOUND;
-        return put_error(fs, errno, "remove", rel);
-    }
+    const char *last;
+    int shard_fd = progcache__file_parent(fs, rel, &last);
+    if (shard_fd < 0)
+        return errno == ENOENT ? PROGCACHE_ENOTFOUND : put_error(fs, errno, "remove", rel);
+    int rm = fstatat(shard_fd, last, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)
+                   ? progcache__fs_unlinkat(shard_fd, last, 0)
+                   : (errno = ENOENT, -1);
+    int saved = errno;
+    close(shard_fd);
+    if (rm != 0)
+        return saved == ENOENT ? PROGCACHE_ENOTFOUND : put_error(fs, saved, "remove", rel);
     progcache__file_account(fs, shard, -(int64_t)st.st_size, -1);
     char name[FILE_NAME_LEN];
     progcache__file_name_of_rel(name, rel);

@@ -243,7 +243,7 @@ static int write_locked(file_store *fs, const char *name, const char *value)
                                       exists ? old.size : 0, name, value);
     if (rc)
         goto done;
-    dirfd = progcache__fs_open_dir(fs->root_fd, FILE_STATE_DIR);
+    dirfd = progcache__file_dir(fs, FILE_STATE_DIR);
     if (dirfd < 0 ||
         progcache__fs_publish(dirfd, "config", "config-", text.data, text.size,
                               PROGCACHE__PUBLISH_REPLACE | PROGCACHE__PUBLISH_FSYNC |

@@ -84,16 +84,13 @@ static void sidecar_rel(char out[FILE_REL_PATH_MAX + 16], const char name[FILE_N
     p[3 + FILE_NAME_LEN - 2] = '\0';
 }
 
-static int open_or_make_dir(const file_store *fs, int dirfd, const char *rel)
+/* The cache's directory mode whatever the umask (file_perm.c); a link at
+ * progcache/seals or at its shard is refused, never followed (file_path.c). */
+static int open_or_make_dir(file_store *fs, const char *rel)
 {
-    int fd = progcache__fs_open_dir(dirfd, rel);
-    if (fd >= 0 || errno != ENOENT)
-        return fd;
-    /* The cache's directory mode whatever the umask (file_perm.c). */
-    if (progcache__fs_mkdirat_mode(dirfd, rel, progcache__perm_dir_mode(&fs->perm),
-                                   progcache__perm_new_gid(&fs->perm)) < 0)
-        return -1;
-    return progcache__fs_open_dir(dirfd, rel);
+    int made;
+    return progcache__file_dir_make(fs, rel, progcache__perm_dir_mode(&fs->perm),
+                                    progcache__perm_new_gid(&fs->perm), &made);
 }
 
 int progcache__file_sidecar_write(file_store *fs, const char name[FILE_NAME_LEN],
@@ -103,11 +100,12 @@ int progcache__file_sidecar_write(file_store *fs, const char name[FILE_NAME_LEN]
     const int sync = !(fs->flags & PROGCACHE_FILE_NO_FSYNC);
     char rel[FILE_REL_PATH_MAX + 16], tmp[64];
     sidecar_rel(rel, name);
-    int seals = open_or_make_dir(fs, fs->root_fd, SEALS_DIR);
+    int seals = open_or_make_dir(fs, SEALS_DIR);
     if (seals < 0)
         return -1;
-    char shard[3] = {name[0], name[1], 0};
-    int shard_fd = open_or_make_dir(fs, seals, shard);
+    rel[sizeof SEALS_DIR + 2] = '\0'; /* "progcache/seals/ab" */
+    int shard_fd = open_or_make_dir(fs, rel);
+    rel[sizeof SEALS_DIR + 2] = '/';
     if (shard_fd < 0) {
         int saved = errno;
         close(seals);
@@ -152,8 +150,10 @@ int progcache__file_sidecar_read(file_store *fs, const char name[FILE_NAME_LEN],
     sidecar_rel(rel, name);
     struct stat st;
     int fd = progcache__fs_open_regular(fs->root_fd, rel, O_RDONLY, 0, &st);
-    if (fd < 0)
+    if (fd < 0) {
+        (void)progcache__file_refused(fs, rel, errno, 0); /* a link on the way */
         return -1;
+    }
     /* Trusted as an entry is (file_get.c): a seal anyone else wrote could
      * vouch for bytes they planted. Bounded as the records xattr is. */
     ssize_t n = -1;
@@ -182,7 +182,7 @@ void progcache__file_sidecar_forget(file_store *fs, const char name[FILE_NAME_LE
         return;
     char rel[FILE_REL_PATH_MAX + 16];
     sidecar_rel(rel, name);
-    (void)unlinkat(fs->root_fd, rel, 0);
+    (void)progcache__file_unlink(fs, rel, 0); /* in its shard, held open */
 }
 
 /* Temp seals older than an hour: a writer died between create and rename. */

@@ -72,6 +72,8 @@ typedef enum progcache__counter {
     PROGCACHE__PCH_DEFERRED = 47,
     PROGCACHE__PCH_WARM = 48,
     PROGCACHE__PCH_WARM_FAILURES = 49,
+    /* i29-paths: links refused where a directory belongs (file_path.c). */
+    PROGCACHE__LINKS_REFUSED = 50,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

@@ -100,6 +100,7 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__FILES_REFUSED == (int)PROGCACHE_STAT_FILES_REFUSED &&
                    (int)PROGCACHE__PCH_DEFERRED == (int)PROGCACHE_STAT_PCH_DEFERRED &&
                    (int)PROGCACHE__PCH_WARM_FAILURES == (int)PROGCACHE_STAT_PCH_WARM_FAILURES &&
+                   (int)PROGCACHE__LINKS_REFUSED == (int)PROGCACHE_STAT_LINKS_REFUSED &&
                    (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
                "progcache__counter and progcache_stat must agree");
 
@@ -195,23 +196,14 @@ int progcache__store_open_own(progcache_store *store, progcache__place place, in
 }
 
 /* Open the directory rel of fs, making it with mode and gid when it is
- * missing and the store may write (else EROFS); *made tells a failure to
- * make it from one to open it. */
+ * missing and the store may write (else EROFS); a link there is refused
+ * (file_path.c). *made tells a failure to make it from one to open it. */
 static int open_place_dir(file_store *fs, const char *rel, mode_t mode, gid_t gid, int *made)
 {
-    *made = 0;
-    int fd = progcache__fs_open_dir(fs->root_fd, rel);
-    if (fd >= 0 || errno != ENOENT)
-        return fd;
-    *made = 1;
-    if (fs->flags & PROGCACHE_FILE_READONLY) {
-        errno = EROFS; /* read-only, or another user's cache: nothing made there */
-        return -1;
-    }
-    if (progcache__fs_mkdirat_mode(fs->root_fd, rel, mode, gid) < 0)
-        return -1;
-    *made = 0;
-    return progcache__fs_open_dir(fs->root_fd, rel);
+    int fd = progcache__file_dir_make(fs, rel, mode, gid, made);
+    if (fd >= 0)
+        *made = 0;
+    return fd;
 }
 
 int progcache__store_open_own_dir(progcache_store *store, progcache__place place)
@@ -359,20 +351,21 @@ static int layout_dir(file_store *fs, const char *path, const char *name)
      * when its mode is right (every open but the first with this
      * version); opened, to fix or name it, only when not. */
     struct stat st;
-    if (fstatat(fs->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        int made = progcache__fs_mkdirat_mode(fs->root_fd, name,
-                                              progcache__perm_dir_mode(&fs->perm),
-                                              progcache__perm_new_gid(&fs->perm));
-        if (made < 0) {
+    if (progcache__file_lstat(fs, name, &st) != 0) {
+        int made;
+        int fd = progcache__file_dir_make(fs, name, progcache__perm_dir_mode(&fs->perm),
+                                          progcache__perm_new_gid(&fs->perm), &made);
+        if (fd < 0) {
             char what[40];
             snprintf(what, sizeof what, "cannot create %s/", name);
             return open_error(path, what, errno);
         }
+        close(fd);
         return PROGCACHE_OK; /* made with its mode, or by a racing process */
     }
     if (progcache__file_check_mode(fs, -1, name, &st) == 0)
         return PROGCACHE_OK;
-    int fd = progcache__fs_open_dir(fs->root_fd, name);
+    int fd = progcache__file_dir(fs, name);
     int loose = fd >= 0 && fstat(fd, &st) == 0 && progcache__file_check_mode(fs, fd, name, &st);
     if (fd >= 0)
         close(fd);
@@ -383,7 +376,7 @@ static int layout_dir(file_store *fs, const char *path, const char *name)
         for (int shard = 0; shard < FILE_SHARDS; shard++) {
             char rel[16];
             snprintf(rel, sizeof rel, "entries/%02x", shard);
-            int sfd = progcache__fs_open_dir(fs->root_fd, rel);
+            int sfd = progcache__file_dir(fs, rel);
             if (sfd >= 0 && fstat(sfd, &st) == 0)
                 (void)progcache__file_check_mode(fs, sfd, rel, &st);
             if (sfd >= 0)
@@ -426,8 +419,15 @@ static int open_layout(file_store *fs, const char *path)
         return rc;
     /* Writable? A cache that cannot take a put should say so at open, not
      * at the first compile. */
-    if (faccessat(fs->root_fd, FILE_TMP_DIR, W_OK, AT_EACCESS) != 0)
-        return open_error(path, FILE_TMP_DIR "/ is not writable", errno);
+    int tmp_fd = progcache__file_dir(fs, FILE_TMP_DIR);
+    if (tmp_fd < 0 && (errno == ELOOP || errno == ENOTDIR))
+        return PROGCACHE_OK; /* a link there: refused and named; puts fail */
+    int writable = tmp_fd >= 0 && faccessat(tmp_fd, ".", W_OK, AT_EACCESS) == 0;
+    int saved = errno;
+    if (tmp_fd >= 0)
+        close(tmp_fd);
+    if (!writable)
+        return open_error(path, FILE_TMP_DIR "/ is not writable", saved);
     return PROGCACHE_OK;
 }
 
@@ -505,6 +505,7 @@ static int file_new(progcache_store **out, const char *path, const progcache_fil
                             progcache_error_last());
     progcache__stats_set_max_size(fs->stats, fs->max_size);
     progcache__file_perm_report(fs);
+    progcache__file_refused_report(fs);
     if (!(fs->flags & PROGCACHE_FILE_READONLY))
         progcache__file_sweep_tmp(fs, 0);
     *out = &fs->base;

@@ -82,6 +82,11 @@ struct progcache_file {
      * inode number may not survive a link (sshfs makes a new one), so
      * progcache__file_remove_if_same cannot compare it. */
     int network_fs;
+    /* i29: links (or other non-directories) refused where the cache keeps
+     * a directory (file_path.c), counted here until the statistics are
+     * open; and which this handle has named (a bit per path's hash). */
+    uint64_t links_refused;
+    uint64_t links_named;
 };
 
 /* An internal flag (outside the public PROGCACHE_FILE_* bits): read
@@ -359,6 +364,33 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
 int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cutoff,
                           uint64_t *removed, uint64_t *removed_bytes,
                           progcache_progress_fn progress, void *ctx);
+
+/* The one way the file store reaches a directory inside the cache, or a
+ * file by a path of more than one component (file_path.c; docs/SECURITY.md,
+ * "No symbolic links are followed"). rel is relative to the root
+ * ("entries/ab", "progcache/seals/ab"); nothing on it is followed, and a
+ * link or other non-directory where a directory belongs is refused:
+ * counted (links_refused), named once per handle and link, -1 with errno ELOOP or
+ * ENOTDIR.
+ * dir: open the directory rel. dir_make: the same, making what is missing
+ * (unless the store is read-only: EROFS), one component at a time, the
+ * last with mode and gid, those before it with the cache's directory mode;
+ * *made is 1 when something had to be made. parent: open the directory
+ * holding rel's last component (*last points at it in rel), for an *at()
+ * call that names one component. unlink and lstat: unlinkat and fstatat
+ * (AT_SYMLINK_NOFOLLOW) through parent.
+ * refused: after an open of rel beneath the root failed with errnum (a
+ * one-call openat2 on a hot path), whether a link or non-directory stands
+ * where rel needs a directory (every component but the last, and the last
+ * too with last_is_dir): then it is counted and named, and 1 returned.
+ * refused_report: count what open refused before the statistics existed. */
+int progcache__file_dir(file_store *fs, const char *rel);
+int progcache__file_dir_make(file_store *fs, const char *rel, mode_t mode, gid_t gid, int *made);
+int progcache__file_parent(file_store *fs, const char *rel, const char **last);
+int progcache__file_unlink(file_store *fs, const char *rel, int flags);
+int progcache__file_lstat(file_store *fs, const char *rel, struct stat *st);
+int progcache__file_refused(file_store *fs, const char *rel, int errnum, int last_is_dir);
+void progcache__file_refused_report(file_store *fs);
 
 void progcache__file_log(file_store *fs, int level, const char *fmt, ...) PROGCACHE_PRINTF(3, 4)
     PROGCACHE_COLD;

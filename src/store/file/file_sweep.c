@@ -44,7 +44,7 @@ static int sweep_name(void *ctx, int dirfd, const char *name, unsigned char type
 
 static void sweep_dir(file_store *fs, const char *rel, int (*is_temp)(const char *))
 {
-    int dirfd = progcache__fs_open_dir(fs->root_fd, rel);
+    int dirfd = progcache__file_dir(fs, rel);
     if (dirfd < 0)
         return;
     /* Old enough that no live writer can still be between create and
@@ -90,7 +90,7 @@ int progcache__file_clear_shard(file_store *fs, int shard)
 {
     char rel[16];
     snprintf(rel, sizeof rel, "entries/%02x", shard);
-    clear_ctx cc = {fs, progcache__fs_open_dir(fs->root_fd, rel), PROGCACHE_OK};
+    clear_ctx cc = {fs, progcache__file_dir(fs, rel), PROGCACHE_OK};
     if (cc.dirfd < 0)
         return PROGCACHE_OK;
     progcache__file_scan_shard(fs, shard, clear_entry, &cc);
