@@ -120,7 +120,13 @@ typedef enum progcache_stat {
      * (docs/CUDA.md, "A warm helper"), and warm helpers that were reached
      * and did not answer (a fresh helper compiled instead). */
     PROGCACHE_STAT_PCH_WARM = 48,
-    PROGCACHE_STAT_PCH_WARM_FAILURES = 49
+    PROGCACHE_STAT_PCH_WARM_FAILURES = 49,
+    /* i29-trust (version 5): NVRTC records (progcache/nvrtc-<uid>) ignored
+     * because someone else could have written them (group- or
+     * other-writable, another owner), and entries not loaded for the same
+     * reason (docs/SECURITY.md, "A member of the team"). */
+    PROGCACHE_STAT_RECORDS_UNTRUSTED = 51,
+    PROGCACHE_STAT_ENTRIES_UNTRUSTED = 52
 } progcache_stat;
 
 /*
@@ -281,9 +287,18 @@ typedef struct progcache_stats {
      * (busy, gone, another build), each followed by a fresh helper. */
     uint64_t pch_warm;
     uint64_t pch_warm_failures;
+    /* Version 5. i29-trust (docs/SECURITY.md, "A member of the team"):
+     * records_untrusted, NVRTC records ignored because someone other than
+     * their owner could have written them (a group-writable file renamed
+     * there, another user's); entries_untrusted, entries not loaded
+     * because neither this user nor root (nor, in a group-trusting open,
+     * the team) alone could have written them. Both are misses, never
+     * errors. */
+    uint64_t records_untrusted;
+    uint64_t entries_untrusted;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 4
+#define PROGCACHE_STATS_VERSION 5
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

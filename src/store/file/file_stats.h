@@ -72,6 +72,9 @@ typedef enum progcache__counter {
     PROGCACHE__PCH_DEFERRED = 47,
     PROGCACHE__PCH_WARM = 48,
     PROGCACHE__PCH_WARM_FAILURES = 49,
+    /* i29-trust: records and entries someone else could have written. */
+    PROGCACHE__RECORDS_UNTRUSTED = 51,
+    PROGCACHE__ENTRIES_UNTRUSTED = 52,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;
