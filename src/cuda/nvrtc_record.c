@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "buf.h"
@@ -215,17 +216,29 @@ int progcache__nvrtc_for_compile(progcache *cache, const progcache_key_nvrtc_opt
         return PROGCACHE_ENOCUDA;
     }
     if (how && (nv->major != o->nvrtc_major || nv->minor != o->nvrtc_minor)) {
-        /* The remedy is where the version came from: a record (compile-or-
-         * load asked progcache__nvrtc_record_wrong first; a PCH job did
-         * not) is never blamed on a variable nobody set (issue 29). */
-        char from[PATH_MAX + 160];
-        if (!strncmp(how, "record", 6))
+        /* The remedy is where the version came from. A record (one of
+         * this user's or root's that passed the trust check, but wrong:
+         * written for another NVRTC at that path, or edited) is never
+         * blamed on a variable nobody set (issue 29): it is ignored from
+         * now on in this process (forgotten), counted, and replaced by
+         * this NVRTC's line at the end of the call, so the next lookup
+         * carries the right version. */
+        char from[PATH_MAX + 200];
+        if (!strncmp(how, "record", 6)) {
+            const char *dir = cache ? progcache__cache_path(cache) : NULL;
+            progcache__nvrtc_file f;
+            if (progcache__nvrtc_loaded_file(&f) == PROGCACHE_OK)
+                progcache__nvrtc_remember(&f, 0, 0); /* never "same" again (major 0) */
+            if (cache)
+                progcache__cache_record(cache, PROGCACHE_STAT_RECORDS_UNTRUSTED, 1);
             snprintf(from, sizeof from,
-                     "the NVRTC record in %s/progcache/ (nvrtc-<uid>), which is wrong: it is "
-                     "ignored and replaced by this NVRTC's line; run again",
-                     progcache__cache_path(cache) ? progcache__cache_path(cache) : "the cache");
-        else
+                     "the NVRTC record in %s/progcache/ (nvrtc-%u or nvrtc-0), which is wrong "
+                     "for this NVRTC: it is ignored from now on and gets this NVRTC's line; "
+                     "run again",
+                     dir ? dir : "the cache directory", (unsigned)geteuid());
+        } else {
             snprintf(from, sizeof from, "%s: fix or unset it", how);
+        }
         return progcache__error(PROGCACHE_ECOMPILE,
                                 "program '%s' was looked up for NVRTC %d.%d, but the NVRTC that "
                                 "would compile it is %d.%d: not compiled, so that no artifact "
@@ -234,37 +247,6 @@ int progcache__nvrtc_for_compile(progcache *cache, const progcache_key_nvrtc_opt
                                 from);
     }
     return PROGCACHE_OK;
-}
-
-int progcache__nvrtc_record_wrong(progcache *cache, progcache_key_nvrtc_options *o,
-                                  const char **how)
-{
-    const progcache__nvrtc_api *nv;
-    progcache__nvrtc_file f;
-    if (!*how || strcmp(*how, "record") != 0)
-        return 0;
-    progcache__error_saved saved;
-    progcache__error_save(&saved);
-    int loaded = progcache__nvrtc_load(&nv) == PROGCACHE_OK;
-    progcache__error_restore(&saved);
-    if (!loaded || (nv->major == o->nvrtc_major && nv->minor == o->nvrtc_minor))
-        return 0;
-    if (cache) {
-        progcache__cache_record(cache, PROGCACHE_STAT_RECORDS_UNTRUSTED, 1);
-        const char *dir = progcache__cache_path(cache);
-        progcache__cache_log(cache, PROGCACHE_LOG_WARN,
-                             "progcache: ignored the NVRTC record in %s/progcache/ (nvrtc-<uid>):"
-                             " it says NVRTC %d.%d, but that NVRTC is %d.%d; the key is NVRTC's "
-                             "own and the record gets its line",
-                             dir ? dir : "the cache", o->nvrtc_major, o->nvrtc_minor, nv->major,
-                             nv->minor);
-    }
-    if (progcache__nvrtc_loaded_file(&f) == PROGCACHE_OK)
-        progcache__nvrtc_remember(&f, 0, 0); /* never "same" again (major 0) */
-    o->nvrtc_major = nv->major;
-    o->nvrtc_minor = nv->minor;
-    *how = PROGCACHE__NVRTC_LOADED_FOR_KEY;
-    return 1;
 }
 
 static int from_records(int *major, int *minor, const char **how, progcache *cache,

@@ -27,24 +27,14 @@ extern const char PROGCACHE__NVRTC_LOADED_FOR_KEY[];
  * (INFO), never returned. cache may be NULL. */
 void progcache__nvrtc_record_loaded(progcache *cache);
 
-/* Before a compile whose key's version came from a record (*how "record"):
- * NVRTC loaded and asked. When it is another version, the record was
- * wrong (written for another NVRTC at that path, or not by progcache):
- * counted (records_untrusted), said (WARN, naming the record), ignored
- * from now on in this process, and replaced by the loaded NVRTC's line at
- * the end of the call; o's version and *how become the loaded NVRTC's and
- * 1 is returned, so the caller derives the key again and looks it up: a
- * miss, never a refusal. 0 otherwise (NVRTC missing included: the compile
- * says so). */
-int progcache__nvrtc_record_wrong(progcache *cache, progcache_key_nvrtc_options *o,
-                                  const char **how);
-
 /* NVRTC loaded for a compile of o (a missing NVRTC is counted in cache,
  * which may be NULL), whose key carries o's NVRTC version
  * (set from how, or by the caller when how is NULL): PROGCACHE_OK, or
  * PROGCACHE_ENOCUDA when there is no NVRTC (a miss on a driver-only
  * node: the message says so), PROGCACHE_ECOMPILE when the key's version
- * came from a setting or record and the NVRTC loaded is another. */
+ * came from a setting or record and the NVRTC loaded is another (the
+ * message names the setting, or the record, which is then forgotten,
+ * counted as records_untrusted and mended at the end of the call). */
 int progcache__nvrtc_for_compile(progcache *cache, const progcache_key_nvrtc_options *o,
                                  const char *how);
 

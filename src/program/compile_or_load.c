@@ -533,14 +533,6 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
         goto done;
     int have = 0;
     rc = look_up(&c, &meta, &have);
-    if (!rc && !have && progcache__nvrtc_record_wrong(cache, &p.nvrtc, &c.nvrtc_how)) {
-        /* The record gave the key another NVRTC's version: the right key. */
-        progcache__program_key_free(&c.key);
-        c.key = (progcache__program_key)PROGCACHE__PROGRAM_KEY_INIT;
-        rc = progcache__program_key_derive(out->key, &c.key, cache, &p.nvrtc);
-        if (!rc)
-            rc = look_up(&c, &meta, &have);
-    }
     if (!rc && !have)
         rc = compile_and_store(&c);
     if (!rc && out->version >= 3 && c.names)

@@ -10,8 +10,8 @@ renames it where alice's trust goes.
   (the record, writable by the group, is ignored and counted:
   records_untrusted), never "fix or unset PROGCACHE_NVRTC_VERSION".
   A record of alice's own that names the wrong version (0600, edited in
-  place) is ignored too, said with its path, and the key is NVRTC's own: a
-  hit, and the record is mended.
+  place) refuses that one compile, naming the record (not the variable),
+  is counted and mended: the next warm hits.
 - Case 4, bytes planted as alice's own: bob's bytes in alice's lock file
   renamed onto her entry. Alice opening the team's directory without the
   group setting (she trusts only her own and root's files) gets a miss,
@@ -103,13 +103,17 @@ def test_record(base):
         f.truncate()
     check(os.stat(record).st_uid == uid and os.stat(record).st_mode & 0o777 == 0o600,
           "alice's record stays hers, 0600")
+    before = counters(cache, ALICE).get("records_untrusted", 0)
     rc, out, err = run(OPT + warm, ALICE)
-    check(rc == 0 and "1 already cached" in out, "a wrong record of hers: still a hit",
+    check(rc != 0 and "the NVRTC record in %s/progcache/ (nvrtc-%d" % (cache, uid) in err
+          and "ignored" in err and "PROGCACHE_NVRTC_VERSION" not in err,
+          "a wrong record of hers: the compile names the record, says it is ignored",
           (rc, out, err))
-    check("ignored the NVRTC record in " + cache in err and "PROGCACHE_NVRTC_VERSION" not in err,
-          "the wrong record is named and said to be ignored", err)
+    check(counters(cache, ALICE).get("records_untrusted", 0) == before + 1, "and counts it")
     with open(record) as f:
-        check(f.read().startswith(version + " "), "and mended")
+        check(f.read().startswith(version + " "), "the record is mended")
+    rc, out, err = run(OPT + warm, ALICE)
+    check(rc == 0 and "1 already cached" in out, "and the next warm hits", (rc, out, err))
 
 
 def test_entry(base, art):

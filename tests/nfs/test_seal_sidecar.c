@@ -117,6 +117,18 @@ static void moved_entries(progcache_file *w, progcache_file *rd, const char *ser
     CHECK(rename(a, b) == 0);
     CHECK_RC(PROGCACHE_ENOTFOUND, get(rd, kb, &got));
     CHECK_RC(PROGCACHE_ENOTFOUND, get(rd, ka, &got));
+    /* Renamed with another file of the owner's (an NVRTC record, 0600)
+     * renamed onto its new seal's path: not a seal, so still a miss. */
+    CHECK_OK(progcache_store_put(ws, ka, strlen(ka), cubin, cubin_size));
+    char seal_b[1024], shard[1024];
+    paths_of(b, seal_b, sizeof seal_b, server, kb);
+    snprintf(shard, sizeof shard, "%.*s", (int)(strrchr(seal_b, '/') - seal_b), seal_b);
+    CHECK(mkdir(shard, 0700) == 0 || errno == EEXIST);
+    const char *text = "13.0 109338064 1792100186.000000000 /usr/local/cuda/lib64/libnvrtc.so\n";
+    fixture_replace_file(seal_b, text, strlen(text));
+    CHECK(chmod(seal_b, 0600) == 0);
+    CHECK(rename(a, b) == 0);
+    CHECK_RC(PROGCACHE_ENOTFOUND, get(rd, kb, &got));
     /* Hard-linked: d's path; c itself, with its own seal, still hits. */
     CHECK(link(c, d) == 0);
     CHECK_RC(PROGCACHE_ENOTFOUND, get(rd, kd, &got));

@@ -188,14 +188,17 @@ int progcache__file_seal_check(file_store *fs, int fd, const char name[FILE_NAME
     /* None, an older format that bound no name (32 or 33 bytes), or one
      * this version does not know: nothing to check the bytes against. A
      * sidecar entry marked as sealed has lost its seal, though: moved or
-     * linked from another key's path (the fstat only on this rare path:
-     * cuda.core's entries, and misses). */
+     * linked from another key's path. Whatever stands at its seal's path
+     * then (nothing, a file it may not trust, another file of this user's
+     * renamed there, a later format) is not its seal: only one made for
+     * this name vouches for it. The fstat only on this rare path
+     * (cuda.core's entries, and misses). */
     if (n != FILE_SEAL_SIZE || seal[0] != FILE_SEAL_FORMAT) {
         progcache_buf_free(&own);
         if (meta)
             meta->records.size = 0;
         struct stat st;
-        if (sidecar && n < 0 && fstat(fd, &st) == 0 && !(st.st_mode & S_IWUSR))
+        if (sidecar && fstat(fd, &st) == 0 && !(st.st_mode & S_IWUSR))
             return FILE_SEAL_LOST;
         return FILE_SEAL_NONE;
     }
