@@ -19,7 +19,8 @@ renames it where alice's trust goes.
   the group's files are trusted: that is the contract of a team cache
   (docs/SECURITY.md, "A member of the team").
 - The settings file: bob's "max_size = 1K" renamed to progcache/config is
-  ignored, with a warning, by alice's open without the group setting.
+  refused by alice's command without the group setting (named), and
+  honoured by a group-trusting one (the team's file).
 
 Needs root; skips (77) otherwise. Reuses test_tool_perm's helpers; users
 and group are its names (pid-suffixed) and are removed whatever happens.
@@ -156,12 +157,15 @@ def test_entry(base, art):
     rc, err = as_bob("printf 'max_size = 1K\\n' > '%s' && mv -f '%s' '%s'" % (lock, lock, config))
     check(rc == 0, "bob renames alice's lock, holding a 1K cap, onto the settings file", err)
     rc, _, err = run(["put", "-d", cache, tp.KEY2, art], ALICE)
-    check(rc == 0 and config + " is ignored" in err, "alice's private open ignores it, saying "
-          "so", (rc, err))
-    for key in (tp.KEY1, tp.KEY2):
-        rc, out, err = run(["get", "-d", cache, key], ALICE)
-        check(rc == 0 and out == "hello\n", "entry %s kept: the 1K cap never applied" % key,
-              (rc, err))
+    check(rc == 3 and config + " is refused" in err and "group can write it" in err,
+          "alice's put without the group setting refuses it, naming it", (rc, err))
+    rc, out, err = run(["get", "-d", cache, tp.KEY1], ALICE)
+    check(rc == 0 and out == "hello\n" and config + " is ignored" in err,
+          "alice's get without the group setting: the open ignores it, saying so", (rc, err))
+    rc, out, err = run(OPT + ["config", "-d", cache], ALICE)
+    check(rc == 0 and "max_size" in out and config in out,
+          "alice trusting the group: the group's settings file is the team's, honoured",
+          (rc, out, err))
 
 
 def main():

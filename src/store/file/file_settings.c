@@ -214,8 +214,18 @@ int progcache_settings_load(progcache_settings **out, const char *dir)
     perm.group = rc == PROGCACHE_OK;
     if (rc == PROGCACHE_ENOTFOUND)
         rc = PROGCACHE_OK;
+    mode_t ignored = 0;
     if (!rc)
-        rc = load(s, root_fd, 1, &perm, NULL);
+        rc = load(s, root_fd, 1, &perm, &ignored);
+    /* What a store ignores (with a warning) is not reported as the
+     * directory's settings: refused here, where there is no log, as a file
+     * of another user's is (the tools' size bounds and config read it). */
+    if (!rc && ignored)
+        rc = progcache__error(PROGCACHE_EINVAL,
+                              "the settings file %s is refused: its group can write it (mode "
+                              "%04o), so any member could have put its values there; set "
+                              "PROGCACHE_SHARED_GROUP to share a team's cache, or chmod g-w it",
+                              s->path, (unsigned)ignored);
 done:
     if (root_fd >= 0)
         close(root_fd);
