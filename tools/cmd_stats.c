@@ -243,6 +243,9 @@ int cmd_stats(int argc, char **argv)
         {"PCH compiles by a warm helper", "pch_warm", s.pch_warm},
         {"warm helper failures", "pch_warm_failures", s.pch_warm_failures},
         {"links refused", "links_refused", s.links_refused}, /* i29-paths */
+        /* i29-trust */
+        {"records untrusted", "records_untrusted", s.records_untrusted},
+        {"entries untrusted", "entries_untrusted", s.entries_untrusted},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -124,7 +124,13 @@ typedef enum progcache_stat {
     /* i29-paths (version 5): a symbolic link (or anything but a directory)
      * found where the cache keeps a directory, refused and not followed
      * (docs/SECURITY.md, "No symbolic links are followed"). */
-    PROGCACHE_STAT_LINKS_REFUSED = 50
+    PROGCACHE_STAT_LINKS_REFUSED = 50,
+    /* i29-trust (version 5): NVRTC records (progcache/nvrtc-<uid>) ignored
+     * because someone else could have written them (group- or
+     * other-writable, another owner), and entries not loaded for the same
+     * reason (docs/SECURITY.md, "A member of the team"). */
+    PROGCACHE_STAT_RECORDS_UNTRUSTED = 51,
+    PROGCACHE_STAT_ENTRIES_UNTRUSTED = 52
 } progcache_stat;
 
 /*
@@ -289,6 +295,15 @@ typedef struct progcache_stats {
      * non-directories) found where the cache keeps a directory (a shard,
      * progcache/seals, progcache/tmp, ...): refused, never followed. */
     uint64_t links_refused;
+    /* Version 5. i29-trust (docs/SECURITY.md, "A member of the team"):
+     * records_untrusted, NVRTC records ignored because someone other than
+     * their owner could have written them (a group-writable file renamed
+     * there, another user's); entries_untrusted, entries not loaded
+     * because neither this user nor root (nor, in a group-trusting open,
+     * the team) alone could have written them. Both are misses, never
+     * errors. */
+    uint64_t records_untrusted;
+    uint64_t entries_untrusted;
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 5

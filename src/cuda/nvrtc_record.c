@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "buf.h"
@@ -214,14 +215,37 @@ int progcache__nvrtc_for_compile(progcache *cache, const progcache_key_nvrtc_opt
                                 "compiled");
         return PROGCACHE_ENOCUDA;
     }
-    if (how && (nv->major != o->nvrtc_major || nv->minor != o->nvrtc_minor))
+    if (how && (nv->major != o->nvrtc_major || nv->minor != o->nvrtc_minor)) {
+        /* The remedy is where the version came from. A record (one of
+         * this user's or root's that passed the trust check, but wrong:
+         * written for another NVRTC at that path, or edited) is never
+         * blamed on a variable nobody set (issue 29): it is ignored from
+         * now on in this process (forgotten), counted, and replaced by
+         * this NVRTC's line at the end of the call, so the next lookup
+         * carries the right version. */
+        char from[PATH_MAX + 200];
+        if (!strncmp(how, "record", 6)) {
+            const char *dir = cache ? progcache__cache_path(cache) : NULL;
+            progcache__nvrtc_file f;
+            if (progcache__nvrtc_loaded_file(&f) == PROGCACHE_OK)
+                progcache__nvrtc_remember(&f, 0, 0); /* never "same" again (major 0) */
+            if (cache)
+                progcache__cache_record(cache, PROGCACHE_STAT_RECORDS_UNTRUSTED, 1);
+            snprintf(from, sizeof from,
+                     "the NVRTC record in %s/progcache/ (nvrtc-%u or nvrtc-0), which is wrong "
+                     "for this NVRTC: it is ignored from now on and gets this NVRTC's line; "
+                     "run again",
+                     dir ? dir : "the cache directory", (unsigned)geteuid());
+        } else {
+            snprintf(from, sizeof from, "%s: fix or unset it", how);
+        }
         return progcache__error(PROGCACHE_ECOMPILE,
-                                "program '%s' was looked up for NVRTC %d.%d (from %s), but the "
-                                "NVRTC that would compile it is %d.%d: not compiled, so that "
-                                "no artifact is stored under another NVRTC's key; fix or unset "
-                                "PROGCACHE_NVRTC_VERSION",
-                                name, o->nvrtc_major, o->nvrtc_minor, how, nv->major,
-                                nv->minor);
+                                "program '%s' was looked up for NVRTC %d.%d, but the NVRTC that "
+                                "would compile it is %d.%d: not compiled, so that no artifact "
+                                "is stored under another NVRTC's key. The version came from %s",
+                                name, o->nvrtc_major, o->nvrtc_minor, nv->major, nv->minor,
+                                from);
+    }
     return PROGCACHE_OK;
 }
 

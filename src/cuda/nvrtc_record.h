@@ -32,7 +32,9 @@ void progcache__nvrtc_record_loaded(progcache *cache);
  * (set from how, or by the caller when how is NULL): PROGCACHE_OK, or
  * PROGCACHE_ENOCUDA when there is no NVRTC (a miss on a driver-only
  * node: the message says so), PROGCACHE_ECOMPILE when the key's version
- * came from a setting or record and the NVRTC loaded is another. */
+ * came from a setting or record and the NVRTC loaded is another (the
+ * message names the setting, or the record, which is then forgotten,
+ * counted as records_untrusted and mended at the end of the call). */
 int progcache__nvrtc_for_compile(progcache *cache, const progcache_key_nvrtc_options *o,
                                  const char *how);
 

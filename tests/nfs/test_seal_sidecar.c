@@ -11,8 +11,10 @@
  * is a miss that removes the entry, and a put heals it; verify reports it;
  * records are covered too; a seal copied from another entry does not
  * vouch; a put failing (or killed) between seal and entry never leaves a
- * seal that passes other bytes. */
+ * seal that passes other bytes; an entry renamed or hard-linked to another
+ * key's path is a miss there, while cuda.core's unsealed entries hit. */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -73,6 +75,73 @@ static void flip_byte(const char *path, size_t at)
     free(data);
     struct timespec t[2] = {before.st_atim, {before.st_mtim.tv_sec + 2, 0}};
     CHECK(utimensat(AT_FDCWD, path, t, 0) == 0);
+}
+
+/* The entry path of key, its shard made (as cuda.core's makedirs). */
+static void entry_of(char *out, size_t len, const char *root, const char *key)
+{
+    fixture_entry_path(out, len, root, (const unsigned char *)key);
+    char shard[1024];
+    snprintf(shard, sizeof shard, "%.*s", (int)(strrchr(out, '/') - out), out);
+    CHECK(mkdir(shard, 0700) == 0 || errno == EEXIST);
+}
+
+/* Issue 29, case 5: an entry renamed or hard-linked to another key's path
+ * carries no seal of its own there. The xattr seal travels with the file
+ * and names its key, so that is a miss (test_store_file_adversarial_seal);
+ * a sidecar stays behind, so a sealed entry is marked instead: its write
+ * bits cleared, which only its owner can undo and which moves with it. A
+ * marked entry without a seal of its own is a miss; cuda.core's entries
+ * (0600, never sealed) still hit. */
+static void moved_entries(progcache_file *w, progcache_file *rd, const char *server,
+                          const unsigned char *cubin, size_t cubin_size)
+{
+    const char *ka = "sidecar-moved-a-0123456789012345", *kb = "sidecar-moved-b-0123456789012345";
+    const char *kc = "sidecar-linked-c-012345678901234", *kd = "sidecar-linked-d-012345678901234";
+    const char *ke = "sidecar-cudacore-e-0123456789012";
+    char a[1024], b[1024], c[1024], d[1024], e[1024];
+    entry_of(a, sizeof a, server, ka);
+    entry_of(b, sizeof b, server, kb);
+    entry_of(c, sizeof c, server, kc);
+    entry_of(d, sizeof d, server, kd);
+    entry_of(e, sizeof e, server, ke);
+    progcache_store *ws = progcache_file_store(w);
+    progcache_buf got = PROGCACHE_BUF_INIT;
+    CHECK_OK(progcache_store_put(ws, ka, strlen(ka), cubin, cubin_size));
+    CHECK_OK(progcache_store_put(ws, kc, strlen(kc), cubin, cubin_size));
+    struct stat st;
+    CHECK(stat(c, &st) == 0);
+    const mode_t mark = st.st_mode & 0222; /* checked last: the misses first */
+
+    /* Renamed: b's path, where no seal is. */
+    CHECK(rename(a, b) == 0);
+    CHECK_RC(PROGCACHE_ENOTFOUND, get(rd, kb, &got));
+    CHECK_RC(PROGCACHE_ENOTFOUND, get(rd, ka, &got));
+    /* Renamed with another file of the owner's (an NVRTC record, 0600)
+     * renamed onto its new seal's path: not a seal, so still a miss. */
+    CHECK_OK(progcache_store_put(ws, ka, strlen(ka), cubin, cubin_size));
+    char seal_b[1024], shard[1024];
+    paths_of(b, seal_b, sizeof seal_b, server, kb);
+    snprintf(shard, sizeof shard, "%.*s", (int)(strrchr(seal_b, '/') - seal_b), seal_b);
+    CHECK(mkdir(shard, 0700) == 0 || errno == EEXIST);
+    const char *text = "13.0 109338064 1792100186.000000000 /usr/local/cuda/lib64/libnvrtc.so\n";
+    fixture_replace_file(seal_b, text, strlen(text));
+    CHECK(chmod(seal_b, 0600) == 0);
+    CHECK(rename(a, b) == 0);
+    CHECK_RC(PROGCACHE_ENOTFOUND, get(rd, kb, &got));
+    /* Hard-linked: d's path; c itself, with its own seal, still hits. */
+    CHECK(link(c, d) == 0);
+    CHECK_RC(PROGCACHE_ENOTFOUND, get(rd, kd, &got));
+    CHECK_OK(get(rd, kc, &got));
+    CHECK(got.size == cubin_size && !memcmp(got.data, cubin, cubin_size));
+
+    /* cuda.core's entry: written beside, renamed in, 0600, no seal. */
+    fixture_replace_file(e, cubin, cubin_size);
+    CHECK(chmod(e, 0600) == 0);
+    CHECK_OK(get(rd, ke, &got));
+    CHECK(got.size == cubin_size && !memcmp(got.data, cubin, cubin_size));
+    progcache_buf_free(&got);
+    CHECK(mark == 0); /* a sealed entry has no write bit */
 }
 
 int main(int argc, char **argv)
@@ -194,6 +263,8 @@ int main(int argc, char **argv)
             CHECK((b.size == 5 && !memcmp(b.data, "first", 5)) ||
                   (b.size == 12 && !memcmp(b.data, "second value", 12)));
     }
+
+    moved_entries(w, rd, server, cubin, cubin_size);
 
     /* Counted, and shown by stats. Each node's own counts: the counters
      * are a shared mapping, and a mapping is shared by the processes of

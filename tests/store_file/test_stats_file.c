@@ -397,6 +397,8 @@ static void test_versions(void)
     progcache__cache_record(cache, PROGCACHE_STAT_LINKS_REFUSED, 500); /* i29-paths */
     progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_KEY_LOADS, 45); /* i23nvrtc */
     progcache__cache_record(cache, PROGCACHE_STAT_NVRTC_MISSING, 46);
+    progcache__cache_record(cache, PROGCACHE_STAT_RECORDS_UNTRUSTED, 51); /* i29-trust */
+    progcache__cache_record(cache, PROGCACHE_STAT_ENTRIES_UNTRUSTED, 52);
 
     progcache_stats s = stats_of(cache);
     CHECK(s.version == PROGCACHE_STATS_VERSION && s.hits == 7 && s.names_learned == 300);
@@ -406,6 +408,7 @@ static void test_versions(void)
     CHECK(s.remote_over_bound == 410 && s.remote_deadlines == 420);
     CHECK(s.links_refused == 500);
     CHECK(s.nvrtc_key_loads == 45 && s.nvrtc_missing == 46);
+    CHECK(s.records_untrusted == 51 && s.entries_untrusted == 52);
     CHECK(s.foreign_not_stored == 380 && s.modes_fixed == 390 && s.files_refused == 400);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
                             s.remote_dropped,   s.remote_newer,    s.remote_too_large,

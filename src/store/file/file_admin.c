@@ -333,11 +333,8 @@ static int verify_visit(void *ctx, file_walk_item *item)
         /* Too large to read here is not damage: another process may allow
          * it (max_artifact_size). Reported, never removed. */
         keep = e->size > v->fs->max_artifact_size;
-    } else if (seal == FILE_SEAL_OTHER) {
-        snprintf(v->why, sizeof v->why,
-                 "sealed for another entry (%s...): copied, linked or moved here from another "
-                 "key's path",
-                 other);
+    } else if (seal == FILE_SEAL_OTHER || seal == FILE_SEAL_LOST) {
+        progcache__file_seal_why(v->why, sizeof v->why, seal, other);
     } else if (a->kind != PROGCACHE_KIND_UNKNOWN && !a->valid) {
         snprintf(v->why, sizeof v->why, "%s", a->reason); /* a known format, malformed */
     } else if (seal == FILE_SEAL_CHANGED) {

@@ -64,15 +64,20 @@ static int64_t now_seconds(void)
 
 /* Only files this user (or root, who can replace this user's programs
  * anyway) wrote are loaded as code: in a directory others can write to,
- * anything else could be planted (docs/SECURITY.md). A group-shared cache
- * trusts its group too. Writable by all: never. */
+ * anything else could be planted (docs/SECURITY.md). Written means that
+ * nobody else can write it: a file of this user's that the group may
+ * write (progcache/lock in a team's cache, 0660) is any member's to fill
+ * and rename onto an entry's path, so it is nobody's own (issue 29). A
+ * group-shared cache trusts its group's files too, whatever their group
+ * bits (a member can plant entries there: the contract of a team cache).
+ * Writable by all: never. */
 int progcache__file_trusted(const file_store *fs, const struct stat *st)
 {
-    if (st->st_mode & S_IWOTH)
+    if (!progcache__perm_sole_writer(&fs->perm, st, 1))
         return 0;
-    if (st->st_uid == fs->euid || st->st_uid == 0)
+    if (fs->perm.group && st->st_gid == fs->perm.team)
         return 1;
-    return fs->perm.group && st->st_gid == fs->perm.team;
+    return st->st_uid == fs->euid || st->st_uid == 0;
 }
 
 /* The checks of an entry read:
@@ -96,11 +101,8 @@ static int intact(file_store *fs, int fd, const char *rel, const unsigned char *
     char name[FILE_NAME_LEN], other[17];
     progcache__file_name_of_rel(name, rel);
     int seal = progcache__file_seal_check(fs, fd, name, data, size, meta, sealed, other);
-    if (seal == FILE_SEAL_OTHER) {
-        snprintf(why, why_len,
-                 "sealed for another entry (%s...): copied, linked or moved here from another "
-                 "key's path",
-                 other);
+    if (seal == FILE_SEAL_OTHER || seal == FILE_SEAL_LOST) {
+        progcache__file_seal_why(why, why_len, seal, other);
         return 0;
     }
     if (seal == FILE_SEAL_CHANGED) {
@@ -164,6 +166,10 @@ int progcache__file_get(progcache_buf *out, progcache_entry_meta *meta, file_sto
     if (rc)
         return rc;
     if (!progcache__file_trusted(fs, &st)) {
+        /* Not an error (another user's entry in a shared directory is
+         * normal there), but counted: a group-writable file of ours at an
+         * entry's path is what a hostile member leaves (issue 29). */
+        progcache__stats_add(fs->stats, PROGCACHE__ENTRIES_UNTRUSTED, 1);
         rc = PROGCACHE_ENOTFOUND;
         goto done;
     }
@@ -254,8 +260,9 @@ int progcache__file_vexists(progcache_store *store, const void *key, size_t key_
     int fd = -1, rc = open_entry(&fd, &st, rel, fs, key, key_len);
     if (rc)
         return rc;
-    rc = progcache__file_trusted(fs, &st) && (uint64_t)st.st_size <= fs->max_artifact_size ? PROGCACHE_OK
-                                                                           : PROGCACHE_ENOTFOUND;
+    rc = progcache__file_trusted(fs, &st) && (uint64_t)st.st_size <= fs->max_artifact_size
+             ? PROGCACHE_OK
+             : PROGCACHE_ENOTFOUND;
     close(fd);
     return rc;
 }

@@ -15,6 +15,7 @@
 #include "error.h"
 #include "fs.h"
 #include "store/file/file_layout.h"
+#include "store/file/file_stats.h"
 #include "store/file/file_store.h"
 
 static void name_of(char out[32], uid_t uid)
@@ -22,12 +23,38 @@ static void name_of(char out[32], uid_t uid)
     snprintf(out, 32, "nvrtc-%u", (unsigned)uid);
 }
 
-/* Append the file's bytes to out when it is owner's and not writable by
- * all (the rule for entries: file_get.c). Plain system calls, not the
- * fs.c wrappers whose failures tests inject: the records are read on the
- * way to a lookup, and a record that cannot be read only costs loading
- * NVRTC; the injected failures are meant for the entry's own calls. */
-static int read_one(int state, uid_t owner, progcache_buf *out)
+/* Said once per process: the lookups that follow read the record again. */
+static int said_untrusted;
+
+/* Whether a record may decide this user's keys: owner's, and writable by
+ * nobody else. Not even by the team in a group cache: progcache writes
+ * records 0600 (the group never needs to), and a group-writable file of
+ * the owner's (progcache/lock in a team's cache is 0660) is any member's
+ * to fill and rename to nvrtc-<uid> (issue 29). Otherwise counted and said
+ * once: a miss of the record, which costs loading NVRTC, never a key
+ * derived from it. */
+static int record_trusted(file_store *fs, const struct stat *st, uid_t owner, const char *name)
+{
+    if (st->st_uid == owner && !(st->st_mode & (S_IWGRP | S_IWOTH)))
+        return 1;
+    progcache__stats_add(fs->stats, PROGCACHE__RECORDS_UNTRUSTED, 1);
+    if (!__atomic_exchange_n(&said_untrusted, 1, __ATOMIC_RELAXED))
+        progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                            "progcache: ignored the NVRTC record %s/%s/%s (mode %04o, owner uid "
+                            "%u): someone other than uid %u could have written it; keys take "
+                            "their NVRTC version from NVRTC itself, and the next compile "
+                            "replaces the record",
+                            fs->root, FILE_STATE_DIR, name, (unsigned)(st->st_mode & 07777),
+                            (unsigned)st->st_uid, (unsigned)owner);
+    return 0;
+}
+
+/* Append the file's bytes to out when record_trusted allows it. Plain
+ * system calls, not the fs.c wrappers whose failures tests inject: the
+ * records are read on the way to a lookup, and a record that cannot be
+ * read only costs loading NVRTC; the injected failures are meant for the
+ * entry's own calls. */
+static int read_one(file_store *fs, int state, uid_t owner, progcache_buf *out)
 {
     char name[32];
     name_of(name, owner);
@@ -41,8 +68,8 @@ static int read_one(int state, uid_t owner, progcache_buf *out)
     }
     int rc = PROGCACHE_OK;
     size_t size = (size_t)st.st_size;
-    if (st.st_uid == owner && !(st.st_mode & S_IWOTH) &&
-        (uint64_t)st.st_size <= PROGCACHE__NVRTC_RECORD_MAX &&
+    if ((uint64_t)st.st_size <= PROGCACHE__NVRTC_RECORD_MAX &&
+        record_trusted(fs, &st, owner, name) &&
         !(rc = progcache__buf_reserve(out, out->size + size + 1))) {
         ssize_t n = 0, got;
         while ((size_t)n < size &&
@@ -66,9 +93,9 @@ int progcache__file_nvrtc_read(progcache_file *file, progcache_buf *out)
     int state = openat(fs->root_fd, FILE_STATE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (state < 0)
         return PROGCACHE_OK;
-    int rc = read_one(state, fs->euid, out);
+    int rc = read_one(fs, state, fs->euid, out);
     if (!rc && fs->euid != 0)
-        rc = read_one(state, 0, out);
+        rc = read_one(fs, state, 0, out);
     close(state);
     return rc;
 }
@@ -127,7 +154,7 @@ int progcache__file_nvrtc_add(progcache_file *file, const char *lines, size_t le
                                       FILE_STATE_DIR);
     progcache_buf old = PROGCACHE_BUF_INIT, text = PROGCACHE_BUF_INIT;
     size_t count = 0;
-    int rc = read_one(state, fs->euid, &old);
+    int rc = read_one(fs, state, fs->euid, &old);
     if (!rc)
         rc = merge(&text, &count, lines, len, max_lines);
     if (!rc)

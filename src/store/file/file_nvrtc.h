@@ -19,8 +19,10 @@
 
 /* The trusted records' lines into out (replacing its contents): this
  * user's file, then root's (an administrator's import serves every user),
- * each only when it is a regular file of that owner, not writable by all. Missing or untrusted files add nothing. PROGCACHE_OK, or
- * PROGCACHE_ENOMEM. */
+ * each only when it is a regular file of that owner that nobody else can
+ * write (no group or other write bit, whatever the cache's group).
+ * Missing or untrusted files add nothing (the untrusted are counted,
+ * records_untrusted, and said once). PROGCACHE_OK, or PROGCACHE_ENOMEM. */
 int progcache__file_nvrtc_read(progcache_file *file, progcache_buf *out);
 
 /* Put lines (whole "\n"-terminated lines; the first of each path and

@@ -41,6 +41,21 @@ static inline gid_t progcache__perm_new_gid(const file_perm *p)
     return p->group ? p->team : (gid_t)-1;
 }
 
+/* Whether nobody but a file's owner can write it (issue 29): no write bit
+ * for others, and none for the group unless group is set and the file is
+ * of the team's group (the group's file in a group-trusting open). A file
+ * of this user's that the group may write (progcache/lock, state, stats in
+ * a team's cache) is any member's to fill and rename: what decides what is
+ * loaded (entries, their sidecar seals, NVRTC records, the settings) is
+ * never trusted as this user's on that mode. */
+static inline int progcache__perm_sole_writer(const file_perm *p, const struct stat *st,
+                                              int group)
+{
+    if (st->st_mode & S_IWOTH)
+        return 0;
+    return !(st->st_mode & S_IWGRP) || (group && p->group && st->st_gid == p->team);
+}
+
 /* Whether a settings or state file of progcache/ (config, state, stats,
  * lock, flight) may be used: nobody but its owner can write it, and its
  * owner is this user, root or the cache directory's owner, or, in a group

@@ -8,7 +8,9 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 
 #include "buf.h"
@@ -74,9 +76,15 @@ static int seal_make(unsigned char seal[FILE_SEAL_SIZE], const char name[FILE_NA
     return PROGCACHE_OK;
 }
 
-/* Seal in progcache/seals/ (file_sidecar.c). -1 with errno when it could
- * not be written: the put fails rather than publish an entry unsealed. */
-static int seal_sidecar(file_store *fs, const char name[FILE_NAME_LEN],
+/* Seal in progcache/seals/ (file_sidecar.c), and mark the entry, fd, as
+ * sealed: its write bits cleared (FILE_SEALED_MODE_MASK). A seal in
+ * another file does not travel with the entry as an xattr does; the mode
+ * does, and only the entry's owner can change it, so an entry moved or
+ * linked to another key's path, whose new name has no seal, is told from
+ * cuda.core's unsealed ones (0600) and never served (issue 29). -1 with
+ * errno when either fails: the put fails rather than publish an entry
+ * unsealed. */
+static int seal_sidecar(file_store *fs, int fd, const char name[FILE_NAME_LEN],
                         const unsigned char *data, size_t size, const progcache_buf *records)
 {
     if (!__atomic_load_n(&fs->seal_sidecar, __ATOMIC_RELAXED))
@@ -86,7 +94,23 @@ static int seal_sidecar(file_store *fs, const char name[FILE_NAME_LEN],
         errno = ENOMEM;
         return -1;
     }
+    if (fchmod(fd, progcache__perm_entry_mode(&fs->perm) & ~FILE_SEALED_MODE_MASK) != 0)
+        return -1;
     return progcache__file_sidecar_write(fs, name, seal, records);
+}
+
+void progcache__file_seal_why(char *why, size_t len, int seal, const char *other)
+{
+    if (seal == FILE_SEAL_LOST)
+        snprintf(why, len,
+                 "sealed (no owner write bit) but without a seal of its own in "
+                 "progcache/seals/: linked or moved here from another key's path, or its "
+                 "seal was removed");
+    else
+        snprintf(why, len,
+                 "sealed for another entry (%s...): copied, linked or moved here from another "
+                 "key's path",
+                 other);
 }
 
 int progcache__file_seal(file_store *fs, int fd, const char name[FILE_NAME_LEN],
@@ -101,11 +125,11 @@ int progcache__file_seal(file_store *fs, int fd, const char name[FILE_NAME_LEN],
     if (records && !sidecar &&
         fsetxattr(fd, FILE_RECORDS_XATTR, records->data, records->size, 0) != 0) {
         if (errno == ENOTSUP || errno == EOPNOTSUPP)
-            return seal_sidecar(fs, name, data, size, records);
+            return seal_sidecar(fs, fd, name, data, size, records);
         records = NULL;
     }
     if (sidecar)
-        return seal_sidecar(fs, name, data, size, records);
+        return seal_sidecar(fs, fd, name, data, size, records);
     unsigned char seal[FILE_SEAL_SIZE];
     if (seal_make(seal, name, records, data, size) != PROGCACHE_OK)
         return 0; /* out of memory: the entry goes unsealed, as before */
@@ -114,7 +138,7 @@ int progcache__file_seal(file_store *fs, int fd, const char name[FILE_NAME_LEN],
         /* The directory said it had xattrs at open and this file has
          * none (another file system mounted below, a server that changed):
          * from now on the sidecar, for this entry too. */
-        return seal_sidecar(fs, name, data, size, records);
+        return seal_sidecar(fs, fd, name, data, size, records);
     return 0;
 }
 
@@ -162,11 +186,20 @@ int progcache__file_seal_check(file_store *fs, int fd, const char name[FILE_NAME
             records = NULL;
     }
     /* None, an older format that bound no name (32 or 33 bytes), or one
-     * this version does not know: nothing to check the bytes against. */
+     * this version does not know: nothing to check the bytes against. A
+     * sidecar entry marked as sealed has lost its seal, though: moved or
+     * linked from another key's path. Whatever stands at its seal's path
+     * then (nothing, a file it may not trust, another file of this user's
+     * renamed there, a later format) is not its seal: only one made for
+     * this name vouches for it. The fstat only on this rare path
+     * (cuda.core's entries, and misses). */
     if (n != FILE_SEAL_SIZE || seal[0] != FILE_SEAL_FORMAT) {
         progcache_buf_free(&own);
         if (meta)
             meta->records.size = 0;
+        struct stat st;
+        if (sidecar && fstat(fd, &st) == 0 && !(st.st_mode & S_IWUSR))
+            return FILE_SEAL_LOST;
         return FILE_SEAL_NONE;
     }
     name_prefix(prefix, name);

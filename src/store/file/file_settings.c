@@ -24,7 +24,7 @@
  * checks and the read are of one descriptor (opened O_NOFOLLOW and
  * O_NONBLOCK, then fstat): nothing can be swapped in between. */
 static int read_text(progcache_buf *text, int root_fd, const char *path, int *exists,
-                     const file_perm *perm)
+                     const file_perm *perm, mode_t *ignored)
 {
     struct stat st;
     *exists = 0;
@@ -54,6 +54,16 @@ static int read_text(progcache_buf *text, int root_fd, const char *path, int *ex
                               "the settings file %s can be written by every user (mode %04o): "
                               "anyone could change this cache's settings; chmod o-w it",
                               path, (unsigned)(st.st_mode & 07777));
+        goto done;
+    }
+    /* Group-writable: any member could have filled it (a team's 0660
+     * lock renamed here, issue 29); only a group-trusting open takes the
+     * team's settings file from the team. Another open of a team's
+     * directory (the setting forgotten) still works, on the defaults:
+     * *ignored says so to the caller. */
+    if (perm && !progcache__perm_sole_writer(perm, &st, 1)) {
+        if (ignored)
+            *ignored = st.st_mode & 07777;
         goto done;
     }
     char why[192];
@@ -89,13 +99,15 @@ done:
 }
 
 /* Defaults, then root_fd's file, then (unless skipped) the environment. */
-static int load(progcache_settings *s, int root_fd, int with_file_and_env, const file_perm *perm)
+static int load(progcache_settings *s, int root_fd, int with_file_and_env, const file_perm *perm,
+                mode_t *ignored)
 {
     if (!with_file_and_env)
         return PROGCACHE_OK;
     progcache_buf text = PROGCACHE_BUF_INIT;
     int exists = 0;
-    int rc = root_fd >= 0 ? read_text(&text, root_fd, s->path, &exists, perm) : PROGCACHE_OK;
+    int rc = root_fd >= 0 ? read_text(&text, root_fd, s->path, &exists, perm, ignored)
+                          : PROGCACHE_OK;
     if (!rc && exists)
         rc = progcache__settings_apply_file(s, (const char *)text.data, text.size);
     if (!rc)
@@ -110,8 +122,18 @@ int progcache__file_settings_resolve(file_store *fs, const progcache_file_option
     if (!s)
         return progcache__error(PROGCACHE_ENOMEM, "out of memory opening cache %s", fs->root);
     int rc = progcache__settings_init(s, fs->root);
+    mode_t ignored = 0;
     if (!rc)
-        rc = load(s, fs->root_fd, !(o->flags & PROGCACHE_FILE_NO_SETTINGS), &fs->perm);
+        rc = load(s, fs->root_fd, !(o->flags & PROGCACHE_FILE_NO_SETTINGS), &fs->perm, &ignored);
+    if (!rc && ignored) {
+        fs->files_refused++; /* counted with the open's other refusals */
+        progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                            "%s/%s is ignored: its group can write it (mode %04o), so any member "
+                            "could have put its values there; this open does not trust the "
+                            "group (set PROGCACHE_SHARED_GROUP to share a team's cache, or "
+                            "chmod g-w it)",
+                            fs->root, PROGCACHE__SETTINGS_REL, (unsigned)ignored);
+    }
     if (!rc)
         rc = progcache__settings_api(s, PROGCACHE__SET_MAX_SIZE, o->max_size,
                                      "progcache_file_options.max_size");
@@ -192,8 +214,18 @@ int progcache_settings_load(progcache_settings **out, const char *dir)
     perm.group = rc == PROGCACHE_OK;
     if (rc == PROGCACHE_ENOTFOUND)
         rc = PROGCACHE_OK;
+    mode_t ignored = 0;
     if (!rc)
-        rc = load(s, root_fd, 1, &perm);
+        rc = load(s, root_fd, 1, &perm, &ignored);
+    /* What a store ignores (with a warning) is not reported as the
+     * directory's settings: refused here, where there is no log, as a file
+     * of another user's is (the tools' size bounds and config read it). */
+    if (!rc && ignored)
+        rc = progcache__error(PROGCACHE_EINVAL,
+                              "the settings file %s is refused: its group can write it (mode "
+                              "%04o), so any member could have put its values there; set "
+                              "PROGCACHE_SHARED_GROUP to share a team's cache, or chmod g-w it",
+                              s->path, (unsigned)ignored);
 done:
     if (root_fd >= 0)
         close(root_fd);
@@ -237,7 +269,7 @@ static int write_locked(file_store *fs, const char *name, const char *value)
     const char *path = fs->settings && fs->settings->path ? fs->settings->path : fs->root;
     progcache_buf old = PROGCACHE_BUF_INIT, text = PROGCACHE_BUF_INIT;
     int exists = 0, dirfd = -1;
-    int rc = read_text(&old, fs->root_fd, path, &exists, NULL);
+    int rc = read_text(&old, fs->root_fd, path, &exists, NULL, NULL);
     if (!rc)
         rc = progcache__settings_edit(&text, exists ? (const char *)old.data : NULL,
                                       exists ? old.size : 0, name, value);

@@ -344,6 +344,9 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->pch_warm = sum(stats, PROGCACHE__PCH_WARM);
     out->pch_warm_failures = sum(stats, PROGCACHE__PCH_WARM_FAILURES);
     out->links_refused = sum(stats, PROGCACHE__LINKS_REFUSED); /* i29-paths */
+    /* i29-trust */
+    out->records_untrusted = sum(stats, PROGCACHE__RECORDS_UNTRUSTED);
+    out->entries_untrusted = sum(stats, PROGCACHE__ENTRIES_UNTRUSTED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

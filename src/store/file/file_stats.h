@@ -74,6 +74,9 @@ typedef enum progcache__counter {
     PROGCACHE__PCH_WARM_FAILURES = 49,
     /* i29-paths: links refused where a directory belongs (file_path.c). */
     PROGCACHE__LINKS_REFUSED = 50,
+    /* i29-trust: records and entries someone else could have written. */
+    PROGCACHE__RECORDS_UNTRUSTED = 51,
+    PROGCACHE__ENTRIES_UNTRUSTED = 52,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

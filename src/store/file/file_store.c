@@ -101,6 +101,8 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__PCH_DEFERRED == (int)PROGCACHE_STAT_PCH_DEFERRED &&
                    (int)PROGCACHE__PCH_WARM_FAILURES == (int)PROGCACHE_STAT_PCH_WARM_FAILURES &&
                    (int)PROGCACHE__LINKS_REFUSED == (int)PROGCACHE_STAT_LINKS_REFUSED &&
+                   (int)PROGCACHE__RECORDS_UNTRUSTED == (int)PROGCACHE_STAT_RECORDS_UNTRUSTED &&
+                   (int)PROGCACHE__ENTRIES_UNTRUSTED == (int)PROGCACHE_STAT_ENTRIES_UNTRUSTED &&
                    (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
                "progcache__counter and progcache_stat must agree");
 

@@ -148,6 +148,11 @@ int progcache__file_check_dir(int root_fd, const char *path);
  * is any format this version does not know. cuda.core neither writes nor
  * needs a seal. */
 #define FILE_SEAL_XATTR "user.progcache.sha256"
+/* The write bits an entry sealed in a sidecar loses (docs/FORMAT.md, "The
+ * seal without extended attributes"): the mark that it has a seal, which
+ * only its owner can take away and which stays with the file through a
+ * rename or a hard link, as an xattr would. */
+#define FILE_SEALED_MODE_MASK ((mode_t)0222)
 #define FILE_SEAL_FORMAT 2
 #define FILE_SEAL_SIZE 42
 #define FILE_SEAL_WHOLE 0x01u
@@ -203,10 +208,20 @@ enum {
     FILE_SEAL_MATCH = 0,    /* the bytes are the ones sealed as this entry */
     FILE_SEAL_NONE = 1,     /* no seal this version can check: structure-check */
     FILE_SEAL_CHANGED = -1, /* sealed as this entry, but the bytes differ */
-    FILE_SEAL_OTHER = -2    /* sealed as another entry: copied, linked or moved here */
+    FILE_SEAL_OTHER = -2,   /* sealed as another entry: copied, linked or moved here */
+    FILE_SEAL_LOST = -3     /* sidecar seals: marked as sealed (no owner write bit), and
+                             * no seal of its own (moved or linked here, seal removed) */
 };
 
+/* The reason for a FILE_SEAL_OTHER or FILE_SEAL_LOST result, into why
+ * (len bytes); other as progcache__file_seal_check gave it. */
+void progcache__file_seal_why(char *why, size_t len, int seal, const char *other);
+
 /* Check data, read from fd, against fd's seal for the entry named name.
+ * With sidecar seals, an entry without a seal of its own is
+ * FILE_SEAL_LOST when its mode has no owner write bit (every entry that
+ * progcache seals in a sidecar is made so: FILE_SEALED_MODE_MASK), and
+ * FILE_SEAL_NONE otherwise (cuda.core's, 0600 from tempfile.mkstemp).
  * *whole is set to 1 on a match when the writer found a whole artifact.
  * When other is not NULL and the result is FILE_SEAL_OTHER, it receives
  * the 16 hex digits the other entry's name starts with (17 bytes). With
