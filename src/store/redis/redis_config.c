@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "alloc.h"
 #include "error.h"
@@ -16,6 +17,9 @@
 #define DEFAULT_FAILURES 3u
 #define DEFAULT_BACKOFF_MS 5000u
 #define DEFAULT_QUEUE_BYTES (UINT64_C(64) << 20)
+
+/* The longest path a struct sockaddr_un holds (sizeof sun_path - 1). */
+#define SOCKET_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
 #define KNOWN_FLAGS (PROGCACHE_REDIS_READONLY | PROGCACHE_REDIS_SYNC_PUT)
 
@@ -222,6 +226,16 @@ static int parse_unix(progcache__redis_url *u, const char *url)
     if (path_len == 0 || s[0] != '/')
         return url_error(url, "the socket path must be absolute");
     int rc = decode_field(&u->path, url, s, path_len, "socket path");
+    /* hiredis copies the path into sun_path and cuts what does not fit:
+     * it would connect to whatever listens at the cut path. */
+    if (!rc && strlen(u->path) > SOCKET_PATH_MAX) {
+        char why[192];
+        snprintf(why, sizeof why,
+                 "the socket path is %zu bytes; a Unix socket's path holds at most %zu "
+                 "(sun_path less its NUL): use a shorter path to the socket",
+                 strlen(u->path), (size_t)SOCKET_PATH_MAX);
+        return url_error(url, why);
+    }
     const char *q = s + path_len;
     if (!rc && *q == '#')
         return url_error(url, "unix: URLs take no fragment");
