@@ -114,6 +114,29 @@ static void test_bad_urls(void)
     CHECK(strstr(progcache_error_last(), "u:***@h") != NULL);
     CHECK_RC(PROGCACHE_EINVAL, progcache__redis_url_parse(&u, "unix:rel?password=hunter2"));
     CHECK(strstr(progcache_error_last(), "hunter2") == NULL);
+
+    /* Issue 29: password= twice is an error (the mask hid the first, the
+     * parser kept the last), showing neither value. */
+    parse_bad("unix:/s?password=first1&password=second2", "password= is given twice");
+    CHECK(!strstr(progcache_error_last(), "first1") && !strstr(progcache_error_last(), "second2"));
+    parse_bad("unix:/s?db=1&db=2", "db= is given twice");
+    /* A name that ends in password=: unknown, its value not shown. */
+    parse_bad("unix:/s?xpassword=a&password=hunter2", "unknown query item");
+    CHECK(strstr(progcache_error_last(), "hunter2") == NULL);
+    parse_bad("unix:/s?password=hunter2&pass=x", "unknown query item");
+    CHECK(strstr(progcache_error_last(), "hunter2") == NULL);
+    parse_bad("unix:/s?password=hun#ter2&db=x", "database number");
+    CHECK(strstr(progcache_error_last(), "ter2") == NULL);
+    /* '/', '?' and '#' in a redis:// password: the last '@' ends it. */
+    u = parse_ok("redis://user:pa/ss?#@127.0.0.1:7/1");
+    CHECK(!strcmp(u.password, "pa/ss?#") && !strcmp(u.host, "127.0.0.1") && u.db == 1);
+    progcache__redis_url_release(&u);
+    parse_bad("redis://user:pa/ss?#@h:99999", "port");
+    CHECK(strstr(progcache_error_last(), "ss?#") == NULL);
+    CHECK(strstr(progcache_error_last(), "redis://user:***@h:99999") != NULL);
+    char shown[200];
+    progcache_url_mask(shown, sizeof shown, "unix:/s?db=1&user=u&password=a&password=b&x=c&y");
+    CHECK(!strcmp(shown, "unix:/s?db=1&user=u&password=***&password=***&x=***&***"));
 }
 
 static void test_config(void)
