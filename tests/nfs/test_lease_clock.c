@@ -23,12 +23,12 @@
 #include "cache/flight.h"
 #include "check.h"
 #include "clock.h"
+#include "clock_shift.h"
 #include "progcache/file.h"
 #include "progcache/stats.h"
 #include "sha256.h"
 
 static const char key[] = "a key whose lease is watched....";
-static char *shift_file;
 
 typedef struct logbook {
     char text[4096];
@@ -42,13 +42,6 @@ static void note(void *ctx, int level, const char *message)
         b->warnings++;
         snprintf(b->text, sizeof b->text, "%s", message);
     }
-}
-
-static void set_shift(const char *seconds)
-{
-    int fd = open(shift_file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    CHECK(fd >= 0 && write(fd, seconds, strlen(seconds)) == (ssize_t)strlen(seconds));
-    CHECK(close(fd) == 0);
 }
 
 static progcache *open_at(const char *dir)
@@ -128,13 +121,13 @@ static void stop(pid_t pid)
  * and the waiter takes over after 6 s. */
 static void clock_steps(const char *dir)
 {
-    set_shift("-3600");
+    test_clock_shift_set("-3600");
     pid_t holder = real_holder(dir);
     pid_t stepper = fork();
     CHECK(stepper >= 0);
     if (stepper == 0) {
         usleep(1500000);
-        set_shift("3600");
+        test_clock_shift_set("3600");
         _exit(0);
     }
     logbook book = {"", 0};
@@ -148,7 +141,7 @@ static void clock_steps(const char *dir)
     CHECK(strstr(book.text, "gave up waiting for ") && strstr(book.text, names));
     CHECK(!strchr(book.text, '\n'));
     stop(holder);
-    set_shift("0");
+    test_clock_shift_set("0");
 }
 
 /* The key's lease file, written as a holder named host=nb pid=4242 would:
@@ -215,11 +208,11 @@ static void dead_holder(const char *dir)
 
 int main(void)
 {
-    if (!getenv("PROGCACHE_TEST_CLOCK_SHIFT")) {
+    if (!test_clock_shift_on()) {
         printf("test_lease_clock: SKIPPED (run it under the clock_shift shim, from ctest)\n");
         return 77;
     }
-    shift_file = getenv("PROGCACHE_TEST_CLOCK_SHIFT");
+    test_clock_shift_works();
     char *dir = test_mkdtemp("lease-clock");
     progcache_file *pf;
     CHECK_OK(progcache_file_open(&pf, dir, NULL));
@@ -230,7 +223,7 @@ int main(void)
     refreshed_forever(dir);
     dead_holder(dir);
 
-    unlink(shift_file);
+    unlink(getenv("PROGCACHE_TEST_CLOCK_SHIFT"));
     test_rmdtemp(dir);
     printf("test_lease_clock: all passed\n");
     return 0;
