@@ -22,8 +22,9 @@
 #include "store/redis/redis_config.h"
 
 #define URLS 3000
-#define OPEN_EVERY 10  /* progcache_open with PROGCACHE_REMOTE */
-#define TOOL_EVERY 60  /* the progcache command */
+/* Prime to the number of shapes, so that every shape gets its turn. */
+#define OPEN_EVERY 7  /* progcache_open with PROGCACHE_REMOTE */
+#define TOOL_EVERY 37 /* the progcache command */
 
 static char *scratch;
 static char secret[64], written[200]; /* the password, and as in the URL */
