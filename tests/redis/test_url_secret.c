@@ -8,10 +8,10 @@
  * message or its description of the address; progcache_store_redis_new's
  * message and log; progcache_redis_status_get's address and error; for
  * some, progcache_open's message and log with PROGCACHE_REMOTE set, and
- * the output of `progcache remote --url` and of `progcache remote` with
- * PROGCACHE_REMOTE. Where a URL parses, the parser hands the password back
- * apart, whole. Needs no server (addresses that refuse at once); runs with
- * and without hiredis. */
+ * the output of `progcache remote --url`, and of `progcache remote` and
+ * `progcache config` with PROGCACHE_REMOTE. Where a URL parses, the parser
+ * hands the password back apart, whole. Needs no server (addresses that
+ * refuse at once); runs with and without hiredis. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -120,9 +120,14 @@ static const shape shapes[] = {
 };
 #define SHAPES (sizeof shapes / sizeof shapes[0])
 
-/* The progcache command's stdout and stderr, checked. */
-static void tool(const char *url, int from_env)
+/* The progcache command's stdout and stderr, checked: `progcache remote
+ * --url URL` (how 0), `progcache remote` (1) and `progcache config` (2)
+ * with PROGCACHE_REMOTE=URL. */
+static void tool(const char *url, int how)
 {
+    static const char *const said_by[] = {"progcache remote --url",
+                                          "progcache remote (PROGCACHE_REMOTE)",
+                                          "progcache config (PROGCACHE_REMOTE)"};
     const char *bin = getenv("PROGCACHE_BIN");
     char out_path[4200];
     snprintf(out_path, sizeof out_path, "%s/tool-output", scratch);
@@ -132,19 +137,20 @@ static void tool(const char *url, int from_env)
         int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
             _exit(99);
-        if (from_env) {
-            setenv("PROGCACHE_REMOTE", url, 1);
-            execl(bin, bin, "remote", (char *)NULL);
-        } else {
+        if (how == 0)
             execl(bin, bin, "remote", "--url", url, (char *)NULL);
-        }
+        setenv("PROGCACHE_REMOTE", url, 1);
+        if (how == 1)
+            execl(bin, bin, "remote", (char *)NULL);
+        else
+            execl(bin, bin, "config", (char *)NULL);
         _exit(98);
     }
     int status;
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) < 98);
     char *text = test_read_file(out_path, NULL);
     CHECK(text != NULL);
-    no_secret(text, from_env ? "progcache remote (PROGCACHE_REMOTE)" : "progcache remote --url");
+    no_secret(text, said_by[how]);
     free(text);
 }
 
@@ -200,7 +206,7 @@ static void one(const shape *sh, size_t i, const char *cache_dir)
         unsetenv("PROGCACHE_REMOTE");
     }
     if (i % TOOL_EVERY == 0 && getenv("PROGCACHE_BIN"))
-        tool(url, (i / TOOL_EVERY) % 2);
+        tool(url, (int)((i / TOOL_EVERY) % 3));
 }
 
 int main(void)
