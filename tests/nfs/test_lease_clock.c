@@ -1,7 +1,9 @@
-/* Lease files on the monotonic clock (src/cache/flight_lease.c; issue 29):
- * run with PROGCACHE_FLIGHT_LOCK=lease on a local directory, under the
- * clock_shift shim (tests/helpers/clock_shift.c), which steps this
- * process's wall clock without touching the machine's.
+/* Lease files on the monotonic clock (src/cache/flight_lease.c; issue 29),
+ * under the clock_shift shim (tests/helpers/clock_shift.c), which steps
+ * this process's wall clock without touching the machine's: "nfs" on the
+ * two sshfs mounts of tests/nfs/ (the holder on one node, the waiter on
+ * the other; the fixture's sshd and sshfs keep the machine's clock),
+ * "local" on a local directory with PROGCACHE_FLIGHT_LOCK=lease.
  *  - a live holder whose date steps back and then forward an hour while
  *    it holds the lease keeps refreshing it: its waiter is not overtaken
  *    but waits its bound out, and the message names the holder;
@@ -24,6 +26,7 @@
 #include "check.h"
 #include "clock.h"
 #include "clock_shift.h"
+#include "nfs_fixture.h"
 #include "progcache/file.h"
 #include "progcache/stats.h"
 #include "sha256.h"
@@ -119,10 +122,10 @@ static void stop(pid_t pid)
  * 2 s beat on the monotonic clock, so the waiter never takes over. On a
  * wall-clock deadline the forward step stops the refreshes for an hour
  * and the waiter takes over after 6 s. */
-static void clock_steps(const char *dir)
+static void clock_steps(const char *node[2])
 {
     test_clock_shift_set("-3600");
-    pid_t holder = real_holder(dir);
+    pid_t holder = real_holder(node[0]);
     pid_t stepper = fork();
     CHECK(stepper >= 0);
     if (stepper == 0) {
@@ -133,7 +136,9 @@ static void clock_steps(const char *dir)
     logbook book = {"", 0};
     int took_over;
     double took;
-    progcache_stats s = wait_for(dir, 10000, &book, &took_over, &took);
+    /* Long enough for a take-over after the refreshes stop (1.5 s, and some
+     * more over sshfs, plus the 6 s lease), on old code. */
+    progcache_stats s = wait_for(node[1], 15000, &book, &took_over, &took);
     CHECK(waitpid(stepper, NULL, 0) == stepper);
     CHECK(!took_over && s.flight_takeovers == 0 && s.wait_timeouts == 1);
     char names[64];
@@ -165,22 +170,22 @@ static void write_lease(const char *dir, unsigned long beat)
 
 /* Another node keeps refreshing the lease and never finishes: the wait
  * ends at its bound and says who held it, not "this host". */
-static void refreshed_forever(const char *dir)
+static void refreshed_forever(const char *node[2])
 {
-    write_lease(dir, 0);
+    write_lease(node[0], 0);
     pid_t beater = fork();
     CHECK(beater >= 0);
     if (beater == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         for (unsigned long beat = 1;; beat++) {
             usleep(500000);
-            write_lease(dir, beat);
+            write_lease(node[0], beat);
         }
     }
     logbook book = {"", 0};
     int took_over;
     double took;
-    progcache_stats s = wait_for(dir, 8000, &book, &took_over, &took);
+    progcache_stats s = wait_for(node[1], 8000, &book, &took_over, &took);
     stop(beater);
     CHECK(!took_over && s.flight_takeovers == 0 && s.wait_timeouts == 1);
     CHECK(took >= 8000.0 && took < 20000.0);
@@ -190,13 +195,13 @@ static void refreshed_forever(const char *dir)
 
 /* Nobody refreshes it: taken over after the lease, said in one line with
  * the time it was unchanged and its holder. */
-static void dead_holder(const char *dir)
+static void dead_holder(const char *node[2])
 {
-    write_lease(dir, 7);
+    write_lease(node[0], 7);
     logbook book = {"", 0};
     int took_over;
     double took;
-    progcache_stats s = wait_for(dir, 30000, &book, &took_over, &took);
+    progcache_stats s = wait_for(node[1], 30000, &book, &took_over, &took);
     CHECK(took_over && s.flight_takeovers == 1 && s.wait_timeouts == 0);
     CHECK(book.warnings == 1 && !strchr(book.text, '\n'));
     CHECK(strstr(book.text, "its holder, process 4242 on host nb, did not refresh it for "));
@@ -206,25 +211,35 @@ static void dead_holder(const char *dir)
     CHECK(said >= PROGCACHE__LEASE_MS / 1000.0 && said <= took / 1000.0 + 0.1);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     if (!test_clock_shift_on()) {
         printf("test_lease_clock: SKIPPED (run it under the clock_shift shim, from ctest)\n");
         return 77;
     }
     test_clock_shift_works();
-    char *dir = test_mkdtemp("lease-clock");
+    const int nfs = argc > 1 && !strcmp(argv[1], "nfs");
+    test_nfs fx = {0};
+    char *local = NULL;
+    const char *node[2];
+    if (nfs) {
+        unsetenv("LD_PRELOAD"); /* sshd and sshfs keep the machine's clock */
+        test_nfs_start(&fx);
+        node[0] = fx.node[0];
+        node[1] = fx.node[1];
+    } else {
+        local = test_mkdtemp("lease-clock");
+        node[0] = node[1] = local;
+    }
     progcache_file *pf;
-    CHECK_OK(progcache_file_open(&pf, dir, NULL));
+    CHECK_OK(progcache_file_open(&pf, node[0], NULL));
     CHECK(!strcmp(progcache_file_flight_mechanism(pf), "lease"));
     progcache_file_close(pf);
 
-    clock_steps(dir);
-    refreshed_forever(dir);
-    dead_holder(dir);
+    clock_steps(node);
+    refreshed_forever(node);
+    dead_holder(node);
 
     unlink(getenv("PROGCACHE_TEST_CLOCK_SHIFT"));
-    test_rmdtemp(dir);
-    printf("test_lease_clock: all passed\n");
-    return 0;
+    return test_nfs_end(&fx, nfs, local, "test_lease_clock");
 }
