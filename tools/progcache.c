@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "progcache/remote.h"
 #include "progcache/sys/store.h"
 #include "tool.h"
 
@@ -239,15 +240,7 @@ int tool_open_remote(const char *cmd, const char *url, uint64_t max, progcache_s
 
 void tool_mask_url(char *out, size_t size, const char *url)
 {
-    const char *scheme = strstr(url, "://");
-    const char *from = scheme ? scheme + 3 : url;
-    const char *at = strchr(from, '@'), *slash = strchr(from, '/');
-    const char *colon = at ? memchr(from, ':', (size_t)(at - from)) : NULL;
-    if (!at || (slash && slash < at) || !colon) {
-        snprintf(out, size, "%s", url);
-        return;
-    }
-    snprintf(out, size, "%.*s***%s", (int)(colon + 1 - url), url, at);
+    progcache_url_mask(out, size, url); /* the library's mask: one grammar */
 }
 
 int tool_input_bound(const char *cmd, const char *dir, uint64_t given, uint64_t *out)

@@ -249,7 +249,7 @@ int tool_open_dir_file(const char *cmd, const char *dir_arg, tool_access access,
 int tool_open_remote(const char *cmd, const char *url, uint64_t max, progcache_store **out);
 
 /* url for messages and output: a password in it ("redis://u:pw@h")
- * replaced by "***". */
+ * replaced by "***" (progcache_url_mask). */
 void tool_mask_url(char *out, size_t size, const char *url);
 
 /* ---- progress bars (tool_progress.c) -------------------------------------- */

@@ -171,6 +171,16 @@ PROGCACHE_API int progcache_default_remote(progcache_buf *url, progcache_buf *se
  */
 PROGCACHE_API int progcache_remote_secret_read(progcache_buf *secret, const char *path);
 
+/*
+ * progcache_url_mask() : url as a message may show it, every secret in it
+ * replaced by "***": the password of scheme://USER:PASSWORD@HOST (up to
+ * the last '@', whatever it holds; all of the credentials when they have
+ * no ':'), and in a unix: URL the value of every query item but db= and
+ * user=. What progcache itself prints about a URL is built from this form.
+ * Written into out, size bytes, cut to fit; NULL-safe.
+ */
+PROGCACHE_API void progcache_url_mask(char *out, size_t size, const char *url);
+
 /* progcache_redis_options_init() : set opts to its defaults. NULL-safe. */
 PROGCACHE_API void progcache_redis_options_init(progcache_redis_options *opts);
 

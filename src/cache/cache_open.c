@@ -27,6 +27,7 @@
 #include "options.h"
 #include "progcache/remote.h"
 #include "store/store.h"
+#include "url_mask.h"
 
 _Static_assert(PROGCACHE__MIN_SECRET == PROGCACHE_REDIS_MIN_SECRET,
                "util/config.c checks secrets against the Redis tier's bound");
@@ -64,10 +65,14 @@ static int open_registered(progcache_store **out, progcache_store_factory factor
 {
     progcache_store *store = NULL;
     int rc = factory(&store, url, params, ctx);
+    /* The URL as messages show it: a registered tier's URL may hold a
+     * password too (url_mask.h). */
+    char shown[1024];
+    progcache__url_mask(shown, sizeof shown, url);
     if (rc == PROGCACHE_OK && !store)
         rc = progcache__error(PROGCACHE_EINVAL,
-                              "the tier for %s returned PROGCACHE_OK and no store", url);
-    if (rc == PROGCACHE_OK && (rc = progcache__store_check(store, "the tier's factory", url)))
+                              "the tier for %s returned PROGCACHE_OK and no store", shown);
+    if (rc == PROGCACHE_OK && (rc = progcache__store_check(store, "the tier's factory", shown)))
         store = NULL; /* not a vtable this library can call, so not even free */
     if (rc) {
         *out = NULL;
@@ -150,12 +155,14 @@ static int open_environment(progcache_store **out, const progcache_options *opts
     if (rc == PROGCACHE_ENOTFOUND) {
         rc = PROGCACHE_OK; /* no remote tier configured */
     } else if (rc == PROGCACHE_OK && (factory = factory_of((const char *)url.data, &ctx))) {
+        char shown[1024];
+        progcache__url_mask(shown, sizeof shown, (const char *)url.data);
         if (secret.size)
             rc = progcache__error(PROGCACHE_EINVAL,
                                   "PROGCACHE_REMOTE_SECRET_FILE is set, but the tier of "
                                   "PROGCACHE_REMOTE (%s) is a registered tier, which takes no "
                                   "secret; unset the variable or give the secret to the tier",
-                                  (const char *)url.data);
+                                  shown);
         else
             rc = open_registered(out, factory, ctx, (const char *)url.data, params);
         if (rc)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -209,24 +210,30 @@ int progcache__flight_begin(progcache__flight *f, int *owner, double *waited_ms,
         /* Someone is computing this key: poll for its result, backing off
          * from 1 ms to 25 ms (a compile takes tens of ms at the least). */
         double now = progcache__clock_ms();
-        char hex[17];
+        char hex[17], holder[PROGCACHE__LEASE_HOLDER_SIZE];
+        if (now - start > bound || now >= next_report) {
+            progcache__hex(hex, key, key_len < 8 ? key_len : 8);
+            /* A lease file names its holder, who may be on another node; a
+             * byte-range lock's holder is a process of this host. */
+            if (lease_dir >= 0)
+                progcache__flight_lease_holder(holder, sizeof holder, &seen);
+            else
+                snprintf(holder, sizeof holder, "another process on this host");
+        }
         if (now - start > bound) {
             close_unowned(fd, lease_dir);
             *waited_ms = now - start;
             progcache__cache_record(cache, PROGCACHE_STAT_WAIT_TIMEOUTS, 1);
-            progcache__hex(hex, key, key_len < 8 ? key_len : 8);
             progcache__flight_log(f, cache, PROGCACHE_LOG_WARN,
-                                  "progcache: gave up waiting for another process on this host "
-                                  "compiling key %s... after %.1f s (the bound, wait_timeout_ms "
-                                  "or PROGCACHE_WAIT_TIMEOUT); compiling here",
-                                  hex, (now - start) / 1000.0);
+                                  "progcache: gave up waiting for %s compiling key %s... after "
+                                  "%.1f s (the bound, wait_timeout_ms or PROGCACHE_WAIT_TIMEOUT)"
+                                  "; compiling here",
+                                  holder, hex, (now - start) / 1000.0);
             return PROGCACHE_OK;
         }
         if (now >= next_report) {
-            progcache__hex(hex, key, key_len < 8 ? key_len : 8);
             progcache__flight_log(f, cache, PROGCACHE_LOG_INFO,
-                                  "progcache: waiting for another process on this host "
-                                  "compiling key %s... %.0f s",
+                                  "progcache: waiting for %s compiling key %s... %.0f s", holder,
                                   hex, (now - start) / 1000.0);
             next_report += PROGCACHE__WAIT_REPORT_MS;
         }

@@ -110,6 +110,11 @@ int progcache__flight_lease_dir(const progcache *cache);
  * -1: lease files cannot be used here. */
 int progcache__flight_lease_try(progcache__flight *f, progcache *cache, int dirfd,
                                 const unsigned char digest[8], progcache__lease_seen *seen);
+/* Who holds a lease, from its file's line (host= and pid=), for messages:
+ * "process P on host H", or "process P on this host, H"; one line whatever
+ * the file holds. */
+#define PROGCACHE__LEASE_HOLDER_SIZE 128
+void progcache__flight_lease_holder(char *out, size_t size, const progcache__lease_seen *seen);
 /* Stop refreshing and remove the lease file, if it is still ours. */
 void progcache__flight_lease_end(progcache__flight *f);
 

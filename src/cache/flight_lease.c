@@ -17,6 +17,11 @@
  *    lease: the holder is dead or cut off; the waiter renames the file
  *    aside, checks that the file it moved is still the one it watched (else
  *    it links it back), removes it and creates its own.
+ * Every duration here is on the monotonic clock: the refresher's waits too
+ * (a condition variable on CLOCK_MONOTONIC), so a step of the holder's date
+ * (NTP, a VM resumed) neither stops its refreshes nor hurries a take-over.
+ * The only wall-clock time is the file's mtime, set to the file server's
+ * clock (UTIME_NOW), which no node compares with its own.
  * A holder stalled past a lease (a frozen VM) can thus be overtaken and
  * two nodes compile the key: each stores the same artifact, nothing wrong
  * is ever served, only one compile is wasted. */
@@ -79,7 +84,7 @@ static void *refresh_main(void *arg)
     pthread_mutex_lock(&l->lock);
     while (!l->stop) {
         struct timespec until;
-        progcache__clock_realtime_after(&until, PROGCACHE__LEASE_MS / 3);
+        progcache__clock_monotonic_after(&until, PROGCACHE__LEASE_MS / 3);
         if (pthread_cond_timedwait(&l->wake, &l->lock, &until) == ETIMEDOUT && !l->stop) {
             pthread_mutex_unlock(&l->lock);
             /* By name, not by a held descriptor: a file taken over is
@@ -161,12 +166,13 @@ static int create(struct progcache__flight_lease **out, int dirfd, const char *n
     snprintf(l->name, sizeof l->name, "%s", name);
     (void)write_beat(l, fd);
     close(fd);
+    int cond = progcache__cond_init_monotonic(&l->wake);
     pthread_mutex_init(&l->lock, NULL);
-    pthread_cond_init(&l->wake, NULL);
-    if (pthread_create(&l->refresher, NULL, refresh_main, l) != 0) {
+    if (cond != 0 || pthread_create(&l->refresher, NULL, refresh_main, l) != 0) {
         /* No refresher: the lease would look stale after a lease; better
          * to coordinate nothing than to be overtaken mid-compile. */
-        pthread_cond_destroy(&l->wake);
+        if (cond == 0)
+            pthread_cond_destroy(&l->wake);
         pthread_mutex_destroy(&l->lock);
         (void)unlinkat(dirfd, name, 0);
         progcache__free(l);
@@ -175,6 +181,38 @@ static int create(struct progcache__flight_lease **out, int dirfd, const char *n
     }
     *out = l;
     return 1;
+}
+
+/* One field of the lease line, "NAME=value", into out: printable ASCII
+ * only, up to a space (the line is another's and may be anything). */
+static void field(char *out, size_t size, const char *text, const char *name)
+{
+    out[0] = '\0';
+    const char *p = strstr(text, name);
+    if (!p)
+        return;
+    p += strlen(name);
+    size_t n = 0;
+    while (p[n] > ' ' && p[n] < 0x7f && n + 1 < size) {
+        out[n] = p[n];
+        n++;
+    }
+    out[n] = '\0';
+}
+
+void progcache__flight_lease_holder(char *out, size_t size, const progcache__lease_seen *seen)
+{
+    char host[64], pid[24], here[64] = "";
+    field(host, sizeof host, seen->text, " host=");
+    field(pid, sizeof pid, seen->text, " pid=");
+    if (!host[0] || !pid[0] || strncmp(seen->text, "progcache lease ", 16) != 0) {
+        snprintf(out, size, "a holder whose lease file does not say who it is");
+        return;
+    }
+    (void)gethostname(here, sizeof here - 1);
+    here[sizeof here - 1] = '\0';
+    snprintf(out, size, "process %s on %s%s", pid, strcmp(host, here) ? "host " : "this host, ",
+             host);
 }
 
 int progcache__flight_lease_dir(const progcache *cache)
@@ -209,21 +247,22 @@ int progcache__flight_lease_try(progcache__flight *f, progcache *cache, int dirf
             *seen = now;
             return 0;
         }
-        if (t - seen->since < PROGCACHE__LEASE_MS)
+        double unchanged = t - seen->since;
+        if (unchanged < PROGCACHE__LEASE_MS)
             return 0;
-        if (!take_over(dirfd, name, seen)) {
-            seen->valid = 0;
-            return 0;
-        }
+        char holder[PROGCACHE__LEASE_HOLDER_SIZE];
+        progcache__flight_lease_holder(holder, sizeof holder, seen);
         seen->valid = 0;
+        if (!take_over(dirfd, name, &now))
+            return 0;
         progcache__cache_record(cache, PROGCACHE_STAT_FLIGHT_TAKEOVERS, 1);
         char place[64];
         progcache__store_place_path(place, sizeof place, PROGCACHE__PLACE_FLIGHT_D);
         progcache__flight_log(f, cache, PROGCACHE_LOG_WARN,
-                              "progcache: took over %s/%s/%s: its holder (%.60s) "
-                              "did not refresh it for %.1f s (dead, or cut off from the file "
-                              "server); compiling here",
-                              cache->path, place, name, now.text, (t - now.since) / 1000.0);
+                              "progcache: took over %s/%s/%s: its holder, %s, did not refresh "
+                              "it for %.1f s (dead, or cut off from the file server); "
+                              "compiling here",
+                              cache->path, place, name, holder, unchanged / 1000.0);
     }
     return 0;
 }

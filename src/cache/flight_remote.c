@@ -47,7 +47,7 @@ static void *renew_main(void *arg)
     pthread_mutex_lock(&r->lock);
     while (!r->stop) {
         struct timespec until;
-        progcache__clock_realtime_after(&until, PROGCACHE__LEASE_MS / 3);
+        progcache__clock_monotonic_after(&until, PROGCACHE__LEASE_MS / 3);
         if (pthread_cond_timedwait(&r->wake, &r->lock, &until) == ETIMEDOUT && !r->stop) {
             pthread_mutex_unlock(&r->lock);
             /* Lost (expired, taken over, flushed): nothing to do but finish
@@ -69,8 +69,13 @@ static struct progcache__remote_lease *hold(progcache_store *store,
         return NULL;
     r->store = store;
     r->lease = *lease;
+    /* Renewals on the monotonic clock: a step of the date must not stop
+     * them (the lease would expire under a live holder). */
+    if (progcache__cond_init_monotonic(&r->wake) != 0) {
+        progcache__free(r);
+        return NULL;
+    }
     pthread_mutex_init(&r->lock, NULL);
-    pthread_cond_init(&r->wake, NULL);
     if (pthread_create(&r->renewer, NULL, renew_main, r) != 0)
         r->stop = -1; /* no renewer: the lease lasts PROGCACHE__LEASE_MS */
     return r;

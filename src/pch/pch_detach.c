@@ -137,11 +137,9 @@ static void *early_main(void *arg)
         double left = e->at - progcache__clock_ms();
         if (left <= 0)
             break;
+        /* On the monotonic clock: a step of the date must not stretch it. */
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long long ns = ts.tv_nsec + (long long)(left * 1e6);
-        ts.tv_sec += (time_t)(ns / 1000000000);
-        ts.tv_nsec = (long)(ns % 1000000000);
+        progcache__clock_monotonic_after(&ts, (unsigned int)left + 1);
         (void)pthread_cond_timedwait(&e->cond, &e->lock, &ts);
     }
     int go = !e->done;
@@ -170,7 +168,7 @@ pch_early *progcache__pch_early_start(pch_job *job, const pch_seen *seen)
     pthread_attr_t attr;
     if (pthread_mutex_init(&e->lock, NULL) != 0)
         goto no_lock;
-    if (pthread_cond_init(&e->cond, NULL) != 0)
+    if (progcache__cond_init_monotonic(&e->cond) != 0)
         goto no_cond;
     if (pthread_attr_init(&attr) != 0)
         goto no_thread;

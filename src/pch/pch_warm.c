@@ -11,8 +11,8 @@
  * A template of another helper, NVRTC or environment has another name, so
  * a caller only ever reaches one it would have started itself. The peer
  * must be this user (SO_PEERCRED): a process of another user holding the
- * name is refused, said once, and compiles start their own helper (rule
- * 4: nothing downgrades silently).
+ * name is refused, counted (pch_warm_failures), said once, and compiles
+ * start their own helper (rule 4: nothing downgrades silently).
  *
  * A template that is gone, busy or broken costs a fresh helper, never the
  * compile: connect fails at once (nothing blocks), the template's child
@@ -129,6 +129,9 @@ static int connect_warm(pch_job *job, const char *name, int *none)
                                 "of uid %u (pid %d), not this user; each compile with a PCH "
                                 "starts a helper of its own",
                                 name, (unsigned)cred.uid, (int)cred.pid);
+        /* Counted as well as said (rule 5): a squatter is a failure of the
+         * warm path, like a template that does not answer. */
+        progcache__pch_count(job, PROGCACHE_STAT_PCH_WARM_FAILURES, 1);
         progcache__pch_tier_drop(job->tier, &job->tier->warm_ok);
         close(s);
         return -1;

@@ -22,9 +22,22 @@ void progcache__sleep_ms(unsigned int ms)
     }
 }
 
-void progcache__clock_realtime_after(struct timespec *out, unsigned int ms)
+int progcache__cond_init_monotonic(pthread_cond_t *cond)
 {
-    clock_gettime(CLOCK_REALTIME, out);
+    pthread_condattr_t attr;
+    int rc = pthread_condattr_init(&attr);
+    if (rc)
+        return rc;
+    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (!rc)
+        rc = pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+    return rc;
+}
+
+void progcache__clock_monotonic_after(struct timespec *out, unsigned int ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, out);
     long long ns = out->tv_nsec + (long long)(ms % 1000) * 1000000LL;
     out->tv_sec += ms / 1000 + ns / 1000000000LL;
     out->tv_nsec = (long)(ns % 1000000000LL);

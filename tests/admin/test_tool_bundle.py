@@ -3,8 +3,9 @@
 writes a manifest and an Ed25519 signature; import --verify takes exactly
 that archive and refuses, before writing anything, an unsigned one, another
 key's, and one changed in any way (a member's bytes, a member added,
-removed, renamed or appended, the manifest or the signature edited), from a
-file and from standard input; bad keys are clear errors.
+removed, renamed or appended, bytes after the end-of-archive blocks, the
+manifest or the signature edited), from a file and from standard input;
+zero padding after the end blocks is accepted; bad keys are clear errors.
 
 Environment: PROGCACHE_BIN (the progcache tool)."""
 
@@ -222,6 +223,22 @@ def test_tamper(tmp, bundle, pub):
     same = os.path.join(tmp, "rebuilt.tar")
     rebuild(bundle, same, lambda ms: ms)
     refused(tmp, same, pub, "changed after it was signed", "an archive rewritten by another tar")
+
+    # After the end-of-archive blocks: garbage, or a whole member (which
+    # tar -t lists), refused at its offset; zero padding is the bundle still.
+    at = "(at byte %d)" % len(raw)
+    refused(tmp, write("garbage.tar", raw + b"garbage"), pub, at, "garbage after the end")
+    extra = io.BytesIO()
+    with tarfile.open(fileobj=extra, mode="w:", format=tarfile.USTAR_FORMAT) as t:
+        info = tarfile.TarInfo("extra.txt")
+        info.size = 6
+        t.addfile(info, io.BytesIO(b"extra\n"))
+    path = write("member-after.tar", raw + extra.getvalue())
+    refused(tmp, path, pub, at, "a member after the end blocks")
+    refused(tmp, path, pub, at, "a member after the end blocks (stdin)", stdin=True)
+    padded = write("padded.tar", raw + bytes(10240))
+    rc, out, err = run(["import", "--dir", os.path.join(tmp, "padded"), "--verify", pub, padded])
+    check(rc == 0 and "verified" in out, "import --verify of a bundle with zero padding", out + err)
 
 
 def test_keys(tmp, cache, keys):

@@ -1,6 +1,13 @@
 /* The Redis store's options and URL parsing (src/store/redis/redis_config.c),
  * and the entry points' behaviour with and without hiredis. Needs no
  * server: runs in every build. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include "check.h"
 #include "store/redis/redis_config.h"
 
@@ -108,6 +115,29 @@ static void test_bad_urls(void)
     CHECK(strstr(progcache_error_last(), "u:***@h") != NULL);
     CHECK_RC(PROGCACHE_EINVAL, progcache__redis_url_parse(&u, "unix:rel?password=hunter2"));
     CHECK(strstr(progcache_error_last(), "hunter2") == NULL);
+
+    /* Issue 29: password= twice is an error (the mask hid the first, the
+     * parser kept the last), showing neither value. */
+    parse_bad("unix:/s?password=first1&password=second2", "password= is given twice");
+    CHECK(!strstr(progcache_error_last(), "first1") && !strstr(progcache_error_last(), "second2"));
+    parse_bad("unix:/s?db=1&db=2", "db= is given twice");
+    /* A name that ends in password=: unknown, its value not shown. */
+    parse_bad("unix:/s?xpassword=a&password=hunter2", "unknown query item");
+    CHECK(strstr(progcache_error_last(), "hunter2") == NULL);
+    parse_bad("unix:/s?password=hunter2&pass=x", "unknown query item");
+    CHECK(strstr(progcache_error_last(), "hunter2") == NULL);
+    parse_bad("unix:/s?password=hun#ter2&db=x", "database number");
+    CHECK(strstr(progcache_error_last(), "ter2") == NULL);
+    /* '/', '?' and '#' in a redis:// password: the last '@' ends it. */
+    u = parse_ok("redis://user:pa/ss?#@127.0.0.1:7/1");
+    CHECK(!strcmp(u.password, "pa/ss?#") && !strcmp(u.host, "127.0.0.1") && u.db == 1);
+    progcache__redis_url_release(&u);
+    parse_bad("redis://user:pa/ss?#@h:99999", "port");
+    CHECK(strstr(progcache_error_last(), "ss?#") == NULL);
+    CHECK(strstr(progcache_error_last(), "redis://user:***@h:99999") != NULL);
+    char shown[200];
+    progcache_url_mask(shown, sizeof shown, "unix:/s?db=1&user=u&password=a&password=b&x=c&y");
+    CHECK(!strcmp(shown, "unix:/s?db=1&user=u&password=***&password=***&x=***&***"));
 }
 
 static void test_config(void)
@@ -171,6 +201,64 @@ static void test_config(void)
     CHECK_RC(PROGCACHE_EINVAL, progcache__redis_config_init(&cfg, &opts));
 }
 
+/* A socket path longer than sun_path holds is refused with the limit
+ * named (hiredis would cut it): a listener at the cut path, the path
+ * hiredis would connect to, is never reached (issue 29). */
+static void test_long_socket_path(void)
+{
+    char *dir = test_mkdtemp("sockpath");
+    const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+    char cut[512], url[600];
+    int n = snprintf(cut, sizeof cut, "%s/", dir);
+    CHECK(n > 0 && (size_t)n < max);
+    memset(cut + n, 's', max - (size_t)n);
+    cut[max] = '\0';
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, cut, max);
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    CHECK(ls >= 0 && bind(ls, (struct sockaddr *)&a, sizeof a) == 0 && listen(ls, 4) == 0);
+    snprintf(url, sizeof url, "unix:%s.sock?db=0", cut);
+
+    char says[64];
+    snprintf(says, sizeof says, "holds at most %zu", max);
+    parse_bad(url, says);
+    /* Exactly the limit is a path hiredis keeps whole. */
+    char whole[600];
+    snprintf(whole, sizeof whole, "unix:%s", cut);
+    progcache__redis_url u = parse_ok(whole);
+    progcache__redis_url_release(&u);
+
+    progcache_redis_options opts = PROGCACHE_REDIS_OPTIONS_INIT;
+    opts.url = url;
+    progcache_store *s = NULL;
+    int rc = progcache_store_redis_new(&s, &opts);
+    if (rc == PROGCACHE_OK) { /* the old code: it would connect to the cut path */
+        progcache_redis_status st = PROGCACHE_REDIS_STATUS_INIT;
+        (void)progcache_redis_status_get(&st, s, 1);
+        progcache_store_free(s);
+    }
+    /* The command says the same and reports nothing reachable. */
+    const char *bin = getenv("PROGCACHE_BIN");
+    if (bin) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "'%s' remote --url '%s' 2>&1", bin, url);
+        FILE *p = popen(cmd, "r");
+        CHECK(p != NULL);
+        char text[4096];
+        size_t got = fread(text, 1, sizeof text - 1, p);
+        text[got] = '\0';
+        int status = pclose(p);
+        CHECK(status != 0 && strstr(text, says) && !strstr(text, "reachable"));
+    }
+    int peer = accept(ls, NULL, NULL);
+    CHECK(peer < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    CHECK(rc != PROGCACHE_OK && s == NULL);
+    close(ls);
+    test_rmdtemp(dir);
+}
+
 /* The public entry points: real with hiredis, a clear refusal without. */
 static void test_entry_points(void)
 {
@@ -229,6 +317,7 @@ int main(void)
     test_tcp_urls();
     test_unix_urls();
     test_bad_urls();
+    test_long_socket_path();
     test_config();
     test_entry_points();
     return 0;

@@ -2,7 +2,8 @@
  * archive_verify.c): export with a signing key, progcache_archive_verify
  * and a verified import with the public key, older callers' structs,
  * bad keys, and a tampered archive refused before anything is written, by
- * path and through a pipe. */
+ * path and through a pipe; bytes after the end-of-archive blocks other
+ * than zero padding refused at their offset (issue 29). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -233,6 +234,96 @@ static void test_bad_keys(const char *work, const pem_pair *k)
     CHECK_RC(PROGCACHE_EINVAL, progcache_archive_verify(NULL, bundle, 0, &o));
 }
 
+/* bundle.tar with tail appended (tail_len bytes) as bad.tar; verified:
+ * the return code. */
+static int verify_with_tail(const char *work, const pem_pair *k, const void *tail,
+                            size_t tail_len, size_t *at)
+{
+    char archive[1100], bad[1100];
+    snprintf(archive, sizeof archive, "%s/bundle.tar", work);
+    snprintf(bad, sizeof bad, "%s/tail.tar", work);
+    size_t size;
+    char *bytes = test_read_file(archive, &size);
+    CHECK(bytes != NULL);
+    *at = size;
+    int fd = open(bad, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0 && write(fd, bytes, size) == (ssize_t)size);
+    CHECK(write(fd, tail, tail_len) == (ssize_t)tail_len && close(fd) == 0);
+    free(bytes);
+    progcache_archive_options o = PROGCACHE_ARCHIVE_OPTIONS_INIT;
+    o.verify_key = k->pub;
+    o.verify_key_len = k->pub_len;
+    progcache_archive_result res = PROGCACHE_ARCHIVE_RESULT_INIT;
+    return progcache_archive_verify(&res, bad, 0, &o);
+}
+
+static void refused_at(int rc, size_t at, const char *says)
+{
+    char where[64];
+    snprintf(where, sizeof where, "(at byte %zu)", at);
+    if (rc != PROGCACHE_ECORRUPT || !strstr(progcache_error_last(), where) ||
+        !strstr(progcache_error_last(), says))
+        fprintf(stderr, "rc %d, message \"%s\", want %s and %s\n", rc, progcache_error_last(),
+                where, says);
+    CHECK(rc == PROGCACHE_ECORRUPT);
+    CHECK(strstr(progcache_error_last(), where) && strstr(progcache_error_last(), says));
+}
+
+/* Nothing but zero bytes may follow the signed part's end blocks. */
+static void test_appended(const char *work, const pem_pair *k)
+{
+    size_t at;
+    static const char garbage[] = "garbage";
+    int rc = verify_with_tail(work, k, garbage, sizeof garbage - 1, &at);
+    refused_at(rc, at, "not zero");
+
+    /* A whole member after the end blocks: what tar -t lists. */
+    unsigned char member[4 * TAR_BLOCK];
+    memset(member, 0, sizeof member);
+    CHECK(progcache__tar_make(member, "extra.txt", 6, 0) == 0);
+    memcpy(member + TAR_BLOCK, "extra\n", 6);
+    rc = verify_with_tail(work, k, member, sizeof member, &at);
+    refused_at(rc, at, "not zero");
+
+    /* A zero byte, then garbage: the offset is the first that is not zero. */
+    unsigned char late[3 * TAR_BLOCK];
+    memset(late, 0, sizeof late);
+    late[sizeof late - 1] = 'x';
+    rc = verify_with_tail(work, k, late, sizeof late, &at);
+    refused_at(rc, at + sizeof late - 1, "not zero");
+
+    /* tar's record padding, or more zeros up to 1 MiB: still the bundle. */
+    unsigned char *zeros = calloc(1, (2u << 20) + 1);
+    CHECK(zeros != NULL);
+    CHECK_OK(verify_with_tail(work, k, zeros, 10240, &at));
+    CHECK_OK(verify_with_tail(work, k, zeros, (1u << 20) - 16384, &at));
+    rc = verify_with_tail(work, k, zeros, 2u << 20, &at);
+    CHECK(rc == PROGCACHE_ECORRUPT && strstr(progcache_error_last(), "1 MiB"));
+    free(zeros);
+
+    /* Through a pipe (a stream read once): the same refusal. */
+    char bad[1100], dst[1100];
+    snprintf(bad, sizeof bad, "%s/tail.tar", work);
+    verify_with_tail(work, k, garbage, sizeof garbage - 1, &at);
+    size_t size;
+    char *bytes = test_read_file(bad, &size);
+    int p[2];
+    CHECK(bytes && pipe(p) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        ssize_t w = write(p[1], bytes, size);
+        _exit(w == (ssize_t)size ? 0 : 1);
+    }
+    close(p[1]);
+    snprintf(dst, sizeof dst, "%s/dst-tail", work);
+    refused_at(import_verified(dst, p[0], NULL, k, NULL), at, "not zero");
+    CHECK(count_entries(dst) == 0);
+    close(p[0]);
+    waitpid(pid, NULL, 0);
+    free(bytes);
+}
+
 int main(void)
 {
     char *work = test_mkdtemp("arcsign");
@@ -241,6 +332,7 @@ int main(void)
     make_key(&other, EVP_PKEY_ED25519);
     test_sign_and_verify(work, &k, &other);
     test_tampered(work, &k);
+    test_appended(work, &k);
     test_bad_keys(work, &k);
     test_rmdtemp(work);
     puts("test_archive_sign: ok");

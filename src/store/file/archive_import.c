@@ -124,6 +124,36 @@ static int read_pax(archive_source *src, const tar_header *h, uint64_t pos, uint
     return rc;
 }
 
+/* A signed bundle ends with its end-of-archive blocks at end, then zero
+ * bytes only, at most BUNDLE_TAIL_MAX of them (the padding of tar's
+ * records, whatever the blocking factor; docs/FORMAT.md, "Signed
+ * bundles"): a byte or a member appended after the signed part is
+ * refused, at its offset. Read in blocks, a stream at most that far. */
+static int check_tail(archive_source *src, uint64_t end)
+{
+    unsigned char block[TAR_BLOCK];
+    uint64_t limit = end + BUNDLE_TAIL_MAX + 1;
+    int rc = progcache__source_have(src, limit);
+    if (rc < 0)
+        return rc;
+    uint64_t size = src->size < limit ? src->size : limit;
+    for (uint64_t at = end; at < size; at += TAR_BLOCK) {
+        size_t n = size - at < TAR_BLOCK ? (size_t)(size - at) : TAR_BLOCK;
+        if ((rc = progcache__source_read(src, block, n, at)))
+            return rc;
+        for (size_t i = 0; i < n; i++) {
+            if (at + i >= end + BUNDLE_TAIL_MAX)
+                return refuse(src->name, at + i, "%s", "more than 1 MiB of zero bytes after "
+                                                       "its end-of-archive blocks");
+            if (block[i])
+                return refuse(src->name, at + i, "%s",
+                              "bytes that are not zero after its end-of-archive blocks (a "
+                              "signed bundle ends there; something was appended)");
+        }
+    }
+    return PROGCACHE_OK;
+}
+
 /* Check every header and collect the entries; the NVRTC records' member,
  * not an entry, apart in *nvrtc (nvrtc->nvrtc set when there is one). */
 static int scan_archive(member_list *list, bundle_seen *bundle, archive_source *src,
@@ -147,7 +177,9 @@ static int scan_archive(member_list *list, bundle_seen *bundle, archive_source *
         int got = progcache__tar_parse(&h, block, why, sizeof why);
         if (got == 0) {
             bundle->end_pos = pos;
-            return PROGCACHE_OK; /* end of archive; what follows is padding */
+            /* End of archive: what follows is padding, zeros only in a
+             * bundle that is to be verified. */
+            return opts && opts->verify_key ? check_tail(src, pos) : PROGCACHE_OK;
         }
         if (got < 0)
             return refuse(path, pos, "%s", why);

@@ -20,6 +20,10 @@
  * names; 64 MiB is some 200,000 entries. */
 #define BUNDLE_MANIFEST_MAX ((uint64_t)64 << 20)
 
+/* The most zero bytes a signed bundle may carry after its first
+ * end-of-archive block (its second one and tar's record padding). */
+#define BUNDLE_TAIL_MAX ((uint64_t)1 << 20)
+
 /* ---- export ------------------------------------------------------------------ */
 
 typedef struct bundle_writer bundle_writer;

@@ -9,7 +9,9 @@
  * manifest, which covers each header, name, size, padding and member: a
  * byte changed, a member added, removed or renamed anywhere in it fails
  * here. The two reserved members must be the last before the end blocks,
- * so nothing can be appended after the signed part either. */
+ * and import's scan allows only zero bytes after those (check_tail in
+ * archive_import.c), so nothing can be appended after the signed part
+ * either. */
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>

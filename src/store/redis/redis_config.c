@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "alloc.h"
 #include "error.h"
@@ -16,6 +17,9 @@
 #define DEFAULT_FAILURES 3u
 #define DEFAULT_BACKOFF_MS 5000u
 #define DEFAULT_QUEUE_BYTES (UINT64_C(64) << 20)
+
+/* The longest path a struct sockaddr_un holds (sizeof sun_path - 1). */
+#define SOCKET_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
 #define KNOWN_FLAGS (PROGCACHE_REDIS_READONLY | PROGCACHE_REDIS_SYNC_PUT)
 
@@ -30,18 +34,12 @@ void progcache_redis_options_init(progcache_redis_options *opts)
 
 /* ---- the URL ----------------------------------------------------------- */
 
-/* The whole URL is quoted (a unix: socket path can be long); only when
- * there is no memory for the copy is it cut. */
-static int url_error(const char *url, const char *why)
+/* Messages quote the URL's masked form (url_mask.h), made once before
+ * parsing: the parser's messages are built from a string that never held
+ * the password, whatever the URL's shape. */
+static int url_error(const char *shown, const char *why)
 {
-    char cut[512];
-    char *shown = progcache__url_masked(url);
-    if (!shown)
-        progcache__url_mask(cut, sizeof cut, url);
-    int rc = progcache__error(PROGCACHE_EINVAL, "Redis URL \"%s\": %s; %s", shown ? shown : cut,
-                              why, URL_FORMS);
-    progcache__free(shown);
-    return rc;
+    return progcache__error(PROGCACHE_EINVAL, "Redis URL \"%s\": %s; %s", shown, why, URL_FORMS);
 }
 
 /* Percent-decode s[0..len) into a new string; -1 on a malformed escape
@@ -88,7 +86,7 @@ static int parse_uint(unsigned long *out, const char *s, size_t len, unsigned lo
     return 0;
 }
 
-static int decode_field(char **out, const char *url, const char *s, size_t len,
+static int decode_field(char **out, const char *shown, const char *s, size_t len,
                         const char *what)
 {
     int r = decode(out, s, len);
@@ -97,12 +95,12 @@ static int decode_field(char **out, const char *url, const char *s, size_t len,
     if (r == -1) {
         char why[96];
         snprintf(why, sizeof why, "the %s has a malformed %%-escape", what);
-        return url_error(url, why);
+        return url_error(shown, why);
     }
     return PROGCACHE_OK;
 }
 
-static int parse_host_port(progcache__redis_url *u, const char *url, const char *s,
+static int parse_host_port(progcache__redis_url *u, const char *shown, const char *s,
                            size_t len)
 {
     const char *host = s, *port = NULL;
@@ -110,13 +108,13 @@ static int parse_host_port(progcache__redis_url *u, const char *url, const char 
     if (len && s[0] == '[') {
         const char *close = memchr(s, ']', len);
         if (!close)
-            return url_error(url, "an IPv6 address misses its closing ']'");
+            return url_error(shown, "an IPv6 address misses its closing ']'");
         host = s + 1;
         host_len = (size_t)(close - host);
         const char *rest = close + 1;
         size_t rest_len = len - (size_t)(rest - s);
         if (rest_len && rest[0] != ':')
-            return url_error(url, "unexpected text after the IPv6 address");
+            return url_error(shown, "unexpected text after the IPv6 address");
         if (rest_len) {
             port = rest + 1;
             port_len = rest_len - 1;
@@ -125,111 +123,130 @@ static int parse_host_port(progcache__redis_url *u, const char *url, const char 
         const char *colon = memchr(s, ':', len);
         if (colon) {
             if (memchr(colon + 1, ':', len - (size_t)(colon + 1 - s)))
-                return url_error(url, "write an IPv6 address in brackets, like [::1]:6379");
+                return url_error(shown, "write an IPv6 address in brackets, like [::1]:6379");
             host_len = (size_t)(colon - s);
             port = colon + 1;
             port_len = len - host_len - 1;
         }
     }
     if (host_len == 0)
-        return url_error(url, "the host is empty");
+        return url_error(shown, "the host is empty");
     unsigned long p = PROGCACHE__REDIS_DEFAULT_PORT;
     if (port && (parse_uint(&p, port, port_len, 65535) || p == 0))
-        return url_error(url, "the port is not a number from 1 to 65535");
+        return url_error(shown, "the port is not a number from 1 to 65535");
     u->port = (int)p;
-    return decode_field(&u->host, url, host, host_len, "host");
+    return decode_field(&u->host, shown, host, host_len, "host");
 }
 
-static int parse_userinfo(progcache__redis_url *u, const char *url, const char *s, size_t len)
+static int parse_userinfo(progcache__redis_url *u, const char *shown, const char *s,
+                          size_t len)
 {
     const char *colon = memchr(s, ':', len);
     if (!colon)
-        return url_error(url, "the part before '@' has no ':'; write :PASSWORD@ for a "
-                              "password alone, or USER:PASSWORD@");
+        return url_error(shown, "the part before '@' has no ':'; write :PASSWORD@ for a "
+                                "password alone, or USER:PASSWORD@");
     size_t user_len = (size_t)(colon - s);
     int rc = PROGCACHE_OK;
     if (user_len)
-        rc = decode_field(&u->user, url, s, user_len, "user name");
+        rc = decode_field(&u->user, shown, s, user_len, "user name");
     if (!rc)
-        rc = decode_field(&u->password, url, colon + 1, len - user_len - 1, "password");
+        rc = decode_field(&u->password, shown, colon + 1, len - user_len - 1, "password");
     return rc;
 }
 
-static int parse_tcp(progcache__redis_url *u, const char *url)
+static int parse_tcp(progcache__redis_url *u, const char *url, const char *shown)
 {
     const char *s = url + strlen("redis://");
-    size_t auth_len = strcspn(s, "/?#");
-    const char *at = NULL;
-    for (const char *p = s; p < s + auth_len; p++)
-        if (*p == '@')
-            at = p;
+    /* The credentials end at the last '@' of the URL: a password may hold
+     * '@', '/', '?' or '#' (nothing after the host can hold an '@'). */
+    const char *at = strrchr(s, '@');
     int rc;
-    if (at && (rc = parse_userinfo(u, url, s, (size_t)(at - s))))
+    if (at && (rc = parse_userinfo(u, shown, s, (size_t)(at - s))))
         return rc;
     const char *hp = at ? at + 1 : s;
-    if ((rc = parse_host_port(u, url, hp, (size_t)(s + auth_len - hp))))
+    size_t hp_len = strcspn(hp, "/?#");
+    if ((rc = parse_host_port(u, shown, hp, hp_len)))
         return rc;
-    const char *rest = s + auth_len;
+    const char *rest = hp + hp_len;
     if (*rest == '/') {
         rest++;
         size_t db_len = strcspn(rest, "?#");
         unsigned long db = 0;
         if (db_len && parse_uint(&db, rest, db_len, 1000000))
-            return url_error(url, "the path must be a database number, like /0");
+            return url_error(shown, "the path must be a database number, like /0");
         u->db = (unsigned int)db;
         rest += db_len;
     }
     if (*rest)
-        return url_error(url, "redis:// URLs take no query or fragment; give the database "
-                              "as the path (/N)");
+        return url_error(shown, "redis:// URLs take no query or fragment; give the database "
+                                "as the path (/N)");
     return PROGCACHE_OK;
 }
 
-static int parse_query_item(progcache__redis_url *u, const char *url, const char *s,
-                            size_t len)
+/* The query items a unix: URL takes, each at most once. */
+enum { ITEM_DB = 1, ITEM_USER = 2, ITEM_PASSWORD = 4 };
+
+static int parse_query_item(progcache__redis_url *u, const char *shown, const char *s,
+                            size_t len, unsigned int *given)
 {
     const char *eq = memchr(s, '=', len);
     if (!eq)
-        return url_error(url, "a query item has no '='");
+        return url_error(shown, "a query item has no '='");
     size_t name_len = (size_t)(eq - s);
     const char *val = eq + 1;
     size_t val_len = len - name_len - 1;
-    if (name_len == 2 && memcmp(s, "db", 2) == 0) {
+    unsigned int item = name_len == 2 && !memcmp(s, "db", 2)         ? ITEM_DB
+                        : name_len == 4 && !memcmp(s, "user", 4)     ? ITEM_USER
+                        : name_len == 8 && !memcmp(s, "password", 8) ? ITEM_PASSWORD
+                                                                     : 0;
+    if (!item)
+        return url_error(shown, "unknown query item (known: db, user, password)");
+    /* Twice is an error, not "the last wins": which one a reader takes for
+     * the password must not be a guess (nor the message's value shown). */
+    if (*given & item)
+        return url_error(shown, item == ITEM_DB     ? "db= is given twice"
+                                : item == ITEM_USER ? "user= is given twice"
+                                                    : "password= is given twice");
+    *given |= item;
+    if (item == ITEM_DB) {
         unsigned long db;
         if (parse_uint(&db, val, val_len, 1000000))
-            return url_error(url, "db= must be a database number");
+            return url_error(shown, "db= must be a database number");
         u->db = (unsigned int)db;
         return PROGCACHE_OK;
     }
-    char **field = NULL;
-    if (name_len == 4 && memcmp(s, "user", 4) == 0)
-        field = &u->user;
-    else if (name_len == 8 && memcmp(s, "password", 8) == 0)
-        field = &u->password;
-    if (!field)
-        return url_error(url, "unknown query item (known: db, user, password)");
-    progcache__free(*field);
-    *field = NULL;
-    return decode_field(field, url, val, val_len, field == &u->user ? "user name" : "password");
+    char **field = item == ITEM_USER ? &u->user : &u->password;
+    return decode_field(field, shown, val, val_len, item == ITEM_USER ? "user name" : "password");
 }
 
-static int parse_unix(progcache__redis_url *u, const char *url)
+static int parse_unix(progcache__redis_url *u, const char *url, const char *shown)
 {
     const char *s = url + strlen("unix:");
     if (strncmp(s, "//", 2) == 0)
         s += 2;
     size_t path_len = strcspn(s, "?#");
     if (path_len == 0 || s[0] != '/')
-        return url_error(url, "the socket path must be absolute");
-    int rc = decode_field(&u->path, url, s, path_len, "socket path");
+        return url_error(shown, "the socket path must be absolute");
+    int rc = decode_field(&u->path, shown, s, path_len, "socket path");
+    /* hiredis copies the path into sun_path and cuts what does not fit:
+     * it would connect to whatever listens at the cut path. */
+    if (!rc && strlen(u->path) > SOCKET_PATH_MAX) {
+        char why[192];
+        snprintf(why, sizeof why,
+                 "the socket path is %zu bytes; a Unix socket's path holds at most %zu "
+                 "(sun_path less its NUL): use a shorter path to the socket",
+                 strlen(u->path), (size_t)SOCKET_PATH_MAX);
+        return url_error(shown, why);
+    }
     const char *q = s + path_len;
     if (!rc && *q == '#')
-        return url_error(url, "unix: URLs take no fragment");
+        return url_error(shown, "unix: URLs take no fragment");
+    unsigned int given = 0;
     if (!rc && *q == '?') {
         q++;
         while (!rc && *q) {
             size_t item = strcspn(q, "&");
-            rc = parse_query_item(u, url, q, item);
+            rc = parse_query_item(u, shown, q, item, &given);
             q += item;
             if (*q == '&')
                 q++;
@@ -241,21 +258,25 @@ static int parse_unix(progcache__redis_url *u, const char *url)
 int progcache__redis_url_parse(progcache__redis_url *out, const char *url)
 {
     memset(out, 0, sizeof *out);
-    int rc;
     if (!url || !*url)
         return progcache__error(PROGCACHE_EINVAL,
                                 "the Redis URL is empty; " URL_FORMS " (docs/REMOTE.md)");
+    char *shown = progcache__url_masked(url);
+    if (!shown)
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory parsing a Redis URL");
+    int rc;
     if (strncmp(url, "rediss://", 9) == 0)
-        return url_error(url, "TLS (rediss://) is not supported: progcache talks to Redis "
+        rc = url_error(shown, "TLS (rediss://) is not supported: progcache talks to Redis "
                               "through hiredis without its TLS support; run a local TLS "
                               "tunnel (stunnel or socat, docs/REMOTE.md \"TLS\") and point "
                               "progcache at its local end, redis://127.0.0.1:PORT");
-    if (strncmp(url, "redis://", 8) == 0)
-        rc = parse_tcp(out, url);
+    else if (strncmp(url, "redis://", 8) == 0)
+        rc = parse_tcp(out, url, shown);
     else if (strncmp(url, "unix:", 5) == 0)
-        rc = parse_unix(out, url);
+        rc = parse_unix(out, url, shown);
     else
-        rc = url_error(url, "unknown scheme");
+        rc = url_error(shown, "unknown scheme");
+    progcache__free(shown);
     if (rc)
         progcache__redis_url_release(out);
     return rc;
@@ -289,6 +310,12 @@ void progcache__redis_url_describe(char *out, size_t size, const progcache__redi
         snprintf(out, size, "redis://%s%s[%s]:%d/%u", user, cred, u->host, u->port, u->db);
     else
         snprintf(out, size, "redis://%s%s%s:%d/%u", user, cred, u->host, u->port, u->db);
+}
+
+void progcache_url_mask(char *out, size_t size, const char *url)
+{
+    if (out && size)
+        progcache__url_mask(out, size, url ? url : "");
 }
 
 /* ---- the options ------------------------------------------------------- */

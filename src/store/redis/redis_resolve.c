@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "clock.h"
 
 typedef struct lookup {
     pthread_mutex_t lock;
@@ -76,15 +77,11 @@ static lookup *lookup_new(const char *host)
     if (!l)
         return NULL;
     memcpy(l->host, host, len + 1);
-    pthread_condattr_t ca;
-    int ok = pthread_condattr_init(&ca) == 0;
-    ok = ok && pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-         pthread_cond_init(&l->cond, &ca) == 0;
+    int ok = progcache__cond_init_monotonic(&l->cond) == 0;
     if (ok && pthread_mutex_init(&l->lock, NULL) != 0) {
         pthread_cond_destroy(&l->cond);
         ok = 0;
     }
-    pthread_condattr_destroy(&ca);
     if (!ok) {
         progcache__free(l);
         return NULL;
@@ -146,13 +143,7 @@ int progcache__redis_resolve(progcache__redis_addrs *out, const char *host, int 
         return -1;
     }
     struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += (time_t)(timeout_ms / 1000);
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    progcache__clock_monotonic_after(&until, timeout_ms);
     pthread_mutex_lock(&l->lock);
     while (!l->done && pthread_cond_timedwait(&l->cond, &l->lock, &until) != ETIMEDOUT) {
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "error.h"
+#include "store/redis/redis_config.h"
 
 static int unavailable(const char *fn)
 {
@@ -22,10 +23,19 @@ static int unavailable(const char *fn)
 
 int progcache_store_redis_new(progcache_store **out, const progcache_redis_options *opts)
 {
-    (void)opts;
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_store_redis_new: out is NULL");
     *out = NULL;
+    /* The URL is parsed as with hiredis (redis_config.c builds
+     * everywhere): one that cannot be used (an over-long socket path, a
+     * password given twice) says why in either build. */
+    if (opts && opts->version >= 1 && opts->url) {
+        progcache__redis_url u;
+        int rc = progcache__redis_url_parse(&u, opts->url);
+        if (rc)
+            return rc;
+        progcache__redis_url_release(&u);
+    }
     return unavailable("progcache_store_redis_new");
 }
 
