@@ -343,6 +343,16 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->pch_deferred = sum(stats, PROGCACHE__PCH_DEFERRED);
     out->pch_warm = sum(stats, PROGCACHE__PCH_WARM);
     out->pch_warm_failures = sum(stats, PROGCACHE__PCH_WARM_FAILURES);
+    /* i30-exec */
+    out->intercept_compiles = sum(stats, PROGCACHE__INTERCEPT_COMPILES);
+    out->intercept_hits = sum(stats, PROGCACHE__INTERCEPT_HITS);
+    out->intercept_misses = sum(stats, PROGCACHE__INTERCEPT_MISSES);
+    out->intercept_pass_options = sum(stats, PROGCACHE__INTERCEPT_PASS_OPTIONS);
+    out->intercept_pass_headers = sum(stats, PROGCACHE__INTERCEPT_PASS_HEADERS);
+    out->intercept_pass_callback = sum(stats, PROGCACHE__INTERCEPT_PASS_CALLBACK);
+    out->intercept_pass_other = sum(stats, PROGCACHE__INTERCEPT_PASS_OTHER);
+    out->intercept_real_programs = sum(stats, PROGCACHE__INTERCEPT_REAL_PROGRAMS);
+    out->intercept_failed = sum(stats, PROGCACHE__INTERCEPT_FAILED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

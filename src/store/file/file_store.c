@@ -100,6 +100,8 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__FILES_REFUSED == (int)PROGCACHE_STAT_FILES_REFUSED &&
                    (int)PROGCACHE__PCH_DEFERRED == (int)PROGCACHE_STAT_PCH_DEFERRED &&
                    (int)PROGCACHE__PCH_WARM_FAILURES == (int)PROGCACHE_STAT_PCH_WARM_FAILURES &&
+                   (int)PROGCACHE__INTERCEPT_COMPILES == (int)PROGCACHE_STAT_INTERCEPT_COMPILES &&
+                   (int)PROGCACHE__INTERCEPT_FAILED == (int)PROGCACHE_STAT_INTERCEPT_FAILED &&
                    (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
                "progcache__counter and progcache_stat must agree");
 
