@@ -119,7 +119,9 @@ int cmd_exec(int argc, char **argv)
         return tool_usage_error(CMD, "no command to run (run 'progcache exec --help')");
     if (p.dir && setenv("PROGCACHE_DIR", p.dir, 1))
         return tool_error(CMD, "cannot set PROGCACHE_DIR: %s", strerror(errno));
-    if (set_audit(module))
+    const char *off = getenv("PROGCACHE_INTERCEPT");
+    int disabled = off && (!strcmp(off, "off") || !strcmp(off, "0") || !strcmp(off, "false"));
+    if (!disabled && set_audit(module))
         return tool_error(CMD, "cannot set LD_AUDIT: %s", strerror(errno));
     fflush(stdout);
     execvp(argv[cmd_at], argv + cmd_at);

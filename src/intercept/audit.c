@@ -98,18 +98,65 @@ static void read_build_id(progcache__nvrtc_slot *s, const struct link_map *map)
     }
 }
 
+/* An address the dynamic section gives, relocated: the loader adjusts the
+ * entries in place where the section is writable, not where it is not. */
+static uintptr_t dyn_ptr(const struct link_map *m, ElfW(Addr) p)
+{
+    return p < m->l_addr ? m->l_addr + p : p;
+}
+
+/* The cookie of an object that takes the address of an NVRTC function as
+ * data (a function pointer initialised from a linked NVRTC: a GLOB_DAT or
+ * 64-bit relocation). The loader reports only calls through the PLT and
+ * dlsym to an auditor, so such an object would call the real function
+ * with a program of ours: every binding from it keeps NVRTC's own
+ * functions instead, and the programs it makes are real ones. */
+#define RAW_OBJECT ((uintptr_t)-1)
+
+static int takes_nvrtc_addresses(const struct link_map *m)
+{
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const ElfW(Rela) *rela = NULL;
+    size_t relasz = 0;
+    for (const ElfW(Dyn) *d = m->l_ld; d && d->d_tag != DT_NULL; d++) {
+        if (d->d_tag == DT_SYMTAB)
+            symtab = (const ElfW(Sym) *)dyn_ptr(m, d->d_un.d_ptr);
+        else if (d->d_tag == DT_STRTAB)
+            strtab = (const char *)dyn_ptr(m, d->d_un.d_ptr);
+        else if (d->d_tag == DT_RELA)
+            rela = (const ElfW(Rela) *)dyn_ptr(m, d->d_un.d_ptr);
+        else if (d->d_tag == DT_RELASZ)
+            relasz = d->d_un.d_val;
+    }
+    if (!symtab || !strtab || !rela)
+        return 0;
+    for (size_t i = 0; i < relasz / sizeof *rela; i++) {
+        unsigned long type = ELF64_R_TYPE(rela[i].r_info), sym = ELF64_R_SYM(rela[i].r_info);
+        if (!sym || (type != R_X86_64_GLOB_DAT && type != R_X86_64_64))
+            continue;
+        const char *name = strtab + symtab[sym].st_name;
+        if (!strncmp(name, "nvrtc", 5) || !strncmp(name, "__nvrtc", 7))
+            return 1;
+    }
+    return 0;
+}
+
+/* Off: every object is left unaudited. (An auditor that declines in
+ * la_version is unloaded, which glibc 2.36 cannot do for one with
+ * dependencies of its own: it asserts. So it accepts, and binds nothing.) */
+static int off;
+
 EXPORT unsigned int la_version(unsigned int version)
 {
-    const char *off = progcache__config_env("PROGCACHE_INTERCEPT");
-    if (off && (!strcmp(off, "off") || !strcmp(off, "0") || !strcmp(off, "false")))
-        return 0;
+    const char *v = progcache__config_env("PROGCACHE_INTERCEPT");
+    off = v && (!strcmp(v, "off") || !strcmp(v, "0") || !strcmp(v, "false"));
 #if !defined(__x86_64__)
     /* The forwarders are x86-64 code: elsewhere a function the interceptor
-     * does not implement could be handed one of our programs. Off. */
-    return 0;
-#else
-    return version < LAV_CURRENT ? version : LAV_CURRENT;
+     * does not implement could be handed one of our programs. */
+    off = 1;
 #endif
+    return version < LAV_CURRENT ? version : LAV_CURRENT;
 }
 
 EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
@@ -130,8 +177,18 @@ EXPORT unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *coo
 {
     (void)lmid;
     *cookie = 0;
-    if (!map->l_name || !is_nvrtc(map->l_name))
-        return LA_FLG_BINDFROM; /* a caller: its references are reported */
+    if (off)
+        return 0;
+    if (!map->l_name || !is_nvrtc(map->l_name)) {
+        /* A caller: its references are reported. */
+        if (takes_nvrtc_addresses(map)) {
+            *cookie = RAW_OBJECT;
+            progcache__intercept_log("%s takes NVRTC functions' addresses as data: its "
+                                     "compiles are left to NVRTC",
+                                     map->l_name[0] ? map->l_name : "the program");
+        }
+        return LA_FLG_BINDFROM;
+    }
     pthread_mutex_lock(&slots_lock);
     int i = 0;
     while (i < PROGCACHE__INTERCEPT_SLOTS && progcache__slots[i].used)
@@ -151,9 +208,12 @@ EXPORT unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *coo
     if (stat(map->l_name, &st) == 0)
         s->file_size = (long long)st.st_size;
     read_build_id(s, map);
-    s->route = !started ? "linked (DT_NEEDED)"
-               : asked[0] == '/' ? "dlopen by path"
-                                 : "dlopen by name";
+    /* The loader searches only for a name without a slash (la_objsearch);
+     * a path is opened as it is. */
+    const char *base = strrchr(map->l_name, '/');
+    int by_name = asked[0] && !strchr(asked, '/') && base && !strcmp(asked, base + 1);
+    s->route = !started ? "linked (DT_NEEDED)" : by_name ? "dlopen by name" : "dlopen by path";
+    asked[0] = '\0';
     pthread_mutex_unlock(&slots_lock);
     *cookie = (uintptr_t)(i + 1);
     /* Not BINDFROM: NVRTC's calls to its own exports keep their real
@@ -178,10 +238,9 @@ EXPORT uintptr_t la_symbind64(Elf64_Sym *sym, unsigned int ndx, uintptr_t *refco
                               uintptr_t *defcook, unsigned int *flags, const char *symname)
 {
     (void)ndx;
-    (void)refcook;
     uintptr_t real = (uintptr_t)sym->st_value;
     unsigned i = (unsigned)*defcook;
-    if (!i || i > PROGCACHE__INTERCEPT_SLOTS || ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
+    if (*refcook == RAW_OBJECT || !i || i > PROGCACHE__INTERCEPT_SLOTS || ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
         return real;
     if (strncmp(symname, "nvrtc", 5) && strncmp(symname, "__nvrtc", 7))
         return real;
@@ -192,7 +251,8 @@ EXPORT uintptr_t la_symbind64(Elf64_Sym *sym, unsigned int ndx, uintptr_t *refco
     if (ours) {
         if (!strcmp(symname, "nvrtcCreateProgram") && (*flags & LA_SYMB_DLSYM) &&
             strcmp(s->route, "linked (DT_NEEDED)"))
-            s->route = asked[0] == '/' ? "dlopen by path, dlsym" : "dlopen by name, dlsym";
+            s->route = !strcmp(s->route, "dlopen by name") ? "dlopen by name, dlsym"
+                                                            : "dlopen by path, dlsym";
         return (uintptr_t)ours;
     }
     void *fwd = progcache__forwarder((void *)real);
@@ -200,13 +260,6 @@ EXPORT uintptr_t la_symbind64(Elf64_Sym *sym, unsigned int ndx, uintptr_t *refco
         progcache__intercept_log("%s of %s: no forwarder left; bound to NVRTC itself (a program "
                                  "of ours passed to it would be refused)", symname, s->path);
     return fwd ? (uintptr_t)fwd : real;
-}
-
-/* An address the dynamic section gives, relocated: the loader adjusts the
- * entries in place where the section is writable, not where it is not. */
-static uintptr_t dyn_ptr(const struct link_map *m, ElfW(Addr) p)
-{
-    return p < m->l_addr ? m->l_addr + p : p;
 }
 
 static uint32_t gnu_hash(const char *name)

@@ -185,6 +185,7 @@ static nvrtcResult miss(progcache__iprog *p, progcache *cache, const unsigned ch
     nvrtcResult rc;
     if (progcache__flight_begin(&flight, &owner, &waited, &bytes, &meta, cache, key, 32,
                                 progcache__cache_wait_timeout(cache)) == PROGCACHE_OK &&
+        (waited <= 0 || (progcache__cache_record(cache, PROGCACHE_STAT_SINGLEFLIGHT_WAITS, 1), 1)) &&
         !owner && (rc = replay(p, cache, &bytes)) != (nvrtcResult)-1)
         goto done;
     progcache__cache_record(cache, PROGCACHE_STAT_INTERCEPT_MISSES, 1);
@@ -283,10 +284,16 @@ nvrtcResult progcache__intercept_compile(progcache__iprog *p, int num, const cha
     rc = have ? replay(p, cache, &bytes) : (nvrtcResult)-1;
     progcache_buf_free(&bytes);
     progcache_entry_meta_release(&meta);
-    if (rc == (nvrtcResult)-1)
+    char hex[65];
+    progcache_key_hex(hex, key, 32);
+    int hit = rc != (nvrtcResult)-1;
+    if (!hit)
         rc = miss(p, cache, key, &pk);
     else
         progcache__program_key_store(&pk, cache, NULL, NULL);
+    progcache__intercept_log("compile of %s: %s %.16s (%s)", p->name ? p->name : "default_program",
+                             hit || p->state == IPROG_REPLAY ? "HIT" : "MISS", hex,
+                             p->state == IPROG_REPLAY ? "replayed" : "compiled");
 done:
     progcache__program_key_free(&pk);
     progcache__free(headers);
