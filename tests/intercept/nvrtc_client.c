@@ -3,7 +3,7 @@
  * with -lnvrtc (NVRTC_LINKED; RUNPATH and DT_RPATH builds), or not linked,
  * taking NVRTC with dlopen by the name or path given on the command line.
  *
- *   nvrtc_client OUTDIR [--lib NAME_OR_PATH] [--threads N] [--source FILE]
+ *   nvrtc_client OUTDIR [--lib NAME_OR_PATH|default:NAME] [--threads N] [--source FILE]
  *                [--name NAME] [OPTION...]
  *
  * Compiles the source (a template kernel with a warning, by default) with
@@ -88,11 +88,16 @@ static void load(const char *lib)
 #ifdef NVRTC_LINKED
     (void)lib;
 #else
-    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    /* "default:NAME": loaded global, then looked up with RTLD_DEFAULT, as
+     * cuda-bindings does first. */
+    int global = !strncmp(lib, "default:", 8);
+    void *h = dlopen(global ? lib + 8 : lib, RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL));
     if (!h) {
         fprintf(stderr, "nvrtc_client: %s\n", dlerror());
         exit(2);
     }
+    if (global)
+        h = RTLD_DEFAULT;
     *(void **)&api.create = dlsym(h, "nvrtcCreateProgram");
     *(void **)&api.destroy = dlsym(h, "nvrtcDestroyProgram");
     *(void **)&api.compile = dlsym(h, "nvrtcCompileProgram");

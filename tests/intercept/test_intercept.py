@@ -8,8 +8,8 @@ return codes and sizes of every output, the log, PTX, CUBIN, the lowered
 name.
 
 Clients (tests/intercept/nvrtc_client.c): linked with -lnvrtc (a RUNPATH
-and a DT_RPATH build), dlopen by soname and by absolute path, eight threads
-at once. Also: two NVRTC builds in turn (the toolkit's libnvrtc.so.13 and
+and a DT_RPATH build), dlopen by soname and by absolute path, dlsym with
+RTLD_DEFAULT, eight threads at once. Also: two NVRTC builds in turn (the toolkit's libnvrtc.so.13 and
 libnvrtc.alt.so.13: different build IDs, different keys); a header on disk
 edited between runs (a MISS with the new bytes, never a stale HIT); an
 option no key covers (--time, which writes a file) passed through with its
@@ -120,6 +120,9 @@ def test_dlopen(tmp):
     path = os.path.realpath(os.path.join(NVRTC_DIR, "libnvrtc.so.13"))
     _, text = miss_then_hit(tmp, "path", [client("dlopen"), "--lib", path])
     check("dlopen by path, dlsym" in text, "path: the route is logged", text)
+    # Loaded global, looked up with dlsym(RTLD_DEFAULT, ...) (cuda-bindings).
+    _, text = miss_then_hit(tmp, "default", [client("dlopen"), "--lib", "default:" + path])
+    check("dlsym" in text, "RTLD_DEFAULT: reached through dlsym", text)
 
 
 def test_threads(tmp):
