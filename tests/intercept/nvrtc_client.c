@@ -4,7 +4,7 @@
  * taking NVRTC with dlopen by the name or path given on the command line.
  *
  *   nvrtc_client OUTDIR [--lib NAME_OR_PATH|default:NAME] [--threads N] [--source FILE]
- *                [--name NAME] [OPTION...]
+ *                [--name NAME] [--mem-header NAME FILE] [OPTION...]
  *
  * Compiles the source (a template kernel with a warning, by default) with
  * a name expression and the options (default -arch=sm_90), then writes
@@ -40,6 +40,8 @@ static const char *source =
     "    x[threadIdx.x] *= a;\n"
     "}\n";
 static const char *name = "client.cu";
+/* --mem-header NAME FILE: one header passed in memory. */
+static const char *mem_name, *mem_text;
 static const char **options;
 static int num_options;
 static const char *outdir;
@@ -136,7 +138,8 @@ static void *one(void *arg)
     char rcs[4096];
     size_t at = 0;
     nvrtcProgram prog;
-    nvrtcResult rc = CREATE(&prog, source, name, 0, NULL, NULL);
+    nvrtcResult rc = CREATE(&prog, source, name, mem_name ? 1 : 0, mem_name ? &mem_text : NULL,
+                            mem_name ? &mem_name : NULL);
     at += (size_t)snprintf(rcs + at, sizeof rcs - at, "create %d\n", rc);
     rc = ADD(prog, "scale<float>");
     at += (size_t)snprintf(rcs + at, sizeof rcs - at, "add %d\n", rc);
@@ -165,18 +168,18 @@ static void *one(void *arg)
     return NULL;
 }
 
-static char *slurp(const char *path)
+static char *slurp(const char *path, int slot)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "nvrtc_client: cannot read %s\n", path);
         exit(2);
     }
-    static char text[1 << 20];
-    size_t n = fread(text, 1, sizeof text - 1, f);
+    static char text[2][1 << 20];
+    size_t n = fread(text[slot], 1, sizeof text[slot] - 1, f);
     fclose(f);
-    text[n] = '\0';
-    return text;
+    text[slot][n] = '\0';
+    return text[slot];
 }
 
 int main(int argc, char **argv)
@@ -195,7 +198,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--threads"))
             threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--source"))
-            source = slurp(argv[i + 1]);
+            source = slurp(argv[i + 1], 0);
+        else if (!strcmp(argv[i], "--mem-header") && i + 2 < argc) {
+            mem_name = argv[i + 1];
+            mem_text = slurp(argv[i + 2], 1);
+            i++;
+        }
         else if (!strcmp(argv[i], "--name"))
             name = argv[i + 1];
         else

@@ -193,6 +193,52 @@ def test_header_on_disk(tmp):
     same_outputs(os.path.join(tmp, "p2"), os.path.join(tmp, "h2"), "edited header HIT")
 
 
+def test_memory_header_and_environment(tmp):
+    """A header in memory is in the key (another text: a MISS with its
+    bytes); so are the NVRTC_* variables (NVRTC_APPEND_FLAGS adds options)."""
+    src = os.path.join(tmp, "k.cu")
+    pt.write(src, HEADER_SRC)
+    cache = os.path.join(tmp, "cache")
+    log = os.path.join(tmp, "log")
+    runs = (("a", "#define TILE 2.0f\n", {}), ("a2", "#define TILE 2.0f\n", {}),
+            ("b", "#define TILE 7.0f\n", {}),
+            ("c", "#define TILE 7.0f\n", {"NVRTC_APPEND_FLAGS": "-DEXTRA=1"}))
+    for out, text, env in runs:
+        hdr = os.path.join(tmp, out + ".h")
+        pt.write(hdr, text)
+        argv = [client("runpath"), None, "--source", src, "--mem-header", "tile.h", hdr,
+                "-arch=sm_90"]
+        argv[1] = os.path.join(tmp, out)
+        rc, err = run_exec(cache, argv, log, env)
+        check(rc == 0, "memory header run " + out, err)
+        argv[1] = os.path.join(tmp, out + "-plain")
+        run_plain(argv, env)
+        same_outputs(os.path.join(tmp, out + "-plain"), os.path.join(tmp, out), out)
+    c = counters(cache)
+    check(c["intercept_misses"] == 3 and c["intercept_hits"] == 1,
+          "in-memory headers and NVRTC_APPEND_FLAGS are in the key", c)
+
+
+def test_damaged_bundle(tmp):
+    """A bundle whose bytes were damaged is never replayed: the compile runs
+    again and the caller gets NVRTC's answers."""
+    cache, _ = miss_then_hit(tmp, "dmg", [client("runpath")])
+    entries = pt.entry_files(cache)
+    for name, data in entries.items():
+        if data[:8] == b"\x89PCBNDL\n":
+            path = pt.entry_path(cache, name)
+            os.chmod(path, 0o644)
+            bad = bytearray(data)
+            bad[len(bad) // 2] ^= 0xff
+            pt.write(path, bytes(bad))
+    rc, err = run_exec(cache, [client("runpath"), os.path.join(tmp, "after")],
+                       os.path.join(tmp, "log2"))
+    check(rc == 0, "a run over a damaged bundle", err)
+    same_outputs(os.path.join(tmp, "dmg-plain"), os.path.join(tmp, "after"), "damaged bundle")
+    c = counters(cache)
+    check(c["intercept_misses"] == 2, "a damaged bundle is a MISS", c)
+
+
 def test_pass_through(tmp):
     cache = os.path.join(tmp, "cache")
     log = os.path.join(tmp, "log")
@@ -247,7 +293,8 @@ def main():
     if not os.path.exists(os.path.join(NVRTC_DIR, "libnvrtc.so.13")):
         pt.skip("no libnvrtc.so.13 in %r" % NVRTC_DIR)
     return pt.run_tests([test_linked, test_dlopen, test_threads, test_two_libraries,
-                         test_header_on_disk, test_pass_through, test_failed_compile,
+                         test_header_on_disk, test_memory_header_and_environment,
+                         test_damaged_bundle, test_pass_through, test_failed_compile,
                          test_off_and_status], "test_intercept", prefix="progcache-intercept-")
 
 
