@@ -73,7 +73,8 @@ static int is_nvrtc(const char *path)
 static void read_build_id(progcache__nvrtc_slot *s, const struct link_map *map)
 {
     const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)map->l_addr;
-    if (!map->l_addr || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_phentsize != sizeof(ElfW(Phdr)))
+    if (!map->l_addr || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+        eh->e_phentsize != sizeof(ElfW(Phdr)))
         return;
     const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(map->l_addr + eh->e_phoff);
     for (int i = 0; i < eh->e_phnum; i++) {
@@ -83,11 +84,13 @@ static void read_build_id(progcache__nvrtc_slot *s, const struct link_map *map)
         const unsigned char *end = at + ph[i].p_memsz;
         while (at + sizeof(ElfW(Nhdr)) <= end) {
             const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)at;
-            size_t name_sz = (n->n_namesz + 3) & ~(size_t)3, desc_sz = (n->n_descsz + 3) & ~(size_t)3;
+            size_t name_sz = (n->n_namesz + 3) & ~(size_t)3;
+            size_t desc_sz = (n->n_descsz + 3) & ~(size_t)3;
             const unsigned char *desc = at + sizeof *n + name_sz;
             if (desc + desc_sz > end)
                 break;
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(at + sizeof *n, "GNU", 4) &&
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
+                !memcmp(at + sizeof *n, "GNU", 4) &&
                 n->n_descsz <= sizeof s->build_id) {
                 memcpy(s->build_id, desc, n->n_descsz);
                 s->build_id_len = n->n_descsz;
@@ -240,7 +243,8 @@ EXPORT uintptr_t la_symbind64(Elf64_Sym *sym, unsigned int ndx, uintptr_t *refco
     (void)ndx;
     uintptr_t real = (uintptr_t)sym->st_value;
     unsigned i = (unsigned)*defcook;
-    if (*refcook == RAW_OBJECT || !i || i > PROGCACHE__INTERCEPT_SLOTS || ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
+    if (*refcook == RAW_OBJECT || !i || i > PROGCACHE__INTERCEPT_SLOTS ||
+        ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
         return real;
     if (strncmp(symname, "nvrtc", 5) && strncmp(symname, "__nvrtc", 7))
         return real;

@@ -183,10 +183,11 @@ static nvrtcResult miss(progcache__iprog *p, progcache *cache, const unsigned ch
     int owner = 1;
     double waited = 0;
     nvrtcResult rc;
-    if (progcache__flight_begin(&flight, &owner, &waited, &bytes, &meta, cache, key, 32,
-                                progcache__cache_wait_timeout(cache)) == PROGCACHE_OK &&
-        (waited <= 0 || (progcache__cache_record(cache, PROGCACHE_STAT_SINGLEFLIGHT_WAITS, 1), 1)) &&
-        !owner && (rc = replay(p, cache, &bytes)) != (nvrtcResult)-1)
+    int began = progcache__flight_begin(&flight, &owner, &waited, &bytes, &meta, cache, key, 32,
+                                        progcache__cache_wait_timeout(cache));
+    if (waited > 0)
+        progcache__cache_record(cache, PROGCACHE_STAT_SINGLEFLIGHT_WAITS, 1);
+    if (began == PROGCACHE_OK && !owner && (rc = replay(p, cache, &bytes)) != (nvrtcResult)-1)
         goto done;
     progcache__cache_record(cache, PROGCACHE_STAT_INTERCEPT_MISSES, 1);
     rc = real_compile(p);
@@ -235,7 +236,8 @@ nvrtcResult progcache__intercept_compile(progcache__iprog *p, int num, const cha
     }
     const char *bad = NULL;
     if (!cache)
-        return pass(p, cache, PROGCACHE_STAT_INTERCEPT_PASS_OTHER, "%s", "no cache: passed through");
+        return pass(p, cache, PROGCACHE_STAT_INTERCEPT_PASS_OTHER, "%s",
+                    "no cache: passed through");
     if (!progcache__intercept_options_known(options, num, &bad))
         return pass(p, cache, PROGCACHE_STAT_INTERCEPT_PASS_OPTIONS,
                     "option \"%s\" is not one the interceptor knows: passed through", bad);

@@ -9,12 +9,19 @@ name.
 
 Clients (tests/intercept/nvrtc_client.c): linked with -lnvrtc (a RUNPATH
 and a DT_RPATH build), dlopen by soname and by absolute path, dlsym with
-RTLD_DEFAULT, eight threads at once. Also: two NVRTC builds in turn (the toolkit's libnvrtc.so.13 and
-libnvrtc.alt.so.13: different build IDs, different keys); a header on disk
-edited between runs (a MISS with the new bytes, never a stale HIT); an
-option no key covers (--time, which writes a file) passed through with its
-side effect; a failed compile (not stored); PROGCACHE_INTERCEPT=off; the
-command's exit status."""
+RTLD_DEFAULT, eight threads at once. Also: two NVRTC builds in turn (the
+toolkit's libnvrtc.so.13 and libnvrtc.alt.so.13: different build IDs,
+different keys); a header on disk edited between runs (a MISS with the new
+bytes, never a stale HIT); a header in memory and NVRTC_APPEND_FLAGS in
+the key; a damaged bundle never replayed; an option no key covers (--time,
+which writes a file) or one the interceptor does not know passed through;
+a failed compile (not stored); PROGCACHE_INTERCEPT=off; the command's exit
+status.
+
+The small kernel's outputs are the same bytes in every plain run, so a HIT
+is compared with the plain program's; NVRTC is not deterministic for every
+program (internal-linkage names carry a per-compile hash), which is why a
+header-heavy CUB kernel is in bench/bench_exec, not here."""
 
 import json
 import os
