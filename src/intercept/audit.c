@@ -13,23 +13,25 @@
  * it.
  *
  * This file runs in the auditor's own link namespace, with its own copy of
- * libc and of progcache's code (linked in statically): nothing here shares
- * state with the program's libraries but the memory they hand us. */
+ * libc, and links no library code: what it binds are stubs (audit_stubs.c)
+ * that load the core, libprogcache-intercept-core.so, into the program's
+ * namespace on the first call and jump to its functions. So a process that
+ * never calls NVRTC pays for this small module alone. */
 #include <elf.h>
 #include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "intercept/intercept.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
-progcache__nvrtc_slot progcache__slots[PROGCACHE__INTERCEPT_SLOTS];
+static progcache__nvrtc_slot slots[PROGCACHE__INTERCEPT_SLOTS];
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Set once the program's own objects are loaded (la_preinit): a library
@@ -38,10 +40,13 @@ static int started;
 /* The name the last dlopen on this thread asked for (la_objsearch). */
 static __thread char asked[256];
 
-void progcache__intercept_log(const char *fmt, ...)
+/* A line to $PROGCACHE_LOG from the auditor (the core has its own,
+ * progcache__intercept_log: this module links no library code, so it
+ * reads its two variables itself). */
+void progcache__audit_say(const char *fmt, ...)
 {
-    const char *where = progcache__config_env("PROGCACHE_LOG");
-    if (!where)
+    const char *where = getenv("PROGCACHE_LOG");
+    if (!where || !where[0])
         return;
     FILE *f = strcmp(where, "stderr") ? fopen(where, "ae") : stderr;
     if (!f)
@@ -101,13 +106,6 @@ static void read_build_id(progcache__nvrtc_slot *s, const struct link_map *map)
     }
 }
 
-/* An address the dynamic section gives, relocated: the loader adjusts the
- * entries in place where the section is writable, not where it is not. */
-static uintptr_t dyn_ptr(const struct link_map *m, ElfW(Addr) p)
-{
-    return p < m->l_addr ? m->l_addr + p : p;
-}
-
 /* The cookie of an object that takes the address of an NVRTC function as
  * data (a function pointer initialised from a linked NVRTC: a GLOB_DAT or
  * 64-bit relocation). The loader reports only calls through the PLT and
@@ -124,11 +122,11 @@ static int takes_nvrtc_addresses(const struct link_map *m)
     size_t relasz = 0;
     for (const ElfW(Dyn) *d = m->l_ld; d && d->d_tag != DT_NULL; d++) {
         if (d->d_tag == DT_SYMTAB)
-            symtab = (const ElfW(Sym) *)dyn_ptr(m, d->d_un.d_ptr);
+            symtab = (const ElfW(Sym) *)progcache__dyn_ptr(m, d->d_un.d_ptr);
         else if (d->d_tag == DT_STRTAB)
-            strtab = (const char *)dyn_ptr(m, d->d_un.d_ptr);
+            strtab = (const char *)progcache__dyn_ptr(m, d->d_un.d_ptr);
         else if (d->d_tag == DT_RELA)
-            rela = (const ElfW(Rela) *)dyn_ptr(m, d->d_un.d_ptr);
+            rela = (const ElfW(Rela) *)progcache__dyn_ptr(m, d->d_un.d_ptr);
         else if (d->d_tag == DT_RELASZ)
             relasz = d->d_un.d_val;
     }
@@ -152,7 +150,7 @@ static int off;
 
 EXPORT unsigned int la_version(unsigned int version)
 {
-    const char *v = progcache__config_env("PROGCACHE_INTERCEPT");
+    const char *v = getenv("PROGCACHE_INTERCEPT");
     off = v && (!strcmp(v, "off") || !strcmp(v, "0") || !strcmp(v, "false"));
 #if !defined(__x86_64__)
     /* The forwarders are x86-64 code: elsewhere a function the interceptor
@@ -186,7 +184,7 @@ EXPORT unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *coo
         /* A caller: its references are reported. */
         if (takes_nvrtc_addresses(map)) {
             *cookie = RAW_OBJECT;
-            progcache__intercept_log("%s takes NVRTC functions' addresses as data: its "
+            progcache__audit_say("%s takes NVRTC functions' addresses as data: its "
                                      "compiles are left to NVRTC",
                                      map->l_name[0] ? map->l_name : "the program");
         }
@@ -194,15 +192,15 @@ EXPORT unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *coo
     }
     pthread_mutex_lock(&slots_lock);
     int i = 0;
-    while (i < PROGCACHE__INTERCEPT_SLOTS && progcache__slots[i].used)
+    while (i < PROGCACHE__INTERCEPT_SLOTS && slots[i].used)
         i++;
     if (i == PROGCACHE__INTERCEPT_SLOTS) {
         pthread_mutex_unlock(&slots_lock);
-        progcache__intercept_log("%s: more than %d NVRTC libraries in one process; this one is "
+        progcache__audit_say("%s: more than %d NVRTC libraries in one process; this one is "
                                  "not intercepted", map->l_name, PROGCACHE__INTERCEPT_SLOTS);
         return 0;
     }
-    progcache__nvrtc_slot *s = &progcache__slots[i];
+    progcache__nvrtc_slot *s = &slots[i];
     memset(s, 0, sizeof *s);
     s->used = 1;
     s->map = map;
@@ -248,121 +246,15 @@ EXPORT uintptr_t la_symbind64(Elf64_Sym *sym, unsigned int ndx, uintptr_t *refco
         return real;
     if (strncmp(symname, "nvrtc", 5) && strncmp(symname, "__nvrtc", 7))
         return real;
-    progcache__nvrtc_slot *s = &progcache__slots[i - 1];
+    progcache__nvrtc_slot *s = &slots[i - 1];
     if (is_plain(symname))
         return real;
-    void *ours = progcache__slot_function((int)i - 1, symname);
-    if (ours) {
-        if (!strcmp(symname, "nvrtcCreateProgram") && (*flags & LA_SYMB_DLSYM) &&
-            strcmp(s->route, "linked (DT_NEEDED)"))
-            s->route = !strcmp(s->route, "dlopen by name") ? "dlopen by name, dlsym"
-                                                            : "dlopen by path, dlsym";
-        return (uintptr_t)ours;
-    }
-    void *fwd = progcache__forwarder((void *)real);
-    if (!fwd)
-        progcache__intercept_log("%s of %s: no forwarder left; bound to NVRTC itself (a program "
-                                 "of ours passed to it would be refused)", symname, s->path);
-    return fwd ? (uintptr_t)fwd : real;
-}
-
-static uint32_t gnu_hash(const char *name)
-{
-    uint32_t h = 5381;
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        h = h * 33 + *c;
-    return h;
-}
-
-/* A function the library defines, from its own GNU hash table (dlsym
- * cannot take the link map of an object the program loaded at start-up
- * from another namespace). NULL when it has no such function. */
-void *progcache__slot_symbol(const progcache__nvrtc_slot *s, const char *name)
-{
-    const struct link_map *m = s->map;
-    const ElfW(Sym) *symtab = NULL;
-    const char *strtab = NULL;
-    const uint32_t *gh = NULL;
-    for (const ElfW(Dyn) *d = m->l_ld; d && d->d_tag != DT_NULL; d++) {
-        if (d->d_tag == DT_SYMTAB)
-            symtab = (const ElfW(Sym) *)dyn_ptr(m, d->d_un.d_ptr);
-        else if (d->d_tag == DT_STRTAB)
-            strtab = (const char *)dyn_ptr(m, d->d_un.d_ptr);
-        else if (d->d_tag == DT_GNU_HASH)
-            gh = (const uint32_t *)dyn_ptr(m, d->d_un.d_ptr);
-    }
-    if (!symtab || !strtab || !gh || !gh[0])
-        return NULL;
-    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2];
-    const uint32_t *buckets = gh + 4 + bloom_size * (sizeof(ElfW(Addr)) / 4);
-    const uint32_t *chain = buckets + nbuckets;
-    uint32_t h = gnu_hash(name);
-    for (uint32_t i = buckets[h % nbuckets]; i >= symoffset; i++) {
-        uint32_t h2 = chain[i - symoffset];
-        const ElfW(Sym) *sym = &symtab[i];
-        if ((h | 1) == (h2 | 1) && sym->st_shndx != SHN_UNDEF && sym->st_value &&
-            ELF64_ST_TYPE(sym->st_info) == STT_FUNC && !strcmp(strtab + sym->st_name, name))
-            return (void *)(m->l_addr + sym->st_value);
-        if (h2 & 1)
-            break;
-    }
-    return NULL;
-}
-
-/* The real functions, by name in the library's own symbol table. */
-static void resolve(progcache__nvrtc_slot *s)
-{
-    static const char *const size_fn[OUT_COUNT] = {"nvrtcGetProgramLogSize", "nvrtcGetPTXSize",
-                                                   "nvrtcGetCUBINSize", "nvrtcGetLTOIRSize",
-                                                   "nvrtcGetOptiXIRSize"};
-    static const char *const bytes_fn[OUT_COUNT] = {"nvrtcGetProgramLog", "nvrtcGetPTX",
-                                                    "nvrtcGetCUBIN", "nvrtcGetLTOIR",
-                                                    "nvrtcGetOptiXIR"};
-    progcache__real_nvrtc *r = &s->real;
-#define SYM(field, name) (*(void **)&r->field = progcache__slot_symbol(s, name))
-    int ok = SYM(Version, "nvrtcVersion") && SYM(CreateProgram, "nvrtcCreateProgram") &&
-             SYM(DestroyProgram, "nvrtcDestroyProgram") &&
-             SYM(CompileProgram, "nvrtcCompileProgram") &&
-             SYM(AddNameExpression, "nvrtcAddNameExpression") &&
-             SYM(GetLoweredName, "nvrtcGetLoweredName") &&
-             SYM(GetPCHCreateStatus, "nvrtcGetPCHCreateStatus") &&
-             SYM(GetPCHHeapSizeRequired, "nvrtcGetPCHHeapSizeRequired") &&
-             SYM(SetFlowCallback, "nvrtcSetFlowCallback");
-    for (int k = 0; ok && k < OUT_COUNT; k++)
-        ok = SYM(GetSize[k], size_fn[k]) && SYM(GetBytes[k], bytes_fn[k]);
-#undef SYM
-    if (!ok) {
-        progcache__intercept_log("%s lacks a function of NVRTC 13; its compiles pass through",
-                                 s->path);
-        return;
-    }
-    if (r->Version(&s->major, &s->minor) != NVRTC_SUCCESS) {
-        progcache__intercept_log("%s: nvrtcVersion failed; its compiles pass through", s->path);
-        return;
-    }
-    s->ready = 1;
-}
-
-int progcache__slot_ready(progcache__nvrtc_slot *s)
-{
-    /* A slot's functions are only reached after la_objopen filled it. */
-    static pthread_mutex_t once_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&once_lock);
-    if (!s->logged) {
-        resolve(s);
-        s->logged = 1;
-        if (s->ready)
-            progcache__slot_announce(s);
-    }
-    pthread_mutex_unlock(&once_lock);
-    return s->ready ? 0 : -1;
-}
-
-void progcache__slot_announce(progcache__nvrtc_slot *s)
-{
-    char id[2 * sizeof s->build_id + 1] = "none";
-    for (size_t i = 0; i < s->build_id_len; i++)
-        snprintf(id + 2 * i, 3, "%02x", s->build_id[i]);
-    progcache__intercept_log("NVRTC %d.%d at %s (build ID %s) intercepted; reached by %s",
-                             s->major, s->minor, s->path, id, s->route);
+    if (!strcmp(symname, "nvrtcCreateProgram") && (*flags & LA_SYMB_DLSYM) &&
+        strcmp(s->route, "linked (DT_NEEDED)"))
+        s->route = !strcmp(s->route, "dlopen by name") ? "dlopen by name, dlsym"
+                                                        : "dlopen by path, dlsym";
+    void *stub = progcache__audit_stub(slots, (int)i - 1, symname, (void *)real);
+    if (!stub)
+        progcache__audit_say("%s of %s: no stub left; bound to NVRTC itself", symname, s->path);
+    return stub ? (uintptr_t)stub : real;
 }

@@ -4,10 +4,14 @@
  * intercept_api.c, one set per library (a slot); intercept_compile.c runs
  * a compile through the cache; bundle.c is the format of what is stored;
  * intercept_forward.c gives the functions the interceptor does not know a
- * real program in place of ours. */
+ * real program in place of ours. The auditor (audit.c, audit_stubs.c,
+ * libprogcache-intercept.so) links no library code; the rest is the core,
+ * libprogcache-intercept-core.so, which it loads into the program's own
+ * namespace on the first NVRTC call (intercept_slot.c says why). */
 #ifndef PROGCACHE_INTERCEPT_INTERCEPT_H
 #define PROGCACHE_INTERCEPT_INTERCEPT_H
 
+#include <link.h>
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -54,7 +58,34 @@ typedef struct progcache__nvrtc_slot {
     int logged;             /* the real functions were resolved (once) */
 } progcache__nvrtc_slot;
 
-extern progcache__nvrtc_slot progcache__slots[PROGCACHE__INTERCEPT_SLOTS];
+/* The auditor's slots, which the core is handed when it is loaded
+ * (progcache__intercept_core_init). */
+extern progcache__nvrtc_slot *progcache__slots;
+
+/* ---- the auditor (audit.c, audit_stubs.c) ------------------------------- */
+
+/* A line to $PROGCACHE_LOG from the auditor. */
+void progcache__audit_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* What the auditor binds a program's reference to name in slots[slot]'s
+ * library to (real: NVRTC's function): a stub that, on its first call,
+ * loads the core into the program's namespace and asks it
+ * (progcache__intercept_bind) for the function to jump to. NULL when the
+ * stubs are used up. */
+void *progcache__audit_stub(progcache__nvrtc_slot *slots, int slot, const char *name, void *real);
+
+/* ---- both ------------------------------------------------------------------ */
+
+/* A dynamic-section address of m, relocated (the loader adjusts entries
+ * in place where the section is writable, not where it is not). */
+uintptr_t progcache__dyn_ptr(const struct link_map *m, ElfW(Addr) p);
+
+/* ---- the core --------------------------------------------------------------- */
+
+/* The core's two exports (intercept_slot.c): take the auditor's slots;
+ * the function to bind for name in slots[slot]'s library. */
+void progcache__intercept_core_init(progcache__nvrtc_slot *slots);
+void *progcache__intercept_bind(int slot, const char *name, void *real);
 
 /* The address of the function name that slot's library defines, or NULL. */
 void *progcache__slot_symbol(const progcache__nvrtc_slot *slot, const char *name);
