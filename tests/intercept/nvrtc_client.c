@@ -4,7 +4,7 @@
  * taking NVRTC with dlopen by the name or path given on the command line.
  *
  *   nvrtc_client OUTDIR [--lib NAME_OR_PATH|default:NAME] [--threads N] [--source FILE]
- *                [--name NAME] [--mem-header NAME FILE] [OPTION...]
+ *                [--name NAME] [--mem-header NAME FILE] [--extra FN] [OPTION...]
  *
  * Compiles the source (a template kernel with a warning, by default) with
  * a name expression and the options (default -arch=sm_90), then writes
@@ -40,6 +40,11 @@ static const char *source =
     "    x[threadIdx.x] *= a;\n"
     "}\n";
 static const char *name = "client.cu";
+/* --extra NAME: after the compile, call NVRTC's function NAME(prog,
+ * size_t *) (one the interceptor does not implement, nvrtcGetTileIRSize of
+ * 13.5): its answer goes to rc.txt. dlopen builds only. */
+static const char *extra_fn;
+static void *lib_handle;
 /* --mem-header NAME FILE: one header passed in memory. */
 static const char *mem_name, *mem_text;
 static const char **options;
@@ -100,6 +105,7 @@ static void load(const char *lib)
     }
     if (global)
         h = RTLD_DEFAULT;
+    lib_handle = h;
     *(void **)&api.create = dlsym(h, "nvrtcCreateProgram");
     *(void **)&api.destroy = dlsym(h, "nvrtcDestroyProgram");
     *(void **)&api.compile = dlsym(h, "nvrtcCompileProgram");
@@ -145,6 +151,15 @@ static void *one(void *arg)
     at += (size_t)snprintf(rcs + at, sizeof rcs - at, "add %d\n", rc);
     rc = COMPILE(prog, num_options, options);
     at += (size_t)snprintf(rcs + at, sizeof rcs - at, "compile %d\n", rc);
+#ifndef NVRTC_LINKED
+    if (extra_fn) {
+        nvrtcResult (*fn)(nvrtcProgram, size_t *);
+        *(void **)&fn = dlsym(lib_handle, extra_fn);
+        size_t size = 0;
+        rc = fn ? fn(prog, &size) : NVRTC_ERROR_INTERNAL_ERROR;
+        at += (size_t)snprintf(rcs + at, sizeof rcs - at, "%s %d %zu\n", extra_fn, rc, size);
+    }
+#endif
     for (int k = 0; k < 5; k++) {
         size_t size = 0;
         nvrtcResult sr = SIZE(prog, k, &size);
@@ -204,6 +219,8 @@ int main(int argc, char **argv)
             mem_text = slurp(argv[i + 2], 1);
             i++;
         }
+        else if (!strcmp(argv[i], "--extra"))
+            extra_fn = argv[i + 1];
         else if (!strcmp(argv[i], "--name"))
             name = argv[i + 1];
         else

@@ -77,6 +77,24 @@ def test_wheel_version(tmp, venv):
     check("NVRTC 13.0 " in text and "NVRTC 13.5 " in text,
           "the log names both NVRTC versions", text)
     ti.same_outputs(os.path.join(tmp, "plain"), os.path.join(tmp, "o2"), "the wheel's HIT")
+    # A function the interceptor does not implement (13.5's
+    # nvrtcGetTileIRSize), called after a HIT: NVRTC gets a real program,
+    # made and compiled first, never one of ours; its answer is the plain
+    # run's.
+    before = ti.counters(cache)
+    rc, err = ti.run_exec(cache, [ti.client("dlopen"), os.path.join(tmp, "tile"), "--lib", lib,
+                                  "--extra", "nvrtcGetTileIRSize"], log)
+    ti.run_plain([ti.client("dlopen"), os.path.join(tmp, "tile-plain"), "--lib", lib,
+                  "--extra", "nvrtcGetTileIRSize"])
+    c = ti.counters(cache)
+    check(rc == 0 and c["intercept_hits"] == before["intercept_hits"] + 1 and
+          c["intercept_real_programs"] == before["intercept_real_programs"] + 1,
+          "an unimplemented function after a HIT gets a real program", (c, err))
+    rcs = pt.read(os.path.join(tmp, "tile", "rc.txt"))
+    check(b"nvrtcGetTileIRSize" in rcs and
+          rcs == pt.read(os.path.join(tmp, "tile-plain", "rc.txt")),
+          "nvrtcGetTileIRSize answers as without progcache", rcs)
+    ti.same_outputs(os.path.join(tmp, "tile-plain"), os.path.join(tmp, "tile"), "after TileIR")
 
 
 def main():
