@@ -26,7 +26,7 @@ typedef enum progcache_kind {
      * it; progcache_artifact_inspect(), which judges artifacts, does not. */
     PROGCACHE_KIND_MANIFEST = 5,
     /* Not an artifact either: every answer of one NVRTC compile that
-     * `progcache exec` served (docs/FORMAT.md, "Bundles"), listed and
+     * `progcache exec` served (docs/FORMAT.md, "Compile bundles"), listed and
      * verified like a manifest. */
     PROGCACHE_KIND_BUNDLE = 6
 } progcache_kind;

@@ -1,5 +1,5 @@
 /* A bundle: every answer of one NVRTC compile, kept as one cache entry so
- * that a HIT replays the whole compile (docs/FORMAT.md, "Bundles").
+ * that a HIT replays the whole compile (docs/FORMAT.md, "Compile bundles").
  *
  *   magic "\x89PCBNDL\n", version (le32), reserved (le32), total size (le64)
  *   compile rc, PCH create status rc, PCH heap rc, reserved (le32 each),

@@ -153,7 +153,7 @@ nvrtcResult progcache__intercept_compile(progcache__iprog *p, int num_options,
  * 1 when every one is known, else 0 with *bad the first that is not. */
 int progcache__intercept_options_known(const char *const *options, int n, const char **bad);
 
-/* The bundle format (bundle.c; docs/FORMAT.md, "Bundles"). */
+/* The bundle format (bundle.c; docs/FORMAT.md, "Compile bundles"). */
 int progcache__bundle_encode(progcache_buf *out, const progcache__bundle *b);
 int progcache__bundle_decode(progcache__bundle *out, const unsigned char *data, size_t size);
 void progcache__bundle_free(progcache__bundle *b);

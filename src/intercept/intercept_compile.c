@@ -7,7 +7,7 @@
  * manifest) for the program as NVRTC was given it, with its NVRTC version
  * as the library the program loaded answers it, inside a bundle key that
  * adds that library's build ID and the NVRTC_* environment (docs/KEY.md,
- * "Bundles"). Whatever no key covers runs on the real NVRTC untouched and
+ * "Compile bundles"). Whatever no key covers runs on the real NVRTC untouched and
  * is counted by reason; a failed compile is not stored. Under the cache's
  * single-flight, one process (or thread) compiles a program at a time and
  * the others replay its bundle. */
