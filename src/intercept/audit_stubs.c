@@ -87,6 +87,7 @@ __asm__(".text\n"
         ".set stub_i, 0\n"
         ".rept 256\n"
         ".balign 64\n"
+        "endbr64\n" /* a valid target of an indirect branch where CET's IBT is on */
         "push %rdi\n push %rsi\n push %rdx\n push %rcx\n push %r8\n push %r9\n"
         "sub $8, %rsp\n"
         "mov $stub_i, %edi\n"

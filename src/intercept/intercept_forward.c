@@ -60,6 +60,7 @@ __asm__(".text\n"
         ".set fwd_i, 0\n"
         ".rept 64\n"
         ".balign 64\n"
+        "endbr64\n" /* a valid target of an indirect branch where CET's IBT is on */
         "push %rdi\n push %rsi\n push %rdx\n push %rcx\n push %r8\n push %r9\n"
         "sub $8, %rsp\n"
         "mov $fwd_i, %esi\n"

@@ -21,7 +21,8 @@ status.
 The small kernel's outputs are the same bytes in every plain run, so a HIT
 is compared with the plain program's; NVRTC is not deterministic for every
 program (internal-linkage names carry a per-compile hash), which is why a
-header-heavy CUB kernel is in bench/bench_exec, not here."""
+header-heavy CUB kernel is in bench/bench_exec, not here. Each kind of
+compile (PTX only, LTO-IR, debug, another architecture) is replayed too."""
 
 import json
 import os
@@ -116,8 +117,12 @@ def test_linked(tmp):
     for kind, tag in (("runpath", "RUNPATH"), ("rpath", "RPATH")):
         dyn = subprocess.run(["readelf", "-d", client(kind)], capture_output=True).stdout.decode()
         check("(%s)" % tag in dyn, "the %s client is a %s build" % (kind, tag), dyn)
-        _, text = miss_then_hit(tmp, kind, [client(kind)])
+        cache, text = miss_then_hit(tmp, kind, [client(kind)])
         check("reached by linked (DT_NEEDED)" in text, kind + ": the route is logged", text)
+        rc, out, err = pt.run(["ls", "-d", cache])
+        check(rc == 0 and "bundle" in out and "bad" not in out, "ls lists a bundle", out + err)
+        rc, out, err = pt.run(["verify", "-d", cache])
+        check(rc == 0, "verify accepts a bundle", out + err)
 
 
 def test_dlopen(tmp):
@@ -137,6 +142,16 @@ def test_threads(tmp):
     # (single-flight) and replay; the next process replays all eight.
     miss_then_hit(tmp, "threads", [client("runpath"), "--threads", "8", "-arch=sm_80"],
                   compiles=8)
+
+
+def test_option_variants(tmp):
+    """What each kind of compile yields, replayed as NVRTC gives it: PTX only
+    (compute_90: a CUBIN of size 0 with success), LTO-IR (-dlto), debug
+    and relocatable code, another architecture with line info."""
+    for i, opts in enumerate((["-arch=compute_90"], ["-arch=sm_90", "-dlto"],
+                              ["-arch=sm_90", "-rdc=true", "-G"],
+                              ["-arch=sm_86", "-lineinfo", "--use_fast_math"])):
+        miss_then_hit(tmp, "v%d" % i, [client("runpath")] + opts)
 
 
 def test_two_libraries(tmp):
@@ -299,7 +314,8 @@ def main():
         pt.skip("the NVRTC clients are not built")
     if not os.path.exists(os.path.join(NVRTC_DIR, "libnvrtc.so.13")):
         pt.skip("no libnvrtc.so.13 in %r" % NVRTC_DIR)
-    return pt.run_tests([test_linked, test_dlopen, test_threads, test_two_libraries,
+    return pt.run_tests([test_linked, test_dlopen, test_threads, test_option_variants,
+                         test_two_libraries,
                          test_header_on_disk, test_memory_header_and_environment,
                          test_damaged_bundle, test_pass_through, test_failed_compile,
                          test_off_and_status], "test_intercept", prefix="progcache-intercept-")
