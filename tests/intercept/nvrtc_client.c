@@ -4,7 +4,8 @@
  * taking NVRTC with dlopen by the name or path given on the command line.
  *
  *   nvrtc_client OUTDIR [--lib NAME_OR_PATH|default:NAME] [--threads N] [--source FILE]
- *                [--name NAME] [--mem-header NAME FILE] [--extra FN] [OPTION...]
+ *                [--name NAME] [--mem-header NAME FILE] [--extra FN]
+ *                [--flow 1] [OPTION...]
  *
  * Compiles the source (a template kernel with a warning, by default) with
  * a name expression and the options (default -arch=sm_90), then writes
@@ -45,6 +46,17 @@ static const char *name = "client.cu";
  * 13.5): its answer goes to rc.txt. dlopen builds only. */
 static const char *extra_fn;
 static void *lib_handle;
+/* --flow 1: a flow callback (nvrtcSetFlowCallback) that lets the compile
+ * go on; counted in rc.txt. */
+static int flow;
+static int flow_calls;
+static int on_flow(void *param, void *payload)
+{
+    (void)param;
+    (void)payload;
+    __atomic_add_fetch(&flow_calls, 1, __ATOMIC_RELAXED);
+    return 0;
+}
 /* --mem-header NAME FILE: one header passed in memory. */
 static const char *mem_name, *mem_text;
 static const char **options;
@@ -149,7 +161,20 @@ static void *one(void *arg)
     at += (size_t)snprintf(rcs + at, sizeof rcs - at, "create %d\n", rc);
     rc = ADD(prog, "scale<float>");
     at += (size_t)snprintf(rcs + at, sizeof rcs - at, "add %d\n", rc);
+    if (flow) {
+#ifdef NVRTC_LINKED
+        rc = nvrtcSetFlowCallback(prog, on_flow, NULL);
+#else
+        nvrtcResult (*set)(nvrtcProgram, int (*)(void *, void *), void *);
+        *(void **)&set = dlsym(lib_handle, "nvrtcSetFlowCallback");
+        rc = set ? set(prog, on_flow, NULL) : NVRTC_ERROR_INTERNAL_ERROR;
+#endif
+        at += (size_t)snprintf(rcs + at, sizeof rcs - at, "flow %d\n", rc);
+    }
     rc = COMPILE(prog, num_options, options);
+    if (flow)
+        at += (size_t)snprintf(rcs + at, sizeof rcs - at, "flow called %s\n",
+                               flow_calls ? "yes" : "no");
     at += (size_t)snprintf(rcs + at, sizeof rcs - at, "compile %d\n", rc);
 #ifndef NVRTC_LINKED
     if (extra_fn) {
@@ -219,6 +244,8 @@ int main(int argc, char **argv)
             mem_text = slurp(argv[i + 2], 1);
             i++;
         }
+        else if (!strcmp(argv[i], "--flow"))
+            flow = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--extra"))
             extra_fn = argv[i + 1];
         else if (!strcmp(argv[i], "--name"))

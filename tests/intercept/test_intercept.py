@@ -37,7 +37,8 @@ CLIENTS = os.environ.get("PROGCACHE_CLIENT_DIR", "")
 NVRTC_DIR = os.environ.get("PROGCACHE_NVRTC_DIR", "")
 OUTS = ("rc.txt", "log", "ptx", "cubin", "ltoir", "optixir", "lowered")
 COUNTERS = ("intercept_compiles", "intercept_hits", "intercept_misses",
-            "intercept_pass_options", "intercept_pass_headers", "intercept_real_programs",
+            "intercept_pass_options", "intercept_pass_headers", "intercept_pass_callback",
+            "intercept_pass_other", "intercept_real_programs",
             "intercept_failed", "stores")
 
 
@@ -279,6 +280,35 @@ def test_pass_through(tmp):
     same_outputs(os.path.join(tmp, "up"), os.path.join(tmp, "u"), "an unknown option")
 
 
+def test_pass_callback_and_headers(tmp):
+    """A flow callback watches a real compile: it passes through, every run,
+    and the callback is called as without progcache. A computed #include
+    the scanner cannot resolve passes through too."""
+    cache = os.path.join(tmp, "cache")
+    log = os.path.join(tmp, "log")
+    for i in range(2):
+        rc, err = run_exec(cache, [client("runpath"), os.path.join(tmp, "f%d" % i), "--flow", "1",
+                                   "-arch=sm_90"], log)
+        check(rc == 0, "a program with a flow callback", err)
+    run_plain([client("runpath"), os.path.join(tmp, "fp"), "--flow", "1", "-arch=sm_90"])
+    same_outputs(os.path.join(tmp, "fp"), os.path.join(tmp, "f1"), "a flow callback")
+    src = os.path.join(tmp, "computed.cu")
+    pt.write(src, '#define HDR "tile.h"\n#include HDR\n' + HEADER_SRC.split("\n", 1)[1])
+    pt.write(os.path.join(tmp, "tile.h"), "#define TILE 4.0f\n")
+    argv = [client("runpath"), None, "--source", src, "-arch=sm_90", "-I" + tmp]
+    for out in ("c0", "c1"):
+        argv[1] = os.path.join(tmp, out)
+        rc, err = run_exec(cache, argv, log)
+        check(rc == 0, "a computed include", err)
+    argv[1] = os.path.join(tmp, "cp")
+    run_plain(argv)
+    same_outputs(os.path.join(tmp, "cp"), os.path.join(tmp, "c1"), "a computed include")
+    c = counters(cache)
+    check(c["intercept_pass_callback"] == 2 and c["intercept_pass_headers"] == 2 and
+          c["intercept_misses"] == 0 and c["stores"] == 0,
+          "a flow callback and a computed include pass through, counted", c)
+
+
 def test_failed_compile(tmp):
     src = os.path.join(tmp, "bad.cu")
     pt.write(src, "__global__ void k() { this is not C++; }\n")
@@ -317,7 +347,7 @@ def main():
     return pt.run_tests([test_linked, test_dlopen, test_threads, test_option_variants,
                          test_two_libraries,
                          test_header_on_disk, test_memory_header_and_environment,
-                         test_damaged_bundle, test_pass_through, test_failed_compile,
+                         test_damaged_bundle, test_pass_through, test_pass_callback_and_headers, test_failed_compile,
                          test_off_and_status], "test_intercept", prefix="progcache-intercept-")
 
 
