@@ -110,9 +110,15 @@ static void read_build_id(progcache__nvrtc_slot *s, const struct link_map *map)
  * data (a function pointer initialised from a linked NVRTC: a GLOB_DAT or
  * 64-bit relocation). The loader reports only calls through the PLT and
  * dlsym to an auditor, so such an object would call the real function
- * with a program of ours: every binding from it keeps NVRTC's own
- * functions instead, and the programs it makes are real ones. */
+ * with a program of ours (code built with -fno-plt does so for every
+ * call). So, from the first such object on, every binding keeps NVRTC's
+ * own functions, for the whole process: a program made through one of
+ * our functions must never reach NVRTC through a pointer it cannot see.
+ * Objects loaded at start-up are all seen before any binding, so such a
+ * program runs entirely on NVRTC; one loaded later by dlopen finds the
+ * bindings made before it in place (docs/INTERCEPT.md says so). */
 #define RAW_OBJECT ((uintptr_t)-1)
+static int raw_process;
 
 static int takes_nvrtc_addresses(const struct link_map *m)
 {
@@ -184,9 +190,10 @@ EXPORT unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *coo
         /* A caller: its references are reported. */
         if (takes_nvrtc_addresses(map)) {
             *cookie = RAW_OBJECT;
-            progcache__audit_say("%s takes NVRTC functions' addresses as data: its "
-                                     "compiles are left to NVRTC",
-                                     map->l_name[0] ? map->l_name : "the program");
+            raw_process = 1;
+            progcache__audit_say("%s takes NVRTC functions' addresses as data: this "
+                                 "process's compiles are left to NVRTC from now on",
+                                 map->l_name[0] ? map->l_name : "the program");
         }
         return LA_FLG_BINDFROM;
     }
@@ -241,7 +248,7 @@ EXPORT uintptr_t la_symbind64(Elf64_Sym *sym, unsigned int ndx, uintptr_t *refco
     (void)ndx;
     uintptr_t real = (uintptr_t)sym->st_value;
     unsigned i = (unsigned)*defcook;
-    if (*refcook == RAW_OBJECT || !i || i > PROGCACHE__INTERCEPT_SLOTS ||
+    if (raw_process || *refcook == RAW_OBJECT || !i || i > PROGCACHE__INTERCEPT_SLOTS ||
         ELF64_ST_TYPE(sym->st_info) != STT_FUNC)
         return real;
     if (strncmp(symname, "nvrtc", 5) && strncmp(symname, "__nvrtc", 7))

@@ -8,8 +8,9 @@ return codes and sizes of every output, the log, PTX, CUBIN, the lowered
 name.
 
 Clients (tests/intercept/nvrtc_client.c): linked with -lnvrtc (a RUNPATH
-and a DT_RPATH build), dlopen by soname and by absolute path, dlsym with
-RTLD_DEFAULT, eight threads at once. Also: two NVRTC builds in turn (the
+and a DT_RPATH build; one built with -fno-plt, left to NVRTC), dlopen by
+soname and by absolute path, dlsym with RTLD_DEFAULT, eight threads at
+once. Also: two NVRTC builds in turn (the
 toolkit's libnvrtc.so.13 and libnvrtc.alt.so.13: different build IDs,
 different keys); a header on disk edited between runs (a MISS with the new
 bytes, never a stale HIT); a header in memory and NVRTC_APPEND_FLAGS in
@@ -124,6 +125,20 @@ def test_linked(tmp):
         check(rc == 0 and "bundle" in out and "bad" not in out, "ls lists a bundle", out + err)
         rc, out, err = pt.run(["verify", "-d", cache])
         check(rc == 0, "verify accepts a bundle", out + err)
+
+
+def test_no_plt(tmp):
+    """A program built with -fno-plt calls NVRTC through addresses the loader
+    never reports: it runs on NVRTC, whole, never with a program of ours."""
+    cache = os.path.join(tmp, "cache")
+    log = os.path.join(tmp, "log")
+    for out in ("n0", "n1"):
+        rc, err = run_exec(cache, [client("noplt"), os.path.join(tmp, out)], log)
+        check(rc == 0, "the -fno-plt client under exec", err)
+    run_plain([client("noplt"), os.path.join(tmp, "np")])
+    same_outputs(os.path.join(tmp, "np"), os.path.join(tmp, "n1"), "-fno-plt")
+    check(counters(cache)["intercept_compiles"] == 0, "-fno-plt: nothing intercepted")
+    check("left to NVRTC" in pt.read(log).decode(), "-fno-plt: the log says why")
 
 
 def test_dlopen(tmp):
@@ -344,7 +359,7 @@ def main():
         pt.skip("the NVRTC clients are not built")
     if not os.path.exists(os.path.join(NVRTC_DIR, "libnvrtc.so.13")):
         pt.skip("no libnvrtc.so.13 in %r" % NVRTC_DIR)
-    return pt.run_tests([test_linked, test_dlopen, test_threads, test_option_variants,
+    return pt.run_tests([test_linked, test_no_plt, test_dlopen, test_threads, test_option_variants,
                          test_two_libraries,
                          test_header_on_disk, test_memory_header_and_environment,
                          test_damaged_bundle, test_pass_through, test_pass_callback_and_headers, test_failed_compile,
