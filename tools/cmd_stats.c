@@ -243,15 +243,15 @@ int cmd_stats(int argc, char **argv)
         {"PCH compiles by a warm helper", "pch_warm", s.pch_warm},
         {"warm helper failures", "pch_warm_failures", s.pch_warm_failures},
         /* i30-exec */
-        {"intercepted compiles", "intercept_compiles", s.intercept_compiles},
-        {"intercepted hits", "intercept_hits", s.intercept_hits},
-        {"intercepted misses", "intercept_misses", s.intercept_misses},
-        {"passed through (options)", "intercept_pass_options", s.intercept_pass_options},
-        {"passed through (headers)", "intercept_pass_headers", s.intercept_pass_headers},
-        {"passed through (callback)", "intercept_pass_callback", s.intercept_pass_callback},
-        {"passed through (other)", "intercept_pass_other", s.intercept_pass_other},
-        {"real programs after a hit", "intercept_real_programs", s.intercept_real_programs},
-        {"intercepted failed compiles", "intercept_failed", s.intercept_failed},
+        {"exec compiles", "intercept_compiles", s.intercept_compiles},
+        {"exec hits", "intercept_hits", s.intercept_hits},
+        {"exec misses", "intercept_misses", s.intercept_misses},
+        {"exec passed: options", "intercept_pass_options", s.intercept_pass_options},
+        {"exec passed: headers", "intercept_pass_headers", s.intercept_pass_headers},
+        {"exec passed: callback", "intercept_pass_callback", s.intercept_pass_callback},
+        {"exec passed: other", "intercept_pass_other", s.intercept_pass_other},
+        {"exec real programs", "intercept_real_programs", s.intercept_real_programs},
+        {"exec failed compiles", "intercept_failed", s.intercept_failed},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =
