@@ -8,7 +8,8 @@ return codes and sizes of every output, the log, PTX, CUBIN, the lowered
 name.
 
 Clients (tests/intercept/nvrtc_client.c): linked with -lnvrtc (a RUNPATH
-and a DT_RPATH build; one built with -fno-plt, left to NVRTC), dlopen by
+and a DT_RPATH build, one bound at start-up (-z now); one built with
+-fno-plt, left to NVRTC), dlopen by
 soname and by absolute path, dlsym with RTLD_DEFAULT, eight threads at
 once. Also: two NVRTC builds in turn (the
 toolkit's libnvrtc.so.13 and libnvrtc.alt.so.13: different build IDs,
@@ -116,9 +117,10 @@ def miss_then_hit(tmp, label, argv, env=None, compiles=1):
 
 
 def test_linked(tmp):
-    for kind, tag in (("runpath", "RUNPATH"), ("rpath", "RPATH")):
+    for kind, tag in (("runpath", "RUNPATH"), ("rpath", "RPATH"), ("now", "BIND_NOW")):
         dyn = subprocess.run(["readelf", "-d", client(kind)], capture_output=True).stdout.decode()
-        check("(%s)" % tag in dyn, "the %s client is a %s build" % (kind, tag), dyn)
+        check("(%s)" % tag in dyn or (tag == "BIND_NOW" and "NOW" in dyn),
+              "the %s client is a %s build" % (kind, tag), dyn)
         cache, text = miss_then_hit(tmp, kind, [client(kind)])
         check("reached by linked (DT_NEEDED)" in text, kind + ": the route is logged", text)
         rc, out, err = pt.run(["ls", "-d", cache])
