@@ -8,11 +8,10 @@ return codes and sizes of every output, the log, PTX, CUBIN, the lowered
 name.
 
 Clients (tests/intercept/nvrtc_client.c): linked with -lnvrtc (a RUNPATH
-and a DT_RPATH build, one bound at start-up (-z now); one built with
--fno-plt, left to NVRTC), dlopen by
-soname and by absolute path, dlsym with RTLD_DEFAULT, eight threads at
-once. Also: two NVRTC builds in turn (the
-toolkit's libnvrtc.so.13 and libnvrtc.alt.so.13: different build IDs,
+build, a DT_RPATH build, one bound at start-up with -z now; one built with
+-fno-plt, left to NVRTC), dlopen by soname and by absolute path, dlsym
+with RTLD_DEFAULT, eight threads at once. Also: two NVRTC builds in turn
+(the toolkit's libnvrtc.so.13 and libnvrtc.alt.so.13: different build IDs,
 different keys); a header on disk edited between runs (a MISS with the new
 bytes, never a stale HIT); a header in memory and NVRTC_APPEND_FLAGS in
 the key; a damaged bundle never replayed; an option no key covers (--time,
