@@ -249,7 +249,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--extra"))
             extra_fn = argv[i + 1];
         else if (!strcmp(argv[i], "--name"))
-            name = argv[i + 1];
+            name = strcmp(argv[i + 1], "-") ? argv[i + 1] : NULL; /* "-": NVRTC's default */
         else
             break;
     }

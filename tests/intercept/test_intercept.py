@@ -232,6 +232,35 @@ def test_header_on_disk(tmp):
     same_outputs(os.path.join(tmp, "p2"), os.path.join(tmp, "h2"), "edited header HIT")
 
 
+def test_quoted_include_search(tmp):
+    """A quoted include without -I: NVRTC looks in the program name's
+    directory, and for the default name in the working directory. An edit
+    there is a MISS with the new bytes."""
+    sub = os.path.join(tmp, "sub")
+    os.makedirs(sub)
+    src = os.path.join(tmp, "k.cu")
+    pt.write(src, HEADER_SRC)
+    cache = os.path.join(tmp, "cache")
+    log = os.path.join(tmp, "log")
+    cases = (("named", ["--name", os.path.join(sub, "k.cu")], sub, None),
+             ("default", ["--name", "-"], tmp, tmp))
+    for label, name, where, cwd in cases:
+        for step, value in (("1", "3.0f"), ("2", "3.0f"), ("3", "6.0f")):
+            pt.write(os.path.join(where, "tile.h"), "#define TILE %s\n" % value)
+            out = os.path.join(tmp, label + step)
+            argv = [client("runpath"), out, "--source", src] + name + ["-arch=sm_90"]
+            e = env_for({"PROGCACHE_LOG": log})
+            p = subprocess.run([pt.BIN, "exec", "-d", cache, "--"] + argv, capture_output=True,
+                               env=e, cwd=cwd, timeout=300)
+            check(p.returncode == 0, "%s run %s" % (label, step), p.stderr)
+            subprocess.run(argv[:1] + [out + "p"] + argv[2:], capture_output=True,
+                           env=env_for(), cwd=cwd, timeout=300)
+            same_outputs(out + "p", out, "%s run %s" % (label, step))
+    c = counters(cache)
+    check(c["intercept_misses"] == 4 and c["intercept_hits"] == 2,
+          "quoted includes found as NVRTC finds them: an edit is a MISS", c)
+
+
 def test_memory_header_and_environment(tmp):
     """A header in memory is in the key (another text: a MISS with its
     bytes); so are the NVRTC_* variables (NVRTC_APPEND_FLAGS adds options)."""
@@ -362,7 +391,8 @@ def main():
         pt.skip("no libnvrtc.so.13 in %r" % NVRTC_DIR)
     return pt.run_tests([test_linked, test_no_plt, test_dlopen, test_threads, test_option_variants,
                          test_two_libraries,
-                         test_header_on_disk, test_memory_header_and_environment,
+                         test_header_on_disk, test_quoted_include_search,
+                         test_memory_header_and_environment,
                          test_damaged_bundle, test_pass_through, test_pass_callback_and_headers, test_failed_compile,
                          test_off_and_status], "test_intercept", prefix="progcache-intercept-")
 
