@@ -10,11 +10,14 @@
  * "Compile bundles"). Whatever no key covers runs on the real NVRTC untouched and
  * is counted by reason; a failed compile is not stored. Under the cache's
  * single-flight, one process (or thread) compiles a program at a time and
- * the others replay its bundle. */
+ * the others replay its bundle; the store runs in the background, finished
+ * at exit. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
+#include "cache/async_put.h"
 #include "cache/cache_stats.h"
 #include "cache/flight.h"
 #include "config.h"
@@ -26,13 +29,29 @@
 
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 static progcache *the_cache;
+static pid_t cache_pid;
+
+/* At exit, the stores still queued in the background are finished (the
+ * cache is never closed: other threads may still be compiling). Not in a
+ * forked child, which has the queue's state without its thread. A process
+ * that ends otherwise (_exit, a signal) loses those stores, never an
+ * entry's bytes: the next run compiles again. */
+static void flush_at_exit(void)
+{
+    if (the_cache && getpid() == cache_pid)
+        (void)progcache_flush(the_cache);
+}
 
 static void open_cache(void)
 {
     if (progcache_open(&the_cache, NULL, NULL) != PROGCACHE_OK) {
         the_cache = NULL;
         progcache__intercept_log("no cache: %s; compiles pass through", progcache_error_last());
+        return;
     }
+    cache_pid = getpid();
+    if (atexit(flush_at_exit) != 0)
+        cache_pid = 0; /* no handler: every store is made synchronously */
 }
 
 progcache *progcache__intercept_cache(void)
@@ -202,7 +221,12 @@ static nvrtcResult miss(progcache__iprog *p, progcache *cache, const unsigned ch
         st = progcache__program_key_unchanged(pk);
     if (!st)
         st = progcache__bundle_encode(&enc, &b);
-    if (!st)
+    /* Off the critical path when the exit handler is there to finish it:
+     * the background put takes the compile lock over and drops it once the
+     * entry exists, so no waiter wakes to an empty cache. */
+    if (!st && !(cache_pid == getpid() &&
+                 progcache__cache_put_async(cache, key, 32, enc.data, enc.size, NULL, &flight,
+                                            NULL, NULL) == PROGCACHE_OK))
         st = progcache__cache_put_meta(cache, key, 32, enc.data, enc.size, NULL);
     if (st)
         progcache__intercept_log("compile not stored: %s", progcache_error_last());
