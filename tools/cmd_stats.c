@@ -246,6 +246,16 @@ int cmd_stats(int argc, char **argv)
         /* i29-trust */
         {"records untrusted", "records_untrusted", s.records_untrusted},
         {"entries untrusted", "entries_untrusted", s.entries_untrusted},
+        /* i30-exec */
+        {"exec compiles", "intercept_compiles", s.intercept_compiles},
+        {"exec hits", "intercept_hits", s.intercept_hits},
+        {"exec misses", "intercept_misses", s.intercept_misses},
+        {"exec passed: options", "intercept_pass_options", s.intercept_pass_options},
+        {"exec passed: headers", "intercept_pass_headers", s.intercept_pass_headers},
+        {"exec passed: callback", "intercept_pass_callback", s.intercept_pass_callback},
+        {"exec passed: other", "intercept_pass_other", s.intercept_pass_other},
+        {"exec real programs", "intercept_real_programs", s.intercept_real_programs},
+        {"exec failed compiles", "intercept_failed", s.intercept_failed},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -7,7 +7,7 @@
 _progcache()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local commands="stats ls verify prune clear get put export import warm key remote config help"
+    local commands="stats ls verify prune clear get put export import warm key remote exec config help"
     # The settings a file may hold, from the command (never typed here).
     local settings
     settings=$("${COMP_WORDS[0]}" config --list-settings 2>/dev/null)
@@ -94,6 +94,7 @@ _progcache()
         common="-h --help"
         opts="--json --url --secret-file --prefix --lease --pings" ;;
     config) opts="--json -u --unset" ;;
+    exec) opts="--where" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$common $opts" -- "$cur"))
@@ -103,6 +104,7 @@ _progcache()
     help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
     config) COMPREPLY=($(compgen -W "$settings" -- "$cur")) ;;
     put | export | import | warm | key) COMPREPLY=($(compgen -f -- "$cur")) ;;
+    exec) COMPREPLY=($(compgen -c -- "$cur")) ;;
     esac
 }
 complete -F _progcache progcache

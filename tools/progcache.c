@@ -31,6 +31,7 @@ static const struct {
     {"warm", cmd_warm, "compile the programs of a manifest into the cache"},
     {"key", cmd_key, "print the cache key of an NVRTC compile"},
     {"remote", cmd_remote, "check the remote tier: reachable, latency, entries, leases"},
+    {"exec", cmd_exec, "run a command with its NVRTC compiles through the cache"},
     {"config", cmd_config, "show or change the cache directory's settings (max_size, ...)"},
 };
 #define NUM_COMMANDS (sizeof commands / sizeof commands[0])

@@ -24,7 +24,11 @@ typedef enum progcache_kind {
      * (docs/FORMAT.md, "Header manifests"), kept in the cache as an entry
      * of its own. Cache listings (progcache_file_foreach, verify) report
      * it; progcache_artifact_inspect(), which judges artifacts, does not. */
-    PROGCACHE_KIND_MANIFEST = 5
+    PROGCACHE_KIND_MANIFEST = 5,
+    /* Not an artifact either: every answer of one NVRTC compile that
+     * `progcache exec` served (docs/FORMAT.md, "Compile bundles"), listed and
+     * verified like a manifest. */
+    PROGCACHE_KIND_BUNDLE = 6
 } progcache_kind;
 
 /* progcache_kind_name() : "CUBIN", "PTX", "LTO-IR", "fatbin" or "unknown".

@@ -130,7 +130,26 @@ typedef enum progcache_stat {
      * other-writable, another owner), and entries not loaded for the same
      * reason (docs/SECURITY.md, "A member of the team"). */
     PROGCACHE_STAT_RECORDS_UNTRUSTED = 51,
-    PROGCACHE_STAT_ENTRIES_UNTRUSTED = 52
+    PROGCACHE_STAT_ENTRIES_UNTRUSTED = 52,
+    /* i30-exec (version 5): NVRTC compiles of unmodified programs run under
+     * `progcache exec` (docs/INTERCEPT.md). Compiles the interceptor saw;
+     * those served from a bundle (no real compile) and those compiled and
+     * stored; those passed to the real NVRTC untouched, by reason: options
+     * no key covers (PCH, --time, -fdevice-time-trace, an option it does not
+     * know), includes the scanner cannot cover, a flow callback, and the
+     * rest (the cache unusable, a key that could not be derived for another
+     * reason, a program handed to NVRTC before its compile); real programs made after
+     * a HIT for a call the interceptor does not replay; failed compiles
+     * (never stored). */
+    PROGCACHE_STAT_INTERCEPT_COMPILES = 53,
+    PROGCACHE_STAT_INTERCEPT_HITS = 54,
+    PROGCACHE_STAT_INTERCEPT_MISSES = 55,
+    PROGCACHE_STAT_INTERCEPT_PASS_OPTIONS = 56,
+    PROGCACHE_STAT_INTERCEPT_PASS_HEADERS = 57,
+    PROGCACHE_STAT_INTERCEPT_PASS_CALLBACK = 58,
+    PROGCACHE_STAT_INTERCEPT_PASS_OTHER = 59,
+    PROGCACHE_STAT_INTERCEPT_REAL_PROGRAMS = 60,
+    PROGCACHE_STAT_INTERCEPT_FAILED = 61
 } progcache_stat;
 
 /*
@@ -304,6 +323,17 @@ typedef struct progcache_stats {
      * errors. */
     uint64_t records_untrusted;
     uint64_t entries_untrusted;
+    /* Version 5. i30-exec: `progcache exec` (docs/INTERCEPT.md); the
+     * PROGCACHE_STAT_INTERCEPT_* counters above, in their order. */
+    uint64_t intercept_compiles;
+    uint64_t intercept_hits;
+    uint64_t intercept_misses;
+    uint64_t intercept_pass_options;
+    uint64_t intercept_pass_headers;
+    uint64_t intercept_pass_callback;
+    uint64_t intercept_pass_other;
+    uint64_t intercept_real_programs;
+    uint64_t intercept_failed;
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 5

@@ -26,6 +26,7 @@ const char *progcache_kind_name(progcache_kind kind)
     case PROGCACHE_KIND_LTOIR: return "LTO-IR";
     case PROGCACHE_KIND_FATBIN: return "fatbin";
     case PROGCACHE_KIND_MANIFEST: return "manifest";
+    case PROGCACHE_KIND_BUNDLE: return "bundle";
     default: return "unknown";
     }
 }

@@ -22,9 +22,40 @@ int progcache__is_manifest(const unsigned char *data, size_t size)
     return data && size >= 8 && !memcmp(data, MAGIC, 8);
 }
 
+/* A bundle of `progcache exec` (src/intercept/bundle.c): its fixed
+ * header only, as for a manifest; its digest and sections are the
+ * interceptor's to check when it replays one. */
+#define BUNDLE_MAGIC "\x89PCBNDL\n"
+#define BUNDLE_MIN 168 /* header, five empty outputs, no names, digest */
+
+static int inspect_bundle(progcache_artifact_info *out, const unsigned char *data, size_t size)
+{
+    out->kind = PROGCACHE_KIND_BUNDLE;
+    out->arch[0] = '\0';
+    out->num_kernels = 0;
+    out->kernels.size = 0;
+    out->valid = 0;
+    if (size < BUNDLE_MIN)
+        snprintf(out->reason, sizeof out->reason, "a bundle cut short (%zu bytes)", size);
+    else if (progcache__le32(data + 8) != 1)
+        snprintf(out->reason, sizeof out->reason, "a bundle of a version this library does not "
+                 "read");
+    else if (progcache__le64(data + 16) != size)
+        snprintf(out->reason, sizeof out->reason,
+                 "a bundle of %zu bytes whose size field says %llu (cut short?)", size,
+                 (unsigned long long)progcache__le64(data + 16));
+    else {
+        out->valid = 1;
+        out->reason[0] = '\0';
+    }
+    return 0;
+}
+
 int progcache__inspect_entry(progcache_artifact_info *out, const unsigned char *data, size_t size,
                              int want_names)
 {
+    if (data && size >= 8 && !memcmp(data, BUNDLE_MAGIC, 8))
+        return inspect_bundle(out, data, size);
     if (!progcache__is_manifest(data, size))
         return progcache__validate(out, data, size, want_names);
     out->kind = PROGCACHE_KIND_MANIFEST;

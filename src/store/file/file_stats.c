@@ -347,6 +347,16 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     /* i29-trust */
     out->records_untrusted = sum(stats, PROGCACHE__RECORDS_UNTRUSTED);
     out->entries_untrusted = sum(stats, PROGCACHE__ENTRIES_UNTRUSTED);
+    /* i30-exec */
+    out->intercept_compiles = sum(stats, PROGCACHE__INTERCEPT_COMPILES);
+    out->intercept_hits = sum(stats, PROGCACHE__INTERCEPT_HITS);
+    out->intercept_misses = sum(stats, PROGCACHE__INTERCEPT_MISSES);
+    out->intercept_pass_options = sum(stats, PROGCACHE__INTERCEPT_PASS_OPTIONS);
+    out->intercept_pass_headers = sum(stats, PROGCACHE__INTERCEPT_PASS_HEADERS);
+    out->intercept_pass_callback = sum(stats, PROGCACHE__INTERCEPT_PASS_CALLBACK);
+    out->intercept_pass_other = sum(stats, PROGCACHE__INTERCEPT_PASS_OTHER);
+    out->intercept_real_programs = sum(stats, PROGCACHE__INTERCEPT_REAL_PROGRAMS);
+    out->intercept_failed = sum(stats, PROGCACHE__INTERCEPT_FAILED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

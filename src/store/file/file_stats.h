@@ -77,6 +77,16 @@ typedef enum progcache__counter {
     /* i29-trust: records and entries someone else could have written. */
     PROGCACHE__RECORDS_UNTRUSTED = 51,
     PROGCACHE__ENTRIES_UNTRUSTED = 52,
+    /* i30-exec: the NVRTC interceptor (src/intercept/). */
+    PROGCACHE__INTERCEPT_COMPILES = 53,
+    PROGCACHE__INTERCEPT_HITS = 54,
+    PROGCACHE__INTERCEPT_MISSES = 55,
+    PROGCACHE__INTERCEPT_PASS_OPTIONS = 56,
+    PROGCACHE__INTERCEPT_PASS_HEADERS = 57,
+    PROGCACHE__INTERCEPT_PASS_CALLBACK = 58,
+    PROGCACHE__INTERCEPT_PASS_OTHER = 59,
+    PROGCACHE__INTERCEPT_REAL_PROGRAMS = 60,
+    PROGCACHE__INTERCEPT_FAILED = 61,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 64
 } progcache__counter;

@@ -1,0 +1,118 @@
+/* The core's side of the NVRTC libraries the auditor found: each slot's
+ * real functions and version, resolved on first use; the log; the
+ * function the auditor binds for each symbol (docs/INTERCEPT.md).
+ *
+ * The core (libprogcache-intercept-core.so) runs in the program's own link
+ * namespace, loaded on the first NVRTC call by the auditor: there it
+ * shares libc and libcrypto with the program, as a linked libprogcache
+ * would. (Run in the auditor's namespace instead, a second libcrypto
+ * reads the program's thread-specific data as its own: OpenSSL 3 crashed
+ * in a Python process that had loaded the first one.) */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "intercept/intercept.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+progcache__nvrtc_slot *progcache__slots;
+
+EXPORT void progcache__intercept_core_init(progcache__nvrtc_slot *slots)
+{
+    progcache__slots = slots;
+}
+
+void progcache__intercept_log(const char *fmt, ...)
+{
+    const char *where = progcache__config_env("PROGCACHE_LOG");
+    if (!where)
+        return;
+    FILE *f = strcmp(where, "stderr") ? fopen(where, "ae") : stderr;
+    if (!f)
+        return;
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(f, "progcache-intercept[%ld]: %s\n", (long)getpid(), line);
+    if (f != stderr)
+        fclose(f);
+}
+
+
+/* What the auditor binds for a program's reference to name in slot's
+ * library (real: NVRTC's own function): our function, a forwarder, or
+ * NVRTC's own when the forwarders are used up (said in the log). */
+EXPORT void *progcache__intercept_bind(int slot, const char *name, void *real)
+{
+    void *ours = progcache__slot_function(slot, name);
+    if (ours)
+        return ours;
+    void *fwd = progcache__forwarder(real);
+    if (!fwd)
+        progcache__intercept_log("%s of %s: no forwarder left; bound to NVRTC itself",
+                                 name, progcache__slots[slot].path);
+    return fwd ? fwd : real;
+}
+
+/* The real functions, by name in the library's own symbol table. */
+static void resolve(progcache__nvrtc_slot *s)
+{
+    static const char *const size_fn[OUT_COUNT] = {"nvrtcGetProgramLogSize", "nvrtcGetPTXSize",
+                                                   "nvrtcGetCUBINSize", "nvrtcGetLTOIRSize",
+                                                   "nvrtcGetOptiXIRSize"};
+    static const char *const bytes_fn[OUT_COUNT] = {"nvrtcGetProgramLog", "nvrtcGetPTX",
+                                                    "nvrtcGetCUBIN", "nvrtcGetLTOIR",
+                                                    "nvrtcGetOptiXIR"};
+    progcache__real_nvrtc *r = &s->real;
+#define SYM(field, name) (*(void **)&r->field = progcache__slot_symbol(s, name))
+    int ok = SYM(Version, "nvrtcVersion") && SYM(CreateProgram, "nvrtcCreateProgram") &&
+             SYM(DestroyProgram, "nvrtcDestroyProgram") &&
+             SYM(CompileProgram, "nvrtcCompileProgram") &&
+             SYM(AddNameExpression, "nvrtcAddNameExpression") &&
+             SYM(GetLoweredName, "nvrtcGetLoweredName") &&
+             SYM(GetPCHCreateStatus, "nvrtcGetPCHCreateStatus") &&
+             SYM(GetPCHHeapSizeRequired, "nvrtcGetPCHHeapSizeRequired") &&
+             SYM(SetFlowCallback, "nvrtcSetFlowCallback");
+    for (int k = 0; ok && k < OUT_COUNT; k++)
+        ok = SYM(GetSize[k], size_fn[k]) && SYM(GetBytes[k], bytes_fn[k]);
+#undef SYM
+    if (!ok) {
+        progcache__intercept_log("%s lacks a function of NVRTC 13; its compiles pass through",
+                                 s->path);
+        return;
+    }
+    if (r->Version(&s->major, &s->minor) != NVRTC_SUCCESS) {
+        progcache__intercept_log("%s: nvrtcVersion failed; its compiles pass through", s->path);
+        return;
+    }
+    s->ready = 1;
+}
+
+int progcache__slot_ready(progcache__nvrtc_slot *s)
+{
+    /* A slot's functions are only reached after la_objopen filled it. */
+    static pthread_mutex_t once_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&once_lock);
+    if (!s->logged) {
+        resolve(s);
+        s->logged = 1;
+        if (s->ready)
+            progcache__slot_announce(s);
+    }
+    pthread_mutex_unlock(&once_lock);
+    return s->ready ? 0 : -1;
+}
+
+void progcache__slot_announce(progcache__nvrtc_slot *s)
+{
+    char id[2 * sizeof s->build_id + 1] = "none";
+    for (size_t i = 0; i < s->build_id_len; i++)
+        snprintf(id + 2 * i, 3, "%02x", s->build_id[i]);
+    progcache__intercept_log("NVRTC %d.%d at %s (build ID %s) intercepted; reached by %s",
+                             s->major, s->minor, s->path, id, s->route);
+}
