@@ -175,3 +175,22 @@ def test_sixteen_processes_one_compile(cache_dir):
         s = pc.stats()
     assert s["stores"] == 1, s
     assert s["singleflight_waits"] >= 1, s
+
+
+def test_use_bundled_headers_keyed_as_cuda_core(tmp_path, monkeypatch, cache):
+    """ProgramOptions(use_bundled_headers=True) (NVRTC 13.3+): progcache
+    accepts it, derives cuda.core's key, compiles with it, and hits."""
+    _, major, minor = nvrtc.nvrtcVersion()
+    if (major, minor) < (13, 3):
+        pytest.skip("NVRTC %d.%d has no bundled headers" % (major, minor))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # where NVRTC installs them
+    options = ProgramOptions(arch="sm_90", std="c++17", use_bundled_headers=True)
+    argv = options.as_bytes("nvrtc", "cubin")
+    assert any(a.startswith(b"--use-bundled-headers=") for a in argv), argv
+    src = ("#include <cuda/std/cstdint>\n"
+           'extern "C" __global__ void k(cuda::std::int32_t *a) { a[0] = 7; }\n')
+    r = progcache.compile_or_load(src, "cubin", options, cache=cache)
+    assert r.status == "MISS"
+    assert r.key == cuda_core_key(src, options=options)
+    h = progcache.compile_or_load(src, "cubin", options, cache=cache)
+    assert h.status == "HIT" and bytes(h.object_code.code) == bytes(r.object_code.code)
