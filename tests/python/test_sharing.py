@@ -99,3 +99,21 @@ def test_counters_seen_by_the_c_tool(cache_dir, tool):
     s = json.loads(p.stdout)
     flat = s.get("counters", s)
     assert flat["stores"] == 1 and flat["hits"] == 1
+
+
+def test_stats_names_the_nvrtc_file(cache_dir, tool):
+    """`progcache stats` says which NVRTC a C program's compiles load; a
+    Python program's compile_or_load hands the C library cuda.core's."""
+    import json
+
+    from cuda.core import ProgramOptions
+
+    with progcache.ProgramCache(cache_dir) as pc:
+        progcache.compile_or_load(SOURCE, "cubin", ProgramOptions(arch="sm_90"), cache=pc)
+    lib = os.environ["PROGCACHE_NVRTC_LIBRARY"]  # set by compile_or_load: cuda.core's
+    assert lib == progcache.nvrtc_library()
+    p = tool("stats", "-d", cache_dir, "--json")  # inherits the variable
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["nvrtc_library"] == lib
+    p = tool("stats", "-d", cache_dir)
+    assert ("NVRTC                  " + lib) in p.stdout.decode()
