@@ -195,3 +195,19 @@ def test_stats_count(cache):
     cache.get(b"none")
     s = cache.stats()
     assert s["stores"] == 1 and s["hits"] == 1 and s["misses"] == 1 and s["entries"] == 1
+
+
+def test_works_without_cuda_core(cache_dir):
+    """Bytes in, bytes out without cuda.core: ProgramCache is then a class
+    of its own with the same methods."""
+    from conftest import python
+
+    out = python(
+        "import sys\n"
+        "sys.modules['cuda.core'] = None  # as if not installed\n"
+        "import progcache\n"
+        "c = progcache.ProgramCache(sys.argv[1])\n"
+        "c['k'] = b'v'\n"
+        "assert c[b'k'] == b'v' and c.get('x') is None and len(c) == 1\n"
+        "print(progcache.ProgramCache.__mro__[1].__name__)\n", cache_dir)
+    assert out.strip() == "object"
