@@ -177,7 +177,7 @@ def test_sixteen_processes_one_compile(cache_dir):
     assert s["singleflight_waits"] >= 1, s
 
 
-def test_use_bundled_headers_keyed_as_cuda_core(tmp_path, monkeypatch, cache):
+def test_use_bundled_headers_keyed_as_cuda_core(tmp_path, monkeypatch, cache, tool):
     """ProgramOptions(use_bundled_headers=True) (NVRTC 13.3+): progcache
     accepts it, derives cuda.core's key, compiles with it, and hits."""
     _, major, minor = nvrtc.nvrtcVersion()
@@ -194,3 +194,10 @@ def test_use_bundled_headers_keyed_as_cuda_core(tmp_path, monkeypatch, cache):
     assert r.key == cuda_core_key(src, options=options)
     h = progcache.compile_or_load(src, "cubin", options, cache=cache)
     assert h.status == "HIT" and bytes(h.object_code.code) == bytes(r.object_code.code)
+    # `progcache key` too, on the NVRTC compile_or_load handed the library
+    # (PROGCACHE_NVRTC_LIBRARY, inherited).
+    f = tmp_path / "k.cu"
+    f.write_text(src)
+    p = tool("key", f, "--", *[a.decode() for a in argv])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode().split()[0] == r.key.hex()
