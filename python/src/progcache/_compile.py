@@ -128,6 +128,8 @@ def compile_or_load(
     if options is None:
         options = ProgramOptions()
     code = source.encode("utf-8") if isinstance(source, str) else bytes(source)
+    if not isinstance(name_expressions, (str, bytes)):
+        name_expressions = tuple(name_expressions)  # read twice below
     names, names_are_bytes = _names(name_expressions)
     argv = list(options.as_bytes("nvrtc", target))
     name = options.name if getattr(options, "name", None) else "default_program"

@@ -73,7 +73,7 @@ PyObject *pcpy_cache_stats(pcpy_cache *self, PyObject *unused)
 
 /* --- the inputs of a key --------------------------------------------- */
 
-/* A list of bytes as C strings, borrowed from the list (held in seq). */
+/* A sequence of bytes as C strings, borrowed from a tuple of them (seq). */
 typedef struct strings {
     PyObject *seq;
     const char **items;
@@ -83,24 +83,28 @@ typedef struct strings {
 static int strings_get(strings *out, PyObject *o, const char *what)
 {
     memset(out, 0, sizeof *out);
-    out->seq = PySequence_Fast(o, what);
+    /* A tuple: the strings stay alive and in place while the GIL is
+     * released (a list could be changed by another thread meanwhile). */
+    out->seq = PySequence_Tuple(o);
     if (!out->seq)
         return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(out->seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(out->seq);
     out->items = PyMem_Calloc((size_t)n + 1, sizeof *out->items);
     if (!out->items) {
         PyErr_NoMemory();
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(out->seq, i);
+        PyObject *item = PyTuple_GET_ITEM(out->seq, i);
         char *s;
         Py_ssize_t len;
         if (!PyBytes_Check(item) || PyBytes_AsStringAndSize(item, &s, &len) < 0 ||
             (size_t)len != strlen(s)) {
-            if (!PyErr_Occurred())
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_ValueError)) {
+                PyErr_Clear();
                 PyErr_Format(PyExc_ValueError, "%s: item %zd is not bytes without a NUL byte",
                              what, i);
+            }
             return -1;
         }
         out->items[i] = s;
