@@ -52,3 +52,46 @@ def test_bad_remote_url_is_an_error_with_the_message(tmp_path):
         progcache.ProgramCache(tmp_path / "c", remote="redis://")
     assert "redis://" in str(e.value) or "URL" in str(e.value)
     assert e.value.code < 0
+
+
+NODE = r"""
+import sys, progcache
+from cuda.core import ProgramOptions
+cache = progcache.ProgramCache(sys.argv[1], remote=sys.argv[2])
+print("ready", flush=True)
+sys.stdin.readline()
+r = progcache.compile_or_load(sys.argv[3], "cubin", ProgramOptions(arch="sm_90"), cache=cache)
+cache.close()
+print(r.status)
+"""
+
+
+def test_two_nodes_one_compile(tmp_path, redis_url):
+    """Two cache directories (two nodes' local disks) on one Redis, four
+    processes each, one cold program: one NVRTC compile in all, the lease
+    in Redis keeping the other node from compiling it too."""
+    try:
+        progcache.ProgramCache(tmp_path / "probe", remote=redis_url).close()
+    except progcache.RemoteError as e:
+        pytest.skip(str(e))
+    import sys
+
+    src = 'extern "C" __global__ void nodes(int *a) { a[threadIdx.x] += 2; }\n'
+    procs = [subprocess.Popen([sys.executable, "-c", NODE, str(tmp_path / node), redis_url, src],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+             for node in ("node-a", "node-b") for _ in range(4)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()[-2000:]
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e[-2000:] for _, e in outs]
+    statuses = [o.split()[-1] for o, _ in outs]
+    assert statuses.count("MISS") == 1, statuses
+    stores = 0
+    for node in ("node-a", "node-b"):
+        with progcache.ProgramCache(tmp_path / node, no_remote=True) as c:
+            stores += c.stats()["stores"]
+    assert stores == 1
