@@ -211,3 +211,30 @@ def test_works_without_cuda_core(cache_dir):
         "assert c[b'k'] == b'v' and c.get('x') is None and len(c) == 1\n"
         "print(progcache.ProgramCache.__mro__[1].__name__)\n", cache_dir)
     assert out.strip() == "object"
+
+
+def test_close_while_other_threads_read(cache_dir):
+    """close() in one thread while others read: each call either completes
+    or raises ValueError (closed); nothing crashes or reads freed memory."""
+    c = progcache.ProgramCache(cache_dir)
+    c[b"k"] = b"v" * 4096
+    outcomes = []
+    start = threading.Barrier(5)
+
+    def reader():
+        start.wait()
+        for _ in range(2000):
+            try:
+                outcomes.append("ok" if c.get(b"k") == b"v" * 4096 else "wrong bytes")
+            except ValueError:
+                outcomes.append("closed")
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    start.wait()
+    c.close()
+    for t in threads:
+        t.join()
+    assert c.closed and set(outcomes) <= {"ok", "closed"}
