@@ -115,6 +115,9 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iterations", type=positive_int, default=20)
     p.add_argument("--print-source", action="store_true")
+    p.add_argument("--progcache", action="store_true",
+                   help="progcache.ProgramCache instead of FileStreamProgramCache (the one "
+                        "line docs/PYTHON.md changes; needs the progcache package)")
     return p.parse_args(argv)
 
 
@@ -142,7 +145,12 @@ def main(argv=None):
     arch = f"sm_{cc.major}{cc.minor}"
 
     cache_dir = os.path.abspath(os.path.expanduser(args.cache_dir))
-    cache = FileStreamProgramCache(cache_dir)
+    if args.progcache:  # the one-line change (docs/PYTHON.md)
+        import progcache
+
+        cache = progcache.ProgramCache(cache_dir)
+    else:
+        cache = FileStreamProgramCache(cache_dir)
     if args.clear_cache:
         cache.clear()
 

@@ -61,6 +61,15 @@ static int shown(const counter *c, int verbose, int remote)
     return remote && (!strncmp(c->key, "remote_", 7) || !strcmp(c->key, "wait_timeouts"));
 }
 
+/* i31: the NVRTC file this process's compiles would load (never loaded
+ * here), so that a user can tell whether C and Python programs use one
+ * NVRTC, which their keys need (docs/PYTHON.md, "One NVRTC, one key").
+ * NULL when only the loader's search path could tell. */
+static const char *nvrtc_file(progcache_buf *buf)
+{
+    return progcache_nvrtc_library(buf) == PROGCACHE_OK ? (const char *)buf->data : NULL;
+}
+
 static void print_text(const char *dir, const progcache_stats *s, const progcache_setting *cap,
                        const counter *c, size_t n, int verbose, int remote,
                        const progcache_file *file)
@@ -77,6 +86,10 @@ static void print_text(const char *dir, const progcache_stats *s, const progcach
            !strcmp(progcache_file_flight_mechanism(file), "lease")
                ? "lease files (progcache/flight.d/: a network file system)"
                : "byte-range locks (progcache/flight)");
+    progcache_buf nvrtc = PROGCACHE_BUF_INIT;
+    const char *lib = nvrtc_file(&nvrtc);
+    printf("%-22s %s\n", "NVRTC", lib ? lib : "libnvrtc from the loader's search path");
+    progcache_buf_free(&nvrtc);
     printf("%-22s %llu\n", "entries", (unsigned long long)s->entries);
     tool_format_size_long(buf, sizeof buf, s->total_size);
     printf("%-22s %s (%llu bytes)\n", "total size", buf, (unsigned long long)s->total_size);
@@ -116,6 +129,14 @@ static void print_json(const char *dir, const progcache_stats *s, const progcach
     tool_json_string(stdout, dir);
     printf(", \"seal\": \"%s\", \"flight_lock\": \"%s\"", progcache_file_seal_mechanism(file),
            progcache_file_flight_mechanism(file));
+    progcache_buf nvrtc = PROGCACHE_BUF_INIT;
+    const char *lib = nvrtc_file(&nvrtc);
+    printf(", \"nvrtc_library\": ");
+    if (lib)
+        tool_json_string(stdout, lib);
+    else
+        printf("null");
+    progcache_buf_free(&nvrtc);
     printf(", \"available\": %s, \"entries\": %llu, \"total_size\": %llu",
            s->available ? "true" : "false", (unsigned long long)s->entries,
            (unsigned long long)s->total_size);

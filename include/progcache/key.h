@@ -195,6 +195,21 @@ PROGCACHE_API int progcache_key_from_hex(unsigned char out[PROGCACHE_KEY_SIZE], 
 PROGCACHE_API int progcache_nvrtc_version(int *major, int *minor);
 
 /*
+ * progcache_nvrtc_library() : the NVRTC library file compiles use in this
+ * process: the loaded one, else the file a load would open
+ * ($PROGCACHE_NVRTC_LIBRARY, else the toolkit's found at build time),
+ * found without loading it. What `progcache stats` shows, and what a
+ * Python program using cuda.core compares with the NVRTC it loaded.
+ * @param out [out] the file's path as found (the loaded one's as the
+ *            loader names it), NUL-terminated (out's memory is reused).
+ * @return PROGCACHE_OK; PROGCACHE_ENOTFOUND (no message) when NVRTC is not
+ *         loaded and neither names a file (a load would search the
+ *         loader's path); PROGCACHE_EINVAL (NULL out); PROGCACHE_ENOMEM.
+ * Thread-safe.
+ */
+PROGCACHE_API int progcache_nvrtc_library(progcache_buf *out);
+
+/*
  * progcache_digest_files() : SHA-256 over a list of files, for
  * progcache_key_nvrtc_options.extra_digest when the compile reads headers
  * from include paths.

@@ -58,6 +58,9 @@ int progcache__include_paths_parse(progcache__include_paths *r,
         } else if ((v = option_value(o, &i, "--pre-include")) ||
                    (v = option_value(o, &i, "-include"))) {
             rc = add_string(&r->pre, &r->num_pre, v);
+        } else if ((v = option_value(o, &i, "--use-bundled-headers")) ||
+                   (v = option_value(o, &i, "-use-bundled-headers"))) {
+            r->bundled = v;
         }
     }
     for (size_t i = 0; i < r->num_dirs && !rc; i++)
@@ -65,6 +68,10 @@ int progcache__include_paths_parse(progcache__include_paths *r,
             rc = progcache__error(PROGCACHE_EUNSAFEKEY,
                                   "an include path is empty: say \".\" for the working "
                                   "directory, or pass an extra digest over the headers");
+    if (!rc && r->bundled && !r->bundled[0])
+        rc = progcache__error(PROGCACHE_EUNSAFEKEY,
+                              "--use-bundled-headers names no directory: name the one NVRTC "
+                              "is to install its headers in");
     for (size_t i = 0; i < r->num_pre && !rc; i++)
         if (!r->pre[i][0])
             rc = progcache__error(PROGCACHE_EUNSAFEKEY,

@@ -13,11 +13,16 @@ typedef struct progcache__include_paths {
     const char **pre; /* --pre-include / -include files, in order */
     size_t num_pre;
     int no_source_include; /* --no-source-include */
+    /* --use-bundled-headers=<dir> (NVRTC 13.3+): NVRTC installs its own
+     * CUDA and CCCL headers there and searches it after the include
+     * paths. NULL when not given. */
+    const char *bundled;
 } progcache__include_paths;
 
 /* Read o's options as NVRTC does: "-Idir", "-I=dir", "-I" "dir",
  * "--include-path=dir", "--include-path" "dir", the same two forms of
- * --pre-include and -include, and --no-source-include. PROGCACHE_OK,
+ * --pre-include, -include and --use-bundled-headers, and
+ * --no-source-include. PROGCACHE_OK,
  * PROGCACHE_EUNSAFEKEY (an empty include path or pre-include) or
  * PROGCACHE_ENOMEM. */
 int progcache__include_paths_parse(progcache__include_paths *out,

@@ -23,6 +23,7 @@
  * times. Toolkit headers are not read (toolkit.c). */
 #include "headers/include_resolve.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -83,6 +84,7 @@ typedef struct resolver {
     pending *queue;
     size_t queue_len, queue_next;
     size_t files_cap, dirs_cap, seen_cap, queue_cap; /* allocated */
+    int bundled_used; /* an include went to NVRTC's bundled headers */
 } resolver;
 
 static int grow(void **items, size_t *cap, size_t len, size_t size)
@@ -289,7 +291,7 @@ static int visit_memory(resolver *r, const progcache_header *h, size_t index)
 
 /* Where the include would be read: found (opened and read into the scan),
  * a toolkit header, or nowhere. */
-typedef enum found { FOUND_NONE, FOUND_FILE, FOUND_TOOLKIT } found;
+typedef enum found { FOUND_NONE, FOUND_FILE, FOUND_TOOLKIT, FOUND_BUNDLED } found;
 
 /* Try one candidate path. */
 static int try_candidate(resolver *r, const char *path, int index, found *how)
@@ -381,6 +383,16 @@ static int resolve(resolver *r, const pending *from, const include_item *it)
     }
     if (rc)
         return rc;
+    /* NVRTC's bundled headers (--use-bundled-headers=<dir>, searched after
+     * the include paths): installed by NVRTC, whose version is in the key,
+     * and not read, as the toolkit's are not; keyed as cuda.core keys
+     * them, by the option alone. NVRTC installs them at its first compile,
+     * so the directory need not exist yet: a name found nowhere else is
+     * NVRTC's to supply, or its compile fails. */
+    if (how == FOUND_NONE && r->paths.bundled && it->name[0] != '/') {
+        r->bundled_used = 1;
+        how = FOUND_BUNDLED;
+    }
     if (how == FOUND_NONE && !it->probe && !guarded(from, it))
         return refuse(from, it,
                       r->paths.num_dirs ? "no such file where NVRTC looks (the including file's "
@@ -456,6 +468,66 @@ static int check_shadowing(resolver *r)
     return PROGCACHE_OK;
 }
 
+/* When bundled headers are reached: an include path (searched before the
+ * bundled directory) holding a top-level name of that directory could take
+ * the place of a header a bundled header includes, which the scan does not
+ * follow: refused; else watched. The names are the directory's, or, before
+ * NVRTC has installed it, the toolkit's (the same set of headers). */
+static int check_bundled_shadowing(resolver *r)
+{
+    DIR *d = opendir(r->paths.bundled);
+    size_t num_names = 0;
+    const char *const *names = d ? NULL : progcache__toolkit_top_names(&num_names);
+    for (size_t i = 0; i < r->paths.num_dirs; i++) {
+        progcache__file_stat st;
+        if (progcache__file_stat_of(&st, r->paths.dirs[i]) != 0)
+            continue;
+        const char *clash = NULL;
+        char *path = NULL;
+        if (d) {
+            rewinddir(d);
+            struct dirent *e;
+            for (unsigned n = 0; !clash && n < 4096 && (e = readdir(d)); n++) {
+                struct stat s;
+                if (e->d_name[0] == '.' || !(path = progcache__path_join(r->paths.dirs[i],
+                                                                         e->d_name)))
+                    continue;
+                if (lstat(path, &s) == 0)
+                    clash = e->d_name;
+                progcache__free(path);
+            }
+        }
+        for (size_t k = 0; !clash && k < num_names; k++) {
+            struct stat s;
+            if (!(path = progcache__path_join(r->paths.dirs[i], names[k])))
+                continue;
+            if (lstat(path, &s) == 0)
+                clash = names[k];
+            progcache__free(path);
+        }
+        if (clash) {
+            int rc = progcache__error(PROGCACHE_EUNSAFEKEY,
+                                      "include path \"%s\" is searched before NVRTC's bundled "
+                                      "headers (%s) and holds \"%s\", which could take the "
+                                      "place of a header the bundled headers include: pass an "
+                                      "extra digest over the headers the program reads",
+                                      r->paths.dirs[i], r->paths.bundled, clash);
+            if (d)
+                closedir(d);
+            return rc;
+        }
+        int rc = add_dir(r, r->paths.dirs[i], &st);
+        if (rc) {
+            if (d)
+                closedir(d);
+            return rc;
+        }
+    }
+    if (d)
+        closedir(d);
+    return PROGCACHE_OK;
+}
+
 /* ---- the scan ---------------------------------------------------------------------------- */
 
 void progcache__header_scan_free(progcache__header_scan *out)
@@ -500,6 +572,8 @@ int progcache__header_scan_run(progcache__header_scan *out, const progcache_key_
         memset(&r.queue[r.queue_next], 0, sizeof r.queue[r.queue_next]);
         r.queue_next++;
     }
+    if (!rc && r.bundled_used)
+        rc = check_bundled_shadowing(&r);
     if (!rc && out->toolkit) {
         rc = check_shadowing(&r);
         if (!rc)

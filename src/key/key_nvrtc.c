@@ -81,6 +81,19 @@ int progcache_nvrtc_version(int *major, int *minor)
     return PROGCACHE_OK;
 }
 
+int progcache_nvrtc_library(progcache_buf *out)
+{
+    if (!out)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_nvrtc_library: out is NULL");
+    progcache__nvrtc_file file;
+    int rc = progcache__nvrtc_loaded_file(&file);
+    if (rc == PROGCACHE_ENOTFOUND)
+        rc = progcache__nvrtc_candidate(&file);
+    if (rc)
+        return rc;
+    return progcache_buf_set(out, file.path, strlen(file.path));
+}
+
 /* ---- the key ------------------------------------------------------------- */
 
 /* The struct's size in each version, for progcache__options_load. */

@@ -83,18 +83,10 @@ int progcache__key_check_options_scanned(const char *const *options, size_t num_
     int rc = progcache__key_check_options(options, num_options, NULL, 1);
     if (rc)
         return rc;
+    /* --use-bundled-headers=<dir> is none of these: NVRTC's own headers,
+     * which the include scanner takes from that directory as NVRTC does
+     * (headers/include_resolve.c), keyed as cuda.core keys them. */
     for (size_t i = 0; i < num_options; i++) {
-        /* A later NVRTC's bundled headers: a directory of headers on the
-         * search path that the scan does not know. */
-        const char *o = options[i] + (options[i][0] == '-' && options[i][1] == '-');
-        size_t n = strcspn(o, "=");
-        if (n == 20 && !memcmp(o, "-use-bundled-headers", 20))
-            return progcache__error(PROGCACHE_EUNSAFEKEY,
-                                    "NVRTC option \"%s\" makes NVRTC read headers from a "
-                                    "directory the cache key cannot cover by scanning includes: "
-                                    "pass an extra digest over the headers the program reads, "
-                                    "or remove the option",
-                                    options[i]);
         int headers;
         if (classify(options[i], &what, &headers) == PROGCACHE__OPTION_READS_FILES && !headers)
             return progcache__error(PROGCACHE_EUNSAFEKEY,

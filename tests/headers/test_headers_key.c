@@ -311,10 +311,6 @@ static void test_disk(const char *dir)
     o = opts_with("__global__ void k() {}\n", pch, 2);
     CHECK_RC(PROGCACHE_EUNSAFEKEY, progcache_key_nvrtc_files(k1, &o));
     CHECK(strstr(progcache_error_last(), "--use-pch=x.pch"));
-    const char *bundled[] = {"-arch=sm_90", "--use-bundled-headers=/tmp/b"};
-    o.options = bundled;
-    CHECK_RC(PROGCACHE_EUNSAFEKEY, progcache_key_nvrtc_files(k1, &o));
-    CHECK(strstr(progcache_error_last(), "--use-bundled-headers=/tmp/b"));
 
     /* An include path and no include: not cuda.core's plain key (which
      * cuda.core refuses to make), but the headers digest of nothing. */
@@ -332,6 +328,47 @@ static void test_disk(const char *dir)
                                                                .num_options = 2}));
 }
 
+/* NVRTC's bundled headers (--use-bundled-headers=<dir>, NVRTC 13.3+):
+ * keyed as cuda.core keys them, by the option string (and the NVRTC
+ * version), never read, whether NVRTC has installed them yet or not; the
+ * program's own headers are still covered; an include path that could
+ * shadow them is refused. Run in a scratch directory. */
+static void test_bundled(void)
+{
+    unsigned char k1[32], k2[32], k3[32];
+    const char *src = "#include <cuda/std/cstdint>\n#include \"mine.h\"\n"
+                      "__global__ void k(cuda::std::int32_t *a) { a[0] = MINE; }\n";
+    const char *bundled[] = {"-arch=sm_90", "--use-bundled-headers=bh"};
+    write_file("mine.h", "#define MINE 1\n");
+    progcache_key_nvrtc_options o = opts_with(src, bundled, 2);
+    key_files(k1, &o); /* bh/ is not there yet: NVRTC installs it */
+    CHECK(mkdir("bh", 0700) == 0 && mkdir("bh/cuda", 0700) == 0 &&
+          mkdir("bh/cuda/std", 0700) == 0);
+    write_file("bh/cuda/std/cstdint", "#include <nothing/resolvable>\n");
+    key_files(k2, &o); /* installed: not read, the same key */
+    CHECK(same(k1, k2));
+    write_file("bh/cuda/std/cstdint", "// another NVRTC's\n");
+    key_files(k2, &o);
+    CHECK(same(k1, k2));
+    write_file("mine.h", "#define MINE 2\n"); /* the program's own header is read */
+    key_files(k2, &o);
+    CHECK(!same(k1, k2));
+    const char *elsewhere[] = {"-arch=sm_90", "--use-bundled-headers", "other"};
+    o = opts_with(src, elsewhere, 3);
+    key_files(k3, &o); /* the option (its directory) is in the key, as in cuda.core */
+    CHECK(!same(k2, k3));
+    /* An include path searched first that holds "cuda": refused. */
+    CHECK(mkdir("shadow", 0700) == 0 && mkdir("shadow/cuda", 0700) == 0);
+    const char *shadowed[] = {"-arch=sm_90", "-Ishadow", "--use-bundled-headers=bh"};
+    o = opts_with(src, shadowed, 3);
+    CHECK_RC(PROGCACHE_EUNSAFEKEY, progcache_key_nvrtc_files(k3, &o));
+    CHECK(strstr(progcache_error_last(), "bundled headers (bh)"));
+    CHECK(strstr(progcache_error_last(), "\"cuda\""));
+    const char *empty[] = {"-arch=sm_90", "--use-bundled-headers="};
+    o = opts_with(src, empty, 2);
+    CHECK_RC(PROGCACHE_EUNSAFEKEY, progcache_key_nvrtc_files(k3, &o));
+}
+
 int main(void)
 {
     test_recipe_by_hand();
@@ -340,6 +377,7 @@ int main(void)
     char cwd[4096];
     CHECK(getcwd(cwd, sizeof cwd) != NULL);
     test_disk(dir);
+    test_bundled();
     CHECK(chdir(cwd) == 0);
     test_rmdtemp(dir);
     printf("headers in the key: ok\n");

@@ -264,6 +264,14 @@ static void test_nvrtc_version(void)
     CHECK(major >= 12 && minor >= 0);
     CHECK_RC(PROGCACHE_EINVAL, progcache_nvrtc_version(NULL, &minor));
 
+    /* The file it came from (loaded now): a libnvrtc, named. */
+    progcache_buf lib = PROGCACHE_BUF_INIT;
+    CHECK_OK(progcache_nvrtc_library(&lib));
+    CHECK(lib.size > 0 && strstr((const char *)lib.data, "libnvrtc"));
+    CHECK(strlen((const char *)lib.data) == lib.size);
+    progcache_buf_free(&lib);
+    CHECK_RC(PROGCACHE_EINVAL, progcache_nvrtc_library(NULL));
+
     /* Threads racing for the first read all see the same answer. */
     pthread_t threads[4];
     version_result r[4];
