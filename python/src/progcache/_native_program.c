@@ -27,7 +27,11 @@ static const struct {
     FIELD(other_writer_rescans), FIELD(other_writer_bytes), FIELD(remote_over_bound),
     FIELD(remote_deadlines), FIELD(nvrtc_key_loads), FIELD(nvrtc_missing),
     FIELD(foreign_not_stored), FIELD(modes_fixed), FIELD(files_refused), FIELD(pch_deferred),
-    FIELD(pch_warm), FIELD(pch_warm_failures),
+    FIELD(pch_warm), FIELD(pch_warm_failures), FIELD(links_refused), FIELD(records_untrusted),
+    FIELD(entries_untrusted), FIELD(intercept_compiles), FIELD(intercept_hits),
+    FIELD(intercept_misses), FIELD(intercept_pass_options), FIELD(intercept_pass_headers),
+    FIELD(intercept_pass_callback), FIELD(intercept_pass_other), FIELD(intercept_real_programs),
+    FIELD(intercept_failed),
 };
 #undef FIELD
 
