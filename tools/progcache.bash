@@ -50,6 +50,10 @@ _progcache()
         COMPREPLY=($(compgen -W "name size age lru" -- "$cur"))
         return
         ;;
+    --format)
+        COMPREPLY=($(compgen -W "text json openmetrics prometheus" -- "$cur"))
+        return
+        ;;
     --arch)
         COMPREPLY=($(compgen -W "sm_75 sm_80 sm_86 sm_89 sm_90 sm_90a sm_100 sm_120" -- "$cur"))
         return
@@ -78,7 +82,7 @@ _progcache()
 
     local opts
     case $cmd in
-    stats) opts="--json -z --zero --charts --no-charts -v --verbose" ;;
+    stats) opts="--json --format -z --zero --charts --no-charts -v --verbose" ;;
     ls) opts="--json -s --sort --remote" ;;
     verify) opts="--json -f --fix --fix-unknown --remote -q --quiet" ;;
     prune) opts="--json -M --max-size --older-than -q --quiet" ;;

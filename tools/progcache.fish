@@ -45,6 +45,9 @@ function __progcache_candidates
         case -u --unset
             printf '%s\n' $settings
             return
+        case --format
+            printf '%s\n' text json openmetrics prometheus
+            return
         case -s --sort
             test "$cmd" = ls; and printf '%s\n' name size age lru
             return
