@@ -7,7 +7,7 @@
 _progcache()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local commands="stats ls verify prune clear get put export import warm key remote config help"
+    local commands="stats ls verify prune clear get put export import warm key remote config doctor help"
     # The settings a file may hold, from the command (never typed here).
     local settings
     settings=$("${COMP_WORDS[0]}" config --list-settings 2>/dev/null)
@@ -98,6 +98,7 @@ _progcache()
         common="-h --help"
         opts="--json --url --secret-file --prefix --lease --pings" ;;
     config) opts="--json -u --unset" ;;
+    doctor) opts="" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$common $opts" -- "$cur"))

@@ -31,6 +31,7 @@ static const struct {
     {"key", cmd_key, "print the cache key of an NVRTC compile"},
     {"remote", cmd_remote, "check the remote tier: reachable, latency, entries, leases"},
     {"config", cmd_config, "show or change the cache directory's settings (max_size, ...)"},
+    {"doctor", cmd_doctor, "check NVRTC, the driver, the directory, settings, remote tier"},
 };
 #define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -30,6 +30,7 @@ int cmd_import(int argc, char **argv);
 int cmd_warm(int argc, char **argv);
 int cmd_remote(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 
 #if defined(__GNUC__)
 #define TOOL_PRINTF(a, b) __attribute__((format(printf, a, b)))
