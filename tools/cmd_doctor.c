@@ -352,8 +352,13 @@ int cmd_doctor(int argc, char **argv)
     }
     check_nvrtc(&d, set);
     check_driver(&d);
+    /* Where the directory comes from, in progcache_default_dir's order. */
+    const char *env_dir = getenv("PROGCACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
     say(&d, "ok", "directory", "%s (%s)", dir,
-        p.dir ? "--dir" : "$PROGCACHE_DIR, else cuda.core's default");
+        p.dir                   ? "--dir"
+        : env_dir && *env_dir   ? "$PROGCACHE_DIR"
+        : xdg && *xdg           ? "cuda.core's default under $XDG_CACHE_HOME"
+                                : "cuda.core's default under $HOME");
     struct stat st;
     if (check_owner(&d, dir, &st)) {
         progcache_file *file = NULL;
