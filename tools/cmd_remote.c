@@ -88,40 +88,39 @@ static int parse(args *a, int argc, char **argv)
     return -1;
 }
 
-/* The store a program would open. EXIT_OK, or EXIT_NO after a
- * message. *source says where the URL came from. */
-static int open_store(const args *a, progcache_store **out, const char **source)
+int tool_remote_open(const char *cmd, const char *url_arg, const char *secret_file,
+                     const char *prefix, progcache_store **out, const char **source)
 {
     progcache_buf url = PROGCACHE_BUF_INIT, secret = PROGCACHE_BUF_INIT;
     int code = EXIT_OK;
     *source = "--url";
-    if (!a->url) {
+    if (!url_arg) {
         *source = "$PROGCACHE_REMOTE";
         int rc = progcache_default_remote(&url, &secret);
         if (rc == PROGCACHE_ENOTFOUND) {
-            tool_error(CMD, "no remote tier is configured: set PROGCACHE_REMOTE (and "
+            tool_error(cmd, "no remote tier is configured: set PROGCACHE_REMOTE (and "
                             "PROGCACHE_REMOTE_SECRET_FILE), or pass --url");
             code = EXIT_NO; /* the answer: not usable */
             goto done;
         }
         if (rc) {
-            code = tool_lib_error(CMD, EXIT_NO, "the remote tier cannot be used");
+            code = tool_lib_error(cmd, EXIT_NO, "the remote tier cannot be used");
             goto done;
         }
     }
-    if (a->secret_file && progcache_remote_secret_read(&secret, a->secret_file)) {
-        code = tool_lib_error(CMD, EXIT_NO, "the remote tier cannot be used");
+    if (secret_file && progcache_remote_secret_read(&secret, secret_file)) {
+        code = tool_lib_error(cmd, EXIT_NO, "the remote tier cannot be used");
         goto done;
     }
     progcache_redis_options ro = PROGCACHE_REDIS_OPTIONS_INIT;
-    ro.url = a->url ? a->url : (const char *)url.data;
-    ro.key_prefix = a->prefix;
+    ro.url = url_arg ? url_arg : (const char *)url.data;
+    ro.key_prefix = prefix;
     ro.secret = secret.size ? secret.data : NULL;
     ro.secret_len = secret.size;
     /* Nothing is written, so nothing is queued. */
     ro.flags = PROGCACHE_REDIS_SYNC_PUT;
     if (progcache_store_redis_new(out, &ro) != PROGCACHE_OK)
-        code = tool_lib_error(CMD, EXIT_NO, "the remote tier cannot be used");
+        code = tool_lib_error(cmd, EXIT_NO, "the remote tier cannot be used");
 done:
     if (secret.data)
         memset(secret.data, 0, secret.capacity);
@@ -284,7 +283,7 @@ int cmd_remote(int argc, char **argv)
         return code;
     progcache_store *store = NULL;
     const char *source;
-    if ((code = open_store(&a, &store, &source)))
+    if ((code = tool_remote_open(CMD, a.url, a.secret_file, a.prefix, &store, &source)))
         return code;
     progcache_redis_status st = PROGCACHE_REDIS_STATUS_INIT;
     int rc = progcache_redis_status_get(&st, store, a.pings);

@@ -8,7 +8,7 @@
 #define CMD "stats"
 
 static const char usage_text[] =
-    "usage: progcache stats [-d DIR] [-v] [--json] [-z] [--charts|--no-charts]\n"
+    "usage: progcache stats [-d DIR] [-v] [--json] [--format FMT] [-z] [--charts|--no-charts]\n"
     "\n"
     "Show the statistics of a cache directory: entries, total size, the size cap\n"
     "in force (the setting max_size, and where it comes from: 'progcache config'),\n"
@@ -23,6 +23,9 @@ static const char usage_text[] =
     "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
     "  -v, --verbose  every counter, zero or not\n"
     "  --json      print one JSON object instead of text (every counter)\n"
+    "  --format FMT  text (the default), json (as --json), openmetrics (OpenMetrics\n"
+    "              1.0) or prometheus (the text format node_exporter's textfile\n"
+    "              collector reads): every counter, the size and the cap\n"
     "  -z, --zero  reset the counters to zero (entries are kept)\n"
     "  --charts    draw the charts even when standard output is not a terminal\n"
     "  --no-charts do not draw them\n"
@@ -31,11 +34,7 @@ static const char usage_text[] =
     "Exit status: 0 shown or zeroed; 2 bad usage; 3 the directory or its settings\n"
     "cannot be read.\n";
 
-typedef struct counter {
-    const char *label; /* text output */
-    const char *key;   /* JSON */
-    uint64_t value;
-} counter;
+typedef tool_counter counter;
 
 /* Where the cap in force comes from: "default", "the settings file
  * <path>:<line>", "PROGCACHE_MAX_SIZE". */
@@ -165,11 +164,11 @@ static void print_json(const char *dir, const progcache_stats *s, const progcach
 
 int cmd_stats(int argc, char **argv)
 {
-    enum { OPT_CHARTS = 256, OPT_NO_CHARTS };
+    enum { OPT_CHARTS = 256, OPT_NO_CHARTS, OPT_FORMAT };
     static const tool_option options[] = {
         {"zero", 'z', 0},         {"charts", OPT_CHARTS, 0}, {"no-charts", OPT_NO_CHARTS, 0},
-        {"verbose", 'v', 0},      {NULL, 0, 0}};
-    int verbose = 0, zero = 0, charts = isatty(STDOUT_FILENO);
+        {"verbose", 'v', 0},      {"format", OPT_FORMAT, 1}, {NULL, 0, 0}};
+    int verbose = 0, zero = 0, charts = isatty(STDOUT_FILENO), metrics = 0, json = 0;
     tool_parser p;
     tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
     for (int c; (c = tool_next(&p)) != TOOL_END;) {
@@ -179,12 +178,23 @@ int cmd_stats(int argc, char **argv)
             zero = 1;
         else if (c == 'v')
             verbose = 1;
+        else if (c == OPT_FORMAT && (json = !strcmp(p.arg, "json")) == 0 &&
+                 strcmp(p.arg, "text") && strcmp(p.arg, "openmetrics") &&
+                 strcmp(p.arg, "prometheus"))
+            return tool_usage_error(CMD, "--format %s: give text, json, openmetrics or "
+                                         "prometheus", p.arg);
+        else if (c == OPT_FORMAT)
+            metrics = !strcmp(p.arg, "openmetrics")  ? TOOL_METRICS_OPENMETRICS
+                      : !strcmp(p.arg, "prometheus") ? TOOL_METRICS_PROMETHEUS
+                                                     : 0;
         else if (c == OPT_CHARTS || c == OPT_NO_CHARTS)
             charts = c == OPT_CHARTS;
         else
             return tool_unexpected_arg(CMD, p.arg);
     }
-    int json = p.json;
+    json = json || p.json;
+    if (metrics && zero)
+        return tool_usage_error(CMD, "--zero prints no metrics: give one or the other");
     char *dir = NULL;
     progcache_file *file = NULL;
     int code = tool_open_dir_file(CMD, p.dir, zero ? TOOL_WRITE : TOOL_READ, 0, &dir, &file);
@@ -281,7 +291,9 @@ int cmd_stats(int argc, char **argv)
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =
         progcache_settings_find(progcache_file_settings(file), "max_size");
-    if (json) {
+    if (metrics) {
+        tool_stats_metrics(stdout, metrics, dir, &s, counters, n);
+    } else if (json) {
         print_json(dir, &s, cap, counters, n, file);
     } else {
         const progcache_setting *url =

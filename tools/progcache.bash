@@ -7,7 +7,7 @@
 _progcache()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local commands="stats ls verify prune clear get put export import warm key remote exec config help"
+    local commands="stats ls verify prune clear get put export import warm key remote exec config doctor help"
     # The settings a file may hold, from the command (never typed here).
     local settings
     settings=$("${COMP_WORDS[0]}" config --list-settings 2>/dev/null)
@@ -50,6 +50,10 @@ _progcache()
         COMPREPLY=($(compgen -W "name size age lru" -- "$cur"))
         return
         ;;
+    --format)
+        COMPREPLY=($(compgen -W "text json openmetrics prometheus" -- "$cur"))
+        return
+        ;;
     --arch)
         COMPREPLY=($(compgen -W "sm_75 sm_80 sm_86 sm_89 sm_90 sm_90a sm_100 sm_120" -- "$cur"))
         return
@@ -78,7 +82,7 @@ _progcache()
 
     local opts
     case $cmd in
-    stats) opts="--json -z --zero --charts --no-charts -v --verbose" ;;
+    stats) opts="--json --format -z --zero --charts --no-charts -v --verbose" ;;
     ls) opts="--json -s --sort --remote" ;;
     verify) opts="--json -f --fix --fix-unknown --remote -q --quiet" ;;
     prune) opts="--json -M --max-size --older-than -q --quiet" ;;
@@ -95,6 +99,7 @@ _progcache()
         opts="--json --url --secret-file --prefix --lease --pings" ;;
     config) opts="--json -u --unset" ;;
     exec) opts="--where" ;;
+    doctor) opts="" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$common $opts" -- "$cur"))

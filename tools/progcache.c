@@ -33,6 +33,7 @@ static const struct {
     {"remote", cmd_remote, "check the remote tier: reachable, latency, entries, leases"},
     {"exec", cmd_exec, "run a command with its NVRTC compiles through the cache"},
     {"config", cmd_config, "show or change the cache directory's settings (max_size, ...)"},
+    {"doctor", cmd_doctor, "check NVRTC, the driver, the directory, settings, remote tier"},
 };
 #define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -9,7 +9,7 @@ function __progcache_candidates
     set -l tokens (commandline -opc)
     set -l cur (commandline -ct)
     set -l prog $tokens[1]
-    set -l commands stats ls verify prune clear get put export import warm key remote exec config help
+    set -l commands stats ls verify prune clear get put export import warm key remote exec config doctor help
     set -l settings ($prog config --list-settings 2>/dev/null)
     # The subcommand: the first word that is not an option (or -d's value).
     set -l cmd
@@ -44,6 +44,9 @@ function __progcache_candidates
             return
         case -u --unset
             printf '%s\n' $settings
+            return
+        case --format
+            printf '%s\n' text json openmetrics prometheus
             return
         case -s --sort
             test "$cmd" = ls; and printf '%s\n' name size age lru

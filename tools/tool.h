@@ -31,6 +31,7 @@ int cmd_warm(int argc, char **argv);
 int cmd_remote(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 
 #if defined(__GNUC__)
 #define TOOL_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -244,6 +245,14 @@ int tool_open_dir_file(const char *cmd, const char *dir_arg, tool_access access,
 #define TOOL_OPT_REMOTE 0x1002
 #define TOOL_REMOTE_OPTION {"remote", TOOL_OPT_REMOTE, 1}
 
+/* The remote tier a program would open (cmd_remote.c): url_arg, else
+ * $PROGCACHE_REMOTE (with $PROGCACHE_REMOTE_SECRET_FILE); secret_file and
+ * prefix may be NULL. EXIT_OK, or EXIT_NO after a message naming cmd (none
+ * configured, a URL or secret file that cannot be used). *source says
+ * where the URL came from ("--url", "$PROGCACHE_REMOTE"). */
+int tool_remote_open(const char *cmd, const char *url_arg, const char *secret_file,
+                     const char *prefix, progcache_store **out, const char **source);
+
 /* Open the store url names, reading at most max (0: the setting
  * max_artifact_size), its log on stderr as the cache's. EXIT_OK, or
  * EXIT_FAILED after saying why. */
@@ -281,6 +290,25 @@ void tool_progress_end(tool_progress *p);
  * rate and how full the cap is, on standard output (UTF-8 blocks when the
  * locale says UTF-8, else '#'). EXIT_OK, or EXIT_FAILED (message printed). */
 int tool_stats_charts(const char *cmd, progcache_file *file, const progcache_stats *s);
+
+/* ---- metrics (stats_metrics.c) ------------------------------------------- */
+
+/* One counter of `progcache stats`: its text label and its JSON key. */
+typedef struct tool_counter {
+    const char *label; /* text output */
+    const char *key;   /* JSON; the metric's name after "progcache_" */
+    uint64_t value;
+} tool_counter;
+
+/* The formats of `stats --format` besides text and json. */
+enum { TOOL_METRICS_OPENMETRICS = 1, TOOL_METRICS_PROMETHEUS };
+
+/* Write s and the counters c[0..n) for a scraper (docs/OPERATIONS.md,
+ * "Metrics"): OpenMetrics 1.0 (counters as families with _total samples,
+ * ending in "# EOF") or the Prometheus text format 0.0.4 that
+ * node_exporter's textfile collector and `promtool check metrics` read. */
+void tool_stats_metrics(FILE *f, int format, const char *dir, const progcache_stats *s,
+                        const tool_counter *c, size_t n);
 
 /* ---- output ------------------------------------------------------------------ */
 

@@ -125,6 +125,13 @@ PROGCACHE_API int progcache_default_dir(progcache_buf *out);
  * @param path the cache directory; NULL: progcache_default_dir().
  * @param opts NULL for defaults.
  * The options left 0 take the directory's settings (progcache/settings.h).
+ * ccache's switches in the environment (docs/OPERATIONS.md, "Kill
+ * switches"), each said once through opts->log: PROGCACHE_DISABLE=1 opens
+ * no directory and no remote tier (every get misses, every put stores
+ * nothing and returns PROGCACHE_OK); PROGCACHE_READONLY=1 opens the
+ * directory read-only (puts store nothing and return PROGCACHE_OK);
+ * PROGCACHE_RECACHE=1 makes every get a miss (puts store over). A value
+ * that is not a yes or no is PROGCACHE_EINVAL naming the variable.
  * @return PROGCACHE_OK, PROGCACHE_EINVAL (bad options, a directory that is
  *         not a cache, a setting that cannot be used: the message names it
  *         and the settings file's line or the variable), PROGCACHE_EIO (the
@@ -178,7 +185,10 @@ PROGCACHE_API int progcache_total_size(uint64_t *out, progcache *cache);
 
 /* progcache_path() : the cache directory progcache_open() opened, or NULL
  * for a cache opened with progcache_open_tiers() (whose caller knows its
- * tiers). Borrowed; lives as long as the handle. */
+ * tiers), and for one progcache_open() opened with no directory at all
+ * because PROGCACHE_DISABLE is set (or PROGCACHE_READONLY and the directory
+ * does not exist: docs/OPERATIONS.md, "Kill switches"). Borrowed; lives as
+ * long as the handle. */
 PROGCACHE_API const char *progcache_path(const progcache *cache);
 
 /*

@@ -94,6 +94,8 @@ static void put_upper(progcache *cache, size_t i, const void *key, size_t key_le
                       const void *data, size_t size, const progcache_entry_meta *meta)
 {
     progcache_store *t = cache->tiers[i];
+    if (i == cache->home && cache->no_writes)
+        return; /* PROGCACHE_READONLY: said once at open */
     if (i == cache->home && cache->foreign) {
         /* Another user's directory: said once at open, counted here. */
         progcache__cache_record(cache, PROGCACHE_STAT_FOREIGN_NOT_STORED, 1);
@@ -127,6 +129,9 @@ static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cac
         return rc;
     if (!out)
         return progcache__error(PROGCACHE_EINVAL, "progcache_get: out is NULL");
+    /* PROGCACHE_DISABLE and PROGCACHE_RECACHE: no tier is read. */
+    if (cache->disabled || cache->recache)
+        return PROGCACHE_ENOTFOUND;
 
     /* The metadata travels with a hit copied into the tiers above, so the
      * records a remote tier kept (lowered names, ...) reach the home tier
@@ -212,6 +217,11 @@ int progcache__cache_read_only(const progcache *cache) { return cache && cache->
 
 int progcache__cache_foreign(const progcache *cache) { return cache && cache->foreign; }
 
+int progcache__cache_writes_off(const progcache *cache)
+{
+    return cache && (cache->disabled || cache->no_writes);
+}
+
 progcache_store *progcache__cache_home(const progcache *cache)
 {
     return cache && cache->home < cache->num_tiers ? cache->tiers[cache->home] : NULL;
@@ -269,6 +279,10 @@ int progcache__cache_put_meta(progcache *cache, const void *key, size_t key_len,
     if (!data && size)
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_put: data is NULL but size is %zu", size);
+    /* PROGCACHE_DISABLE and PROGCACHE_READONLY: nothing is written to any
+     * tier; not a failure (the switch was asked for, and said at open). */
+    if (cache->disabled || cache->no_writes)
+        return PROGCACHE_OK;
 
     progcache_store *t = cache->tiers[cache->home];
     rc = progcache__store_put_meta(t, key, key_len, data, size, meta);

@@ -40,6 +40,15 @@ struct progcache {
      * read, never written; compile-or-load does not store there, and
      * counts it (PROGCACHE_STAT_FOREIGN_NOT_STORED). read_only is set too. */
     int foreign;
+    /* i35: ccache's switches (docs/OPERATIONS.md, "Kill switches"), from
+     * the environment at open. disabled: PROGCACHE_DISABLE, no directory
+     * or remote tier opened, every lookup a miss, every put dropped.
+     * no_writes: PROGCACHE_READONLY, the directory opened read-only,
+     * puts dropped without a word (said once at open), no leases taken.
+     * recache: PROGCACHE_RECACHE, every lookup a miss, puts as usual. */
+    int disabled;
+    int no_writes;
+    int recache;
 
     progcache_log_fn log; /* optional */
     void *log_ctx;

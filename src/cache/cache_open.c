@@ -12,10 +12,12 @@
  * for) is a downgrade nobody would notice (docs/CONFIG.md). A server that
  * is down is not such a failure: nothing is contacted here, and its gets
  * are misses. */
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "alloc.h"
 #include "buf.h"
@@ -26,6 +28,7 @@
 #include "error.h"
 #include "options.h"
 #include "progcache/remote.h"
+#include "settings.h"
 #include "store/store.h"
 #include "url_mask.h"
 
@@ -283,6 +286,10 @@ static size_t home_tier(progcache_store *const *tiers, size_t num_tiers)
 
 progcache_store *progcache__cache_lease_tier(const progcache *cache)
 {
+    /* PROGCACHE_READONLY: a lease would make other machines wait for a
+     * put that never comes. */
+    if (cache->no_writes)
+        return NULL;
     for (size_t i = cache->home + 1; i < cache->num_tiers; i++)
         if (progcache__store_lease_ops(cache->tiers[i]))
             return cache->tiers[i];
@@ -356,6 +363,41 @@ int progcache_open_tiers(progcache **out, progcache_store *const *tiers, size_t 
     return new_handle(out, tiers, num_tiers, NULL, &o);
 }
 
+/* i35: a switch of ccache's (PROGCACHE_DISABLE, _READONLY, _RECACHE:
+ * docs/OPERATIONS.md), read before anything under the directory is
+ * touched. A value that is not a yes or no fails the open, as every other
+ * setting's (docs/CONFIG.md). */
+static int read_switch(int *on, int idx)
+{
+    uint64_t n = 0;
+    const char *value = NULL, *why = "";
+    int rc = progcache__config_setting(&n, &value, &why, idx);
+    *on = rc == PROGCACHE_OK && n;
+    if (rc == PROGCACHE_EINVAL)
+        return progcache__error(PROGCACHE_EINVAL, "progcache_open: %s=\"%.64s\": %s",
+                                progcache__settings_variable(idx), value, why);
+    return PROGCACHE_OK;
+}
+
+/* PROGCACHE_DISABLE: a handle over an unused memory tier, with no path
+ * (as progcache_open_tiers makes): no directory, lock, PCH or remote tier
+ * is opened, and every lookup misses before reaching a tier. */
+static int open_disabled(progcache **out, const progcache_options *opts, const char *why)
+{
+    progcache_store *tier = NULL;
+    progcache_memory_options mem_opts;
+    progcache_memory_options_init(&mem_opts);
+    int rc = progcache_store_memory_new(&tier, &mem_opts);
+    if (!rc && (rc = new_handle(out, &tier, 1, NULL, opts)))
+        progcache_store_free(tier);
+    if (rc)
+        return rc;
+    (*out)->disabled = 1;
+    (*out)->read_only = 1;
+    progcache__cache_log(*out, PROGCACHE_LOG_WARN, "%s", why);
+    return PROGCACHE_OK;
+}
+
 int progcache_open(progcache **out, const char *path, const progcache_options *opts)
 {
     progcache_buf dir = PROGCACHE_BUF_INIT;
@@ -375,10 +417,29 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_open: path is empty; pass a directory, or NULL for "
                                 "the default directory (progcache_default_dir)");
+    int disable = 0, readonly = 0, recache = 0;
+    if ((rc = read_switch(&disable, PROGCACHE__SET_DISABLE)) ||
+        (rc = read_switch(&readonly, PROGCACHE__SET_READONLY)) ||
+        (rc = read_switch(&recache, PROGCACHE__SET_RECACHE)))
+        return rc;
+    if (disable)
+        return open_disabled(out, opts,
+                             "PROGCACHE_DISABLE is set: no cache; every compile runs, and "
+                             "nothing is read from or written to the cache");
     if (!path) {
         if ((rc = progcache_default_dir(&dir)))
             goto done;
         path = (const char *)dir.data;
+    }
+    /* PROGCACHE_READONLY and no directory yet: nothing to read, and
+     * nothing may be made; every lookup misses (ccache's read_only does
+     * the same). */
+    struct stat st;
+    if (readonly && stat(path, &st) != 0 && errno == ENOENT) {
+        rc = open_disabled(out, opts,
+                           "PROGCACHE_READONLY is set and the cache directory does not exist: "
+                           "every compile runs and nothing is stored");
+        goto done;
     }
 
     /* The file store resolves the directory's settings (its settings file,
@@ -389,6 +450,8 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     file_opts.max_size = opts->max_size;
     file_opts.low_water_percent = opts->low_water_percent;
     file_opts.flags = opts->flags & ~PROGCACHE_NO_REMOTE;
+    if (readonly)
+        file_opts.flags |= PROGCACHE_FILE_READONLY;
     file_opts.log = opts->log;
     file_opts.log_ctx = opts->log_ctx;
     file_opts.max_artifact_size = opts->max_artifact_size;
@@ -423,6 +486,19 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     if (!rc) {
         (*out)->foreign = progcache__store_foreign((*out)->tiers[(*out)->home]);
         (*out)->read_only = (opts->flags & PROGCACHE_FILE_READONLY) != 0 || (*out)->foreign;
+        (*out)->no_writes = readonly;
+        (*out)->read_only |= readonly;
+        (*out)->recache = recache;
+        if (readonly)
+            progcache__cache_log(*out, PROGCACHE_LOG_WARN,
+                                 "PROGCACHE_READONLY is set: %s is read, never written; "
+                                 "compiles are not stored",
+                                 path);
+        if (recache)
+            progcache__cache_log(*out, PROGCACHE_LOG_WARN,
+                                 "PROGCACHE_RECACHE is set: %s is never read; every compile "
+                                 "runs and is stored over its entry",
+                                 path);
     }
 
 done:

@@ -67,6 +67,9 @@ int progcache__cache_read_only(const progcache *cache);
 /* The home tier is another user's cache directory, read and never written
  * (file_perm.c). 0 for NULL. */
 int progcache__cache_foreign(const progcache *cache);
+/* PROGCACHE_DISABLE or PROGCACHE_READONLY is in force: a compile is not
+ * stored, and that is no failure (said once at open). 0 for NULL. */
+int progcache__cache_writes_off(const progcache *cache);
 /* The home tier (the cache's own record), borrowed; NULL for NULL. */
 progcache_store *progcache__cache_home(const progcache *cache);
 /* The cache directory, or NULL (progcache_open_tiers, or cache NULL). */

@@ -256,6 +256,8 @@ static void store(call *c, progcache__flight *flight, const char *what)
         cache_failed(out, program, rc, STEP_STORE, what);
         goto done;
     }
+    if (progcache__cache_writes_off(c->cache))
+        goto done; /* PROGCACHE_DISABLE or _READONLY: said once at open */
     if (progcache__cache_foreign(c->cache)) {
         /* Another user's cache directory: compiled, not stored (said once
          * at open; counted). Whatever the tiers below hold is left. */

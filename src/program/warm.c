@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "cache/cache_stats.h"
 #include "error.h"
 #include "options.h"
 
@@ -116,6 +117,13 @@ static void compile_one(warm_run *w, const job *j, progcache_warm_item *item, ch
         size_t len = *message ? strlen(*message) : 0;
         if (len && (*message)[len - 1] == '\n')
             (*message)[len - 1] = '\0';
+    } else if (r.status != PROGCACHE_STATUS_HIT && !r.stored &&
+               progcache__cache_writes_off(w->cache)) {
+        /* i35: a switch asked for it (said once at open); warming did not
+         * happen all the same. */
+        item->rc = PROGCACHE_EIO;
+        *message = progcache__strdup("compiled, not stored: PROGCACHE_DISABLE or "
+                                     "PROGCACHE_READONLY is set (unset it to warm the cache)");
     } else if (r.status != PROGCACHE_STATUS_HIT && !r.stored) {
         /* Compiled and, without a store error, not stored: the cache
          * directory is another user's, which is never written (said once

@@ -80,6 +80,17 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
     {"pch_warm", "PROGCACHE_PCH_WARM", DURATION_MS, "60s", 60000, 0,
      "how long a warm PCH helper waits for the next compile before it exits; 0: a fresh "
      "helper for every compile (environment only)"},
+    /* i35: ccache's switches (CCACHE_DISABLE, _READONLY, _RECACHE), for a
+     * run, not a directory: environment only (docs/OPERATIONS.md). */
+    {"disable", "PROGCACHE_DISABLE", YES_NO, "false", 0, 0,
+     "no cache at all: every compile runs, nothing is read from or written to any tier "
+     "(environment only)"},
+    {"readonly", "PROGCACHE_READONLY", YES_NO, "false", 0, 0,
+     "read the cache but never write it: nothing stored, no counters or state written "
+     "(environment only)"},
+    {"recache", "PROGCACHE_RECACHE", YES_NO, "false", 0, 0,
+     "never read the cache: every compile runs and its result is stored over the entry "
+     "(environment only)"},
 };
 
 /* "5GiB", "512MiB", "1000": the exact size in the largest whole unit. */

@@ -33,6 +33,10 @@ enum {
     PROGCACHE__SET_PCH_HELPER,
     PROGCACHE__SET_PCH_CREATE,
     PROGCACHE__SET_PCH_WARM,
+    /* i35: ccache's switches, read by progcache_open (cache/cache_open.c) */
+    PROGCACHE__SET_DISABLE,
+    PROGCACHE__SET_READONLY,
+    PROGCACHE__SET_RECACHE,
     PROGCACHE__SET_COUNT
 };
 

@@ -25,7 +25,7 @@ SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 ZSH = os.path.join(SRC, "tools", "_progcache")
 FISH = os.path.join(SRC, "tools", "progcache.fish")
 COMMANDS = ["stats", "ls", "verify", "prune", "clear", "get", "put", "export", "import", "warm",
-            "key", "remote", "config"]
+            "key", "remote", "config", "doctor"]
 
 
 def env():
