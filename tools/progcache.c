@@ -420,6 +420,11 @@ static int global_options(int argc, char **argv, int *code)
 int main(int argc, char **argv)
 {
     int code = EXIT_OK;
+    /* The tool says what the library tells it through its own callback
+     * (tool_log, "progcache <cmd>: warning: ..."); the library's default
+     * writer (PROGCACHE_LOG) would say it a second time. A value the user
+     * set is kept: it still reaches what has no callback. */
+    setenv("PROGCACHE_LOG", "off", 0);
     int at = global_options(argc, argv, &code);
     if (at < 0)
         return code;
