@@ -285,6 +285,8 @@ int tool_stats_charts(const char *cmd, progcache_file *file, const progcache_sta
 
 /* "3832", "3.7K", "1.2M", "2.0G": compact, for columns. */
 void tool_format_size(char *out, size_t len, uint64_t bytes);
+/* "entry" for 1, else "entries": "1 entry", "0 entries". */
+const char *tool_entries(uint64_t n);
 /* "3.7 KiB", "512 bytes": for prose. */
 void tool_format_size_long(char *out, size_t len, uint64_t bytes);
 /* Local time "2026-11-30 14:03:59" of ns (or s) since 1970. */

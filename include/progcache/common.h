@@ -10,7 +10,8 @@
  *  - Outputs come first and are named out. What a call returns through out
  *    belongs to the caller and is released with the matching _free/_close,
  *    each of which accepts NULL.
- *  - The library never prints, never exits and never aborts on caller input.
+ *  - The library never exits and never aborts on caller input; it prints only
+ *    through its log (a callback, or PROGCACHE_LOG's writer: see below).
  */
 #ifndef PROGCACHE_COMMON_H
 #define PROGCACHE_COMMON_H
@@ -171,7 +172,7 @@ PROGCACHE_API int progcache_buf_set(progcache_buf *buf, const void *data, size_t
 #endif
 
 /*
- * Logging: the library never prints. Where a caller wants to see what it
+ * Logging. Where a caller wants to see what it
  * does (an eviction pass, a healed entry, a store that failed in the
  * background), it passes a callback in an options struct. Without one, the
  * library's own writer follows PROGCACHE_LOG (off|error|warn|info|debug,

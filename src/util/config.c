@@ -261,11 +261,14 @@ int progcache__settings_apply_env(progcache_settings *s)
             continue;
         uint64_t number;
         const char *why;
-        /* A setting read where it is used is reported there (the PCH tier
-         * turns off and says why): it does not fail the directory's open. */
-        if (progcache__settings_apart((int)i) &&
-            progcache__settings_parse(&number, &why, (int)i, value) != PROGCACHE_OK)
+        /* A value that cannot be used is ignored and said, never a cache
+         * turned off: a setting read where it is used is reported there
+         * (the PCH tier turns off and says why), the others by the
+         * directory's resolution (store/file/file_settings.c). */
+        if (progcache__settings_parse(&number, &why, (int)i, value) != PROGCACHE_OK) {
+            s->ignored[i] = !progcache__settings_apart((int)i);
             continue;
+        }
         int rc = progcache__settings_assign(s, (int)i, value, PROGCACHE_SETTING_ENV, var);
         if (rc)
             return rc;

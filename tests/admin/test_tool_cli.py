@@ -86,7 +86,7 @@ def test_parsing(tmp):
     rc, out, _ = run(["ls", "-d", cache, "-s", "size", "--js"])
     check(rc == 0 and len(json.loads(out)["entries"]) == 3, "ls -s size --js (abbreviated)", out)
     rc, out, err = run(["ls", "-d", cache, "--sort=lru"])
-    check(rc == 0 and len(out.splitlines()) == 3, "--sort=lru", err)
+    check(rc == 0 and len(out.splitlines()) == 1 + 3, "--sort=lru (a header and 3 entries)", err)
     # Permutation: options after positional arguments, and between them.
     outf = os.path.join(tmp, "out.bin")
     rc, _, err = run(["get", keys[0], "-o", outf, "-d", cache])
@@ -195,8 +195,12 @@ def test_exit_status(tmp):
     check(rc == 3 and "not a cache directory" in err, "get on a non-cache directory: 3", err)
     rc, _, err = run(["get", "00" * 32, "-d", os.path.join(tmp, "missing")])
     check(rc == 3, "get on a missing directory: 3", err)
+    # A malformed variable is said and ignored, as every one is (issue 35): the
+    # cache is not turned off by it.
     rc, _, err = run(["get", "00" * 32, "-d", cache], env={"PROGCACHE_MAX_SIZE": "lots"})
-    check(rc == 3 and 'PROGCACHE_MAX_SIZE="lots"' in err, "get with a bad variable: 3", err)
+    check(rc == 1 and 'warning: PROGCACHE_MAX_SIZE="lots": not a size' in err
+          and "ignored (max_size stays 5GiB, from default)" in err,
+          "get with a bad variable: warned, ignored, a miss", err)
     rc, _, err = run(["get", "zz", "-d", cache])
     check(rc == 2, "get with a bad KEYHEX: 2", err)
     # verify: entries of no known kind are not problems (0); damaged ones are (1).

@@ -174,6 +174,24 @@ static void test_debug_traces_lookups(void)
     CHECK(!strstr(out, "lookup"));
 }
 
+static void bad_variable(void)
+{
+    setenv("PROGCACHE_MAX_SIZE", "abc", 1);
+    lookups(); /* the cache is there, not turned off */
+}
+
+/* A malformed variable: said once, named with its value, ignored. Before,
+ * PROGCACHE_MAX_SIZE=abc failed the open: a program without a callback had
+ * no cache and no word of why. */
+static void test_bad_variable_said(void)
+{
+    char out[8192];
+    run(out, sizeof out, NULL, bad_variable);
+    CHECK(strstr(out, "progcache: warning: PROGCACHE_MAX_SIZE=\"abc\": not a size") != NULL);
+    CHECK(strstr(out, "; ignored (max_size stays 5GiB, from default)\n") != NULL);
+    CHECK(count(out, "PROGCACHE_MAX_SIZE") == 1);
+}
+
 int main(void)
 {
     dir = test_mkdtemp("log");
@@ -183,6 +201,7 @@ int main(void)
     test_bad_value();
     test_callback_replaces();
     test_debug_traces_lookups();
+    test_bad_variable_said();
     test_rmdtemp(dir);
     return 0;
 }
