@@ -339,7 +339,7 @@ int progcache__config_shared_group(gid_t *gid, char *name, size_t name_len)
                             v, e ? strerror(e) : "there is no such group");
 }
 
-/* ---- the library's log (PROGCACHE_LOG, PROGCACHE_EXPLAIN: util/log.c) ---- */
+/* ---- the library's log (PROGCACHE_LOG: util/log.c) ------------------------ */
 
 int progcache__config_log(int *level, const char **file, const char **bad)
 {
@@ -367,11 +367,4 @@ int progcache__config_log(int *level, const char **file, const char **bad)
             return PROGCACHE_OK;
         }
     return PROGCACHE_EINVAL;
-}
-
-int progcache__config_explain(void)
-{
-    const char *v = getenv("PROGCACHE_EXPLAIN");
-    int yes = 0;
-    return v && *v && progcache__parse_bool(&yes, v) == 0 && yes;
 }

@@ -57,7 +57,5 @@ int progcache__config_shared_group(gid_t *gid, char *name, size_t name_len);
  * stderr). PROGCACHE_OK; PROGCACHE_ENOTFOUND when unset or empty;
  * PROGCACHE_EINVAL (no message) with *bad the value. */
 int progcache__config_log(int *level, const char **file, const char **bad);
-/* PROGCACHE_EXPLAIN: a yes (1, true, on) makes a miss explain itself. */
-int progcache__config_explain(void);
 
 #endif

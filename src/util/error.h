@@ -70,11 +70,10 @@ void progcache__log(progcache_log_fn log, void *ctx, int level, const char *fmt,
  * settings are read once per process. progcache__log_wanted: whether a
  * message at level would go anywhere (a callback takes every level), so
  * that a caller can skip building it; _trace: PROGCACHE_LOG=debug (every
- * lookup is traced); _explain: PROGCACHE_EXPLAIN; _default: write message,
+ * lookup is traced); _default: write message,
  * once per process per cause (its format string) at the default level. */
 int progcache__log_wanted(progcache_log_fn log, int level);
 int progcache__log_trace(void);
-int progcache__log_explain(void);
 void progcache__log_default(int level, const char *cause, const char *message) PROGCACHE_COLD;
 
 #endif

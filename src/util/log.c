@@ -26,7 +26,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int threshold = PROGCACHE_LOG_WARN; /* the lowest level written */
 static int each_once = 1;                  /* the default: a cause once */
 static int trace;                          /* PROGCACHE_LOG=debug was asked for */
-static int explain;                        /* PROGCACHE_EXPLAIN */
 static FILE *sink;                         /* NULL: stderr */
 static const char *seen[SEEN_MAX];
 static size_t num_seen;
@@ -44,7 +43,6 @@ static void configure(void)
     } else if (rc == PROGCACHE_EINVAL) {
         snprintf(refused, sizeof refused, "%.120s", bad);
     }
-    explain = progcache__config_explain();
     if (file && !(sink = fopen(file, "ae")))
         snprintf(refused, sizeof refused, "%.100s (%s)", file, strerror(errno));
 }
@@ -59,12 +57,6 @@ int progcache__log_trace(void)
 {
     pthread_once(&once, configure);
     return trace;
-}
-
-int progcache__log_explain(void)
-{
-    pthread_once(&once, configure);
-    return explain;
 }
 
 int progcache__log_wanted(progcache_log_fn log, int level)
