@@ -54,10 +54,12 @@ static const char usage_text[] =
     "cached or failed; with several architectures the line ends with the\n"
     "architecture) with a summary, one per architecture, and why each failure\n"
     "failed.\n"
+    "A line whose source file cannot be read is said and skipped; the others are\n"
+    "compiled.\n"
     "Exit status: 0 every program is in the cache; 1 a program did not compile (or\n"
-    "its key cannot be derived safely); 2 bad usage or a malformed manifest; 3 the\n"
-    "cache could not be used or a program could not be stored, or a source file\n"
-    "cannot be read.\n";
+    "its key cannot be derived safely), or a line was skipped; 2 bad usage or a\n"
+    "malformed manifest; 3 the cache could not be used or a program could not be\n"
+    "stored, or no source file can be read.\n";
 
 
 /* ---- compiling ---------------------------------------------------------------- */
@@ -182,9 +184,10 @@ static void print_json(const warm_state *s, const char *dir, const char *arch, d
         tool_json_string(stdout, arch);
     else
         printf("null");
-    printf(", \"compiled\": %llu, \"cached\": %llu, \"failed\": %llu, \"ms\": %.1f, \"archs\": [",
+    printf(", \"compiled\": %llu, \"cached\": %llu, \"failed\": %llu, \"skipped\": %zu, "
+           "\"ms\": %.1f, \"archs\": [",
            (unsigned long long)s->total.compiled, (unsigned long long)s->total.cached,
-           (unsigned long long)s->total.failed, ms);
+           (unsigned long long)s->total.failed, s->m->skipped, ms);
     for (size_t a = 0; a < s->num_archs; a++) {
         const arch_count *c = &s->per_arch[a];
         printf("%s{\"arch\": ", a ? ", " : "");
@@ -255,7 +258,11 @@ static void print_text(const warm_state *s, const char *dir, const char *arch, d
            (unsigned long long)s->total.cached, (unsigned long long)s->total.failed);
     if (s->num_archs > 1)
         printf("%zu compiles of ", compiles);
-    printf("%zu programs in %.1f s)\n", s->m->len, ms / 1000);
+    printf("%zu programs in %.1f s)", s->m->len, ms / 1000);
+    if (s->m->skipped)
+        printf("; %zu manifest line%s skipped (source file not read)", s->m->skipped,
+               s->m->skipped == 1 ? "" : "s");
+    putchar('\n');
     for (size_t i = 0; i < s->m->len * s->slots; i++) {
         const program *p = &s->m->items[i / s->slots];
         const warm_row *r = &s->rows[i];
@@ -324,7 +331,7 @@ int cmd_warm(int argc, char **argv)
     char *arch = NULL; /* the --arch values, joined: for the summary */
     uint64_t max = 0;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
-    manifest m = {NULL, 0, NULL, 0};
+    manifest m = {NULL, 0, NULL, 0, 0};
     warm_state s;
     memset(&s, 0, sizeof s);
     s.m = &m;
@@ -393,7 +400,7 @@ int cmd_warm(int argc, char **argv)
         int broken = 0;
         for (size_t i = 0; i < m.len * s.slots; i++)
             broken |= s.rows[i].result == FAILED && !s.rows[i].program_error;
-        code = broken ? EXIT_FAILED : s.total.failed ? EXIT_NO : EXIT_OK;
+        code = broken ? EXIT_FAILED : s.total.failed || m.skipped ? EXIT_NO : EXIT_OK;
     }
     progcache_close(cache);
     free(dir);

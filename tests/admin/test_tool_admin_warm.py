@@ -93,8 +93,16 @@ def test_warm(tmp):
     missing = os.path.join(src, "missing.txt")
     with open(missing, "w") as f:
         f.write("a.cu\nnot-there.cu\n")
+    rc, out, err = run(["warm", "--arch", "sm_90", missing, "--dir", cache])
+    # One bad line costs its line only (issue 35): named, skipped, the rest
+    # compiled, exit 1 at the end.
+    check(rc == 1 and "not-there.cu" in err and "missing.txt:2: skipped" in err
+          and "1 manifest line skipped" in out and "missing.txt:1 a.cu" in out,
+          "missing source: named and skipped, the rest compiled, exit 1", out + err)
+    with open(missing, "w") as f:
+        f.write("not-there.cu\n")
     rc, _, err = run(["warm", "--arch", "sm_90", missing, "--dir", cache])
-    check(rc == 3 and "not-there.cu" in err and "missing.txt:2" in err, "missing source: exit 3, line named", err)
+    check(rc == 3 and "no line of manifest" in err, "no source readable: exit 3", err)
     check(run(["warm", "--arch", "90", manifest, "--dir", cache])[0] == 2, "warm bad --arch: exit 2")
     check(run(["warm", "--jobs", "0", manifest, "--dir", cache])[0] == 2, "warm bad --jobs: exit 2")
     check(run(["warm", "--dir", cache])[0] == 2, "warm without MANIFEST: exit 2")
