@@ -285,6 +285,11 @@ int tool_stats_charts(const char *cmd, progcache_file *file, const progcache_sta
 
 /* "3832", "3.7K", "1.2M", "2.0G": compact, for columns. */
 void tool_format_size(char *out, size_t len, uint64_t bytes);
+/* The eviction passes the library reports ("evicted N entries (B bytes)
+ * ...", one line each) summed instead of printed, from now on, for a
+ * command that says them in one line of its own (warm); the sums so far. */
+void tool_fold_evictions(void);
+void tool_folded_evictions(uint64_t *entries, uint64_t *bytes);
 /* "entry" for 1, else "entries": "1 entry", "0 entries". */
 const char *tool_entries(uint64_t n);
 /* "3.7 KiB", "512 bytes": for prose. */
