@@ -348,6 +348,11 @@ def test_config(tmp):
     rc, out, _ = run(["config", "-d", cache], env=env)
     check(re.search(r"^max_size\s+2G\s+environment PROGCACHE_MAX_SIZE$", out, re.M),
           "config: the environment over the file", out)
+    # A variable that cannot be used: shown as ignored, the file's value in force.
+    rc, out, err = run(["config", "-d", cache], env={"PROGCACHE_MAX_SIZE": "abc"})
+    check(rc == 0 and re.search(r"^max_size\s+10G\s+file ", out, re.M)
+          and 'warning: PROGCACHE_MAX_SIZE="abc" cannot be used' in err
+          and "ignored (max_size stays 10G, from " in err, "config: a bad variable said", out + err)
     rc, out, err = run(["config", "-d", cache, "low_water_percent", "80"], env=env)
     check(rc == 0, "config low_water_percent 80", err)
     rc, out, err = run(["config", "-d", cache, "max_size", "3G"], env=env)
@@ -444,7 +449,10 @@ def test_cap_honoured(tmp):
     rc, out, err = run(["warm", "-a", "sm_90", "-j", "1", "-d", wdir,
                         os.path.join(kernels, "m.txt")])
     s = stats(wdir)
-    check(rc == 0 and "3 compiled" in out and s.get("evictions", 0) >= 2
+    # Exit 1: the cap evicted warmed programs again, and one line says how
+    # many remain (issue 35).
+    check(rc == 1 and "3 compiled" in out and s.get("evictions", 0) >= 2
+          and "of the 3 warmed remain in the cache" in out
           and s.get("total_size", 1 << 30) <= 1024 * 8, "warm honours the settings' cap",
           (out, err, s))
 
