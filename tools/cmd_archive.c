@@ -95,6 +95,7 @@ typedef struct warn_kind {
     size_t kind_len;                                           /* its kind: reason[0..len) */
     char first[65];
     uint64_t count;
+    int unknown; /* of no known kind: verify keeps them unless --fix-unknown */
 } warn_kind;
 
 typedef struct archive_ctx {
@@ -145,6 +146,7 @@ static int note_invalid(void *ctx, const progcache_entry *e)
     k->kind_len = kind_len(k->reason);
     snprintf(k->first, sizeof k->first, "%s", e->name);
     k->count = 1;
+    k->unknown = e->artifact->kind == PROGCACHE_KIND_UNKNOWN;
     return 0;
 }
 
@@ -172,8 +174,9 @@ static void warn_invalid(const archive_ctx *x)
         if (c->exporting)
             fprintf(stderr, "exported as %s\n", one ? "it is" : "they are");
         else
-            fprintf(stderr, "imported as %s ('progcache verify --fix' removes %s)\n",
-                    one ? "it is" : "they are", one ? "it" : "them");
+            fprintf(stderr, "imported as %s ('progcache verify %s' removes %s)\n",
+                    one ? "it is" : "they are", k->unknown ? "--fix-unknown" : "--fix",
+                    one ? "it" : "them");
     }
     if (x->other)
         fprintf(stderr, "progcache %s: warning: %llu more entries are not valid artifacts, for "
@@ -310,18 +313,18 @@ static int run(const archive_command *c, int argc, char **argv)
     tool_format_size_long(size, sizeof size, res.bytes);
     /* With the archive on standard output, the report goes to stderr. */
     if (c->exporting)
-        fprintf(dash ? stderr : stdout, "exported %llu entries (%s) from %s to %s\n",
-                (unsigned long long)res.entries, size, dir ? dir : where,
+        fprintf(dash ? stderr : stdout, "exported %llu %s (%s) from %s to %s\n",
+                (unsigned long long)res.entries, tool_entries(res.entries), size, dir ? dir : where,
                 dash ? "standard output" : archive);
     else
-        printf("imported %llu entries (%s) from %s into %s\n", (unsigned long long)res.entries,
-               size, dash ? "standard input" : archive, dir);
+        printf("imported %llu %s (%s) from %s into %s\n", (unsigned long long)res.entries,
+               tool_entries(res.entries), size, dash ? "standard input" : archive, dir);
     if (res.verified)
         printf("verified: signed by %s, NVRTC %s\n", res.signer, res.nvrtc_version);
     if (ctx.unread) {
-        fprintf(stderr, "progcache %s: %llu entries of %s could not be read and are not in the "
+        fprintf(stderr, "progcache %s: %llu %s of %s could not be read and are not in the "
                         "archive (the warnings above say why)\n",
-                c->cmd, (unsigned long long)ctx.unread, where);
+                c->cmd, (unsigned long long)ctx.unread, tool_entries(ctx.unread), where);
         code = EXIT_NO;
     }
 done:

@@ -55,7 +55,8 @@ int cmd_clear(int argc, char **argv)
     } else {
         char size[64];
         tool_format_size_long(size, sizeof size, res.removed_bytes);
-        printf("removed %llu entries (%s) from %s\n", (unsigned long long)res.removed, size, dir);
+        printf("removed %llu %s (%s) from %s\n", (unsigned long long)res.removed,
+               tool_entries(res.removed), size, dir);
     }
 done:
     progcache_file_close(file);

@@ -144,6 +144,21 @@ static int unknown_setting(const char *name)
     return EXIT_USAGE;
 }
 
+/* A variable set here that the settings did not take (a value that cannot
+ * be used is ignored, not an error: docs/CONFIG.md): said, since the
+ * listing would otherwise show the value in force as if nothing were set. */
+static void warn_ignored(const progcache_settings *set)
+{
+    for (size_t i = 0; i < progcache_settings_count(set); i++) {
+        const progcache_setting *s = progcache_settings_at(set, i);
+        const char *v = s->variable ? getenv(s->variable) : NULL;
+        if (v && *v && s->source != PROGCACHE_SETTING_ENV)
+            fprintf(stderr, "progcache config: warning: %s=\"%.64s\" cannot be used (see "
+                            "'progcache config --help'); ignored (%s stays %s, from %s)\n",
+                    s->variable, v, s->name, s->value, s->origin);
+    }
+}
+
 /* After a write: say where it went, and what overrides it here. */
 static int written(const char *dir, const char *name, const char *value)
 {
@@ -226,6 +241,7 @@ int cmd_config(int argc, char **argv)
         code = tool_lib_error(CMD, EXIT_FAILED, "cannot read the settings");
         goto done;
     }
+    warn_ignored(set);
     if (!name) {
         print_all(dir, set, p.json);
     } else if (p.json) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tool.h"
 
@@ -32,8 +33,10 @@ static const char usage_text[] =
     "  --max-artifact-size SIZE   the largest SOURCE_FILE read (default: the setting\n"
     "                             max_artifact_size of DIR, else of the environment,\n"
     "                             1G)\n"
-    "  -d, --dir DIR              a cache directory whose settings apply (key reads\n"
-    "                             no cache: without it, none is looked at)\n"
+    "  -d, --dir DIR              a cache directory whose settings apply, and whose\n"
+    "                             record of its NVRTC gives the version without\n"
+    "                             --nvrtc-version (default: the default directory's,\n"
+    "                             when it exists; no entry is read)\n"
     "  -h, --help                 this text\n"
     "\n"
     "Header files the source includes (from the working directory, -I paths,\n"
@@ -48,6 +51,7 @@ static const char usage_text[] =
     "could not be asked its version.\n";
 
 #define CMD "key"
+
 
 typedef struct key_args {
     progcache_key_nvrtc_options opts;
@@ -164,6 +168,39 @@ static int parse_args(key_args *a, int argc, char **argv)
     return -1;
 }
 
+/* Without --nvrtc-version: the version the cache directory's compiles
+ * would key with (progcache_nvrtc_version_cache), so that on a node
+ * without NVRTC an imported bundle's record answers, as it does for
+ * compile-or-load, instead of --nvrtc-version being asked for. The
+ * directory: -d DIR, else the default one; one that does not exist or is
+ * not a cache leaves the version to progcache_key_nvrtc_files (which says
+ * what is missing). Nothing is created: the cache is opened read-only. */
+static int version_from_record(key_args *a)
+{
+    progcache_buf dir = PROGCACHE_BUF_INIT;
+    progcache *cache = NULL;
+    progcache_options o = PROGCACHE_OPTIONS_INIT;
+    o.flags = PROGCACHE_FILE_READONLY | PROGCACHE_NO_REMOTE; /* only the record is read */
+    struct stat st;
+    const char *path = a->dir;
+    if (!path && progcache_default_dir(&dir) == PROGCACHE_OK)
+        path = (const char *)dir.data; /* NUL-terminated, as the call documents */
+    if (!path || stat(path, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        progcache_open(&cache, path, &o) != PROGCACHE_OK) {
+        progcache_buf_free(&dir);
+        progcache_error_clear();
+        return EXIT_OK;
+    }
+    int rc = progcache_nvrtc_version_cache(&a->opts.nvrtc_major, &a->opts.nvrtc_minor, cache);
+    progcache_close(cache);
+    progcache_buf_free(&dir);
+    if (rc == PROGCACHE_EINVAL)
+        return tool_lib_error(CMD, EXIT_USAGE, "the NVRTC version");
+    if (rc) /* said, in the same words, by the derivation */
+        a->opts.nvrtc_major = a->opts.nvrtc_minor = 0;
+    return EXIT_OK;
+}
+
 int cmd_key(int argc, char **argv)
 {
     key_args a;
@@ -219,6 +256,8 @@ int cmd_key(int argc, char **argv)
     a.opts.num_name_expressions = a.num_names;
     a.opts.headers = a.memory.items;
     a.opts.num_headers = a.memory.len;
+    if (!a.opts.nvrtc_major && (code = version_from_record(&a)))
+        goto done;
 
     /* The library's one derivation, headers on disk included: the key
      * progcache_compile_or_load and `progcache warm` use. */

@@ -1,7 +1,6 @@
 /* progcache ls: one line per entry with what is in it. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "tool.h"
 
@@ -16,10 +15,12 @@ static const char usage_text[] =
     "in bytes (K, M, G: KiB, MiB, GiB); LAST-USE the local time of its last hit\n"
     "(atime); KIND is CUBIN, PTX, LTO-IR, fatbin or unknown; ARCH the target\n"
     "architecture (sm_90; '-' when unknown); KERNELS the kernel names, comma-\n"
-    "separated ('-' when none). An entry that records the lowered names of its\n"
+    "separated ('-' when none); a first line names the columns (--json for\n"
+    "scripts). An entry that records the lowered names of its\n"
     "name expressions goes on with 'names: EXPR -> LOWERED; ...'. A header manifest\n"
     "(what a compile that reads headers read) has KIND manifest. A damaged entry\n"
-    "ends with '(bad: REASON)'.\n"
+    "ends with '(bad: REASON)', one of no known kind with '(unknown, kept: REASON)'\n"
+    "as verify reports it.\n"
     "\n"
     "options:\n"
     "  -d, --dir DIR   the cache directory (default: $PROGCACHE_DIR, else\n"
@@ -160,10 +161,10 @@ static int by_lru(const void *a, const void *b)
     return c ? c : strcmp(x->name, y->name);
 }
 
-static void print_text(const rows *list, int header)
+static void print_text(const rows *list)
 {
     char size[24], when[32];
-    if (header)
+    if (list->len) /* the columns named, piped or not (an empty cache prints nothing) */
         printf("%-64s  %6s  %-19s  %-8s %-8s %s\n", "NAME", "SIZE", "LAST-USE", "KIND", "ARCH",
                "KERNELS");
     for (size_t i = 0; i < list->len; i++) {
@@ -183,8 +184,10 @@ static void print_text(const rows *list, int header)
         for (size_t k = 0; k < r->num_names; k += 2)
             printf("%s%s -> %s", k ? "; " : "  names: ",
                    r->names[k][0] == 's' ? r->names[k] + 2 : r->names[k], r->names[k + 1]);
+        /* verify's words: an entry of no known kind is kept, not bad */
         if (!r->valid)
-            printf("  (bad: %s)", r->reason);
+            printf("  (%s: %s)", r->kind == PROGCACHE_KIND_UNKNOWN ? "unknown, kept" : "bad",
+                   r->reason);
         putchar('\n');
     }
 }
@@ -297,7 +300,7 @@ int cmd_ls(int argc, char **argv)
     if (json)
         print_json(dir, where, &list);
     else
-        print_text(&list, isatty(STDOUT_FILENO));
+        print_text(&list);
 done:
     free_rows(&list);
     progcache_file_close(file);

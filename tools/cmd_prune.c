@@ -66,8 +66,9 @@ static void report(int json, const char *dir, uint64_t removed, uint64_t removed
     tool_format_size_long(limit, sizeof limit, cap);
     if (cap)
         printf("cap %s: ", limit);
-    printf("removed %llu entries (%s) from %s; %llu entries (%s) left\n",
-           (unsigned long long)removed, freed, dir, (unsigned long long)entries, left);
+    printf("removed %llu %s (%s) from %s; %llu %s (%s) left\n", (unsigned long long)removed,
+           tool_entries(removed), freed, dir, (unsigned long long)entries, tool_entries(entries),
+           left);
 }
 
 int cmd_prune(int argc, char **argv)

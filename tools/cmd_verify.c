@@ -179,8 +179,8 @@ static int verify_remote(verify_out *o, const char *url, int json)
     if (rc)
         code = tool_lib_error(CMD, EXIT_FAILED, "cannot check the remote store");
     else if (!json)
-        printf("checked %llu entries in %s: %llu bad%s\n", (unsigned long long)v.checked, where,
-               (unsigned long long)v.bad, v.unknown ? "; some of no known kind kept" : "");
+        printf("checked %llu %s in %s: %llu bad%s\n", (unsigned long long)v.checked,
+               tool_entries(v.checked), where, (unsigned long long)v.bad, v.unknown ? "; some of no known kind kept" : "");
     progcache_store_free(store);
     return code ? code : v.bad ? EXIT_NO : EXIT_OK;
 }
@@ -264,8 +264,8 @@ int cmd_verify(int argc, char **argv)
         goto done;
     }
     if (!json) {
-        printf("checked %llu entries in %s: %llu bad", (unsigned long long)res.checked, dir,
-               (unsigned long long)res.bad);
+        printf("checked %llu %s in %s: %llu bad", (unsigned long long)res.checked,
+               tool_entries(res.checked), dir, (unsigned long long)res.bad);
         if (fix)
             printf(", %llu removed", (unsigned long long)res.removed);
         else if (res.bad)

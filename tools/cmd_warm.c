@@ -54,10 +54,13 @@ static const char usage_text[] =
     "cached or failed; with several architectures the line ends with the\n"
     "architecture) with a summary, one per architecture, and why each failure\n"
     "failed.\n"
+    "A line whose source file cannot be read is said and skipped; the others are\n"
+    "compiled.\n"
     "Exit status: 0 every program is in the cache; 1 a program did not compile (or\n"
-    "its key cannot be derived safely); 2 bad usage or a malformed manifest; 3 the\n"
-    "cache could not be used or a program could not be stored, or a source file\n"
-    "cannot be read.\n";
+    "its key cannot be derived safely), a line was skipped, or the size cap\n"
+    "evicted warmed programs again (one line says how many remain); 2 bad usage or a\n"
+    "malformed manifest; 3 the cache could not be used or a program could not be\n"
+    "stored, or no source file can be read.\n";
 
 
 /* ---- compiling ---------------------------------------------------------------- */
@@ -84,6 +87,10 @@ typedef struct warm_state {
     arch_count *per_arch; /* num_archs + 1: the last for programs with their own -arch */
     progcache_warm_result total;
     tool_progress bar;
+    /* Eviction during the warm (a cap smaller than what was warmed): the
+     * passes summed, and how many warmed entries are still there after. */
+    uint64_t evicted, evicted_bytes;
+    size_t warmed, remaining;
 } warm_state;
 
 static double now_ms(void)
@@ -160,6 +167,31 @@ static int run_warm(warm_state *s, progcache *cache, unsigned jobs)
     return rc ? tool_lib_error(CMD, EXIT_USAGE, "cannot warm") : EXIT_OK;
 }
 
+/* After a warm that evicted: how many of the entries it compiled or found are
+ * still in the directory (a summary that said "19 compiled" when 2 remain
+ * misled). Looked up without reading them (progcache_store_exists). */
+static int count_remaining(warm_state *s, const char *dir)
+{
+    tool_folded_evictions(&s->evicted, &s->evicted_bytes);
+    if (!s->evicted)
+        return EXIT_OK;
+    progcache_file *f = NULL;
+    int code = tool_open_file(CMD, dir, TOOL_READ, 0, &f);
+    for (size_t i = 0; !code && i < s->m->len * s->slots; i++) {
+        const warm_row *r = &s->rows[i];
+        size_t len = 0;
+        unsigned char *key = NULL;
+        if ((r->result != COMPILED && r->result != CACHED) ||
+            !(key = tool_decode_hex(r->key_hex, &len)))
+            continue;
+        s->warmed++;
+        s->remaining += progcache_store_exists(progcache_file_store(f), key, len) == 0;
+        free(key);
+    }
+    progcache_file_close(f);
+    return code;
+}
+
 /* ---- output ------------------------------------------------------------------- */
 
 static const char *outcome_name(outcome o)
@@ -182,9 +214,15 @@ static void print_json(const warm_state *s, const char *dir, const char *arch, d
         tool_json_string(stdout, arch);
     else
         printf("null");
-    printf(", \"compiled\": %llu, \"cached\": %llu, \"failed\": %llu, \"ms\": %.1f, \"archs\": [",
+    printf(", \"compiled\": %llu, \"cached\": %llu, \"failed\": %llu, \"skipped\": %zu, "
+           "\"evicted\": %llu, \"remaining\": ",
            (unsigned long long)s->total.compiled, (unsigned long long)s->total.cached,
-           (unsigned long long)s->total.failed, ms);
+           (unsigned long long)s->total.failed, s->m->skipped, (unsigned long long)s->evicted);
+    if (s->evicted)
+        printf("%zu", s->remaining);
+    else
+        printf("null");
+    printf(", \"ms\": %.1f, \"archs\": [", ms);
     for (size_t a = 0; a < s->num_archs; a++) {
         const arch_count *c = &s->per_arch[a];
         printf("%s{\"arch\": ", a ? ", " : "");
@@ -255,7 +293,19 @@ static void print_text(const warm_state *s, const char *dir, const char *arch, d
            (unsigned long long)s->total.cached, (unsigned long long)s->total.failed);
     if (s->num_archs > 1)
         printf("%zu compiles of ", compiles);
-    printf("%zu programs in %.1f s)\n", s->m->len, ms / 1000);
+    printf("%zu programs in %.1f s)", s->m->len, ms / 1000);
+    if (s->m->skipped)
+        printf("; %zu manifest line%s skipped (source file not read)", s->m->skipped,
+               s->m->skipped == 1 ? "" : "s");
+    putchar('\n');
+    if (s->evicted) {
+        char size[64];
+        tool_format_size_long(size, sizeof size, s->evicted_bytes);
+        printf("the cap evicted %llu %s (%s) meanwhile: %zu of the %zu warmed remain in the "
+               "cache (raise max_size: 'progcache config max_size SIZE')\n",
+               (unsigned long long)s->evicted, tool_entries(s->evicted), size, s->remaining,
+               s->warmed);
+    }
     for (size_t i = 0; i < s->m->len * s->slots; i++) {
         const program *p = &s->m->items[i / s->slots];
         const warm_row *r = &s->rows[i];
@@ -324,7 +374,7 @@ int cmd_warm(int argc, char **argv)
     char *arch = NULL; /* the --arch values, joined: for the summary */
     uint64_t max = 0;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
-    manifest m = {NULL, 0, NULL, 0};
+    manifest m = {NULL, 0, NULL, 0, 0};
     warm_state s;
     memset(&s, 0, sizeof s);
     s.m = &m;
@@ -376,6 +426,7 @@ int cmd_warm(int argc, char **argv)
     if (!code && (!(s.rows = calloc(m.len * s.slots, sizeof *s.rows)) ||
                   !(s.per_arch = calloc(s.num_archs + 1, sizeof *s.per_arch))))
         code = tool_error(CMD, "out of memory");
+    tool_fold_evictions(); /* one line at the end, not one per pass */
     if (!code)
         code = tool_open_cache(CMD, dir, TOOL_CREATE, max, &cache);
     if (!code) {
@@ -384,6 +435,10 @@ int cmd_warm(int argc, char **argv)
         code = run_warm(&s, cache, (unsigned)jobs);
         tool_progress_end(&s.bar);
         double ms = now_ms() - t;
+        progcache_close(cache); /* its puts done before what remains is counted */
+        cache = NULL;
+        if (!code)
+            code = count_remaining(&s, dir);
         if (!code && json)
             print_json(&s, dir, arch, ms);
         else if (!code)
@@ -393,7 +448,11 @@ int cmd_warm(int argc, char **argv)
         int broken = 0;
         for (size_t i = 0; i < m.len * s.slots; i++)
             broken |= s.rows[i].result == FAILED && !s.rows[i].program_error;
-        code = broken ? EXIT_FAILED : s.total.failed ? EXIT_NO : EXIT_OK;
+        /* 0 says every program is in the cache: not so when the cap
+         * evicted some of them again */
+        code = broken ? EXIT_FAILED
+               : s.total.failed || m.skipped || s.remaining < s.warmed ? EXIT_NO
+                                                                         : EXIT_OK;
     }
     progcache_close(cache);
     free(dir);

@@ -177,10 +177,28 @@ static unsigned int flags_for(tool_access access)
 /* What the library tells a subcommand (the remote tier failing, a wait for
  * another compile): one line each on stderr, "progcache <cmd>: [warning: ]
  * <message>". Debug lines (repeats of a failure) are left out. */
+static int fold_evictions;
+static uint64_t folded[2]; /* entries, bytes */
+
+void tool_fold_evictions(void) { fold_evictions = 1; }
+
+void tool_folded_evictions(uint64_t *entries, uint64_t *bytes)
+{
+    *entries = __atomic_load_n(&folded[0], __ATOMIC_RELAXED);
+    *bytes = __atomic_load_n(&folded[1], __ATOMIC_RELAXED);
+}
+
 static void tool_log(void *ctx, int level, const char *message)
 {
     if (level < PROGCACHE_LOG_INFO)
         return;
+    unsigned long long n, bytes;
+    if (fold_evictions && level == PROGCACHE_LOG_INFO &&
+        sscanf(message, "evicted %llu entries (%llu bytes)", &n, &bytes) == 2) {
+        __atomic_add_fetch(&folded[0], (uint64_t)n, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&folded[1], (uint64_t)bytes, __ATOMIC_RELAXED);
+        return;
+    }
     if (!strncmp(message, "progcache: ", 11))
         message += 11;
     fprintf(stderr, "progcache %s: %s%s\n", (const char *)ctx,
@@ -415,6 +433,11 @@ static int global_options(int argc, char **argv, int *code)
 int main(int argc, char **argv)
 {
     int code = EXIT_OK;
+    /* The tool says what the library tells it through its own callback
+     * (tool_log, "progcache <cmd>: warning: ..."); the library's default
+     * writer (PROGCACHE_LOG) would say it a second time. A value the user
+     * set is kept: it still reaches what has no callback. */
+    setenv("PROGCACHE_LOG", "off", 0);
     int at = global_options(argc, argv, &code);
     if (at < 0)
         return code;

@@ -314,6 +314,13 @@ void tool_stats_metrics(FILE *f, int format, const char *dir, const progcache_st
 
 /* "3832", "3.7K", "1.2M", "2.0G": compact, for columns. */
 void tool_format_size(char *out, size_t len, uint64_t bytes);
+/* The eviction passes the library reports ("evicted N entries (B bytes)
+ * ...", one line each) summed instead of printed, from now on, for a
+ * command that says them in one line of its own (warm); the sums so far. */
+void tool_fold_evictions(void);
+void tool_folded_evictions(uint64_t *entries, uint64_t *bytes);
+/* "entry" for 1, else "entries": "1 entry", "0 entries". */
+const char *tool_entries(uint64_t n);
 /* "3.7 KiB", "512 bytes": for prose. */
 void tool_format_size_long(char *out, size_t len, uint64_t bytes);
 /* Local time "2026-11-30 14:03:59" of ns (or s) since 1970. */

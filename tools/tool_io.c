@@ -371,3 +371,5 @@ void tool_json_string(FILE *f, const char *s)
 }
 
 void tool_json_begin(FILE *f) { fprintf(f, "{\"schema\": %d", TOOL_JSON_SCHEMA); }
+
+const char *tool_entries(uint64_t n) { return n == 1 ? "entry" : "entries"; }

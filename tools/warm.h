@@ -31,12 +31,15 @@ typedef struct manifest {
     uint64_t max_size; /* bound on the manifest and each source */
     program *items;
     size_t len;
+    size_t skipped; /* lines whose source file could not be read (issue 35) */
 } manifest;
 
 /* Read m->path (bounded by m->max_size), parse each line into m->items,
  * then read every source: a typo in the manifest surfaces before anything
  * is compiled. EXIT_OK, or an exit code after a message naming
- * MANIFEST:LINE. The caller frees m->items with warm_free_program. */
+ * MANIFEST:LINE. A line whose source file cannot be read is said, left out
+ * and counted in m->skipped (the others are still compiled); when none is
+ * left, EXIT_FAILED. The caller frees m->items with warm_free_program. */
 int warm_read_manifest(manifest *m);
 void warm_free_program(program *p);
 

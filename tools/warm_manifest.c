@@ -230,14 +230,28 @@ int warm_read_manifest(manifest *m)
     if (!code && m->len == 0)
         code = tool_usage_error(CMD, "manifest \"%s\" lists no program", m->path);
     /* Every source is read before anything is compiled: a typo in the
-     * manifest should not surface after an hour of compiling. */
+     * manifest should not surface after an hour of compiling. One file
+     * that cannot be read costs its line only: the others are compiled,
+     * and the exit status says something was left out. */
     for (size_t i = 0; !code && i < m->len; i++) {
         program *p = &m->items[i];
         char what[PATH_MAX + 64];
         snprintf(what, sizeof what, "%s:%d: source file", m->path, p->line);
         unsigned char *src = NULL;
-        code = tool_read_input(CMD, what, p->source_path, 0, m->max_size, &src, &p->source_len);
+        if (tool_read_input(CMD, what, p->source_path, 0, m->max_size, &src, &p->source_len)) {
+            fprintf(stderr, "progcache %s: %s:%d: skipped; the other lines are compiled\n", CMD,
+                    m->path, p->line);
+            warm_free_program(p);
+            memmove(p, p + 1, (m->len - i - 1) * sizeof *p);
+            m->len--;
+            m->skipped++;
+            i--;
+            continue;
+        }
         p->source = (char *)src;
     }
+    if (!code && m->len == 0)
+        code = tool_error(CMD, "no line of manifest \"%s\" has a source file that can be read",
+                          m->path);
     return code;
 }

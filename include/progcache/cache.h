@@ -192,6 +192,18 @@ PROGCACHE_API int progcache_total_size(uint64_t *out, progcache *cache);
 PROGCACHE_API const char *progcache_path(const progcache *cache);
 
 /*
+ * progcache_nvrtc_version_cache() : the NVRTC version a key derived for
+ * cache carries, as compile-or-load finds it (docs/KEY.md, "NVRTC
+ * version"): the loaded NVRTC's, else $PROGCACHE_NVRTC_VERSION, else the
+ * cache's record line of the NVRTC file a load would open, else NVRTC
+ * loaded and asked, else (no NVRTC on this machine) the one version every
+ * line of the cache's record names (an imported bundle's). Where
+ * progcache_nvrtc_version() has no cache at hand. cache may be NULL.
+ * @return as progcache_nvrtc_version().
+ */
+PROGCACHE_API int progcache_nvrtc_version_cache(int *major, int *minor, progcache *cache);
+
+/*
  * progcache_flush() : wait until every put queued in the background on this
  * cache (PROGCACHE_PROGRAM_ASYNC_STORE in progcache/cuda.h) has finished,
  * and the tiers' own background writes too (the remote tier's queue: once

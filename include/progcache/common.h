@@ -10,7 +10,8 @@
  *  - Outputs come first and are named out. What a call returns through out
  *    belongs to the caller and is released with the matching _free/_close,
  *    each of which accepts NULL.
- *  - The library never prints, never exits and never aborts on caller input.
+ *  - The library never exits and never aborts on caller input; it prints only
+ *    through its log (a callback, or PROGCACHE_LOG's writer: see below).
  */
 #ifndef PROGCACHE_COMMON_H
 #define PROGCACHE_COMMON_H
@@ -171,11 +172,20 @@ PROGCACHE_API int progcache_buf_set(progcache_buf *buf, const void *data, size_t
 #endif
 
 /*
- * Logging: the library never prints. Where a caller wants to see what it
+ * Logging. Where a caller wants to see what it
  * does (an eviction pass, a healed entry, a store that failed in the
- * background), it passes a callback in an options struct.
+ * background), it passes a callback in an options struct. Without one, the
+ * library's own writer follows PROGCACHE_LOG (off|error|warn|info|debug,
+ * optionally :FILE); unset, each warning that means "you are not getting
+ * what you think" is written once per process and cause to stderr, prefixed
+ * "progcache:" (docs/OPERATIONS.md).
  */
-enum { PROGCACHE_LOG_DEBUG = 0, PROGCACHE_LOG_INFO = 1, PROGCACHE_LOG_WARN = 2 };
+enum {
+    PROGCACHE_LOG_DEBUG = 0,
+    PROGCACHE_LOG_INFO = 1,
+    PROGCACHE_LOG_WARN = 2,
+    PROGCACHE_LOG_ERROR = 3 /* a failure no return code reports (a background put) */
+};
 typedef void (*progcache_log_fn)(void *ctx, int level, const char *message);
 
 #ifdef __cplusplus

@@ -215,7 +215,10 @@ PROGCACHE_API const char *progcache_names_at(const progcache_buf *names, size_t 
 
 /* progcache_program.flags */
 /* Stop after the artifact is in hand: no driver, no device, no context
- * needed (offline compiles, CI, cache warming). */
+ * needed (offline compiles, CI, cache warming). A kernel named in
+ * progcache_program.kernel is still checked against the artifact's own
+ * kernels (a CUBIN's symbols, PTX .entry; not LTO-IR): one that is not
+ * there fails with PROGCACHE_EINVAL naming it. */
 #define PROGCACHE_PROGRAM_NO_LOAD 0x1u
 /* Store a freshly compiled artifact on a background thread: a miss returns as
  * soon as the artifact is compiled (and loaded). progcache_flush() or

@@ -27,6 +27,7 @@
 
 #include "alloc.h"
 #include "buf.h"
+#include "clock.h"
 #include "error.h"
 #include "options.h"
 #include "cache/async_put.h"
@@ -121,8 +122,8 @@ void progcache__cache_record(progcache *cache, progcache_stat stat, uint64_t n)
  * the entry's metadata too (what the tier checked: its seal state; the
  * records kept with it), and a hit is copied into the tiers above with it. */
 PROGCACHE_HOT
-static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
-                  const void *key, size_t key_len, size_t num_tiers)
+static int lookup_tiers(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                        const void *key, size_t key_len, size_t num_tiers, size_t *hit)
 {
     int rc = progcache__cache_check_key(cache, key, key_len, "progcache_get");
     if (rc)
@@ -152,6 +153,7 @@ static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cac
         progcache_store *t = cache->tiers[i];
         rc = progcache__store_get_meta(out, meta, t, key, key_len);
         if (rc == PROGCACHE_OK) {
+            *hit = i;
             if (failed)
                 progcache__error_discard(&why);
             for (size_t j = i; j-- > 0;)
@@ -180,6 +182,36 @@ static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cac
         return PROGCACHE_ENOTFOUND;
     progcache__error_restore(&why);
     return failed;
+}
+
+/* PROGCACHE_LOG=debug: every lookup, its key, the tier that answered and
+ * the time it took (docs/OPERATIONS.md). Off, it costs one test. */
+PROGCACHE_HOT
+static int lookup(progcache_buf *out, progcache_entry_meta *meta, progcache *cache,
+                  const void *key, size_t key_len, size_t num_tiers)
+{
+    size_t hit = 0;
+    if (!progcache__log_trace())
+        return lookup_tiers(out, meta, cache, key, key_len, num_tiers, &hit);
+    double t0 = progcache__clock_ms();
+    int rc = lookup_tiers(out, meta, cache, key, key_len, num_tiers, &hit);
+    double ms = progcache__clock_ms() - t0;
+    if (!cache || !key)
+        return rc;
+    char hex[33];
+    size_t n = key_len < 16 ? key_len : 16;
+    for (size_t i = 0; i < n; i++)
+        snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)key)[i]);
+    hex[2 * n] = '\0';
+    if (rc == PROGCACHE_OK)
+        progcache__cache_log(cache, PROGCACHE_LOG_DEBUG, "lookup %s...: HIT in the %s tier "
+                             "(%zu bytes, %.3f ms)", hex, tier_name(cache->tiers[hit]),
+                             out->size, ms);
+    else
+        progcache__cache_log(cache, PROGCACHE_LOG_DEBUG, "lookup %s...: %s (%zu tiers, %.3f ms)",
+                             hex, rc == PROGCACHE_ENOTFOUND ? "MISS" : progcache_strerror(rc),
+                             num_tiers, ms);
+    return rc;
 }
 
 PROGCACHE_HOT

@@ -299,15 +299,11 @@ progcache_store *progcache__cache_lease_tier(const progcache *cache)
 static int new_handle(progcache **out, progcache_store *const *tiers, size_t num_tiers,
                       const char *path, const progcache_options *opts)
 {
-    /* A bound that was set and cannot be used fails the open, like every
-     * other setting (docs/CONFIG.md). */
+    /* A bound that was set and cannot be used is said and ignored, as
+     * every malformed variable is (docs/CONFIG.md). */
     unsigned int wait_ms = PROGCACHE__FLIGHT_WAIT_MS;
-    int rc = progcache__config_wait_timeout(&wait_ms);
-    if (rc != PROGCACHE_OK && rc != PROGCACHE_ENOTFOUND) {
-        progcache__error_prefix("%s", path ? "progcache_open" : "progcache_open_tiers");
-        return rc;
-    }
-    rc = PROGCACHE_ENOMEM;
+    int bad_wait = progcache__config_wait_timeout(&wait_ms) == PROGCACHE_EINVAL;
+    int rc = PROGCACHE_ENOMEM;
     progcache *cache = progcache__calloc(1, sizeof *cache);
     if (!cache)
         goto done;
@@ -327,6 +323,15 @@ static int new_handle(progcache **out, progcache_store *const *tiers, size_t num
     if (opts) {
         cache->log = opts->log;
         cache->log_ctx = opts->log_ctx;
+    }
+    if (bad_wait) {
+        uint64_t ms;
+        const char *value = "", *why = "";
+        progcache__config_setting(&ms, &value, &why, PROGCACHE__SET_WAIT_TIMEOUT);
+        progcache__cache_log(cache, PROGCACHE_LOG_WARN,
+                             "PROGCACHE_WAIT_TIMEOUT=\"%.64s\": %s; ignored (wait_timeout stays "
+                             "%us, from default)",
+                             value, why, PROGCACHE__FLIGHT_WAIT_MS / 1000);
     }
     *out = cache;
     cache = NULL;

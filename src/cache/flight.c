@@ -100,10 +100,11 @@ static int use_lease(progcache *cache)
     close(root);
     static int said_bad;
     const char *force = progcache__netfs_bad_setting();
-    if (force && cache->log && !__atomic_exchange_n(&said_bad, 1, __ATOMIC_RELAXED))
+    /* Worded as every malformed variable is (store/file/file_settings.c) */
+    if (force && !__atomic_exchange_n(&said_bad, 1, __ATOMIC_RELAXED))
         progcache__cache_log(cache, PROGCACHE_LOG_WARN,
-                             "progcache: PROGCACHE_FLIGHT_LOCK=\"%.40s\" is not lease, range or "
-                             "auto; ignored (auto: lease files on a network file system)",
+                             "PROGCACHE_FLIGHT_LOCK=\"%.40s\": not lease, range or auto; ignored "
+                             "(auto: lease files on a network file system)",
                              force);
     if (lease && cache->log && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
         progcache__cache_log(cache, PROGCACHE_LOG_INFO,

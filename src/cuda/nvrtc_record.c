@@ -267,6 +267,15 @@ int progcache__nvrtc_key_version(int *major, int *minor, const char **how, progc
     return rc;
 }
 
+int progcache_nvrtc_version_cache(int *major, int *minor, progcache *cache)
+{
+    if (!major || !minor)
+        return progcache__error(PROGCACHE_EINVAL,
+                                "progcache_nvrtc_version_cache: major or minor is NULL");
+    const char *how;
+    return progcache__nvrtc_key_version(major, minor, &how, cache);
+}
+
 static int from_records(int *major, int *minor, const char **how, progcache *cache,
                         records *r)
 {

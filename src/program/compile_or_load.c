@@ -539,6 +539,8 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
         rc = compile_and_store(&c);
     if (!rc && out->version >= 3 && c.names)
         rc = progcache__names_to_result(out, &p.nvrtc, &c.lowered);
+    if (!rc && (p.flags & PROGCACHE_PROGRAM_NO_LOAD))
+        rc = progcache__program_check_kernel(out, &p);
     if (rc || (p.flags & PROGCACHE_PROGRAM_NO_LOAD))
         goto done;
     int refused = 0;

@@ -5,11 +5,14 @@
 #include "program/program_load.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "clock.h"
 #include "program/program_names.h"
 #include "cuda/driver.h"
 #include "error.h"
+#include "progcache/artifact.h"
 
 /* Driver results that mean "these bytes are no good", as opposed to "the
  * driver or the context is in trouble", which recompiling cannot fix.
@@ -114,3 +117,33 @@ done:
     return rc;
 }
 
+
+int progcache__program_check_kernel(const progcache_program_result *out,
+                                    const progcache_program *program)
+{
+    const char *kernel = program->kernel;
+    if (!kernel || program->nvrtc.target == PROGCACHE_TARGET_LTOIR)
+        return PROGCACHE_OK;
+    progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
+    int rc = progcache_artifact_inspect(&info, out->artifact.data, out->artifact.size);
+    if (rc || (info.kind != PROGCACHE_KIND_CUBIN && info.kind != PROGCACHE_KIND_PTX))
+        goto done;
+    char some[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < info.num_kernels; i++) {
+        const char *k = progcache_artifact_kernel(&info, i);
+        if (!strcmp(k, kernel))
+            goto done;
+        if (used < sizeof some - 1)
+            used += (size_t)snprintf(some + used, sizeof some - used, "%s%s", i ? ", " : "", k);
+    }
+    rc = progcache__error(PROGCACHE_EINVAL,
+                          "kernel '%s' is not in the %s (its kernels: %s): a C++ kernel that is "
+                          "not extern \"C\" is named by its lowered name; to name it as "
+                          "written (\"%s\"), list it in nvrtc.name_expressions",
+                          kernel, progcache_kind_name(info.kind),
+                          info.num_kernels ? some : "none", kernel);
+done:
+    progcache_artifact_info_release(&info);
+    return rc;
+}

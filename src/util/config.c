@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -260,11 +261,14 @@ int progcache__settings_apply_env(progcache_settings *s)
             continue;
         uint64_t number;
         const char *why;
-        /* A setting read where it is used is reported there (the PCH tier
-         * turns off and says why): it does not fail the directory's open. */
-        if (progcache__settings_apart((int)i) &&
-            progcache__settings_parse(&number, &why, (int)i, value) != PROGCACHE_OK)
+        /* A value that cannot be used is ignored and said, never a cache
+         * turned off: a setting read where it is used is reported there
+         * (the PCH tier turns off and says why), the others by the
+         * directory's resolution (store/file/file_settings.c). */
+        if (progcache__settings_parse(&number, &why, (int)i, value) != PROGCACHE_OK) {
+            s->ignored[i] = !progcache__settings_apart((int)i);
             continue;
+        }
         int rc = progcache__settings_assign(s, (int)i, value, PROGCACHE_SETTING_ENV, var);
         if (rc)
             return rc;
@@ -333,4 +337,34 @@ int progcache__config_shared_group(gid_t *gid, char *name, size_t name_len)
                             GROUP_VAR " is \"%.64s\": %s; give the name or number of the group "
                             "whose members share the cache (docs/SHARED.md)",
                             v, e ? strerror(e) : "there is no such group");
+}
+
+/* ---- the library's log (PROGCACHE_LOG: util/log.c) ------------------------ */
+
+int progcache__config_log(int *level, const char **file, const char **bad)
+{
+    static const struct {
+        const char *word;
+        int level;
+    } levels[] = {{"off", -1},
+                  {"error", PROGCACHE_LOG_ERROR},
+                  {"warn", PROGCACHE_LOG_WARN},
+                  {"info", PROGCACHE_LOG_INFO},
+                  {"debug", PROGCACHE_LOG_DEBUG}};
+    const char *v = getenv("PROGCACHE_LOG");
+    *file = NULL;
+    *bad = v;
+    if (!v || !*v)
+        return PROGCACHE_ENOTFOUND;
+    const char *colon = strchr(v, ':');
+    size_t n = colon ? (size_t)(colon - v) : strlen(v);
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++)
+        if (strlen(levels[i].word) == n && !strncasecmp(v, levels[i].word, n)) {
+            if (colon && !colon[1])
+                return PROGCACHE_EINVAL; /* "warn:" names no file */
+            *level = levels[i].level;
+            *file = colon && levels[i].level >= 0 ? colon + 1 : NULL;
+            return PROGCACHE_OK;
+        }
+    return PROGCACHE_EINVAL;
 }

@@ -52,4 +52,10 @@ int progcache__config_nvrtc_version(int *major, int *minor);
  * does not exist. */
 int progcache__config_shared_group(gid_t *gid, char *name, size_t name_len);
 
+/* PROGCACHE_LOG ("warn", "debug:/tmp/pc.log"): the level of the library's
+ * own log writer (util/log.c; -1 for off) and the file it appends to (NULL:
+ * stderr). PROGCACHE_OK; PROGCACHE_ENOTFOUND when unset or empty;
+ * PROGCACHE_EINVAL (no message) with *bad the value. */
+int progcache__config_log(int *level, const char **file, const char **bad);
+
 #endif

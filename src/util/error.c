@@ -156,7 +156,7 @@ void progcache__error_discard(progcache__error_saved *saved)
  * the callback whole. Only when that memory cannot be had is it cut. */
 void progcache__logv(progcache_log_fn log, void *ctx, int level, const char *fmt, va_list ap)
 {
-    if (!log)
+    if (!progcache__log_wanted(log, level))
         return;
     char message[1536];
     va_list again;
@@ -166,7 +166,10 @@ void progcache__logv(progcache_log_fn log, void *ctx, int level, const char *fmt
     if (whole)
         vsnprintf(whole, (size_t)n + 1, fmt, again);
     va_end(again);
-    log(ctx, level, whole ? whole : message);
+    if (log)
+        log(ctx, level, whole ? whole : message);
+    else
+        progcache__log_default(level, fmt, whole ? whole : message);
     progcache__free(whole);
 }
 

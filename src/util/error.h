@@ -58,12 +58,22 @@ void progcache__error_restore(progcache__error_saved *saved) PROGCACHE_COLD;
 /* Free a saved error without restoring it. */
 void progcache__error_discard(progcache__error_saved *saved) PROGCACHE_COLD;
 
-/* Format a message and pass it to a log callback (nothing when log is
- * NULL): the one body behind the stores', the cache's and compile-or-load's
- * log helpers. */
+/* Format a message and pass it to a log callback, or, when log is NULL, to
+ * the library's own writer (log.c, PROGCACHE_LOG): the one body behind the
+ * stores', the cache's and compile-or-load's log helpers. */
 void progcache__logv(progcache_log_fn log, void *ctx, int level, const char *fmt, va_list ap)
     PROGCACHE_COLD;
 void progcache__log(progcache_log_fn log, void *ctx, int level, const char *fmt, ...)
     PROGCACHE_PRINTF(4, 5) PROGCACHE_COLD;
+
+/* log.c: the writer used when no callback was given (PROGCACHE_LOG). Its
+ * settings are read once per process. progcache__log_wanted: whether a
+ * message at level would go anywhere (a callback takes every level), so
+ * that a caller can skip building it; _trace: PROGCACHE_LOG=debug (every
+ * lookup is traced); _default: write message,
+ * once per process per cause (its format string) at the default level. */
+int progcache__log_wanted(progcache_log_fn log, int level);
+int progcache__log_trace(void);
+void progcache__log_default(int level, const char *cause, const char *message) PROGCACHE_COLD;
 
 #endif

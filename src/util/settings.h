@@ -49,6 +49,10 @@ struct progcache_settings {
     progcache_setting item[PROGCACHE__SET_COUNT];
     char *owned[2 * PROGCACHE__SET_COUNT]; /* value and origin texts we allocated */
     char *path;                            /* <dir>/progcache/config, or NULL */
+    /* A variable whose value cannot be used: ignored, the setting kept as
+     * it was, and said by the reader (a warning naming the variable and
+     * the value), as every malformed variable is (issue 35). */
+    unsigned char ignored[PROGCACHE__SET_COUNT];
 };
 
 /* Fill s with the defaults; path is dir's settings file (dir may be NULL).
@@ -96,7 +100,8 @@ int progcache__parse_bool(int *out, const char *text);
 int progcache__parse_duration_ms(uint64_t *out, const char *text, uint64_t bare_unit_ms);
 
 /* Overlay the environment (config.c): each setting's variable, when set
- * and not empty, replaces the value, source ENV. */
+ * and not empty, replaces the value, source ENV; one whose value cannot be
+ * used is skipped and marked in s->ignored (its reader warns). */
 int progcache__settings_apply_env(progcache_settings *s);
 
 /* The settings file's text with name's line set to "name = value" (the

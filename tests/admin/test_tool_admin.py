@@ -28,7 +28,10 @@ def test_ls(tmp):
     cache = copy_reference(tmp, "ls")
     rc, out, err = run(["ls", "--dir", cache])
     check(rc == 0, "ls exit 0", err)
-    lines = [l.split() for l in out.splitlines()]
+    header, *rest = out.splitlines()
+    check(header.split() == ["NAME", "SIZE", "LAST-USE", "KIND", "ARCH", "KERNELS"],
+          "ls: a header line names the columns, piped too", out)
+    lines = [l.split() for l in rest]
     check(len(lines) == 6, "ls: one line per entry", out)
     kinds = [l[4] for l in lines]
     check(kinds.count("CUBIN") == 3 and kinds.count("PTX") == 3, "ls: 3 CUBIN and 3 PTX", out)
@@ -62,7 +65,7 @@ def test_ls(tmp):
     lru = [e["name"] for e in json.loads(run(["ls", "--dir", cache, "--json", "--sort", "lru"])[1])["entries"]]
     check(lru == list(reversed(names)), "ls --sort lru: oldest use first", lru)
     rc, out, _ = run(["ls", "--dir", cache, "--sort", "lru"])
-    check(out.split()[0] == names[-1], "ls --sort lru (text)")
+    check(out.splitlines()[1].split()[0] == names[-1], "ls --sort lru (text)")
     # ls does not count as a use.
     check(int(os.stat(entry_path(cache, names[0])).st_atime) == int(now - 1000),
           "ls leaves atime alone")

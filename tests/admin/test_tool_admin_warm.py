@@ -93,8 +93,34 @@ def test_warm(tmp):
     missing = os.path.join(src, "missing.txt")
     with open(missing, "w") as f:
         f.write("a.cu\nnot-there.cu\n")
+    rc, out, err = run(["warm", "--arch", "sm_90", missing, "--dir", cache])
+    # One bad line costs its line only (issue 35): named, skipped, the rest
+    # compiled, exit 1 at the end.
+    check(rc == 1 and "not-there.cu" in err and "missing.txt:2: skipped" in err
+          and "1 manifest line skipped" in out and "missing.txt:1 a.cu" in out,
+          "missing source: named and skipped, the rest compiled, exit 1", out + err)
+    with open(missing, "w") as f:
+        f.write("not-there.cu\n")
     rc, _, err = run(["warm", "--arch", "sm_90", missing, "--dir", cache])
-    check(rc == 3 and "not-there.cu" in err and "missing.txt:2" in err, "missing source: exit 3, line named", err)
+    check(rc == 3 and "no line of manifest" in err, "no source readable: exit 3", err)
+    # A cap smaller than what is warmed: one line for the evictions, not one
+    # per pass, and it counts what remains (issue 35); not every program is in
+    # the cache, so exit 1.
+    many = {"k%d.cu" % i: 'extern "C" __global__ void k%d(float *a) { a[threadIdx.x] *= %d.0f; }\n'
+            % (i, i) for i in range(8)}
+    small = fx.pt.write_programs(os.path.join(tmp, "many"), many,
+                                 "".join("k%d.cu\n" % i for i in range(8)))
+    capped = os.path.join(tmp, "capped")
+    rc, out, err = run(["warm", "--arch", "sm_90", small, "--dir", capped, "--jobs", "2"],
+                       env={"PROGCACHE_MAX_SIZE": "8K"})
+    left = len(ls_json(capped))
+    evict_lines = [l for l in (out + err).splitlines() if "evicted" in l]
+    check(rc == 1 and len(evict_lines) == 1 and "8 compiled" in out
+          and ": %d of the 8 warmed remain in the cache" % left in evict_lines[0] and left < 8,
+          "warm into a small cap: one eviction line counting what remains, exit 1", out + err)
+    w = json.loads(run(["warm", "--arch", "sm_90", small, "--dir", capped, "--json"],
+                       env={"PROGCACHE_MAX_SIZE": "8K"})[1])
+    check(w["evicted"] > 0 and w["remaining"] == len(ls_json(capped)), "--json: evicted, remaining", w)
     check(run(["warm", "--arch", "90", manifest, "--dir", cache])[0] == 2, "warm bad --arch: exit 2")
     check(run(["warm", "--jobs", "0", manifest, "--dir", cache])[0] == 2, "warm bad --jobs: exit 2")
     check(run(["warm", "--dir", cache])[0] == 2, "warm without MANIFEST: exit 2")

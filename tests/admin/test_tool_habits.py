@@ -194,6 +194,13 @@ def test_stats_short(tmp):
 def test_folded_warnings(tmp):
     cache = os.path.join(tmp, "junk")
     put_junk(cache, tmp, 30, 100)
+    # ls and verify use the same words for entries of no known kind.
+    rc, out, err = run(["ls", "-d", cache])
+    rows = out.splitlines()[1:]
+    check(rc == 0 and len(rows) == 30 and all("(unknown, kept: " in r for r in rows)
+          and "(bad:" not in out, "ls: unknown, kept, as verify says", out + err)
+    rc, out, _ = run(["verify", "-d", cache])
+    check(out.count(", kept (--fix-unknown removes it)") == 30, "verify: unknown, kept", out)
     archive = os.path.join(tmp, "junk.tar")
     rc, out, err = run(["export", "-d", cache, archive])
     lines = [l for l in err.splitlines() if "warning" in l]
@@ -203,11 +210,19 @@ def test_folded_warnings(tmp):
     lines = [l for l in err.splitlines() if "warning" in l]
     check(rc == 0 and len(lines) == 1 and "30 entries are not valid artifacts" in lines[0],
           "import: one warning line with a count", err)
+    # The flag named is the one that removes them: they are of no known kind,
+    # which verify --fix keeps (issue 35).
+    check("'progcache verify --fix-unknown' removes them" in lines[0], "import: the right flag",
+          err)
+    rc, out, err = run(["verify", "-d", os.path.join(tmp, "junk2"), "--fix-unknown"])
+    check(rc == 0 and "30 of them removed" in out, "verify --fix-unknown removes them", out + err)
     single = os.path.join(tmp, "one")
     put_junk(single, tmp, 1, 100)
     rc, out, err = run(["export", "-d", single, os.path.join(tmp, "one.tar")])
     check(rc == 0 and re.search(r"warning: entry [0-9a-f]{64} is not a valid artifact", err),
           "export: one entry is named", err)
+    rc, out, err = run(["import", "-d", os.path.join(tmp, "one2"), os.path.join(tmp, "one.tar")])
+    check(rc == 0 and "imported 1 entry (" in out, "import: 1 entry, not 1 entries", out + err)
 
 
 def main():

@@ -226,6 +226,12 @@ static void expect_open_fails(const char *dir, int code, const char *needle)
     CHECK(strstr(progcache_error_last(), needle));
 }
 
+static void keep_warning(void *ctx, int level, const char *message)
+{
+    if (level == PROGCACHE_LOG_WARN)
+        snprintf(ctx, 512, "%s", message);
+}
+
 static void test_bad_values(void)
 {
     char *dir = test_mkdtemp("settingsbad");
@@ -261,9 +267,19 @@ static void test_bad_values(void)
     text = test_read_file(path, NULL);
     CHECK(text && !strcmp(text, "# mine\nmax_size = 1G\n"));
     free(text);
-    /* A bad variable names itself. */
+    /* A bad variable names itself and is ignored: the cache stays on (the
+     * settings file, which progcache config checks when it writes it, is
+     * refused above with its line). */
     setenv("PROGCACHE_LOW_WATER_PERCENT", "200", 1);
-    expect_open_fails(dir, PROGCACHE_EINVAL, "PROGCACHE_LOW_WATER_PERCENT=\"200\"");
+    char said[512] = "";
+    progcache_options lo = PROGCACHE_OPTIONS_INIT;
+    lo.log = keep_warning;
+    lo.log_ctx = said;
+    progcache *open_one = NULL;
+    CHECK_OK(progcache_open(&open_one, dir, &lo));
+    CHECK(strstr(said, "PROGCACHE_LOW_WATER_PERCENT=\"200\": not a percentage") &&
+          strstr(said, "ignored (low_water_percent stays 90, from default)"));
+    progcache_close(open_one);
     unsetenv("PROGCACHE_LOW_WATER_PERCENT");
     /* A directory that is not a cache has no settings to show or set. */
     char other[4096];

@@ -21,8 +21,9 @@ BIN = pt.BIN
 REF = os.environ.get("PROGCACHE_REFERENCE_DIR")
 
 
-def run(args, stdin=None):
-    p = subprocess.run([BIN, "key"] + args, input=stdin, capture_output=True)
+def run(args, stdin=None, env=None):
+    full = dict(os.environ, **env) if env else None
+    p = subprocess.run([BIN, "key"] + args, input=stdin, capture_output=True, env=full)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
@@ -146,6 +147,35 @@ def test_refusals(tmp):
     check(rc == 0 and is_key(out), "name with a directory and an (empty) digest: %r" % err)
 
 
+def test_record(tmp):
+    """On a node without NVRTC, the cache's record of the NVRTC its entries
+    were compiled with (what `progcache import` brings with a bundle) gives
+    the version, as it does for compile-or-load: --nvrtc-version is not
+    needed (issue 35)."""
+    src = os.path.join(tmp, "rec.cu")
+    with open(src, "w") as f:
+        f.write('extern "C" __global__ void k(float *a) { a[0] = 1; }\n')
+    cache = os.path.join(tmp, "bundle-cache")
+    os.makedirs(os.path.join(cache, "progcache"))
+    record = os.path.join(cache, "progcache", "nvrtc-%d" % os.getuid())
+    with open(record, "w") as f:  # the line an exporter's NVRTC 12.9 left
+        f.write("12.9 1000 1700000000.000000000 /opt/cuda-12.9/lib/libnvrtc.so.12\n")
+    os.chmod(record, 0o644)
+    none = {"PROGCACHE_NVRTC_LIBRARY": os.path.join(tmp, "no-such-libnvrtc.so"),
+            "PROGCACHE_NVRTC_VERSION": "", "PROGCACHE_DIR": os.path.join(tmp, "nowhere")}
+    opts = [src, "--", "-arch=sm_90"]
+    rc, want, err = run(["--nvrtc-version", "12.9"] + opts)
+    check(rc == 0 and is_key(want), "key for 12.9: %r" % err)
+    rc, out, err = run(["-d", cache] + opts, env=none)
+    check(rc == 0 and out == want, "no NVRTC: the record's 12.9 keys, -d DIR: %r" % err)
+    rc, out, err = run(opts, env=dict(none, PROGCACHE_DIR=cache))
+    check(rc == 0 and out == want, "no NVRTC: the default directory's record: %r" % err)
+    # Without a record nothing is guessed: the message says what to do.
+    rc, out, err = run(opts, env=none)
+    check(rc == 3 and "PROGCACHE_NVRTC_VERSION" in err, "no NVRTC, no record: 3: %r" % err)
+    check(not os.path.exists(os.path.join(tmp, "nowhere")), "key creates no cache directory")
+
+
 def test_stdin(tmp):
     # Large, binary, with NUL bytes: read whole, as bytes.
     data = bytes((i * 131 + 7) % 256 for i in range(3 * 1024 * 1024 + 5))
@@ -209,6 +239,7 @@ def main():
         test_refusals(tmp)
         test_stdin(tmp)
         test_usage(tmp)
+        test_record(tmp)
     return pt.finish("test_tool_key")
 
 

@@ -91,6 +91,22 @@ static void errors(const std::string &root)
         CHECK(e.code() == PROGCACHE_ECOMPILE);
         CHECK(std::strlen(e.what()) > 0);
     }
+    // A kernel named as written in C++ ("axpy<float>") is not the CUBIN's
+    // (mangled) name: without a load nothing asked the driver, so the
+    // artifact's own kernels are checked, and the call throws naming it
+    // (issue 35: it used to cache the CUBIN and succeed).
+    progcachepp::program tmpl("template <typename T> __global__ void axpy(T *y, T a)"
+                              " { y[threadIdx.x] *= a; }\n"
+                              "template __global__ void axpy<float>(float *, float);\n",
+                              PROGCACHE_TARGET_CUBIN);
+    tmpl.options({"-arch=sm_90"}).kernel("axpy<float>").flags(PROGCACHE_PROGRAM_NO_LOAD);
+    try {
+        cache.compile_or_load(tmpl);
+        CHECK(!"a kernel that is not in the artifact throws");
+    } catch (const progcachepp::error &e) {
+        CHECK(e.code() == PROGCACHE_EINVAL && std::strstr(e.what(), "'axpy<float>'") &&
+              std::strstr(e.what(), "name_expressions"));
+    }
     // A cache directory that is a regular file: the open throws, naming it.
     std::string file = root + "/plain-file";
     std::FILE *f = std::fopen(file.c_str(), "w");

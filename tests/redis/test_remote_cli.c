@@ -184,7 +184,8 @@ static void test_admin_remote(void)
     run_out r = run(NULL, ls);
     if (r.status != 0)
         fprintf(stderr, "%s%s", r.out, r.err);
-    CHECK(r.status == 0 && lines(r.out) == 2);
+    CHECK(r.status == 0 && lines(r.out) == 1 + 2); /* the header, then each entry */
+    CHECK(!strncmp(r.out, "NAME ", 5));
     CHECK(strstr(r.out, hex[0]) && strstr(r.out, hex[1]) && strstr(r.out, "PTX"));
     CHECK(strstr(r.out, "kernel_a") && !strstr(r.out, "(bad"));
     run_free(&r);
@@ -237,7 +238,7 @@ static void test_admin_remote(void)
     CHECK(strstr(r.out, "SHA-256 does not match") && strstr(r.out, "1 bad"));
     run_free(&r);
     r = run(NULL, export);
-    CHECK(r.status == 1 && strstr(r.out, "exported 1 entries"));
+    CHECK(r.status == 1 && strstr(r.out, "exported 1 entry"));
     CHECK(strstr(r.err, "not exported") && strstr(r.err, hex[1]));
     run_free(&r);
 

@@ -153,6 +153,16 @@ int progcache__file_settings_resolve(file_store *fs, const progcache_file_option
         progcache_settings_free(s);
         return rc;
     }
+    for (int i = 0; i < PROGCACHE__SET_COUNT; i++) {
+        uint64_t n;
+        const char *value = "", *why = "";
+        if (s->ignored[i] &&
+            progcache__config_setting(&n, &value, &why, i) == PROGCACHE_EINVAL)
+            progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                                "%s=\"%.64s\": %s; ignored (%s stays %s, from %s)",
+                                s->item[i].variable, value, why, s->item[i].name,
+                                s->item[i].value, s->item[i].origin);
+    }
     fs->settings = s;
     fs->max_size = s->item[PROGCACHE__SET_MAX_SIZE].number;
     uint64_t pct = s->item[PROGCACHE__SET_LOW_WATER_PERCENT].number;
