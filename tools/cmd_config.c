@@ -151,8 +151,8 @@ static void warn_ignored(const progcache_settings *set)
 {
     for (size_t i = 0; i < progcache_settings_count(set); i++) {
         const progcache_setting *s = progcache_settings_at(set, i);
-        const char *v = s->variable ? getenv(s->variable) : NULL;
-        if (v && *v && s->source != PROGCACHE_SETTING_ENV)
+        const char *v = tool_setting_ignored(s);
+        if (v)
             fprintf(stderr, "progcache config: warning: %s=\"%.64s\" cannot be used (see "
                             "'progcache config --help'); ignored (%s stays %s, from %s)\n",
                     s->variable, v, s->name, s->value, s->origin);

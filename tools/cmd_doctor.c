@@ -290,6 +290,13 @@ static void check_settings(doctor *d, const progcache_settings *set)
     static const char *const from[] = {"default", "settings file", "environment", "options"};
     for (size_t i = 0; i < progcache_settings_count(set); i++) {
         const progcache_setting *it = progcache_settings_at(set, i);
+        const char *bad = tool_setting_ignored(it);
+        if (bad) {
+            say(d, "FAIL", "settings", "%s=\"%.64s\" cannot be used: ignored, %s stays %s; "
+                "fix: correct or unset %s ('progcache config --help')", it->variable, bad,
+                it->name, it->value, it->variable);
+            continue;
+        }
         const char *where = it->source == PROGCACHE_SETTING_DEFAULT ? "" : it->origin;
         int on = it->number && (!strcmp(it->name, "disable") || !strcmp(it->name, "readonly") ||
                                 !strcmp(it->name, "recache"));

@@ -23,7 +23,7 @@ static const char usage_text[] =
     "from the cache without running NVRTC; one the cache cannot cover runs on\n"
     "NVRTC untouched. Without wrapping: LD_AUDIT=<path of " MODULE ">\n"
     "(printed by 'progcache exec --where'). PROGCACHE_INTERCEPT=off turns it\n"
-    "off; PROGCACHE_LOG=stderr (or a file) says which NVRTC was reached.\n"
+    "off; PROGCACHE_LOG=info (or info:FILE) says which NVRTC was reached.\n"
     "\n"
     "options:\n"
     "  -d, --dir DIR  the cache directory (sets PROGCACHE_DIR for COMMAND)\n"

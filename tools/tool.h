@@ -69,6 +69,12 @@ extern tool_globals tool_global;
 enum { TOOL_OPT_SHARED_GROUP = 0x1000 - 2 };
 int tool_shared_group(const char *cmd, const char *group);
 
+/* The value of s's variable when it is set here but the settings did not
+ * take it (a value that cannot be used is ignored, docs/CONFIG.md), else
+ * NULL: what `config` warns of and `doctor` fails on. */
+struct progcache_setting;
+const char *tool_setting_ignored(const struct progcache_setting *s);
+
 /* One option of a subcommand besides the common ones. */
 typedef struct tool_option {
     const char *name; /* the long name, without "--" */

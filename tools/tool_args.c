@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <progcache/settings.h>
+
 #include "tool.h"
 
 tool_globals tool_global;
@@ -316,4 +318,10 @@ int tool_max_size_value(const char *cmd, const char *text, uint64_t *max)
                                 "suffix K, M, G (powers of 1024), such as 2G",
                                 text);
     return EXIT_OK;
+}
+
+const char *tool_setting_ignored(const progcache_setting *s)
+{
+    const char *v = s->variable ? getenv(s->variable) : NULL;
+    return v && *v && s->source != PROGCACHE_SETTING_ENV ? v : NULL;
 }

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,15 +41,19 @@ static int started;
 /* The name the last dlopen on this thread asked for (la_objsearch). */
 static __thread char asked[256];
 
-/* A line to $PROGCACHE_LOG from the auditor (the core has its own,
- * progcache__intercept_log: this module links no library code, so it
- * reads its two variables itself). */
+/* A warning from the auditor, written as the library's own log writer
+ * writes one (PROGCACHE_LOG, docs/OPERATIONS.md: "LEVEL[:FILE]"; nothing
+ * with off or error). This module links no library code (it runs in the
+ * loader's namespace), so it reads the variable itself; its few warnings
+ * come once per process each. */
 void progcache__audit_say(const char *fmt, ...)
 {
-    const char *where = getenv("PROGCACHE_LOG");
-    if (!where || !where[0])
+    const char *v = getenv("PROGCACHE_LOG");
+    const char *colon = v ? strchr(v, ':') : NULL;
+    size_t n = v ? (colon ? (size_t)(colon - v) : strlen(v)) : 0;
+    if ((n == 3 && !strncasecmp(v, "off", 3)) || (n == 5 && !strncasecmp(v, "error", 5)))
         return;
-    FILE *f = strcmp(where, "stderr") ? fopen(where, "ae") : stderr;
+    FILE *f = colon && colon[1] ? fopen(colon + 1, "ae") : stderr;
     if (!f)
         return;
     char line[2048];
@@ -56,7 +61,10 @@ void progcache__audit_say(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(f, "progcache-intercept[%ld]: %s\n", (long)getpid(), line);
+    if (f == stderr)
+        fprintf(f, "progcache: warning: %s\n", line);
+    else
+        fprintf(f, "progcache[%ld]: warning: %s\n", (long)getpid(), line);
     if (f != stderr)
         fclose(f);
 }

@@ -162,9 +162,13 @@ void progcache__bundle_free(progcache__bundle *b);
  * be: compiles then pass through, counted nowhere but said in the log). */
 progcache *progcache__intercept_cache(void);
 
-/* A line to the interceptor's log ($PROGCACHE_LOG: "stderr" or a file
- * appended to; unset: nothing). */
-void progcache__intercept_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A line to the library's own log (PROGCACHE_LOG, docs/OPERATIONS.md): at
+ * PROGCACHE_LOG_INFO what was reached and each compile's outcome (written
+ * with PROGCACHE_LOG=info or debug), at PROGCACHE_LOG_WARN what passes
+ * NVRTC through or is not stored (said once per process and cause by
+ * default). */
+void progcache__intercept_log(int level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Say once per library which NVRTC was reached and by which route. */
 void progcache__slot_announce(progcache__nvrtc_slot *slot);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "error.h"
 #include "intercept/intercept.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -25,22 +26,18 @@ EXPORT void progcache__intercept_core_init(progcache__nvrtc_slot *slots)
     progcache__slots = slots;
 }
 
-void progcache__intercept_log(const char *fmt, ...)
+void progcache__intercept_log(int level, const char *fmt, ...)
 {
-    const char *where = progcache__config_env("PROGCACHE_LOG");
-    if (!where)
-        return;
-    FILE *f = strcmp(where, "stderr") ? fopen(where, "ae") : stderr;
-    if (!f)
+    if (!progcache__log_wanted(NULL, level))
         return;
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(f, "progcache-intercept[%ld]: %s\n", (long)getpid(), line);
-    if (f != stderr)
-        fclose(f);
+    /* The library's own writer (PROGCACHE_LOG): one grammar, one file, and
+     * a warning said once per process and cause (its format). */
+    progcache__log_default(level, fmt, line);
 }
 
 
@@ -54,7 +51,7 @@ EXPORT void *progcache__intercept_bind(int slot, const char *name, void *real)
         return ours;
     void *fwd = progcache__forwarder(real);
     if (!fwd)
-        progcache__intercept_log("%s of %s: no forwarder left; bound to NVRTC itself",
+        progcache__intercept_log(PROGCACHE_LOG_WARN, "%s of %s: no forwarder left; bound to NVRTC itself",
                                  name, progcache__slots[slot].path);
     return fwd ? fwd : real;
 }
@@ -82,12 +79,12 @@ static void resolve(progcache__nvrtc_slot *s)
         ok = SYM(GetSize[k], size_fn[k]) && SYM(GetBytes[k], bytes_fn[k]);
 #undef SYM
     if (!ok) {
-        progcache__intercept_log("%s lacks a function of NVRTC 13; its compiles pass through",
+        progcache__intercept_log(PROGCACHE_LOG_WARN, "%s lacks a function of NVRTC 13; its compiles pass through",
                                  s->path);
         return;
     }
     if (r->Version(&s->major, &s->minor) != NVRTC_SUCCESS) {
-        progcache__intercept_log("%s: nvrtcVersion failed; its compiles pass through", s->path);
+        progcache__intercept_log(PROGCACHE_LOG_WARN, "%s: nvrtcVersion failed; its compiles pass through", s->path);
         return;
     }
     s->ready = 1;
@@ -113,6 +110,6 @@ void progcache__slot_announce(progcache__nvrtc_slot *s)
     char id[2 * sizeof s->build_id + 1] = "none";
     for (size_t i = 0; i < s->build_id_len; i++)
         snprintf(id + 2 * i, 3, "%02x", s->build_id[i]);
-    progcache__intercept_log("NVRTC %d.%d at %s (build ID %s) intercepted; reached by %s",
+    progcache__intercept_log(PROGCACHE_LOG_INFO, "NVRTC %d.%d at %s (build ID %s) intercepted; reached by %s",
                              s->major, s->minor, s->path, id, s->route);
 }

@@ -47,7 +47,9 @@ for f in /usr/bin/progcache /usr/libexec/progcache/progcache-nvrtc-helper \
          /usr/share/zsh/site-functions/_progcache \
          /usr/share/fish/vendor_completions.d/progcache.fish \
          /usr/share/progcache/contrib/node_exporter/progcache-textfile.sh \
-         /usr/share/doc/progcache/samples/persistentProgramCache/main.c; do
+         /usr/share/doc/progcache/samples/persistentProgramCache/main.c \
+         /usr/libexec/progcache/libprogcache-intercept.so \
+         /usr/libexec/progcache/libprogcache-intercept-core.so; do
   grep -qx "$f" "$work/files" && [ -e "$f" ] || fail "$f is not installed by the packages"
 done
 dpkg-query -L libprogcache0 | grep -q '/libprogcache\.so\.0$' || fail "libprogcache0 lacks the library"
@@ -68,6 +70,8 @@ second=$("$work/program" "$work/cache") || fail "the program's second run"
 # The installed tool sees the entry; the sample answers.
 /usr/bin/progcache stats -d "$work/cache" --json | grep -q '"hits": 1' || fail "progcache stats"
 /usr/libexec/progcache/persistentProgramCache --help >/dev/null || fail "the sample does not run"
+[ "$(/usr/bin/progcache exec --where)" = /usr/libexec/progcache/libprogcache-intercept.so ] \
+  || fail "progcache exec --where does not name the installed interceptor"
 man -l /usr/share/man/man1/progcache.1 >/dev/null 2>&1 || ! command -v man >/dev/null \
   || fail "man -l progcache.1"
 

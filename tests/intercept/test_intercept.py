@@ -62,7 +62,7 @@ def run_plain(argv, env=None):
 
 def run_exec(cache, argv, log, env=None):
     e = env_for(env)
-    e["PROGCACHE_LOG"] = log
+    e["PROGCACHE_LOG"] = "info:" + log  # the interceptor says what it did at info
     p = subprocess.run([pt.BIN, "exec", "-d", cache, "--"] + argv, capture_output=True, env=e,
                        timeout=300)
     return p.returncode, p.stderr.decode("utf-8", "replace")
@@ -249,7 +249,7 @@ def test_quoted_include_search(tmp):
             pt.write(os.path.join(where, "tile.h"), "#define TILE %s\n" % value)
             out = os.path.join(tmp, label + step)
             argv = [client("runpath"), out, "--source", src] + name + ["-arch=sm_90"]
-            e = env_for({"PROGCACHE_LOG": log})
+            e = env_for({"PROGCACHE_LOG": "info:" + log})
             p = subprocess.run([pt.BIN, "exec", "-d", cache, "--"] + argv, capture_output=True,
                                env=e, cwd=cwd, timeout=300)
             check(p.returncode == 0, "%s run %s" % (label, step), p.stderr)
