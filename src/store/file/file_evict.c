@@ -179,13 +179,16 @@ static int evict_pass(file_store *fs, unsigned pass, uint64_t trigger, uint64_t 
     if (!(pass & PASS_LOCKED))
         progcache__stats_add(fs->stats, PROGCACHE__LOCK_FALLBACKS, 1);
     for (int shard = 0; shard < FILE_SHARDS && !list.failed; shard++) {
+        uint64_t seen = progcache__file_shard_fingerprint(fs, shard);
         int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
         int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
         list.sum.bytes = list.sum.count = 0;
         progcache__file_scan_shard(fs, shard, collect, &list);
-        if (!list.failed)
+        if (!list.failed) {
             unseen += (uint64_t)progcache__file_remeasure_shard(fs, shard, &list.sum, b, c,
                                                                 pass & PASS_LOCKED);
+            __atomic_store_n(&fs->state->shard_seen[shard], seen, __ATOMIC_RELAXED);
+        }
         total += (uint64_t)list.sum.bytes;
         if (progress && (rc = progress(ctx, "scanning", (uint64_t)shard + 1, FILE_SHARDS)))
             goto done;
@@ -265,8 +268,17 @@ int progcache__file_evict_if_needed(file_store *fs)
     }
     if (bytes > fs->max_size || others) {
         progcache__file_sweep_tmp(fs, 1);
-        (void)evict_pass(fs, pass | (others ? PASS_OTHERS : 0), fs->max_size, fs->low_water, 0,
-                         NULL, NULL, NULL, NULL);
+        if (others && (pass & PASS_LOCKED)) {
+            /* Only the shards whose directory changed since they were
+             * measured: O(what was written), not O(the directory). */
+            progcache__file_catch_up(fs, 1, 1);
+            progcache__file_totals(fs, &bytes, &count);
+            others = 0;
+        }
+        /* Without the lock a pass decides by its own scan (FORMAT.md). */
+        if (bytes > fs->max_size || others)
+            (void)evict_pass(fs, pass | (others ? PASS_OTHERS : 0), fs->max_size, fs->low_water,
+                             0, NULL, NULL, NULL, NULL);
     }
     progcache__file_unlock(fs);
     return PROGCACHE_OK;
@@ -281,6 +293,20 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
         return progcache__file_refuse_write(fs, "prune");
     unsigned pass = progcache__file_lock(fs) ? PASS_LOCKED : 0;
     progcache__file_sweep_tmp(fs, 1);
+    /* (Seeded: totals would take the lock we hold to seed.) */
+    if ((pass & PASS_LOCKED) && !atime_cutoff &&
+        __atomic_load_n(&fs->state->seeded, __ATOMIC_ACQUIRE)) {
+        /* Under the cap by the counters (caught up with other writers):
+         * nothing to remove, and no scan to find that out. */
+        uint64_t bytes, count;
+        if (progcache__file_others_wrote(fs))
+            progcache__file_catch_up(fs, 1, 1);
+        progcache__file_totals(fs, &bytes, &count);
+        if (bytes <= max_bytes) {
+            progcache__file_unlock(fs);
+            return PROGCACHE_OK;
+        }
+    }
     int rc = evict_pass(fs, pass, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes,
                         progress, ctx);
     progcache__file_unlock(fs);
