@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""`progcache ls` without a sort streams (issue 32): it prints each entry as
+"""Listing and charts at any size (issue 32).
+
+`progcache ls` without a sort streams: it prints each entry as
 the walk reads it, in name order, instead of gathering every entry first.
 
 Shown by work, not time: a reader takes the first line and stops reading,
@@ -9,9 +11,14 @@ shard (entries/ff/). A streaming ls, which had not reached that shard,
 lists it; one that gathered everything before printing its first line does
 not. A sorted listing (--sort size) is complete and sorted.
 
+`progcache stats --charts` reads a bounded sample (whole shards, about
+20,000 entries) and scales it: at 30,000 entries it says how many it read,
+fewer than all, and its buckets add up to the whole.
+
 Environment: PROGCACHE_BIN (the progcache tool)."""
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,6 +40,31 @@ def write_entry(cache, n, size):
     os.makedirs(shard, exist_ok=True)
     with open(os.path.join(shard, n[2:]), "wb") as f:
         f.write(b"x" * size)
+
+
+def charts(env):
+    with tempfile.TemporaryDirectory(prefix="progcache-charts-") as cache:
+        total = 30000
+        for i in range(total):
+            write_entry(cache, name(i), 10 if i % 3 else 5000)
+        out = subprocess.run([pt.BIN, "stats", "--dir", cache, "--charts"], capture_output=True,
+                             env=env, timeout=300)
+        text = out.stdout.decode()
+        check(out.returncode == 0, "stats --charts", out.stderr.decode())
+        sample = [ln for ln in text.splitlines() if ln.startswith("(from ")]
+        check(sample, "the charts say they come from a sample", text)
+        if not sample:
+            return
+        read = int(sample[0].split()[1])
+        check(20000 <= read < total, "a bounded sample read: %d of %d" % (read, total))
+        lines = text.splitlines()
+        for title in ("entries by last use", "entries by size"):
+            at = [i for i, ln in enumerate(lines) if ln.startswith(title)]
+            # "  %-14s %8llu %7s": the count in columns 17-24.
+            counts = [int(ln[17:25]) for ln in (lines[at[0] + 1:at[0] + 6] if at else [])
+                      if re.match(r"^ *\d+$", ln[17:25])]
+            check(len(counts) == 5 and abs(sum(counts) - total) <= 5,
+                  "%s: the buckets scaled to the whole" % title, counts)
 
 
 def main():
@@ -64,7 +96,8 @@ def main():
         rows = [ln.split() for ln in out.stdout.decode().splitlines()]
         check(len(rows) == ENTRIES + 1 and rows[0][0] == late, "sorted: largest first",
               rows[:1])
-    return pt.finish("test_tool_ls_stream")
+        charts(env)
+    return pt.finish("test_tool_scale")
 
 
 if __name__ == "__main__":
