@@ -25,7 +25,7 @@
 #define STATE_VERSION 3
 
 /* Shards walked by scans in this process (progcache__file_shards_scanned). */
-static uint64_t shards_scanned;
+static uint64_t shards_scanned, entries_scanned;
 
 /* ---- the shared state file --------------------------------------------- */
 
@@ -252,6 +252,7 @@ static int scan_name(void *ctx, int dirfd, const char *name, unsigned char type)
     if ((type != DT_REG && type != DT_UNKNOWN) || !progcache__file_is_entry_name(name) ||
         fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
         return 0;
+    __atomic_add_fetch(&entries_scanned, 1, __ATOMIC_RELAXED);
     return sc->fn(sc->ctx, sc->shard, name, &st);
 }
 
@@ -294,6 +295,11 @@ int64_t progcache__file_remeasure_shard(file_store *fs, int shard, const file_sh
 uint64_t progcache__file_shards_scanned(void)
 {
     return __atomic_load_n(&shards_scanned, __ATOMIC_RELAXED);
+}
+
+uint64_t progcache__file_entries_scanned(void)
+{
+    return __atomic_load_n(&entries_scanned, __ATOMIC_RELAXED);
 }
 
 /* Measure one shard and correct its counters; its fingerprint is taken

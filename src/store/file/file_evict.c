@@ -233,6 +233,65 @@ done:
     return rc;
 }
 
+uint64_t progcache__file_evict_batch = 4096;
+
+/* A bounded step of eviction (issue 32): shards in turn from the shared
+ * cursor, each scanned, re-measured and relieved of its least recently
+ * used entries (at most the share the low-water mark asks of every entry:
+ * 10% by default, at least one), until the total is at the low-water mark
+ * or progcache__file_evict_batch entries have been examined. Names are
+ * hashes, so every shard holds a like share of every age: oldest-first
+ * within the shards in turn approximates the global order, and no put
+ * waits on more than one batch. The caller holds evict_mutex and the
+ * lock. */
+static void evict_step(file_store *fs)
+{
+    double started = progcache__clock_ms();
+    uint64_t bytes, count, examined = 0, freed = 0;
+    size_t evicted = 0;
+    candidate_list list = {0};
+    progcache__file_totals(fs, &bytes, &count); /* seeded: takes no lock */
+    uint64_t spare = fs->max_size - fs->low_water;
+    for (int n = 0; n < FILE_SHARDS && bytes > fs->low_water &&
+                    examined < progcache__file_evict_batch;
+         n++) {
+        int shard = (int)(__atomic_fetch_add(&fs->state->evict_cursor, 1, __ATOMIC_RELAXED) %
+                          FILE_SHARDS);
+        uint64_t seen = progcache__file_shard_fingerprint(fs, shard);
+        int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
+        int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
+        list.len = 0;
+        list.sum.bytes = list.sum.count = 0;
+        progcache__file_scan_shard(fs, shard, collect, &list);
+        if (list.failed)
+            break;
+        progcache__file_remeasure_shard(fs, shard, &list.sum, b, c, 1);
+        __atomic_store_n(&fs->state->shard_seen[shard], seen, __ATOMIC_RELAXED);
+        examined += list.len;
+        progcache__file_totals(fs, &bytes, &count);
+        size_t quota = fs->max_size ? (size_t)((double)list.len * (double)spare /
+                                               (double)fs->max_size)
+                                    : 0;
+        if (!quota)
+            quota = 1;
+        progcache__lru_sort(list.items, list.len, sizeof *list.items);
+        for (size_t i = 0; i < list.len && i < quota && bytes > fs->low_water; i++)
+            if (evict_one(fs, &list.items[i])) {
+                bytes -= list.items[i].lru.size;
+                freed += list.items[i].lru.size;
+                evicted++;
+            }
+    }
+    progcache__free(list.items);
+    progcache__stats_add(fs->stats, PROGCACHE__EVICTIONS, evicted);
+    progcache__stats_add(fs->stats, PROGCACHE__EVICTED_BYTES, freed);
+    progcache__file_log(fs, PROGCACHE_LOG_INFO,
+                        "evicted %zu entries (%llu bytes) from %s in %lld ms (a step: %llu "
+                        "entries examined)",
+                        evicted, (unsigned long long)freed, fs->root,
+                        (long long)(progcache__clock_ms() - started), (unsigned long long)examined);
+}
+
 int progcache__file_evict_if_needed(file_store *fs)
 {
     uint64_t bytes, count;
@@ -275,8 +334,12 @@ int progcache__file_evict_if_needed(file_store *fs)
             progcache__file_totals(fs, &bytes, &count);
             others = 0;
         }
-        /* Without the lock a pass decides by its own scan (FORMAT.md). */
-        if (bytes > fs->max_size || others)
+        /* Many entries: a bounded step, the rest in later puts. Without
+         * the lock a pass decides by its own scan (FORMAT.md). */
+        if (!others && bytes > fs->max_size && (pass & PASS_LOCKED) &&
+            count > progcache__file_evict_batch)
+            evict_step(fs);
+        else if (bytes > fs->max_size || others)
             (void)evict_pass(fs, pass | (others ? PASS_OTHERS : 0), fs->max_size, fs->low_water,
                              0, NULL, NULL, NULL, NULL);
     }

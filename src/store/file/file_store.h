@@ -34,7 +34,10 @@ typedef struct file_state {
      * program (cuda.core) has written an entry: the next put measures the
      * directory again (progcache__file_others_wrote). */
     uint64_t tmp_seen;
-    uint64_t reserved[29];
+    /* The shard the next bounded eviction step starts at (mod 256). */
+    uint32_t evict_cursor;
+    uint32_t pad;
+    uint64_t reserved[28];
     struct {
         int64_t bytes;
         int64_t count;
@@ -304,9 +307,15 @@ void progcache__file_catch_up(file_store *fs, int locked, int count_stats);
 /* A shard directory's fingerprint for shard_seen: 0 when missing or
  * changed too recently to be trusted. */
 uint64_t progcache__file_shard_fingerprint(file_store *fs, int shard);
-/* Shards walked by scans in this process (a test hook: tests assert the
- * work a put did, never its time). */
+/* Shards walked, and entries examined (fstatat), by scans in this process
+ * (test hooks: tests assert the work a put did, never its time). */
 uint64_t progcache__file_shards_scanned(void);
+uint64_t progcache__file_entries_scanned(void);
+/* Entries one put's eviction step examines before it stops at the end of
+ * a shard (file_evict.c); a directory of no more entries than this is
+ * evicted by one whole pass (exact LRU). A variable so that a test can
+ * make steps small. */
+extern uint64_t progcache__file_evict_batch;
 /* What one shard holds on disk, as a scan found it. */
 typedef struct file_shard_sum {
     int64_t bytes, count;
