@@ -12,7 +12,7 @@
 #include "tool.h"
 
 #define BAR 24 /* the longest bar, in characters */
-#define SAMPLE 20000 /* entries read at most, plus the rest of their shard */
+#define SAMPLE 4096 /* entries read at most, plus the rest of their shard */
 
 typedef struct bucket {
     const char *label;

@@ -371,12 +371,14 @@ int progcache__file_lock(file_store *fs)
 
 /* ---- other writers --------------------------------------------------------- */
 
-/* A change of tmp/ shows as a new change time (every create, rename and
- * unlink in it sets it) or a new inode (tmp/ made again). One made within
- * this many seconds is not trusted: timestamps have a granularity (a
- * kernel tick locally, up to a second or more over a network), and a
- * second write in the same tick would not change them. */
-#define TMP_SETTLE_SECONDS 2
+/* A change of tmp/ (or of a shard) shows as a new change time (every
+ * create, rename and unlink in it sets it) or a new inode (made again).
+ * One made within the settle time is not trusted: timestamps have a
+ * granularity, and a second write in the same tick would not change them.
+ * Locally that is the kernel's tick (at most 10 ms), hence 20 ms; over a
+ * network file system the server's, up to a second or more, hence 2 s. */
+#define SETTLE_LOCAL_NS 20000000ll
+#define SETTLE_NETWORK_NS 2000000000ll
 
 /* A directory's fingerprint: 1 when it is missing, 0 when it changed too
  * recently to be trusted, else its inode and change time mixed. */
@@ -385,7 +387,11 @@ static uint64_t dir_fingerprint(file_store *fs, const char *rel)
     struct stat st;
     if (fstatat(fs->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return 1; /* missing: nothing written through it */
-    if (time(NULL) - st.st_ctime < TMP_SETTLE_SECONDS)
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t age = ((int64_t)now.tv_sec - (int64_t)st.st_ctim.tv_sec) * 1000000000ll +
+                  ((int64_t)now.tv_nsec - (int64_t)st.st_ctim.tv_nsec);
+    if (age < (fs->network_fs ? SETTLE_NETWORK_NS : SETTLE_LOCAL_NS))
         return 0;
     uint64_t x = (uint64_t)st.st_ino * 0x9e3779b97f4a7c15ull;
     x ^= (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
