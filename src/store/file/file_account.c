@@ -146,7 +146,10 @@ static file_state *read_state(file_store *fs, int *shared)
     struct stat st;
     char why[192];
     *shared = 0;
-    int fd = progcache__fs_open_regular(fs->root_fd, FILE_STATE_DIR "/state", O_RDWR, 0, &st);
+    /* Another user's cache (root looking at it, say): read, never written. */
+    int fd = fs->foreign ? -1
+                         : progcache__fs_open_regular(fs->root_fd, FILE_STATE_DIR "/state",
+                                                      O_RDWR, 0, &st);
     int writable = fd >= 0;
     if (fd < 0)
         fd = progcache__fs_open_regular(fs->root_fd, FILE_STATE_DIR "/state", O_RDONLY, 0, &st);
