@@ -140,14 +140,16 @@ int main(void)
     put(w, ENTRIES + 1); /* measures the shards too young to trust above */
 
     /* One foreign write: the next put walks the shard it went to and the
-     * put's own, not 256. */
+     * shards progcache's own puts wrote into since they were last measured
+     * (at most the three puts above: which of them were measured depends on
+     * how fast the machine ran them), not 256. */
     uint64_t found = other_bytes(w);
     before = progcache__file_shards_scanned();
     foreign_write(dir, 2, 7000);
     put(w, ENTRIES + 2);
     walked = progcache__file_shards_scanned() - before;
     printf("put after one foreign write: %llu shards walked\n", (unsigned long long)walked);
-    CHECK(walked >= 1 && walked <= 3);
+    CHECK(walked >= 1 && walked <= 4);
     CHECK(other_bytes(w) - found == 7000);
     CHECK(count_of(w) == ENTRIES + 5);
 
@@ -161,7 +163,7 @@ int main(void)
     walked = progcache__file_shards_scanned() - before;
     printf("read-only open after a foreign write: %llu shards walked\n",
            (unsigned long long)walked);
-    CHECK(walked >= 1 && walked <= 4);
+    CHECK(walked >= 1 && walked <= 6);
     progcache_store_free(r);
     progcache_store_free(w);
 

@@ -305,12 +305,20 @@ int progcache__file_evict_if_needed(file_store *fs)
     if (bytes <= fs->max_size && !others)
         return PROGCACHE_OK;
     /* One evictor at a time, in this process and on this host; the others
-     * go on with their puts rather than queue behind a scan. */
-    if (pthread_mutex_trylock(&fs->evict_mutex) != 0)
+     * go on with their puts rather than queue behind a scan, unless the
+     * total is past the cap by more than the low-water spare: then they
+     * wait for the running pass or step (one batch) and run their own, so
+     * that cap + spare holds however the writers are scheduled (FORMAT.md,
+     * "Bounded steps"). */
+    int far = bytes > fs->max_size + (fs->max_size - fs->low_water);
+    if (far)
+        pthread_mutex_lock(&fs->evict_mutex);
+    else if (pthread_mutex_trylock(&fs->evict_mutex) != 0)
         return PROGCACHE_OK;
     unsigned pass = 0;
     if (fs->lock_fd >= 0) {
-        if (progcache__fs_flock(fs->lock_fd, LOCK_EX | LOCK_NB) == 0) {
+        if (progcache__fs_flock(fs->lock_fd, LOCK_EX | LOCK_NB) == 0 ||
+            (far && errno == EWOULDBLOCK && progcache__fs_flock(fs->lock_fd, LOCK_EX) == 0)) {
             pass = PASS_LOCKED;
         } else if (!progcache__fs_lock_unsupported(errno)) {
             pthread_mutex_unlock(&fs->evict_mutex); /* another process is at it */
