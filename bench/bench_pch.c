@@ -258,7 +258,13 @@ static double sum(const double *x, int n)
     return t;
 }
 
-static void stats_line(const char *dir, const char *label)
+/* The tier's counters. pch_ms_saved is the library's estimate (the plain
+ * compile time it recorded when it first saw the program, less each hit's
+ * time); measured_ms is what this run measured against the plain compiles
+ * it replaces: the same variants without the tier, less with it, PCH
+ * creations included (issue 32: the estimate said 24.5 s where 10.8-11.2 s
+ * were measured). */
+static void stats_line(const char *dir, const char *label, double measured_ms)
 {
     progcache *cache = open_or_die(dir);
     progcache_stats s = PROGCACHE_STATS_INIT;
@@ -269,6 +275,9 @@ static void stats_line(const char *dir, const char *label)
            (unsigned long long)s.pch_warm_failures, (unsigned long long)s.pch_misses,
            (unsigned long long)s.pch_created, (unsigned long long)s.pch_rejected,
            (unsigned long long)s.pch_fallbacks, (double)s.pch_ms_saved / 1e3);
+    printf("  %-34s saved, measured against the plain compiles: %.1f s (the counter's "
+           "estimate above: %.1f s)\n",
+           "", measured_ms / 1e3, (double)s.pch_ms_saved / 1e3);
     progcache_close(cache);
 }
 
@@ -394,11 +403,11 @@ int main(int argc, char **argv)
            median(off, n) / median(on, n));
     printf("   total   %8.0f %7.0f   (%.2fx less with the PCH tier)\n", sum(off, n), sum(on, n),
            sum(off, n) / sum(on, n));
-    stats_line(on_dir, "with:");
+    stats_line(on_dir, "with:", sum(off, n) - sum(on, n));
     if (modes == 3) {
         printf("   no warm helper: median %.0f, total %.0f (%.2fx less)\n", median(cold, n),
                sum(cold, n), sum(off, n) / sum(cold, n));
-        stats_line(cold_dir, "no warm helper:");
+        stats_line(cold_dir, "no warm helper:", sum(off, n) - sum(cold, n));
     }
     unsetenv("BENCH_PCH_PHASES");
     anatomy(phases_file, off, on, n);
@@ -436,8 +445,8 @@ int main(int argc, char **argv)
     printf("   total   %8.0f %7.0f %10.0f   (%.1fx and %.1fx less)\n", sum(sv[0].ms, n),
            sum(sv[1].ms, n), sum(sv[2].ms, n), sum(sv[0].ms, n) / sum(sv[1].ms, n),
            sum(sv[0].ms, n) / sum(sv[2].ms, n));
-    stats_line(s_on, "with:");
-    stats_line(s_in, "in-process:");
+    stats_line(s_on, "with:", sum(sv[0].ms, n) - sum(sv[1].ms, n));
+    stats_line(s_in, "in-process:", sum(sv[0].ms, n) - sum(sv[2].ms, n));
     bench_remove_tree(root);
     return 0;
 }

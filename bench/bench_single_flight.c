@@ -20,20 +20,24 @@
 #include "progcache/progcache.h"
 
 
-/* A child: wait for the start signal, get the kernel, exit 10 if it
- * compiled, 11 if it did not (a hit, after waiting or not), 1 on error. */
+/* A child: start up (open the cache, make the source), say it is ready,
+ * wait for the start signal, get the kernel; exit 10 if it compiled, 11 if
+ * it did not (a hit, after waiting or not), 1 on error. The barrier after
+ * start-up is what makes "one compile per process" measure that: without
+ * it, on a small machine, processes still opening their cache found the
+ * artifact the first ones had stored (issue 32). */
 static int child(const char *dir, const char *arch_opt, unsigned int flags, int start_fd,
-                 const char *salt)
+                 int ready_fd, const char *salt)
 {
-    char go;
-    if (read(start_fd, &go, 1) != 1)
-        return 1;
+    char go = 'r';
     progcache *cache;
     if (progcache_open(&cache, dir, NULL))
         return 1;
     /* A per-round comment makes each round's key new (an empty cache). */
     char *src = malloc(sizeof bench_matmul_source + 64);
     snprintf(src, sizeof bench_matmul_source + 64, "// round %s\n%s", salt, bench_matmul_source);
+    if (write(ready_fd, &go, 1) != 1 || read(start_fd, &go, 1) != 1)
+        return 1;
     const char *opts[] = {arch_opt, "--std=c++17"};
     progcache_program p = PROGCACHE_PROGRAM_INIT;
     p.nvrtc.source = src;
@@ -57,8 +61,8 @@ static int child(const char *dir, const char *arch_opt, unsigned int flags, int 
 static void round_once(const char *dir, const char *arch_opt, int procs, unsigned int flags,
                        int round, double *wall, int *compiles)
 {
-    int pipefd[2];
-    if (pipe(pipefd) != 0) {
+    int pipefd[2], readyfd[2];
+    if (pipe(pipefd) != 0 || pipe(readyfd) != 0) {
         perror("pipe");
         exit(1);
     }
@@ -69,11 +73,23 @@ static void round_once(const char *dir, const char *arch_opt, int procs, unsigne
         pids[i] = fork();
         if (pids[i] == 0) {
             close(pipefd[1]);
-            _exit(child(dir, arch_opt, flags, pipefd[0], salt));
+            close(readyfd[0]);
+            _exit(child(dir, arch_opt, flags, pipefd[0], readyfd[1], salt));
         }
     }
     close(pipefd[0]);
-    usleep(200000); /* let every child reach its read */
+    close(readyfd[1]);
+    /* The barrier: every child has started up. */
+    for (int ready = 0; ready < procs;) {
+        char buf[256];
+        ssize_t got = read(readyfd[0], buf, sizeof buf);
+        if (got <= 0) {
+            fprintf(stderr, "bench_single_flight: a process failed to start\n");
+            exit(1);
+        }
+        ready += (int)got;
+    }
+    close(readyfd[0]);
     double t0 = bench_now_us() / 1e3;
     char go[256];
     memset(go, 'g', sizeof go);

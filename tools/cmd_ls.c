@@ -22,6 +22,11 @@ static const char usage_text[] =
     "ends with '(bad: REASON)', one of no known kind with '(unknown, kept: REASON)'\n"
     "as verify reports it.\n"
     "\n"
+    "Without --sort (or with --sort name) entries are printed in name order as\n"
+    "they are read, the first at once at any size, in memory independent of the\n"
+    "number of entries (a remote store: in the order it lists them). Another\n"
+    "sort reads every entry first.\n"
+    "\n"
     "options:\n"
     "  -d, --dir DIR   the cache directory (default: $PROGCACHE_DIR, else\n"
     "               cuda.core's)\n"
@@ -121,7 +126,8 @@ static int collect(void *ctx, const progcache_entry *e)
     return collect_names(r, e->meta);
 }
 
-static void free_rows(rows *list)
+/* Free what the rows hold; the array is kept for the next ones. */
+static void clear_rows(rows *list)
 {
     for (size_t i = 0; i < list->len; i++) {
         row *r = &list->items[i];
@@ -134,6 +140,12 @@ static void free_rows(rows *list)
             free(r->names[k]);
         free(r->names);
     }
+    list->len = 0;
+}
+
+static void free_rows(rows *list)
+{
+    clear_rows(list);
     free(list->items);
 }
 
@@ -161,38 +173,38 @@ static int by_lru(const void *a, const void *b)
     return c ? c : strcmp(x->name, y->name);
 }
 
-static void print_text(const rows *list)
+static void print_header(void)
 {
-    char size[24], when[32];
-    if (list->len) /* the columns named, piped or not (an empty cache prints nothing) */
-        printf("%-64s  %6s  %-19s  %-8s %-8s %s\n", "NAME", "SIZE", "LAST-USE", "KIND", "ARCH",
-               "KERNELS");
-    for (size_t i = 0; i < list->len; i++) {
-        const row *r = &list->items[i];
-        tool_format_size(size, sizeof size, r->size);
-        if (r->atime_ns)
-            tool_format_time(when, sizeof when, r->atime_ns / 1000000000);
-        else
-            snprintf(when, sizeof when, "-"); /* not known (a remote store) */
-        printf("%s  %6s  %-19s  %-8s %-8s ", r->name, size, when, progcache_kind_name(r->kind),
-               r->arch[0] ? r->arch : "-");
-        if (!r->num_kernels)
-            fputs("-", stdout);
-        for (size_t k = 0; k < r->num_kernels; k++)
-            printf("%s%s", k ? "," : "", r->kernels[k]);
-        /* An "s:" expression is printed as written; "b:" keeps its tag. */
-        for (size_t k = 0; k < r->num_names; k += 2)
-            printf("%s%s -> %s", k ? "; " : "  names: ",
-                   r->names[k][0] == 's' ? r->names[k] + 2 : r->names[k], r->names[k + 1]);
-        /* verify's words: an entry of no known kind is kept, not bad */
-        if (!r->valid)
-            printf("  (%s: %s)", r->kind == PROGCACHE_KIND_UNKNOWN ? "unknown, kept" : "bad",
-                   r->reason);
-        putchar('\n');
-    }
+    printf("%-64s  %6s  %-19s  %-8s %-8s %s\n", "NAME", "SIZE", "LAST-USE", "KIND", "ARCH",
+           "KERNELS");
 }
 
-static void print_json(const char *dir, const char *remote, const rows *list)
+static void print_row_text(const row *r)
+{
+    char size[24], when[32];
+    tool_format_size(size, sizeof size, r->size);
+    if (r->atime_ns)
+        tool_format_time(when, sizeof when, r->atime_ns / 1000000000);
+    else
+        snprintf(when, sizeof when, "-"); /* not known (a remote store) */
+    printf("%s  %6s  %-19s  %-8s %-8s ", r->name, size, when, progcache_kind_name(r->kind),
+           r->arch[0] ? r->arch : "-");
+    if (!r->num_kernels)
+        fputs("-", stdout);
+    for (size_t k = 0; k < r->num_kernels; k++)
+        printf("%s%s", k ? "," : "", r->kernels[k]);
+    /* An "s:" expression is printed as written; "b:" keeps its tag. */
+    for (size_t k = 0; k < r->num_names; k += 2)
+        printf("%s%s -> %s", k ? "; " : "  names: ",
+               r->names[k][0] == 's' ? r->names[k] + 2 : r->names[k], r->names[k + 1]);
+    /* verify's words: an entry of no known kind is kept, not bad */
+    if (!r->valid)
+        printf("  (%s: %s)", r->kind == PROGCACHE_KIND_UNKNOWN ? "unknown, kept" : "bad",
+               r->reason);
+    putchar('\n');
+}
+
+static void print_json_head(const char *dir, const char *remote)
 {
     tool_json_begin(stdout);
     printf(", \"dir\": ");
@@ -203,38 +215,70 @@ static void print_json(const char *dir, const char *remote, const rows *list)
     if (!dir)
         tool_json_string(stdout, remote);
     printf(", \"entries\": [");
-    for (size_t i = 0; i < list->len; i++) {
-        const row *r = &list->items[i];
-        printf("%s\n  {\"name\": ", i ? "," : "");
-        tool_json_string(stdout, r->name);
-        /* Times in whole milliseconds, integers JavaScript reads exactly;
-         * the nanoseconds, which it cannot, as decimal strings. */
-        printf(", \"size\": %llu, \"atime_ms\": %lld, \"mtime_ms\": %lld, "
-               "\"atime_ns\": \"%lld\", \"mtime_ns\": \"%lld\", \"kind\": ",
-               (unsigned long long)r->size, (long long)(r->atime_ns / 1000000),
-               (long long)(r->mtime_ns / 1000000), (long long)r->atime_ns, (long long)r->mtime_ns);
-        tool_json_string(stdout, progcache_kind_name(r->kind));
-        printf(", \"valid\": %s, \"reason\": ", r->valid ? "true" : "false");
-        tool_json_string(stdout, r->reason);
-        printf(", \"arch\": ");
-        tool_json_string(stdout, r->arch);
-        printf(", \"kernels\": [");
-        for (size_t k = 0; k < r->num_kernels; k++) {
-            if (k)
-                printf(", ");
-            tool_json_string(stdout, r->kernels[k]);
-        }
-        printf("], \"names\": [");
-        for (size_t k = 0; k < r->num_names; k += 2) {
-            printf("%s{\"expression\": ", k ? ", " : "");
-            tool_json_string(stdout, r->names[k] + 2);
-            printf(", \"bytes\": %s, \"lowered\": ", r->names[k][0] == 'b' ? "true" : "false");
-            tool_json_string(stdout, r->names[k + 1]);
-            printf("}");
-        }
-        printf("]}");
+}
+
+static void print_row_json(const row *r, size_t i)
+{
+    printf("%s\n  {\"name\": ", i ? "," : "");
+    tool_json_string(stdout, r->name);
+    /* Times in whole milliseconds, integers JavaScript reads exactly;
+     * the nanoseconds, which it cannot, as decimal strings. */
+    printf(", \"size\": %llu, \"atime_ms\": %lld, \"mtime_ms\": %lld, "
+           "\"atime_ns\": \"%lld\", \"mtime_ns\": \"%lld\", \"kind\": ",
+           (unsigned long long)r->size, (long long)(r->atime_ns / 1000000),
+           (long long)(r->mtime_ns / 1000000), (long long)r->atime_ns, (long long)r->mtime_ns);
+    tool_json_string(stdout, progcache_kind_name(r->kind));
+    printf(", \"valid\": %s, \"reason\": ", r->valid ? "true" : "false");
+    tool_json_string(stdout, r->reason);
+    printf(", \"arch\": ");
+    tool_json_string(stdout, r->arch);
+    printf(", \"kernels\": [");
+    for (size_t k = 0; k < r->num_kernels; k++) {
+        if (k)
+            printf(", ");
+        tool_json_string(stdout, r->kernels[k]);
     }
-    printf("%s]}\n", list->len ? "\n" : "");
+    printf("], \"names\": [");
+    for (size_t k = 0; k < r->num_names; k += 2) {
+        printf("%s{\"expression\": ", k ? ", " : "");
+        tool_json_string(stdout, r->names[k] + 2);
+        printf(", \"bytes\": %s, \"lowered\": ", r->names[k][0] == 'b' ? "true" : "false");
+        tool_json_string(stdout, r->names[k + 1]);
+        printf("}");
+    }
+    printf("]}");
+}
+
+/* The walk's state: without a sort, each row is printed as it comes and
+ * freed (issue 32: the first line at once, memory independent of the
+ * number of entries); with one, every row is kept and sorted. */
+typedef struct lister {
+    rows list;
+    int stream, json;
+    size_t printed;
+} lister;
+
+static void print_row(lister *l, const row *r)
+{
+    if (l->json) {
+        print_row_json(r, l->printed);
+    } else {
+        if (!l->printed) /* the columns named, piped or not (an empty cache: nothing) */
+            print_header();
+        print_row_text(r);
+    }
+    l->printed++;
+}
+
+static int on_entry(void *ctx, const progcache_entry *e)
+{
+    lister *l = ctx;
+    int rc = collect(&l->list, e);
+    if (rc || !l->stream)
+        return rc;
+    print_row(l, &l->list.items[0]);
+    clear_rows(&l->list);
+    return ferror(stdout) ? -2 : 0; /* the reader went away: stop */
 }
 
 int cmd_ls(int argc, char **argv)
@@ -269,7 +313,7 @@ int cmd_ls(int argc, char **argv)
     char *dir = NULL;
     progcache_file *file = NULL;
     progcache_store *store = NULL;
-    rows list = {NULL, 0, 0};
+    lister l = {{NULL, 0, 0}, sort == SORT_NAME, json, 0};
     char where[1024] = "";
     unsigned int flags = PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS;
     if (remote && p.dir)
@@ -280,10 +324,18 @@ int cmd_ls(int argc, char **argv)
         goto done;
     if (remote)
         tool_mask_url(where, sizeof where, remote);
-    int rc = store ? progcache_store_foreach(store, flags, collect, &list)
-                   : progcache_file_foreach(file, flags, collect, &list);
+    if (json)
+        print_json_head(dir, where);
+    /* Name order is the walk's own (shard by shard, sorted within each):
+     * printed as it comes. */
+    int rc = store ? progcache_store_foreach(store, flags, on_entry, &l)
+                   : progcache_file_foreach(file, flags, on_entry, &l);
     if (rc == -1) {
         code = tool_error(CMD, "out of memory listing %s", dir ? dir : where);
+        goto done;
+    }
+    if (rc == -2) {
+        code = tool_error(CMD, "cannot write the listing");
         goto done;
     }
     if (rc) {
@@ -293,16 +345,15 @@ int cmd_ls(int argc, char **argv)
     }
     int (*order)(const void *, const void *) = sort == SORT_SIZE  ? by_size
                                                : sort == SORT_AGE ? by_age
-                                               : sort == SORT_LRU ? by_lru
-                                                                  : NULL;
-    if (order && list.len > 1)
-        qsort(list.items, list.len, sizeof *list.items, order);
+                                                                  : by_lru;
+    if (!l.stream && l.list.len > 1)
+        qsort(l.list.items, l.list.len, sizeof *l.list.items, order);
+    for (size_t i = 0; !l.stream && i < l.list.len; i++)
+        print_row(&l, &l.list.items[i]);
     if (json)
-        print_json(dir, where, &list);
-    else
-        print_text(&list);
+        printf("%s]}\n", l.printed ? "\n" : "");
 done:
-    free_rows(&list);
+    free_rows(&l.list);
     progcache_file_close(file);
     progcache_store_free(store);
     free(dir);

@@ -1,7 +1,10 @@
 /* The shape of a cache directory, for `progcache stats` on a terminal:
  * how many entries (and bytes) were last used how long ago, which is what
  * `prune --older-than` would remove; how large they are; the hit rate and
- * how full the size cap is. One walk of the directory (no entry is read). */
+ * how full the size cap is. One walk of the directory (no entry is read),
+ * stopped after SAMPLE entries at the end of a shard: names are hashes, so
+ * whole shards are a fair sample, and the charts cost the same at any size
+ * (issue 32). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -9,6 +12,7 @@
 #include "tool.h"
 
 #define BAR 24 /* the longest bar, in characters */
+#define SAMPLE 4096 /* entries read at most, plus the rest of their shard */
 
 typedef struct bucket {
     const char *label;
@@ -20,6 +24,9 @@ typedef struct shape {
     int64_t now;
     bucket age[5];  /* seconds since last use */
     bucket size[5]; /* bytes */
+    uint64_t seen, seen_bytes; /* entries walked, and their bytes */
+    char shard[3];             /* the shard being walked */
+    int shards, stopped;       /* shards walked; 1 when stopped at SAMPLE */
 } shape;
 
 static void add(bucket *b, size_t n, uint64_t value, uint64_t bytes)
@@ -34,10 +41,26 @@ static void add(bucket *b, size_t n, uint64_t value, uint64_t bytes)
 static int visit(void *ctx, const progcache_entry *e)
 {
     shape *s = ctx;
+    if (strncmp(e->name, s->shard, 2) != 0) {
+        if (s->seen >= SAMPLE)
+            return s->stopped = 1; /* a whole number of shards: enough */
+        memcpy(s->shard, e->name, 2);
+        s->shards++;
+    }
+    s->seen++;
+    s->seen_bytes += e->size;
     int64_t age = s->now - e->atime_ns / 1000000000;
     add(s->age, 5, age > 0 ? (uint64_t)age : 0, e->size);
     add(s->size, 5, e->size, e->size);
     return 0;
+}
+
+/* A sampled bucket scaled to the whole: entries by entries, bytes by bytes. */
+static void scale(bucket *b, uint64_t entries, uint64_t seen, uint64_t bytes, uint64_t seen_bytes)
+{
+    b->count = seen ? (uint64_t)((double)b->count * (double)entries / (double)seen + 0.5) : 0;
+    b->bytes =
+        seen_bytes ? (uint64_t)((double)b->bytes * (double)bytes / (double)seen_bytes + 0.5) : 0;
 }
 
 static int utf8_terminal(void)
@@ -117,10 +140,18 @@ int tool_stats_charts(const char *cmd, progcache_file *file, const progcache_sta
                  {">= 16 MiB", UINT64_MAX, 0, 0}},
     };
     int rc = progcache_file_foreach(file, 0, visit, &s);
-    if (rc)
+    if (rc && !s.stopped)
         return tool_lib_error(cmd, EXIT_FAILED, "cannot list the entries for the charts");
+    if (s.stopped) /* scaled to the counters' totals */
+        for (size_t i = 0; i < 5; i++) {
+            scale(&s.age[i], st->entries, s.seen, st->total_size, s.seen_bytes);
+            scale(&s.size[i], st->entries, s.seen, st->total_size, s.seen_bytes);
+        }
     int utf8 = utf8_terminal();
     putchar('\n');
+    if (s.stopped)
+        printf("(from %llu entries in %d of 256 shards, scaled to all %llu)\n",
+               (unsigned long long)s.seen, s.shards, (unsigned long long)st->entries);
     chart("entries by last use", s.age, 5, utf8);
     chart("entries by size", s.size, 5, utf8);
     uint64_t lookups = st->hits + st->misses;

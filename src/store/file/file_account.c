@@ -22,7 +22,10 @@
 #include "store/file/file_store.h"
 
 #define STATE_MAGIC "PCSTATE1"
-#define STATE_VERSION 1
+#define STATE_VERSION 3
+
+/* Shards walked by scans in this process (progcache__file_shards_scanned). */
+static uint64_t shards_scanned, entries_scanned;
 
 /* ---- the shared state file --------------------------------------------- */
 
@@ -132,6 +135,51 @@ static void describe(char *out, size_t len, int errnum, mode_t mode, const char 
         progcache__fs_strerror(out, len, errnum);
 }
 
+/* A cache opened read-only reads the shared counters rather than counting
+ * by a scan (issue 32: `stats` O(1) at any size): the state file mapped for
+ * writing when this user may write it, so that a scan the counters need is
+ * kept for everyone, else a private copy of it. NULL when it is missing,
+ * invalid or refused (private counters then). Never created, replaced or
+ * given another mode: this open writes nothing but counters. */
+static file_state *read_state(file_store *fs, int *shared)
+{
+    struct stat st;
+    char why[192];
+    *shared = 0;
+    /* Another user's cache (root looking at it, say): read, never written. */
+    int fd = fs->foreign ? -1
+                         : progcache__fs_open_regular(fs->root_fd, FILE_STATE_DIR "/state",
+                                                      O_RDWR, 0, &st);
+    int writable = fd >= 0;
+    if (fd < 0)
+        fd = progcache__fs_open_regular(fs->root_fd, FILE_STATE_DIR "/state", O_RDONLY, 0, &st);
+    if (fd < 0)
+        return NULL;
+    file_state *state = NULL;
+    if (progcache__perm_file_ok(&fs->perm, &st, why, sizeof why) &&
+        st.st_size == (off_t)sizeof(file_state)) {
+        if (writable) {
+            void *map = mmap(NULL, sizeof(file_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (map != MAP_FAILED && state_is_valid(map)) {
+                state = map;
+                *shared = 1;
+            } else if (map != MAP_FAILED) {
+                munmap(map, sizeof(file_state));
+            }
+        } else if ((state = progcache__calloc(1, sizeof(file_state))) &&
+                   (pread(fd, state, sizeof(file_state), 0) != (ssize_t)sizeof(file_state) ||
+                    !state_is_valid(state))) {
+            progcache__free(state);
+            state = NULL;
+        }
+    }
+    close(fd);
+    if (*shared) /* the lock, where there is one, serialises our scans with theirs */
+        fs->lock_fd =
+            progcache__fs_open_regular(fs->root_fd, FILE_STATE_DIR "/lock", O_RDWR, 0, &st);
+    return state;
+}
+
 int progcache__file_state_open(file_store *fs)
 {
     char why[320], refused[192];
@@ -163,9 +211,11 @@ int progcache__file_state_open(file_store *fs)
                             "this process alone (one scan when first needed)",
                             fs->root, why);
     }
-    /* Read-only, or no shared state: nothing can change through us, or
-     * only our own changes are seen, so private counters seeded by one scan
-     * when first asked are exact enough. */
+    if ((fs->flags & PROGCACHE_FILE_READONLY) && (fs->state = read_state(fs, &fs->state_shared)))
+        return PROGCACHE_OK;
+    /* No shared state: only our own changes are seen (and other writers
+     * through tmp/), so private counters seeded by one scan when first
+     * asked are exact enough. */
     fs->state = progcache__calloc(1, sizeof(file_state));
     if (!fs->state)
         return progcache__error(PROGCACHE_ENOMEM, "out of memory opening %s", fs->root);
@@ -205,6 +255,7 @@ static int scan_name(void *ctx, int dirfd, const char *name, unsigned char type)
     if ((type != DT_REG && type != DT_UNKNOWN) || !progcache__file_is_entry_name(name) ||
         fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
         return 0;
+    __atomic_add_fetch(&entries_scanned, 1, __ATOMIC_RELAXED);
     return sc->fn(sc->ctx, sc->shard, name, &st);
 }
 
@@ -216,6 +267,7 @@ int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void
     if (dirfd < 0)
         return 0;
     scan_ctx sc = {shard, fn, ctx};
+    __atomic_add_fetch(&shards_scanned, 1, __ATOMIC_RELAXED);
     return progcache__fs_each_name(dirfd, scan_name, &sc);
 }
 
@@ -243,18 +295,55 @@ int64_t progcache__file_remeasure_shard(file_store *fs, int shard, const file_sh
     return truth->bytes > bytes_before ? truth->bytes - bytes_before : 0;
 }
 
+uint64_t progcache__file_shards_scanned(void)
+{
+    return __atomic_load_n(&shards_scanned, __ATOMIC_RELAXED);
+}
+
+uint64_t progcache__file_entries_scanned(void)
+{
+    return __atomic_load_n(&entries_scanned, __ATOMIC_RELAXED);
+}
+
+/* Measure one shard and correct its counters; its fingerprint is taken
+ * before the scan, so a write during it shows as a change next time.
+ * Returns the bytes found beyond the counter. */
+static int64_t measure_shard(file_store *fs, int shard, int locked)
+{
+    uint64_t seen = progcache__file_shard_fingerprint(fs, shard);
+    int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
+    int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
+    file_shard_sum sum = {0, 0};
+    progcache__file_scan_shard(fs, shard, sum_entry, &sum);
+    int64_t unseen = progcache__file_remeasure_shard(fs, shard, &sum, b, c, locked);
+    __atomic_store_n(&fs->state->shard_seen[shard], seen, __ATOMIC_RELAXED);
+    return unseen;
+}
+
 static void seed_counters(file_store *fs, int locked)
 {
     uint64_t seen = progcache__file_tmp_fingerprint(fs);
-    for (int shard = 0; shard < FILE_SHARDS; shard++) {
-        int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
-        int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
-        file_shard_sum sum = {0, 0};
-        progcache__file_scan_shard(fs, shard, sum_entry, &sum);
-        progcache__file_remeasure_shard(fs, shard, &sum, b, c, locked);
-    }
+    for (int shard = 0; shard < FILE_SHARDS; shard++)
+        (void)measure_shard(fs, shard, locked);
     __atomic_store_n(&fs->state->tmp_seen, seen, __ATOMIC_RELAXED);
     __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
+}
+
+void progcache__file_catch_up(file_store *fs, int locked, int count_stats)
+{
+    uint64_t seen = progcache__file_tmp_fingerprint(fs);
+    uint64_t unseen = 0;
+    for (int shard = 0; shard < FILE_SHARDS; shard++) {
+        uint64_t was = __atomic_load_n(&fs->state->shard_seen[shard], __ATOMIC_RELAXED);
+        if (was && was == progcache__file_shard_fingerprint(fs, shard))
+            continue; /* unchanged since it was measured */
+        unseen += (uint64_t)measure_shard(fs, shard, locked);
+    }
+    __atomic_store_n(&fs->state->tmp_seen, seen, __ATOMIC_RELAXED);
+    if (count_stats) {
+        progcache__stats_add(fs->stats, PROGCACHE__OTHER_WRITER_RESCANS, 1);
+        progcache__stats_add(fs->stats, PROGCACHE__OTHER_WRITER_BYTES, unseen);
+    }
 }
 
 /* ---- locks the file system refuses ----------------------------------------- */
@@ -285,25 +374,45 @@ int progcache__file_lock(file_store *fs)
 
 /* ---- other writers --------------------------------------------------------- */
 
-/* A change of tmp/ shows as a new change time (every create, rename and
- * unlink in it sets it) or a new inode (tmp/ made again). One made within
- * this many seconds is not trusted: timestamps have a granularity (a
- * kernel tick locally, up to a second or more over a network), and a
- * second write in the same tick would not change them. */
-#define TMP_SETTLE_SECONDS 2
+/* A change of tmp/ (or of a shard) shows as a new change time (every
+ * create, rename and unlink in it sets it) or a new inode (made again).
+ * One made within the settle time is not trusted: timestamps have a
+ * granularity, and a second write in the same tick would not change them.
+ * Locally that is the kernel's tick (at most 10 ms), hence 20 ms; over a
+ * network file system the server's, up to a second or more, hence 2 s. */
+#define SETTLE_LOCAL_NS 20000000ll
+#define SETTLE_NETWORK_NS 2000000000ll
 
-uint64_t progcache__file_tmp_fingerprint(file_store *fs)
+/* A directory's fingerprint: 1 when it is missing, 0 when it changed too
+ * recently to be trusted, else its inode and change time mixed. */
+static uint64_t dir_fingerprint(file_store *fs, const char *rel)
 {
     struct stat st;
-    if (fstatat(fs->root_fd, "tmp", &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return 1; /* no tmp/: nothing written through one */
-    if (time(NULL) - st.st_ctime < TMP_SETTLE_SECONDS)
+    if (fstatat(fs->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return 1; /* missing: nothing written through it */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t age = ((int64_t)now.tv_sec - (int64_t)st.st_ctim.tv_sec) * 1000000000ll +
+                  ((int64_t)now.tv_nsec - (int64_t)st.st_ctim.tv_nsec);
+    if (age < (fs->network_fs ? SETTLE_NETWORK_NS : SETTLE_LOCAL_NS))
         return 0;
     uint64_t x = (uint64_t)st.st_ino * 0x9e3779b97f4a7c15ull;
     x ^= (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
     x ^= x >> 31;
     x *= 0xbf58476d1ce4e5b9ull;
-    return x | 2; /* never 0 (unknown) nor 1 (no tmp/) */
+    return x | 2; /* never 0 (unknown) nor 1 (missing) */
+}
+
+uint64_t progcache__file_tmp_fingerprint(file_store *fs)
+{
+    return dir_fingerprint(fs, "tmp");
+}
+
+uint64_t progcache__file_shard_fingerprint(file_store *fs, int shard)
+{
+    char rel[16];
+    snprintf(rel, sizeof rel, "entries/%02x", shard);
+    return dir_fingerprint(fs, rel);
 }
 
 int progcache__file_others_wrote(file_store *fs)
@@ -328,6 +437,12 @@ int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count)
                 progcache__stats_add(fs->stats, PROGCACHE__LOCK_FALLBACKS, 1);
             seed_counters(fs, locked);
         }
+        progcache__file_unlock(fs);
+    } else if ((fs->flags & PROGCACHE_FILE_READONLY) && progcache__file_others_wrote(fs)) {
+        /* Counters read, not rebuilt: only what changed since the last
+         * measurement is measured (no statistics counted: a read). */
+        int locked = progcache__file_lock(fs);
+        progcache__file_catch_up(fs, locked, 0);
         progcache__file_unlock(fs);
     }
     int64_t b = 0, c = 0;

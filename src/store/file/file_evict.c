@@ -179,13 +179,16 @@ static int evict_pass(file_store *fs, unsigned pass, uint64_t trigger, uint64_t 
     if (!(pass & PASS_LOCKED))
         progcache__stats_add(fs->stats, PROGCACHE__LOCK_FALLBACKS, 1);
     for (int shard = 0; shard < FILE_SHARDS && !list.failed; shard++) {
+        uint64_t seen = progcache__file_shard_fingerprint(fs, shard);
         int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
         int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
         list.sum.bytes = list.sum.count = 0;
         progcache__file_scan_shard(fs, shard, collect, &list);
-        if (!list.failed)
+        if (!list.failed) {
             unseen += (uint64_t)progcache__file_remeasure_shard(fs, shard, &list.sum, b, c,
                                                                 pass & PASS_LOCKED);
+            __atomic_store_n(&fs->state->shard_seen[shard], seen, __ATOMIC_RELAXED);
+        }
         total += (uint64_t)list.sum.bytes;
         if (progress && (rc = progress(ctx, "scanning", (uint64_t)shard + 1, FILE_SHARDS)))
             goto done;
@@ -230,6 +233,65 @@ done:
     return rc;
 }
 
+uint64_t progcache__file_evict_batch = 4096;
+
+/* A bounded step of eviction (issue 32): shards in turn from the shared
+ * cursor, each scanned, re-measured and relieved of its least recently
+ * used entries (at most the share the low-water mark asks of every entry:
+ * 10% by default, at least one), until the total is at the low-water mark
+ * or progcache__file_evict_batch entries have been examined. Names are
+ * hashes, so every shard holds a like share of every age: oldest-first
+ * within the shards in turn approximates the global order, and no put
+ * waits on more than one batch. The caller holds evict_mutex and the
+ * lock. */
+static void evict_step(file_store *fs)
+{
+    double started = progcache__clock_ms();
+    uint64_t bytes, count, examined = 0, freed = 0;
+    size_t evicted = 0;
+    candidate_list list = {0};
+    progcache__file_totals(fs, &bytes, &count); /* seeded: takes no lock */
+    uint64_t spare = fs->max_size - fs->low_water;
+    for (int n = 0; n < FILE_SHARDS && bytes > fs->low_water &&
+                    examined < progcache__file_evict_batch;
+         n++) {
+        int shard = (int)(__atomic_fetch_add(&fs->state->evict_cursor, 1, __ATOMIC_RELAXED) %
+                          FILE_SHARDS);
+        uint64_t seen = progcache__file_shard_fingerprint(fs, shard);
+        int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
+        int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
+        list.len = 0;
+        list.sum.bytes = list.sum.count = 0;
+        progcache__file_scan_shard(fs, shard, collect, &list);
+        if (list.failed)
+            break;
+        progcache__file_remeasure_shard(fs, shard, &list.sum, b, c, 1);
+        __atomic_store_n(&fs->state->shard_seen[shard], seen, __ATOMIC_RELAXED);
+        examined += list.len;
+        progcache__file_totals(fs, &bytes, &count);
+        size_t quota = fs->max_size ? (size_t)((double)list.len * (double)spare /
+                                               (double)fs->max_size)
+                                    : 0;
+        if (!quota)
+            quota = 1;
+        progcache__lru_sort(list.items, list.len, sizeof *list.items);
+        for (size_t i = 0; i < list.len && i < quota && bytes > fs->low_water; i++)
+            if (evict_one(fs, &list.items[i])) {
+                bytes -= list.items[i].lru.size;
+                freed += list.items[i].lru.size;
+                evicted++;
+            }
+    }
+    progcache__free(list.items);
+    progcache__stats_add(fs->stats, PROGCACHE__EVICTIONS, evicted);
+    progcache__stats_add(fs->stats, PROGCACHE__EVICTED_BYTES, freed);
+    progcache__file_log(fs, PROGCACHE_LOG_INFO,
+                        "evicted %zu entries (%llu bytes) from %s in %lld ms (a step: %llu "
+                        "entries examined)",
+                        evicted, (unsigned long long)freed, fs->root,
+                        (long long)(progcache__clock_ms() - started), (unsigned long long)examined);
+}
+
 int progcache__file_evict_if_needed(file_store *fs)
 {
     uint64_t bytes, count;
@@ -243,12 +305,20 @@ int progcache__file_evict_if_needed(file_store *fs)
     if (bytes <= fs->max_size && !others)
         return PROGCACHE_OK;
     /* One evictor at a time, in this process and on this host; the others
-     * go on with their puts rather than queue behind a scan. */
-    if (pthread_mutex_trylock(&fs->evict_mutex) != 0)
+     * go on with their puts rather than queue behind a scan, unless the
+     * total is past the cap by more than the low-water spare: then they
+     * wait for the running pass or step (one batch) and run their own, so
+     * that cap + spare holds however the writers are scheduled (FORMAT.md,
+     * "Bounded steps"). */
+    int far = bytes > fs->max_size + (fs->max_size - fs->low_water);
+    if (far)
+        pthread_mutex_lock(&fs->evict_mutex);
+    else if (pthread_mutex_trylock(&fs->evict_mutex) != 0)
         return PROGCACHE_OK;
     unsigned pass = 0;
     if (fs->lock_fd >= 0) {
-        if (progcache__fs_flock(fs->lock_fd, LOCK_EX | LOCK_NB) == 0) {
+        if (progcache__fs_flock(fs->lock_fd, LOCK_EX | LOCK_NB) == 0 ||
+            (far && errno == EWOULDBLOCK && progcache__fs_flock(fs->lock_fd, LOCK_EX) == 0)) {
             pass = PASS_LOCKED;
         } else if (!progcache__fs_lock_unsupported(errno)) {
             pthread_mutex_unlock(&fs->evict_mutex); /* another process is at it */
@@ -265,8 +335,21 @@ int progcache__file_evict_if_needed(file_store *fs)
     }
     if (bytes > fs->max_size || others) {
         progcache__file_sweep_tmp(fs, 1);
-        (void)evict_pass(fs, pass | (others ? PASS_OTHERS : 0), fs->max_size, fs->low_water, 0,
-                         NULL, NULL, NULL, NULL);
+        if (others && (pass & PASS_LOCKED)) {
+            /* Only the shards whose directory changed since they were
+             * measured: O(what was written), not O(the directory). */
+            progcache__file_catch_up(fs, 1, 1);
+            progcache__file_totals(fs, &bytes, &count);
+            others = 0;
+        }
+        /* Many entries: a bounded step, the rest in later puts. Without
+         * the lock a pass decides by its own scan (FORMAT.md). */
+        if (!others && bytes > fs->max_size && (pass & PASS_LOCKED) &&
+            count > progcache__file_evict_batch)
+            evict_step(fs);
+        else if (bytes > fs->max_size || others)
+            (void)evict_pass(fs, pass | (others ? PASS_OTHERS : 0), fs->max_size, fs->low_water,
+                             0, NULL, NULL, NULL, NULL);
     }
     progcache__file_unlock(fs);
     return PROGCACHE_OK;
@@ -281,6 +364,20 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
         return progcache__file_refuse_write(fs, "prune");
     unsigned pass = progcache__file_lock(fs) ? PASS_LOCKED : 0;
     progcache__file_sweep_tmp(fs, 1);
+    /* (Seeded: totals would take the lock we hold to seed.) */
+    if ((pass & PASS_LOCKED) && !atime_cutoff &&
+        __atomic_load_n(&fs->state->seeded, __ATOMIC_ACQUIRE)) {
+        /* Under the cap by the counters (caught up with other writers):
+         * nothing to remove, and no scan to find that out. */
+        uint64_t bytes, count;
+        if (progcache__file_others_wrote(fs))
+            progcache__file_catch_up(fs, 1, 1);
+        progcache__file_totals(fs, &bytes, &count);
+        if (bytes <= max_bytes) {
+            progcache__file_unlock(fs);
+            return PROGCACHE_OK;
+        }
+    }
     int rc = evict_pass(fs, pass, max_bytes, max_bytes, atime_cutoff, removed, removed_bytes,
                         progress, ctx);
     progcache__file_unlock(fs);

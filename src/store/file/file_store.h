@@ -26,7 +26,7 @@
  * tmp/ (cuda.core's writes go through it) makes the next put run one. */
 typedef struct file_state {
     char magic[8];     /* "PCSTATE1" */
-    uint32_t version;  /* 1 */
+    uint32_t version;  /* 3 (docs/FORMAT.md) */
     uint32_t seeded;   /* 1 once a full scan has set the counters */
     /* What tmp/ looked like (inode and change time, mixed; 0: unknown)
      * when a full scan last measured the directory. Since progcache keeps
@@ -34,11 +34,20 @@ typedef struct file_state {
      * program (cuda.core) has written an entry: the next put measures the
      * directory again (progcache__file_others_wrote). */
     uint64_t tmp_seen;
-    uint64_t reserved[29];
+    /* The shard the next bounded eviction step starts at (mod 256). */
+    uint32_t evict_cursor;
+    uint32_t pad;
+    uint64_t reserved[28];
     struct {
         int64_t bytes;
         int64_t count;
     } shard[FILE_SHARDS];
+    /* Per shard, its directory's inode and change time, mixed, when a
+     * scan last measured it (0: unknown or too recent to trust). A change
+     * of tmp/ (another program wrote) rescans only the shards whose
+     * directory changed since: work in proportion to what was written
+     * (progcache__file_catch_up). */
+    uint64_t shard_seen[FILE_SHARDS];
 } file_state;
 
 /* progcache_file (progcache/file.h) is this struct: a cache directory is a
@@ -299,8 +308,29 @@ int progcache__file_open_own(file_store *fs, const char *rel, int flags, struct 
 int progcache__file_state_open(file_store *fs);
 void progcache__file_state_close(file_store *fs);
 void progcache__file_account(file_store *fs, int shard, int64_t bytes, int64_t count);
-/* Totals; seeds the counters with one scan the first time ever. */
+/* Totals; seeds the counters with one scan the first time ever. A cache
+ * opened read-only also catches up with other writers here (its counters
+ * are a snapshot of the shared ones, or the shared ones when it may write
+ * them). */
 int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count);
+/* Re-measure the shards whose directory changed since they were last
+ * measured (shard_seen), and record tmp/'s fingerprint taken before: what
+ * another program wrote is found in O(shards it wrote to). Counts
+ * other_writer_rescans and other_writer_bytes when count_stats. The
+ * caller holds evict_mutex (and the lock when locked). */
+void progcache__file_catch_up(file_store *fs, int locked, int count_stats);
+/* A shard directory's fingerprint for shard_seen: 0 when missing or
+ * changed too recently to be trusted. */
+uint64_t progcache__file_shard_fingerprint(file_store *fs, int shard);
+/* Shards walked, and entries examined (fstatat), by scans in this process
+ * (test hooks: tests assert the work a put did, never its time). */
+uint64_t progcache__file_shards_scanned(void);
+uint64_t progcache__file_entries_scanned(void);
+/* Entries one put's eviction step examines before it stops at the end of
+ * a shard (file_evict.c); a directory of no more entries than this is
+ * evicted by one whole pass (exact LRU). A variable so that a test can
+ * make steps small. */
+extern uint64_t progcache__file_evict_batch;
 /* What one shard holds on disk, as a scan found it. */
 typedef struct file_shard_sum {
     int64_t bytes, count;

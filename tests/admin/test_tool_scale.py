@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Listing and charts at any size (issue 32).
+
+`progcache ls` without a sort streams: it prints each entry as
+the walk reads it, in name order, instead of gathering every entry first.
+
+Shown by work, not time: a reader takes the first line and stops reading,
+so ls can run ahead by at most what the pipe and its output buffer hold
+(about 70 KiB, some 600 lines here). Then an entry is written into the last
+shard (entries/ff/). A streaming ls, which had not reached that shard,
+lists it; one that gathered everything before printing its first line does
+not. A sorted listing (--sort size) is complete and sorted.
+
+`progcache stats --charts` reads a bounded sample (whole shards, about
+4096 entries) and scales it: at 12,000 entries it says how many it read,
+fewer than all, and its buckets add up to the whole.
+
+Environment: PROGCACHE_BIN (the progcache tool)."""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import progcache_test as pt  # noqa: E402
+from progcache_test import check  # noqa: E402
+
+ENTRIES = 4000  # about 110 bytes a line: far more than the pipe holds
+
+
+def name(i):
+    # Names spread over the shards 00-fe: never in ff before the late one.
+    return "%02x%062x" % (i % 255, i)
+
+
+def write_entry(cache, n, size):
+    shard = os.path.join(cache, "entries", n[:2])
+    os.makedirs(shard, exist_ok=True)
+    with open(os.path.join(shard, n[2:]), "wb") as f:
+        f.write(b"x" * size)
+
+
+def charts(env):
+    with tempfile.TemporaryDirectory(prefix="progcache-charts-") as cache:
+        total = 12000
+        for i in range(total):
+            write_entry(cache, name(i), 10 if i % 3 else 5000)
+        out = subprocess.run([pt.BIN, "stats", "--dir", cache, "--charts"], capture_output=True,
+                             env=env, timeout=300)
+        text = out.stdout.decode()
+        check(out.returncode == 0, "stats --charts", out.stderr.decode())
+        sample = [ln for ln in text.splitlines() if ln.startswith("(from ")]
+        check(sample, "the charts say they come from a sample", text)
+        if not sample:
+            return
+        read = int(sample[0].split()[1])
+        check(4096 <= read < total, "a bounded sample read: %d of %d" % (read, total))
+        lines = text.splitlines()
+        for title in ("entries by last use", "entries by size"):
+            at = [i for i, ln in enumerate(lines) if ln.startswith(title)]
+            # "  %-14s %8llu %7s": the count in columns 17-24.
+            counts = [int(ln[17:25]) for ln in (lines[at[0] + 1:at[0] + 6] if at else [])
+                      if re.match(r"^ *\d+$", ln[17:25])]
+            check(len(counts) == 5 and abs(sum(counts) - total) <= 5,
+                  "%s: the buckets scaled to the whole" % title, counts)
+
+
+def main():
+    pt.need_bin()
+    env = dict(os.environ)
+    env.pop("PROGCACHE_REMOTE", None)
+    with tempfile.TemporaryDirectory(prefix="progcache-ls-") as cache:
+        for i in range(ENTRIES):
+            write_entry(cache, name(i), 16 + i % 7)
+        p = subprocess.Popen([pt.BIN, "ls", "--dir", cache], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+        first = p.stdout.readline().decode()
+        check(first.startswith("00"), "the first line is the first name", first)
+        late = "ff" + "e" * 62
+        write_entry(cache, late, 99)
+        rest = p.stdout.read().decode()
+        err = p.stderr.read().decode()
+        check(p.wait() == 0, "ls exits 0", err)
+        lines = [first] + rest.splitlines()
+        names = [ln.split()[0] for ln in lines if ln.strip()]
+        check(late in names, "the entry written after the first line was read is listed: "
+              "ls streamed (it had not reached shard ff)", len(names))
+        check(names == sorted(names), "in name order")
+        check(len(names) == ENTRIES + 1, "every entry once", len(names))
+
+        out = subprocess.run([pt.BIN, "ls", "--dir", cache, "--sort", "size"],
+                             capture_output=True, env=env, timeout=120)
+        check(out.returncode == 0, "ls --sort size", out.stderr.decode())
+        rows = [ln.split() for ln in out.stdout.decode().splitlines()]
+        check(len(rows) == ENTRIES + 1 and rows[0][0] == late, "sorted: largest first",
+              rows[:1])
+        charts(env)
+    return pt.finish("test_tool_scale")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

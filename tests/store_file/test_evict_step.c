@@ -1,0 +1,127 @@
+/* Issue 32: eviction is bounded per put, and the cap holds with several
+ * writers while eviction is spread over puts.
+ *
+ * Four writer processes put into one directory with a small cap and small
+ * eviction steps (progcache__file_evict_batch set low, so that a directory
+ * of a few hundred entries takes the path a million-entry one takes).
+ * After every put each writer checks, as counts of work and bytes, never
+ * time:
+ * - the entries its put examined (fstatat in scans, the store's test hook)
+ *   are at most one batch plus the shard it ended in: no put scans the
+ *   directory;
+ * - what entries/ holds (the truth, walked) is at most the cap plus the
+ *   low-water spare (10%) plus one entry per writer: a put that finds
+ *   another writer's step running goes on without waiting while the total
+ *   is within cap + spare, and waits for it past that (FORMAT.md, "Bounded
+ *   steps"); each writer may have one entry renamed in and not yet
+ *   followed by its eviction check.
+ * At the end evictions were counted and the directory is not emptied. */
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "store/file/file_store.h"
+
+#define WRITERS 4
+#define PUTS 300
+#define VALUE 1000
+#define CAP (200 * VALUE)
+#define BATCH 40
+#define SHARD_MAX 24 /* far above what one shard of ~200 entries holds */
+#define SLACK (CAP / 10) /* the low-water spare (90% by default) */
+
+static uint64_t measure(const char *dir, uint64_t *entries)
+{
+    uint64_t total = 0;
+    *entries = 0;
+    for (int shard = 0; shard < 256; shard++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/entries/%02x", dir, shard);
+        DIR *d = opendir(path);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            struct stat st;
+            if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, 0) == 0) {
+                total += (uint64_t)st.st_size;
+                ++*entries;
+            }
+        }
+        if (d)
+            closedir(d);
+    }
+    return total;
+}
+
+static int writer(const char *dir, int id)
+{
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.max_size = CAP;
+    opts.flags = PROGCACHE_FILE_NO_FSYNC;
+    progcache_store *s = NULL;
+    if (progcache_store_file_new(&s, dir, &opts) != PROGCACHE_OK)
+        return 2;
+    static char value[VALUE];
+    memset(value, 'a' + id, sizeof value);
+    uint64_t worst_work = 0, worst_bytes = 0, n;
+    for (int i = 0; i < PUTS; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "w%d-%d", id, i);
+        uint64_t before = progcache__file_entries_scanned();
+        if (progcache_store_put(s, k, strlen(k), value, sizeof value) != PROGCACHE_OK)
+            return 3;
+        uint64_t work = progcache__file_entries_scanned() - before;
+        uint64_t held = measure(dir, &n);
+        worst_work = work > worst_work ? work : worst_work;
+        worst_bytes = held > worst_bytes ? held : worst_bytes;
+        if (work > BATCH + SHARD_MAX) {
+            fprintf(stderr, "writer %d put %d examined %llu entries (bound %d)\n", id, i,
+                    (unsigned long long)work, BATCH + SHARD_MAX);
+            return 4;
+        }
+        if (held > CAP + SLACK + WRITERS * VALUE) {
+            fprintf(stderr, "writer %d put %d: the directory holds %llu bytes, cap %d + %d\n",
+                    id, i, (unsigned long long)held, CAP, SLACK + WRITERS * VALUE);
+            return 5;
+        }
+    }
+    printf("writer %d: at most %llu entries examined by a put, %llu bytes held (cap %d)\n", id,
+           (unsigned long long)worst_work, (unsigned long long)worst_bytes, CAP);
+    fflush(stdout);
+    progcache_store_free(s);
+    return 0;
+}
+
+int main(void)
+{
+    char *dir = test_mkdtemp("evict-step");
+    progcache__file_evict_batch = BATCH; /* inherited by the writers */
+    pid_t kids[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+        kids[i] = fork();
+        CHECK(kids[i] >= 0);
+        if (kids[i] == 0)
+            _exit(writer(dir, i));
+    }
+    for (int i = 0; i < WRITERS; i++) {
+        int status = 0;
+        CHECK(waitpid(kids[i], &status, 0) == kids[i]);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    uint64_t n, held = measure(dir, &n);
+    progcache_store *s = NULL;
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.max_size = CAP;
+    CHECK_OK(progcache_store_file_new(&s, dir, &opts));
+    progcache_stats st = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_store_stats_get(&st, s));
+    printf("%llu entries (%llu bytes) left, %llu evicted\n", (unsigned long long)n,
+           (unsigned long long)held, (unsigned long long)st.evictions);
+    CHECK(held <= CAP && n >= CAP / VALUE / 2);
+    CHECK(st.evictions >= WRITERS * PUTS - CAP / VALUE);
+    progcache_store_free(s);
+    test_rmdtemp(dir);
+    puts("test_evict_step: ok");
+    return 0;
+}

@@ -1,0 +1,180 @@
+/* Issue 32: the work an operation does does not grow with the directory.
+ * Asserted as work done (shards walked, from the store's test hook
+ * progcache__file_shards_scanned), never as time:
+ *
+ * - a read-only open (what `progcache stats` does) reads the shared
+ *   counters: no shard walked;
+ * - a prune with nothing to remove walks no shard;
+ * - a write by another program (cuda.core's way: a temp file in tmp/,
+ *   renamed into entries/xx/) costs the next put the shards that changed,
+ *   not the 256; a read-only open after it counts that entry, again by
+ *   walking only what changed;
+ * - the cap still holds after such a put (the drift bound of FORMAT.md). */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "store/file/file_store.h"
+
+#define ENTRIES 600
+#define VALUE 1000
+
+static char value[VALUE];
+
+static progcache_store *open_with(const char *dir, uint64_t cap, unsigned flags)
+{
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.max_size = cap;
+    opts.flags = PROGCACHE_FILE_NO_FSYNC | flags;
+    progcache_store *s = NULL;
+    CHECK_OK(progcache_store_file_new(&s, dir, &opts));
+    return s;
+}
+
+static void put(progcache_store *s, int i)
+{
+    char k[32];
+    snprintf(k, sizeof k, "key-%d", i);
+    CHECK_OK(progcache_store_put(s, k, strlen(k), value, sizeof value));
+}
+
+/* An entry written the way cuda.core writes one: a temp file in tmp/, then
+ * a rename into entries/<2 hex>/<62 hex>. */
+static void foreign_write(const char *dir, int n, size_t size)
+{
+    char path[4096], to[4096];
+    snprintf(path, sizeof path, "%s/tmp", dir);
+    (void)mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/tmp/entry-XXXXXX", dir);
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    char *buf = calloc(1, size);
+    CHECK(buf && write(fd, buf, size) == (ssize_t)size);
+    free(buf);
+    close(fd);
+    char name[65];
+    for (int i = 0; i < 64; i++)
+        name[i] = "0123456789abcdef"[(n * 7 + i * 13 + (n >> 4)) & 15];
+    name[64] = '\0';
+    snprintf(to, sizeof to, "%s/entries/%.2s", dir, name);
+    (void)mkdir(to, 0700);
+    snprintf(to, sizeof to, "%s/entries/%.2s/%s", dir, name, name + 2);
+    CHECK(rename(path, to) == 0);
+}
+
+/* What entries/ holds: the truth, not a counter. */
+static uint64_t measure(const char *dir)
+{
+    uint64_t total = 0;
+    for (int shard = 0; shard < 256; shard++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/entries/%02x", dir, shard);
+        DIR *d = opendir(path);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            struct stat st;
+            if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, 0) == 0)
+                total += (uint64_t)st.st_size;
+        }
+        if (d)
+            closedir(d);
+    }
+    return total;
+}
+
+static uint64_t count_of(progcache_store *s)
+{
+    uint64_t n = 0;
+    CHECK_OK(progcache_store_count(&n, s));
+    return n;
+}
+
+static uint64_t other_bytes(progcache_store *s)
+{
+    progcache_stats st = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_store_stats_get(&st, s));
+    return st.other_writer_bytes;
+}
+
+int main(void)
+{
+    char *dir = test_mkdtemp("scale");
+    memset(value, 'v', sizeof value);
+    const uint64_t cap = 1 << 30;
+    progcache_store *w = open_with(dir, cap, 0);
+    for (int i = 0; i < ENTRIES; i++)
+        put(w, i);
+    CHECK(count_of(w) == ENTRIES);
+
+    /* A read-only open reads the counters: no scan at all. */
+    uint64_t before = progcache__file_shards_scanned();
+    progcache_store *r = open_with(dir, 0, PROGCACHE_FILE_READONLY);
+    CHECK(count_of(r) == ENTRIES);
+    uint64_t walked = progcache__file_shards_scanned() - before;
+    printf("read-only open at %d entries: %llu shards walked\n", ENTRIES,
+           (unsigned long long)walked);
+    CHECK(walked == 0);
+    progcache_store_free(r);
+
+    /* A prune with nothing to remove walks nothing. */
+    progcache_prune_options po = PROGCACHE_PRUNE_OPTIONS_INIT;
+    po.max_size = cap;
+    progcache_prune_result pr = PROGCACHE_PRUNE_RESULT_INIT;
+    before = progcache__file_shards_scanned();
+    CHECK_OK(progcache_file_prune(&pr, progcache_store_as_file(w), &po));
+    walked = progcache__file_shards_scanned() - before;
+    printf("prune with nothing to do: %llu shards walked\n", (unsigned long long)walked);
+    CHECK(pr.removed == 0 && pr.entries == ENTRIES && walked == 0);
+
+    /* Let every shard's change time settle (2 s: FORMAT.md), then one
+     * foreign write and a put measure every shard once: the baseline. */
+    sleep(3);
+    foreign_write(dir, 1, 5000);
+    put(w, ENTRIES);
+    sleep(3);
+    put(w, ENTRIES + 1); /* measures the shards too young to trust above */
+
+    /* One foreign write: the next put walks the shard it went to and the
+     * shards progcache's own puts wrote into since they were last measured
+     * (at most the three puts above: which of them were measured depends on
+     * how fast the machine ran them), not 256. */
+    uint64_t found = other_bytes(w);
+    before = progcache__file_shards_scanned();
+    foreign_write(dir, 2, 7000);
+    put(w, ENTRIES + 2);
+    walked = progcache__file_shards_scanned() - before;
+    printf("put after one foreign write: %llu shards walked\n", (unsigned long long)walked);
+    CHECK(walked >= 1 && walked <= 4);
+    CHECK(other_bytes(w) - found == 7000);
+    CHECK(count_of(w) == ENTRIES + 5);
+
+    /* A read-only open after one more foreign write counts it, walking
+     * only the shards that changed since the last measurement. */
+    sleep(3);
+    foreign_write(dir, 3, 9000);
+    before = progcache__file_shards_scanned();
+    r = open_with(dir, 0, PROGCACHE_FILE_READONLY);
+    CHECK(count_of(r) == ENTRIES + 6);
+    walked = progcache__file_shards_scanned() - before;
+    printf("read-only open after a foreign write: %llu shards walked\n",
+           (unsigned long long)walked);
+    CHECK(walked >= 1 && walked <= 6);
+    progcache_store_free(r);
+    progcache_store_free(w);
+
+    /* The cap holds after a put that follows foreign writes. */
+    w = open_with(dir, (ENTRIES + 6) * (uint64_t)VALUE + 20000, 0);
+    for (int i = 0; i < 20; i++)
+        foreign_write(dir, 100 + i, 3000);
+    put(w, ENTRIES + 3);
+    CHECK(measure(dir) <= (ENTRIES + 6) * (uint64_t)VALUE + 20000);
+    progcache_store_free(w);
+    test_rmdtemp(dir);
+    puts("test_scale: ok");
+    return 0;
+}
