@@ -76,8 +76,10 @@ def main():
             write_entry(cache, name(i), 16 + i % 7)
         p = subprocess.Popen([pt.BIN, "ls", "--dir", cache], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env)
+        header = p.stdout.readline().decode()
+        check(header.split()[:2] == ["NAME", "SIZE"], "a first line names the columns", header)
         first = p.stdout.readline().decode()
-        check(first.startswith("00"), "the first line is the first name", first)
+        check(first.startswith("00"), "the next line is the first name", first)
         late = "ff" + "e" * 62
         write_entry(cache, late, 99)
         rest = p.stdout.read().decode()
@@ -93,7 +95,7 @@ def main():
         out = subprocess.run([pt.BIN, "ls", "--dir", cache, "--sort", "size"],
                              capture_output=True, env=env, timeout=120)
         check(out.returncode == 0, "ls --sort size", out.stderr.decode())
-        rows = [ln.split() for ln in out.stdout.decode().splitlines()]
+        rows = [ln.split() for ln in out.stdout.decode().splitlines()][1:]  # past the header
         check(len(rows) == ENTRIES + 1 and rows[0][0] == late, "sorted: largest first",
               rows[:1])
         charts(env)
