@@ -26,6 +26,7 @@
 #include "error.h"
 #include "options.h"
 #include "progcache/remote.h"
+#include "store/http/http.h"
 #include "store/store.h"
 
 _Static_assert(PROGCACHE__MIN_SECRET == PROGCACHE_REDIS_MIN_SECRET,
@@ -100,6 +101,8 @@ int progcache_store_open_url(progcache_store **out, const char *url,
     progcache_store_factory factory = factory_of(url, &ctx);
     if (factory)
         return open_registered(out, factory, ctx, url, &p);
+    if (progcache__http_scheme(url, strcspn(url, ":")))
+        return progcache__http_store_new(out, url, &p, NULL, 0, 0);
     progcache_redis_options ro;
     progcache_redis_options_init(&ro);
     ro.url = url;
@@ -158,6 +161,14 @@ static int open_environment(progcache_store **out, const progcache_options *opts
                                   (const char *)url.data);
         else
             rc = open_registered(out, factory, ctx, (const char *)url.data, params);
+        if (rc)
+            progcache__error_prefix("progcache_open: PROGCACHE_REMOTE");
+    } else if (rc == PROGCACHE_OK &&
+               progcache__http_scheme((const char *)url.data,
+                                      strcspn((const char *)url.data, ":"))) {
+        /* The HTTP/S3 tier: the secret keys its envelopes' HMAC, as Redis's. */
+        rc = progcache__http_store_new(out, (const char *)url.data, params,
+                                       secret.size ? secret.data : NULL, secret.size, min_rate);
         if (rc)
             progcache__error_prefix("progcache_open: PROGCACHE_REMOTE");
     } else if (rc == PROGCACHE_OK) {
