@@ -366,6 +366,13 @@ static int http_remove(progcache_store *store, const void *key, size_t key_len)
 {
     http_store *s = (http_store *)store;
     progcache__put_queue_flush(s->queue); /* no queued put may resurrect it */
+    /* S3 answers 204 to a DELETE of nothing: a HEAD first says whether
+     * there was an entry (a racing remove may still make both succeed). */
+    if (s->cfg.s3) {
+        int rc = object_call(s, "HEAD", key, key_len, "progcache_store_remove");
+        if (rc)
+            return rc;
+    }
     return object_call(s, "DELETE", key, key_len, "progcache_store_remove");
 }
 

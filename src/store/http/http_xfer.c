@@ -27,6 +27,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "error.h"
+#include "sha256.h"
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc = CURLE_OK;
@@ -158,14 +159,25 @@ long progcache__http_request(progcache__http_store *s, const char *method, const
     }
     uint64_t total_ms = c->timeout_ms + ((uint64_t)body_len + bound) * 1000 / c->min_rate;
     struct curl_slist *headers = NULL, *tmp;
-    /* No "Expect: 100-continue" wait on a PUT; an octet stream, not a form. */
-    headers = curl_slist_append(NULL, "Expect:");
-    if (headers && (tmp = curl_slist_append(headers, "Content-Type: application/octet-stream")))
-        headers = tmp;
+    /* An octet stream, not a form. (No "Expect:" line to switch off a
+     * 100-continue wait: libcurl sends none for a body given whole, and
+     * its SigV4 would sign the empty header it never sends.) */
+    headers = curl_slist_append(NULL, "Content-Type: application/octet-stream");
     if (headers && c->token_header && (tmp = curl_slist_append(headers, c->token_header)))
         headers = tmp;
     if (headers && extra && (tmp = curl_slist_append(headers, extra)))
         headers = tmp;
+    if (headers && c->sigv4) {
+        /* S3 wants the payload's SHA-256 in a header it signs; this
+         * libcurl (7.88) does not add it. */
+        unsigned char digest[PROGCACHE_SHA256_SIZE];
+        char line[40 + 2 * PROGCACHE_SHA256_SIZE] = "x-amz-content-sha256: ";
+        if (progcache__sha256_oneshot(digest, body_len ? body : "", body_len) == 0) {
+            progcache__hex(line + strlen(line), digest, sizeof digest);
+            if ((tmp = curl_slist_append(headers, line)))
+                headers = tmp;
+        }
+    }
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
