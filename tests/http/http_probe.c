@@ -7,6 +7,7 @@
  *   http_probe get URL               one get of a key: "rc=.. ms=.. warn=.."
  *                                    and the tier's counters
  *   http_probe put URL               one put, flushed, and the counters
+ *   http_probe hit DIR               node a's key looked up on node DIR
  * Log lines go to stderr as "LOG <level> <message>". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,8 +138,22 @@ static int nodes(const char *dir_a, const char *dir_b)
     return 0;
 }
 
+/* One lookup of node a's key on a fresh node; its remote copies flushed. */
+static int hit(const char *dir)
+{
+    progcache_buf buf = PROGCACHE_BUF_INIT;
+    progcache *c = open_node(dir);
+    int rc = progcache_get(&buf, c, "kernel", 6);
+    progcache_close(c);
+    printf("hit=%s\n", rc == 0 ? "HIT" : "MISS");
+    progcache_buf_free(&buf);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "hit") == 0)
+        return hit(argv[2]);
     if (argc == 3 && strcmp(argv[1], "contract") == 0)
         return store_contract_run("http", url_factory, argv[2], NULL);
     if (argc == 4 && strcmp(argv[1], "nodes") == 0)

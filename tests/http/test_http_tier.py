@@ -71,6 +71,35 @@ def test_nodes(d):
         pt.check(fields(p.stdout).get("rc") == "-1", "an absent key is a miss", p.stdout)
 
 
+def test_stacked(d):
+    """PROGCACHE_REMOTE as a list: a put writes through to every tier; a hit
+    in a lower tier is back-filled into the faster one above it."""
+    with hs.Nginx(os.path.join(d, "fast")) as fast, hs.Nginx(os.path.join(d, "slow")) as slow:
+        env = {"PROGCACHE_REMOTE": "%s %s" % (fast.url, slow.url)}
+        p = probe(["nodes", os.path.join(d, "a"), os.path.join(d, "b")], env)
+        f = fields(p.stdout)
+        pt.check(f.get("b") == "HIT" and f.get("same") == "1", "a HIT through stacked tiers",
+                 p.stdout + p.stderr)
+        fast_dir = os.path.join(fast.dir, "www", "cache")
+        slow_dir = os.path.join(slow.dir, "www", "cache")
+        pt.check(len(os.listdir(fast_dir)) == 1 and os.listdir(fast_dir) == os.listdir(slow_dir),
+                 "a put written through to both tiers", str(os.listdir(slow_dir)))
+        for name in os.listdir(fast_dir):
+            os.unlink(os.path.join(fast_dir, name))
+        p = probe(["hit", os.path.join(d, "c")], env)
+        pt.check("hit=HIT" in p.stdout, "the slow tier answers when the fast one misses",
+                 p.stdout + p.stderr)
+        pt.check(len(os.listdir(fast_dir)) == 1, "the hit below back-filled the fast tier",
+                 str(os.listdir(fast_dir)))
+        p = probe(["hit", os.path.join(d, "e")],
+                  {"PROGCACHE_REMOTE": "http://127.0.0.1:1/none/?timeout_ms=300 " + slow.url})
+        pt.check("hit=HIT" in p.stdout, "a dead upper tier does not hide the one below",
+                 p.stdout + p.stderr)
+    p = probe(["nodes", os.path.join(d, "j"), os.path.join(d, "k")],
+              {"PROGCACHE_REMOTE": " ".join(["http://127.0.0.1:1/t%d/" % i for i in range(5)])})
+    pt.check("more than 4 tiers" in p.stdout, "at most 4 tiers", p.stdout)
+
+
 def test_https(d):
     ca, cert, key = hs.make_ca(d, "good")
     wrong_ca, _, _ = hs.make_ca(d, "wrong")
@@ -147,5 +176,5 @@ if __name__ == "__main__":
         pt.skip("nginx is not installed (apt-get install nginx)")
     if not shutil.which("openssl"):
         pt.skip("openssl is not installed")
-    sys.exit(pt.run_tests([test_contract, test_nodes, test_https, test_credentials_hidden,
+    sys.exit(pt.run_tests([test_contract, test_nodes, test_stacked, test_https, test_credentials_hidden,
                            test_misbehaving], "test_http_tier"))
