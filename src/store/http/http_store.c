@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "error.h"
@@ -467,7 +468,9 @@ static void http_free(progcache_store *store)
 {
     http_store *s = (http_store *)store;
     progcache__put_queue_free(s->queue); /* writes what is queued first */
-    for (int i = 0; i < s->pool_n; i++)
+    /* In a fork() child the pooled handles are the parent's connections:
+     * closing them here would end the parent's TLS sessions. Left. */
+    for (int i = 0; getpid() == s->pid && i < s->pool_n; i++)
         curl_easy_cleanup(s->pool[i]);
     pthread_mutex_destroy(&s->pool_lock);
     progcache__envelope_key_free(s->hmac);
@@ -489,6 +492,7 @@ int progcache__http_store_new(progcache_store **out, const char *url,
         return rc;
     }
     progcache__redis_health_init(&s->health, DEFAULT_FAILURES, DEFAULT_BACKOFF_MS);
+    s->pid = getpid();
     if (pthread_mutex_init(&s->pool_lock, NULL) != 0) {
         progcache__http_config_release(&s->cfg);
         progcache__free(s);

@@ -8,6 +8,7 @@
 #define PROGCACHE_STORE_HTTP_STORE_H
 
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "buf.h"
 #include "error.h"
@@ -27,6 +28,7 @@ typedef struct progcache__http_store {
     pthread_mutex_t pool_lock;
     void *pool[PROGCACHE__HTTP_POOL]; /* CURL * */
     int pool_n;
+    pid_t pid; /* the process that made the pool: a fork() child leaves it */
 } progcache__http_store;
 
 /* What a request that did not reach an answer was. */

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "clock.h"
@@ -80,8 +81,11 @@ static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off
 static CURL *handle_take(progcache__http_store *s)
 {
     CURL *h = NULL;
+    /* A fork() child shares the pooled connections' sockets (and TLS
+     * state) with its parent: it never touches them, and makes its own. */
+    int own = getpid() == s->pid;
     pthread_mutex_lock(&s->pool_lock);
-    if (s->pool_n > 0)
+    if (own && s->pool_n > 0)
         h = s->pool[--s->pool_n];
     pthread_mutex_unlock(&s->pool_lock);
     if (h)
@@ -94,7 +98,7 @@ static CURL *handle_take(progcache__http_store *s)
 static void handle_give(progcache__http_store *s, CURL *h, int keep)
 {
     pthread_mutex_lock(&s->pool_lock);
-    if (keep && s->pool_n < PROGCACHE__HTTP_POOL) {
+    if (keep && getpid() == s->pid && s->pool_n < PROGCACHE__HTTP_POOL) {
         s->pool[s->pool_n++] = h;
         h = NULL;
     }
