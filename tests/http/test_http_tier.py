@@ -57,6 +57,10 @@ def test_nodes(d):
         pt.check(r.returncode == 0 and "usable" in r.stdout and " 1 (" in r.stdout,
                  "progcache remote lists the tier's one entry", r.stdout + r.stderr)
         objects = os.listdir(os.path.join(ng.dir, "www", "cache"))
+        r = subprocess.run([pt.BIN, "ls", "--remote", ng.url], capture_output=True, text=True,
+                           env=pt.tool_env(None, drop=CLEAN), timeout=60)
+        pt.check(r.returncode == 0 and objects and objects[0][:8] in r.stdout,
+                 "progcache ls --remote lists the tier", r.stdout + r.stderr)
         pt.check(len(objects) == 1 and len(objects[0]) == 64,
                  "one object named by its 64 hex digits", str(objects))
         # The object is an envelope with an HMAC tag: a node with another
