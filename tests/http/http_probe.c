@@ -8,11 +8,14 @@
  *                                    and the tier's counters
  *   http_probe put URL               one put, flushed, and the counters
  *   http_probe hit DIR               node a's key looked up on node DIR
+ *   http_probe leases URL N          N processes after one lease
  * Log lines go to stderr as "LOG <level> <message>". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "progcache/progcache.h"
 #include "progcache/sys/store.h"
@@ -138,6 +141,40 @@ static int nodes(const char *dir_a, const char *dir_b)
     return 0;
 }
 
+/* n processes at once after one key's lease: one holds it, puts the value
+ * and releases; the others wait and then find the entry. Prints
+ * "held=H waited=W" (one compile: held=1, waited=n-1). */
+static int leases(const char *url, int n)
+{
+    char key[64];
+    snprintf(key, sizeof key, "lease-key-%ld", (long)getpid());
+    for (int i = 0; i < n; i++) {
+        if (fork() != 0)
+            continue;
+        progcache_store *s = open_store(url);
+        progcache_store_lease l = PROGCACHE_STORE_LEASE_INIT;
+        int rc = progcache_store_lease_acquire(&l, s, key, strlen(key), 10000), code = 1;
+        if (rc == 0 && l.held) {
+            struct timespec t = {0, 300 * 1000000L};
+            nanosleep(&t, NULL); /* a compile */
+            progcache_store_put(s, key, strlen(key), "value", 5);
+            code = progcache_store_lease_release(s, &l) == 0 ? 10 : 1;
+        } else if (rc == 0) {
+            code = progcache_store_lease_wait(s, key, strlen(key), 10000) == 0 ? 20 : 2;
+        }
+        if (code < 10)
+            fprintf(stderr, "child %d: %s\n", i, progcache_error_last());
+        progcache_store_free(s);
+        _exit(code);
+    }
+    int held = 0, waited = 0, st;
+    while (wait(&st) > 0)
+        if (WIFEXITED(st))
+            held += WEXITSTATUS(st) == 10, waited += WEXITSTATUS(st) == 20;
+    printf("held=%d waited=%d\n", held, waited);
+    return 0;
+}
+
 /* One lookup of node a's key on a fresh node; its remote copies flushed. */
 static int hit(const char *dir)
 {
@@ -152,6 +189,8 @@ static int hit(const char *dir)
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "leases") == 0)
+        return leases(argv[2], atoi(argv[3]));
     if (argc == 3 && strcmp(argv[1], "hit") == 0)
         return hit(argv[2]);
     if (argc == 3 && strcmp(argv[1], "contract") == 0)

@@ -61,6 +61,11 @@ def run_all(d):
         pt.check(fields(p.stdout).get("rc") == "0" and "hits=1" in p.stdout,
                  "a get with the credentials file's profile", p.stdout + p.stderr)
 
+        # Leases by conditional create: 8 processes, one compile.
+        p = probe(["leases", url, "8"], keys)
+        pt.check("held=1 waited=7" in p.stdout, "8 processes after one lease: one holds it, "
+                 "7 wait for its value", p.stdout + p.stderr)
+
         wrong = {"AWS_ACCESS_KEY_ID": moto.key_id,
                  "AWS_SECRET_ACCESS_KEY": "wrong-secret-never-shown"}
         p = probe(["get", url, "2"], wrong)

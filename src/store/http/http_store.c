@@ -518,6 +518,8 @@ int progcache__http_store_new(progcache_store **out, const char *url,
     s->base.flush = http_flush;
     s->base.stats = &http_stats_ops;
     s->base.exists = http_exists;
+    if (s->cfg.s3) /* conditional create: If-None-Match (a WebDAV server ignores it) */
+        s->base.lease = &progcache__http_lease_ops;
     s->base.foreach = progcache__http_foreach;
     *out = &s->base;
     return PROGCACHE_OK;

@@ -68,6 +68,9 @@ void progcache__http_failed(progcache__http_store *s, const progcache__http_fail
 void progcache__http_status_failure(progcache__http_failure *f, const char *op, long status,
                                     const progcache_buf *body);
 
+/* S3's leases by conditional create (http_lease.c). */
+extern const progcache_store_lease_ops progcache__http_lease_ops;
+
 /* Call fn for every object under the prefix (http_list.c). */
 int progcache__http_foreach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
                             void *ctx);
