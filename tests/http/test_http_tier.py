@@ -180,5 +180,6 @@ if __name__ == "__main__":
         pt.skip("nginx is not installed (apt-get install nginx)")
     if not shutil.which("openssl"):
         pt.skip("openssl is not installed")
-    sys.exit(pt.run_tests([test_contract, test_nodes, test_stacked, test_https, test_credentials_hidden,
+    sys.exit(pt.run_tests([test_contract, test_nodes, test_stacked, test_https,
+                           test_credentials_hidden,
                            test_misbehaving], "test_http_tier"))
