@@ -6,7 +6,7 @@ set -euo pipefail
 
 PROGCACHE_APT_PACKAGES=(build-essential cmake pkg-config libssl-dev libhiredis-dev
                         redis-server python3 python3-venv valgrind zsh fish
-                        openssh-server sshfs openssl)
+                        openssh-server sshfs openssl libcurl4-openssl-dev nginx)
 
 missing=()
 for p in "${PROGCACHE_APT_PACKAGES[@]}"; do

@@ -33,6 +33,9 @@ build() { # dir [cmake args...]: configure and build, output in dir/build.log
 run_suite() { # dir [cmake args...]
   local dir=$1; shift
   build "$dir" "$@"
+  # The S3 server of test_s3_tier (a venv under the build folder; skipped without it).
+  scripts/moto-venv.sh "$dir" >/dev/null 2>&1 ||
+    echo "progcache: moto[server] could not be installed; test_s3_tier will be skipped" >&2
   ctest --test-dir "$dir" --output-on-failure -j "$JOBS"
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "progcache/remote.h"
+#include "progcache/sys/store.h"
 #include "tool.h"
 
 #define CMD "remote"
@@ -11,7 +12,8 @@ static const char usage_text[] =
     "usage: progcache remote [--url URL] [--secret-file FILE] [--prefix PREFIX]\n"
     "                        [--lease KEYHEX] [--pings N] [--json]\n"
     "\n"
-    "Check the remote tier (Redis) with the configuration a program would use:\n"
+    "Check the remote tier (Redis; for HTTP and S3, its listing and what it holds)\n"
+    "with the configuration a program would use:\n"
     "$PROGCACHE_REMOTE and $PROGCACHE_REMOTE_SECRET_FILE, or the options below.\n"
     "Shows whether the server is reachable (connected, authenticated, answering),\n"
     "the round-trip latency, whether the connection and the entries are\n"
@@ -275,6 +277,53 @@ static void warn_policy(const progcache_redis_status *st)
                   "with ttl_seconds set; when full it refuses the rest");
 }
 
+/* An HTTP or S3 tier (docs/REMOTE.md, "HTTP and S3"): reachable, and its
+ * credentials accepted, when its listing answers; what it holds. */
+static int is_http_url(const char *url)
+{
+    return url && (!strncmp(url, "http://", 7) || !strncmp(url, "https://", 8) ||
+                   !strncmp(url, "s3://", 5));
+}
+
+static int check_http(const args *a, const char *url, const char *source)
+{
+    progcache_store *store = NULL;
+    if (progcache_store_open_url(&store, url, NULL) != PROGCACHE_OK)
+        return tool_lib_error(CMD, EXIT_NO, "the remote tier cannot be used");
+    uint64_t n = 0, bytes = 0;
+    int rc = progcache_store_count(&n, store);
+    if (rc == PROGCACHE_OK)
+        rc = progcache_store_total_size(&bytes, store);
+    int where = (int)strcspn(url, "?");
+    if (a->json) {
+        tool_json_begin(stdout);
+        printf(", \"where\": \"%.*s\", \"source\": ", where, url);
+        tool_json_string(stdout, source);
+        printf(", \"reachable\": %s", rc ? "false" : "true");
+        if (rc) {
+            printf(", \"error\": ");
+            tool_json_string(stdout, progcache_error_last());
+        } else {
+            printf(", \"entries\": %llu, \"bytes\": %llu", (unsigned long long)n,
+                   (unsigned long long)bytes);
+        }
+        printf(", \"usable\": %s}\n", rc ? "false" : "true");
+    } else {
+        printf("%-18s %.*s (from %s)\n", "remote tier", where, url, source);
+        if (rc)
+            printf("%-18s no: %s\n", "reachable", progcache_error_last());
+        else
+            printf("%-18s yes (listed)\n%-18s %llu (%llu bytes of payload)\n", "reachable",
+                   "entries", (unsigned long long)n, (unsigned long long)bytes);
+        printf("%-18s %s\n", "status", rc ? "UNUSABLE" : "usable");
+    }
+    fflush(stdout);
+    progcache_store_free(store);
+    if (rc)
+        return tool_lib_error(CMD, EXIT_NO, "the remote tier is not usable");
+    return EXIT_OK;
+}
+
 int cmd_remote(int argc, char **argv)
 {
     args a;
@@ -283,6 +332,20 @@ int cmd_remote(int argc, char **argv)
         return code;
     progcache_store *store = NULL;
     const char *source;
+    progcache_buf env_url = PROGCACHE_BUF_INIT, env_secret = PROGCACHE_BUF_INIT;
+    if (!a.url && progcache_default_remote(&env_url, &env_secret) == PROGCACHE_OK &&
+        is_http_url((const char *)env_url.data))
+        code = check_http(&a, (const char *)env_url.data, "$PROGCACHE_REMOTE");
+    else if (is_http_url(a.url))
+        code = check_http(&a, a.url, "--url");
+    else
+        code = -1;
+    if (env_secret.data)
+        memset(env_secret.data, 0, env_secret.capacity);
+    progcache_buf_free(&env_secret);
+    progcache_buf_free(&env_url);
+    if (code >= 0)
+        return code;
     if ((code = tool_remote_open(CMD, a.url, a.secret_file, a.prefix, &store, &source)))
         return code;
     progcache_redis_status st = PROGCACHE_REDIS_STATUS_INIT;

@@ -86,11 +86,13 @@ progcache_store *progcache__cache_lease_tier(const progcache *cache);
 int progcache__cache_check_key(const progcache *cache, const void *key, size_t key_len,
                                const char *fn);
 
-/* The remote tier progcache_open stacks below the home directory
- * (cache_remote.c): opts->remote, opts->remote_url or $PROGCACHE_REMOTE;
- * *out NULL when none is asked for. opts is loaded and its
- * max_artifact_size resolved. */
-int progcache__cache_open_remote(progcache_store **out, const progcache_options *opts,
-                                 uint64_t min_rate);
+/* The remote tiers progcache_open stacks below the home directory
+ * (cache_open.c): opts->remote, opts->remote_url or $PROGCACHE_REMOTE (an
+ * ordered, space-separated list of at most PROGCACHE__REMOTE_MAX URLs,
+ * fastest first), into out[0..*n); *n 0 when none is asked for. opts is
+ * loaded and its max_artifact_size resolved. */
+#define PROGCACHE__REMOTE_MAX 4
+int progcache__cache_open_remote(progcache_store **out, size_t *n,
+                                 const progcache_options *opts, uint64_t min_rate);
 
 #endif

@@ -29,6 +29,7 @@
 #include "options.h"
 #include "progcache/remote.h"
 #include "settings.h"
+#include "store/http/http.h"
 #include "store/store.h"
 #include "url_mask.h"
 
@@ -108,6 +109,8 @@ int progcache_store_open_url(progcache_store **out, const char *url,
     progcache_store_factory factory = factory_of(url, &ctx);
     if (factory)
         return open_registered(out, factory, ctx, url, &p);
+    if (progcache__http_scheme(url, strcspn(url, ":")))
+        return progcache__http_store_new(out, url, &p, NULL, 0, 0);
     progcache_redis_options ro;
     progcache_redis_options_init(&ro);
     ro.url = url;
@@ -145,46 +148,76 @@ static int open_redis_options(progcache_store **out, const progcache_options *op
     return rc;
 }
 
-/* $PROGCACHE_REMOTE, with $PROGCACHE_REMOTE_SECRET_FILE for Redis. A
- * registered tier takes no secret: a secret file set for it is refused
- * rather than ignored (it would authenticate nothing). */
-static int open_environment(progcache_store **out, const progcache_options *opts,
+/* One tier of $PROGCACHE_REMOTE, with $PROGCACHE_REMOTE_SECRET_FILE for
+ * Redis and HTTP/S3. A registered tier takes no secret: a secret file set
+ * for it is refused rather than ignored (it would authenticate nothing). */
+static int open_env_one(progcache_store **out, const char *url, const progcache_options *opts,
+                        const progcache_store_params *params, const progcache_buf *secret,
+                        uint64_t min_rate)
+{
+    void *ctx = NULL;
+    progcache_store_factory factory = factory_of(url, &ctx);
+    if (factory) {
+        char shown[1024]; /* messages name the URL masked (docs/SECURITY.md) */
+        progcache__url_mask(shown, sizeof shown, url);
+        if (secret->size)
+            return progcache__error(PROGCACHE_EINVAL,
+                                    "PROGCACHE_REMOTE_SECRET_FILE is set, but the tier of "
+                                    "PROGCACHE_REMOTE (%s) is a registered tier, which takes no "
+                                    "secret; unset the variable or give the secret to the tier",
+                                    shown);
+        return open_registered(out, factory, ctx, url, params);
+    }
+    if (progcache__http_scheme(url, strcspn(url, ":")))
+        /* The HTTP/S3 tier: the secret keys its envelopes' HMAC, as Redis's. */
+        return progcache__http_store_new(out, url, params, secret->size ? secret->data : NULL,
+                                         secret->size, min_rate);
+    progcache_redis_options ro;
+    progcache_redis_options_init(&ro);
+    ro.url = url;
+    /* Size 0 only when no secret file is configured: one that is
+     * configured and unusable failed before. */
+    ro.secret = secret->size ? secret->data : NULL;
+    ro.secret_len = secret->size;
+    ro.log = opts->log;
+    ro.log_ctx = opts->log_ctx;
+    ro.max_artifact_size = opts->max_artifact_size;
+    ro.min_rate = min_rate;
+    return progcache_store_redis_new(out, &ro);
+}
+
+/* $PROGCACHE_REMOTE: one URL, or an ordered space-separated list of them
+ * (stacked tiers, fastest first: "redis://cache:6379 s3://kernels/prod"),
+ * each opened as above, into out[0..*n). */
+static int open_environment(progcache_store **out, size_t *n, const progcache_options *opts,
                             const progcache_store_params *params, uint64_t min_rate)
 {
     progcache_buf url = PROGCACHE_BUF_INIT, secret = PROGCACHE_BUF_INIT;
     int rc = progcache_default_remote(&url, &secret);
-    void *ctx = NULL;
-    progcache_store_factory factory = NULL;
     if (rc == PROGCACHE_ENOTFOUND) {
         rc = PROGCACHE_OK; /* no remote tier configured */
-    } else if (rc == PROGCACHE_OK && (factory = factory_of((const char *)url.data, &ctx))) {
-        char shown[1024];
-        progcache__url_mask(shown, sizeof shown, (const char *)url.data);
-        if (secret.size)
-            rc = progcache__error(PROGCACHE_EINVAL,
-                                  "PROGCACHE_REMOTE_SECRET_FILE is set, but the tier of "
-                                  "PROGCACHE_REMOTE (%s) is a registered tier, which takes no "
-                                  "secret; unset the variable or give the secret to the tier",
-                                  shown);
-        else
-            rc = open_registered(out, factory, ctx, (const char *)url.data, params);
-        if (rc)
-            progcache__error_prefix("progcache_open: PROGCACHE_REMOTE");
     } else if (rc == PROGCACHE_OK) {
-        progcache_redis_options ro;
-        progcache_redis_options_init(&ro);
-        ro.url = (const char *)url.data;
-        /* Size 0 only when no secret file is configured: one that is
-         * configured and unusable failed above. */
-        ro.secret = secret.size ? secret.data : NULL;
-        ro.secret_len = secret.size;
-        ro.log = opts->log;
-        ro.log_ctx = opts->log_ctx;
-        ro.max_artifact_size = opts->max_artifact_size;
-        ro.min_rate = min_rate;
-        rc = progcache_store_redis_new(out, &ro);
-        if (rc)
+        char *p = (char *)url.data;
+        while (rc == PROGCACHE_OK && *(p += strspn(p, " \t"))) {
+            char *end = p + strcspn(p, " \t"), save = *end;
+            *end = 0;
+            if (*n == PROGCACHE__REMOTE_MAX) {
+                char shown[1024];
+                progcache__url_mask(shown, sizeof shown, p);
+                rc = progcache__error(PROGCACHE_EINVAL,
+                                      "it lists more than %d tiers (from %s on)",
+                                      PROGCACHE__REMOTE_MAX, shown);
+            } else if ((rc = open_env_one(&out[*n], p, opts, params, &secret, min_rate)) == 0) {
+                (*n)++;
+            }
+            *end = save;
+            p = end;
+        }
+        if (rc) {
             progcache__error_prefix("progcache_open: PROGCACHE_REMOTE");
+            while (*n)
+                progcache_store_free(out[--*n]);
+        }
     } else {
         progcache__error_prefix("progcache_open");
     }
@@ -195,16 +228,21 @@ static int open_environment(progcache_store **out, const progcache_options *opts
     return rc;
 }
 
-int progcache__cache_open_remote(progcache_store **out, const progcache_options *opts,
-                                 uint64_t min_rate)
+int progcache__cache_open_remote(progcache_store **out, size_t *n,
+                                 const progcache_options *opts, uint64_t min_rate)
 {
+    *n = 0;
     *out = NULL;
     if (opts->remote && opts->remote_url)
         return progcache__error(PROGCACHE_EINVAL,
                                 "progcache_open: opts->remote and opts->remote_url are both "
                                 "set; give one remote tier");
-    if (opts->remote)
-        return open_redis_options(out, opts, min_rate);
+    int rc;
+    if (opts->remote) {
+        if ((rc = open_redis_options(out, opts, min_rate)) == PROGCACHE_OK && *out)
+            *n = 1;
+        return rc;
+    }
     progcache_store_params params;
     progcache_store_params_init(&params);
     params.max_artifact_size = opts->max_artifact_size ? opts->max_artifact_size
@@ -212,14 +250,15 @@ int progcache__cache_open_remote(progcache_store **out, const progcache_options 
     params.log = opts->log;
     params.log_ctx = opts->log_ctx;
     if (opts->remote_url) {
-        int rc = progcache_store_open_url(out, opts->remote_url, &params);
-        if (rc)
+        if ((rc = progcache_store_open_url(out, opts->remote_url, &params)))
             progcache__error_prefix("progcache_open: opts->remote_url");
+        else if (*out)
+            *n = 1;
         return rc;
     }
     if (opts->flags & PROGCACHE_NO_REMOTE)
         return PROGCACHE_OK;
-    return open_environment(out, opts, &params, min_rate);
+    return open_environment(out, n, opts, &params, min_rate);
 }
 
 /* ---- the handle ---------------------------------------------------------- */
@@ -406,7 +445,7 @@ static int open_disabled(progcache **out, const progcache_options *opts, const c
 int progcache_open(progcache **out, const char *path, const progcache_options *opts)
 {
     progcache_buf dir = PROGCACHE_BUF_INIT;
-    progcache_store *tiers[3] = {NULL, NULL, NULL};
+    progcache_store *tiers[2 + PROGCACHE__REMOTE_MAX] = {NULL};
     size_t num_tiers = 0;
     progcache_store *file = NULL;
     int rc;
@@ -481,12 +520,12 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     }
     tiers[num_tiers++] = file;
     file = NULL;
+    size_t num_remote = 0;
     if ((rc = progcache__cache_open_remote(
-             &tiers[num_tiers], opts,
+             &tiers[num_tiers], &num_remote, opts,
              progcache_settings_find(settings, "remote_min_rate")->number)))
         goto done;
-    if (tiers[num_tiers])
-        num_tiers++;
+    num_tiers += num_remote;
     rc = new_handle(out, tiers, num_tiers, path, opts);
     if (!rc) {
         (*out)->foreign = progcache__store_foreign((*out)->tiers[(*out)->home]);

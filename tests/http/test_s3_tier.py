@@ -1,0 +1,89 @@
+"""The S3 tier (s3://BUCKET/PREFIX?endpoint=URL&region=REGION, SigV4 by
+libcurl) against moto's S3 server with authentication enforced: the store
+contract (listing through ListObjectsV2), two cache directories as two
+nodes, credentials from the variables and from the shared credentials file
+with AWS_PROFILE, and a wrong secret refused by the server
+(SignatureDoesNotMatch): a miss, told once, the secret never shown.
+
+Usage: test_s3_tier.py HTTP_PROBE VENV_PYTHON (moto[server] installed in
+that venv: scripts/moto-venv.sh; skipped without it)."""
+
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
+sys.path.insert(0, HERE)
+import progcache_test as pt  # noqa: E402
+import http_servers as hs  # noqa: E402
+
+PROBE = sys.argv[1] if len(sys.argv) > 1 else None
+PYTHON = sys.argv[2] if len(sys.argv) > 2 else None
+CLEAN = ("PROGCACHE_DIR", "PROGCACHE_REMOTE", "PROGCACHE_REMOTE_CA", "PROGCACHE_REMOTE_SECRET_FILE",
+         "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+         "AWS_SHARED_CREDENTIALS_FILE", "AWS_REGION", "AWS_DEFAULT_REGION", "HOME")
+
+
+def probe(args, env=None, timeout=120):
+    e = pt.tool_env(env, drop=CLEAN)
+    return subprocess.run([PROBE] + args, env=e, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def fields(line):
+    return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+
+
+def run_all(d):
+    with hs.Moto(d, PYTHON) as moto:
+        url = "s3://kernels/prod?endpoint=%s&region=us-east-1" % moto.url
+        keys = {"AWS_ACCESS_KEY_ID": moto.key_id, "AWS_SECRET_ACCESS_KEY": moto.secret}
+        p = probe(["contract", url], keys)
+        pt.check(p.returncode == 0, "the store contract over S3", p.stdout + p.stderr)
+
+        env = dict(keys, PROGCACHE_REMOTE=url)
+        p = probe(["nodes", os.path.join(d, "a"), os.path.join(d, "b")], env)
+        f = fields(p.stdout)
+        pt.check(f.get("a") == "MISS" and f.get("b") == "HIT" and f.get("same") == "1",
+                 "a MISS on node a is a HIT on node b through S3", p.stdout + p.stderr)
+
+        # The shared credentials file, profile chosen by AWS_PROFILE.
+        creds = os.path.join(d, "credentials")
+        pt.write(creds, "[default]\naws_access_key_id = nobody\naws_secret_access_key = x\n"
+                 "[ci]\naws_access_key_id = %s\naws_secret_access_key = %s\n"
+                 % (moto.key_id, moto.secret))
+        fenv = {"AWS_SHARED_CREDENTIALS_FILE": creds, "AWS_PROFILE": "ci"}
+        p = probe(["put", url], fenv)
+        pt.check("stores=1" in p.stdout, "a put with the credentials file's profile",
+                 p.stdout + p.stderr)
+        p = probe(["get", url], fenv)
+        pt.check(fields(p.stdout).get("rc") == "0" and "hits=1" in p.stdout,
+                 "a get with the credentials file's profile", p.stdout + p.stderr)
+
+        # Leases by conditional create: 8 processes, one compile.
+        p = probe(["leases", url, "8"], keys)
+        pt.check("held=1 waited=7" in p.stdout, "8 processes after one lease: one holds it, "
+                 "7 wait for its value", p.stdout + p.stderr)
+
+        wrong = {"AWS_ACCESS_KEY_ID": moto.key_id,
+                 "AWS_SECRET_ACCESS_KEY": "wrong-secret-never-shown"}
+        p = probe(["get", url, "2"], wrong)
+        f = fields(p.stdout)
+        pt.check(f.get("rc") == "-1" and f.get("warn") == "1",
+                 "a wrong secret: a miss, told once", p.stdout + p.stderr)
+        pt.check("SignatureDoesNotMatch" in p.stderr, "the server's refusal is named",
+                 p.stderr)
+        pt.check("wrong-secret-never-shown" not in p.stdout + p.stderr,
+                 "the secret is never shown", p.stderr)
+        p = probe(["get", url], {})
+        pt.check(p.returncode == 2 and "has no credentials" in p.stdout,
+                 "no credentials: the open says where they are looked for", p.stdout)
+
+
+if __name__ == "__main__":
+    if not PROBE or not PYTHON:
+        pt.skip("usage: test_s3_tier.py HTTP_PROBE VENV_PYTHON")
+    if not os.path.exists(os.path.join(os.path.dirname(PYTHON), "moto_server")):
+        pt.skip("no moto_server next to %s (run scripts/moto-venv.sh BUILD_DIR)" % PYTHON)
+    sys.exit(pt.run_tests([run_all], "test_s3_tier"))
