@@ -180,7 +180,8 @@ static int verify_remote(verify_out *o, const char *url, int json)
         code = tool_lib_error(CMD, EXIT_FAILED, "cannot check the remote store");
     else if (!json)
         printf("checked %llu %s in %s: %llu bad%s\n", (unsigned long long)v.checked,
-               tool_entries(v.checked), where, (unsigned long long)v.bad, v.unknown ? "; some of no known kind kept" : "");
+               tool_entries(v.checked), where, (unsigned long long)v.bad,
+               v.unknown ? "; some of no known kind kept" : "");
     progcache_store_free(store);
     return code ? code : v.bad ? EXIT_NO : EXIT_OK;
 }

@@ -46,7 +46,8 @@ static void open_cache(void)
 {
     if (progcache_open(&the_cache, NULL, NULL) != PROGCACHE_OK) {
         the_cache = NULL;
-        progcache__intercept_log(PROGCACHE_LOG_WARN, "no cache: %s; compiles pass through", progcache_error_last());
+        progcache__intercept_log(PROGCACHE_LOG_WARN, "no cache: %s; compiles pass through",
+                                 progcache_error_last());
         return;
     }
     cache_pid = getpid();
@@ -229,7 +230,8 @@ static nvrtcResult miss(progcache__iprog *p, progcache *cache, const unsigned ch
                                             NULL, NULL) == PROGCACHE_OK))
         st = progcache__cache_put_meta(cache, key, 32, enc.data, enc.size, NULL);
     if (st)
-        progcache__intercept_log(PROGCACHE_LOG_WARN, "compile not stored: %s", progcache_error_last());
+        progcache__intercept_log(PROGCACHE_LOG_WARN, "compile not stored: %s",
+                                 progcache_error_last());
     else
         progcache__program_key_store(pk, cache, NULL, NULL);
     progcache_buf_free(&enc);
@@ -317,7 +319,8 @@ nvrtcResult progcache__intercept_compile(progcache__iprog *p, int num, const cha
         rc = miss(p, cache, key, &pk);
     else
         progcache__program_key_store(&pk, cache, NULL, NULL);
-    progcache__intercept_log(PROGCACHE_LOG_INFO, "compile of %s: %s %.16s (%s)", p->name ? p->name : "default_program",
+    progcache__intercept_log(PROGCACHE_LOG_INFO, "compile of %s: %s %.16s (%s)",
+                             p->name ? p->name : "default_program",
                              hit || p->state == IPROG_REPLAY ? "HIT" : "MISS", hex,
                              p->state == IPROG_REPLAY ? "replayed" : "compiled");
 done:

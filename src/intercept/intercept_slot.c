@@ -51,8 +51,9 @@ EXPORT void *progcache__intercept_bind(int slot, const char *name, void *real)
         return ours;
     void *fwd = progcache__forwarder(real);
     if (!fwd)
-        progcache__intercept_log(PROGCACHE_LOG_WARN, "%s of %s: no forwarder left; bound to NVRTC itself",
-                                 name, progcache__slots[slot].path);
+        progcache__intercept_log(PROGCACHE_LOG_WARN,
+                                 "%s of %s: no forwarder left; bound to NVRTC itself", name,
+                                 progcache__slots[slot].path);
     return fwd ? fwd : real;
 }
 
@@ -79,12 +80,14 @@ static void resolve(progcache__nvrtc_slot *s)
         ok = SYM(GetSize[k], size_fn[k]) && SYM(GetBytes[k], bytes_fn[k]);
 #undef SYM
     if (!ok) {
-        progcache__intercept_log(PROGCACHE_LOG_WARN, "%s lacks a function of NVRTC 13; its compiles pass through",
+        progcache__intercept_log(PROGCACHE_LOG_WARN,
+                                 "%s lacks a function of NVRTC 13; its compiles pass through",
                                  s->path);
         return;
     }
     if (r->Version(&s->major, &s->minor) != NVRTC_SUCCESS) {
-        progcache__intercept_log(PROGCACHE_LOG_WARN, "%s: nvrtcVersion failed; its compiles pass through", s->path);
+        progcache__intercept_log(PROGCACHE_LOG_WARN,
+                                 "%s: nvrtcVersion failed; its compiles pass through", s->path);
         return;
     }
     s->ready = 1;
@@ -110,6 +113,7 @@ void progcache__slot_announce(progcache__nvrtc_slot *s)
     char id[2 * sizeof s->build_id + 1] = "none";
     for (size_t i = 0; i < s->build_id_len; i++)
         snprintf(id + 2 * i, 3, "%02x", s->build_id[i]);
-    progcache__intercept_log(PROGCACHE_LOG_INFO, "NVRTC %d.%d at %s (build ID %s) intercepted; reached by %s",
-                             s->major, s->minor, s->path, id, s->route);
+    progcache__intercept_log(PROGCACHE_LOG_INFO,
+                             "NVRTC %d.%d at %s (build ID %s) intercepted; reached by %s", s->major,
+                             s->minor, s->path, id, s->route);
 }
