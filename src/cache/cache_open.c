@@ -86,6 +86,44 @@ static int open_registered(progcache_store **out, progcache_store_factory factor
     return PROGCACHE_OK;
 }
 
+/* A tier by its URL: a registered tier's, HTTP/S3, else Redis. secret
+ * (NULL: none) keys the built-in tiers' HMAC; min_rate (0: the tier's
+ * default) bounds their deadlines. The one way every entrance (the public
+ * call, progcache_options.remote_url, $PROGCACHE_REMOTE) opens a URL, so a
+ * setting applies to all three. */
+static int open_url(progcache_store **out, const char *url, const progcache_store_params *p,
+                    const progcache_buf *secret, uint64_t min_rate)
+{
+    void *ctx = NULL;
+    progcache_store_factory factory = factory_of(url, &ctx);
+    if (factory) {
+        char shown[1024]; /* messages name the URL masked (docs/SECURITY.md) */
+        progcache__url_mask(shown, sizeof shown, url);
+        if (secret && secret->size)
+            return progcache__error(PROGCACHE_EINVAL,
+                                    "PROGCACHE_REMOTE_SECRET_FILE is set, but the tier of "
+                                    "PROGCACHE_REMOTE (%s) is a registered tier, which takes no "
+                                    "secret; unset the variable or give the secret to the tier",
+                                    shown);
+        return open_registered(out, factory, ctx, url, p);
+    }
+    const unsigned char *key = secret && secret->size ? secret->data : NULL;
+    size_t key_len = key ? secret->size : 0;
+    if (progcache__http_scheme(url, strcspn(url, ":")))
+        /* The HTTP/S3 tier: the secret keys its envelopes' HMAC, as Redis's. */
+        return progcache__http_store_new(out, url, p, key, key_len, min_rate);
+    progcache_redis_options ro;
+    progcache_redis_options_init(&ro);
+    ro.url = url;
+    ro.secret = key;
+    ro.secret_len = key_len;
+    ro.log = p->log;
+    ro.log_ctx = p->log_ctx;
+    ro.max_artifact_size = p->max_artifact_size;
+    ro.min_rate = min_rate;
+    return progcache_store_redis_new(out, &ro);
+}
+
 int progcache_store_open_url(progcache_store **out, const char *url,
                              const progcache_store_params *params)
 {
@@ -105,19 +143,7 @@ int progcache_store_open_url(progcache_store **out, const char *url,
     }
     if (!p.max_artifact_size)
         p.max_artifact_size = PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
-    void *ctx = NULL;
-    progcache_store_factory factory = factory_of(url, &ctx);
-    if (factory)
-        return open_registered(out, factory, ctx, url, &p);
-    if (progcache__http_scheme(url, strcspn(url, ":")))
-        return progcache__http_store_new(out, url, &p, NULL, 0, 0);
-    progcache_redis_options ro;
-    progcache_redis_options_init(&ro);
-    ro.url = url;
-    ro.log = p.log;
-    ro.log_ctx = p.log_ctx;
-    ro.max_artifact_size = p.max_artifact_size;
-    return progcache_store_redis_new(out, &ro);
+    return open_url(out, url, &p, NULL, 0);
 }
 
 /* The caller's Redis options: its log callback and size bound serve the
@@ -148,48 +174,10 @@ static int open_redis_options(progcache_store **out, const progcache_options *op
     return rc;
 }
 
-/* One tier of $PROGCACHE_REMOTE, with $PROGCACHE_REMOTE_SECRET_FILE for
- * Redis and HTTP/S3. A registered tier takes no secret: a secret file set
- * for it is refused rather than ignored (it would authenticate nothing). */
-static int open_env_one(progcache_store **out, const char *url, const progcache_options *opts,
-                        const progcache_store_params *params, const progcache_buf *secret,
-                        uint64_t min_rate)
-{
-    void *ctx = NULL;
-    progcache_store_factory factory = factory_of(url, &ctx);
-    if (factory) {
-        char shown[1024]; /* messages name the URL masked (docs/SECURITY.md) */
-        progcache__url_mask(shown, sizeof shown, url);
-        if (secret->size)
-            return progcache__error(PROGCACHE_EINVAL,
-                                    "PROGCACHE_REMOTE_SECRET_FILE is set, but the tier of "
-                                    "PROGCACHE_REMOTE (%s) is a registered tier, which takes no "
-                                    "secret; unset the variable or give the secret to the tier",
-                                    shown);
-        return open_registered(out, factory, ctx, url, params);
-    }
-    if (progcache__http_scheme(url, strcspn(url, ":")))
-        /* The HTTP/S3 tier: the secret keys its envelopes' HMAC, as Redis's. */
-        return progcache__http_store_new(out, url, params, secret->size ? secret->data : NULL,
-                                         secret->size, min_rate);
-    progcache_redis_options ro;
-    progcache_redis_options_init(&ro);
-    ro.url = url;
-    /* Size 0 only when no secret file is configured: one that is
-     * configured and unusable failed before. */
-    ro.secret = secret->size ? secret->data : NULL;
-    ro.secret_len = secret->size;
-    ro.log = opts->log;
-    ro.log_ctx = opts->log_ctx;
-    ro.max_artifact_size = opts->max_artifact_size;
-    ro.min_rate = min_rate;
-    return progcache_store_redis_new(out, &ro);
-}
-
 /* $PROGCACHE_REMOTE: one URL, or an ordered space-separated list of them
  * (stacked tiers, fastest first: "redis://cache:6379 s3://kernels/prod"),
  * each opened as above, into out[0..*n). */
-static int open_environment(progcache_store **out, size_t *n, const progcache_options *opts,
+static int open_environment(progcache_store **out, size_t *n,
                             const progcache_store_params *params, uint64_t min_rate)
 {
     progcache_buf url = PROGCACHE_BUF_INIT, secret = PROGCACHE_BUF_INIT;
@@ -207,7 +195,7 @@ static int open_environment(progcache_store **out, size_t *n, const progcache_op
                 rc = progcache__error(PROGCACHE_EINVAL,
                                       "it lists more than %d tiers (from %s on)",
                                       PROGCACHE__REMOTE_MAX, shown);
-            } else if ((rc = open_env_one(&out[*n], p, opts, params, &secret, min_rate)) == 0) {
+            } else if ((rc = open_url(&out[*n], p, params, &secret, min_rate)) == 0) {
                 (*n)++;
             }
             *end = save;
@@ -250,7 +238,8 @@ int progcache__cache_open_remote(progcache_store **out, size_t *n,
     params.log = opts->log;
     params.log_ctx = opts->log_ctx;
     if (opts->remote_url) {
-        if ((rc = progcache_store_open_url(out, opts->remote_url, &params)))
+        /* remote_min_rate applies here as at the two other entrances */
+        if ((rc = open_url(out, opts->remote_url, &params, NULL, min_rate)))
             progcache__error_prefix("progcache_open: opts->remote_url");
         else if (*out)
             *n = 1;
@@ -258,7 +247,7 @@ int progcache__cache_open_remote(progcache_store **out, size_t *n,
     }
     if (opts->flags & PROGCACHE_NO_REMOTE)
         return PROGCACHE_OK;
-    return open_environment(out, n, opts, &params, min_rate);
+    return open_environment(out, n, &params, min_rate);
 }
 
 /* ---- the handle ---------------------------------------------------------- */

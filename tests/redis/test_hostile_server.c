@@ -318,28 +318,39 @@ static void test_messages(void)
 }
 
 /* The deadline's rate comes from the setting remote_min_rate
- * (PROGCACHE_REMOTE_MIN_RATE) through progcache_open, and says so. */
+ * (PROGCACHE_REMOTE_MIN_RATE) through progcache_open, and says so, at each
+ * of its three entrances: the caller's Redis options, a URL in the options
+ * (which once ignored it: issue 33), and $PROGCACHE_REMOTE. */
 static void test_min_rate_setting(void)
 {
     hostile_server h;
     hostile_start(&h, HOSTILE_DRIP, "GETRANGE");
     setenv("PROGCACHE_REMOTE_MIN_RATE", "2MiB", 1);
-    log_capture log = LOG_CAPTURE_INIT;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/rate", scratch);
-    progcache_redis_options ro = PROGCACHE_REDIS_OPTIONS_INIT;
-    ro.url = h.url;
-    progcache_options o = PROGCACHE_OPTIONS_INIT;
-    o.remote = &ro;
-    o.log = test_log_capture;
-    o.log_ctx = &log;
-    progcache *c = NULL;
-    CHECK_OK(progcache_open(&c, dir, &o));
-    progcache_buf buf = PROGCACHE_BUF_INIT;
-    CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, c, "key", 3));
-    CHECK(strstr(log.last, "min_rate 2097152 bytes/s"));
-    progcache_close(c);
-    progcache_buf_free(&buf);
+    for (int entrance = 0; entrance < 3; entrance++) {
+        log_capture log = LOG_CAPTURE_INIT;
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/rate%d", scratch, entrance);
+        progcache_redis_options ro = PROGCACHE_REDIS_OPTIONS_INIT;
+        ro.url = h.url;
+        progcache_options o = PROGCACHE_OPTIONS_INIT;
+        if (entrance == 0)
+            o.remote = &ro;
+        else if (entrance == 1)
+            o.remote_url = h.url;
+        else
+            setenv("PROGCACHE_REMOTE", h.url, 1);
+        o.log = test_log_capture;
+        o.log_ctx = &log;
+        progcache *c = NULL;
+        CHECK_OK(progcache_open(&c, dir, &o));
+        progcache_buf buf = PROGCACHE_BUF_INIT;
+        CHECK_RC(PROGCACHE_ENOTFOUND, progcache_get(&buf, c, "key", 3));
+        fprintf(stderr, "  entrance %d: %s\n", entrance, log.last);
+        CHECK(strstr(log.last, "min_rate 2097152 bytes/s"));
+        progcache_close(c);
+        progcache_buf_free(&buf);
+        unsetenv("PROGCACHE_REMOTE");
+    }
     unsetenv("PROGCACHE_REMOTE_MIN_RATE");
     hostile_stop(&h);
 }
