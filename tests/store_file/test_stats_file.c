@@ -75,7 +75,7 @@ static void test_counting(void)
     char path[1024];
     snprintf(path, sizeof path, "%s/progcache/stats", dir);
     struct stat st;
-    CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 512);
+    CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 1024);
 
     unsigned char key[8];
     progcache_buf buf = PROGCACHE_BUF_INIT;
@@ -277,7 +277,7 @@ static void test_bad_layout_replaced(void)
         CHECK(stats_of(cache).misses == 1);
         progcache_close(cache);
         struct stat st;
-        CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 512);
+        CHECK(stat(path, &st) == 0 && st.st_size == 256 + 64 * 1024);
     }
     progcache_buf_free(&buf);
     test_rmdtemp(dir);

@@ -1,10 +1,10 @@
 /* The statistics file: <root>/progcache/stats, mapped MAP_SHARED by every
  * process that opens the cache directory for writing.
  *
- * 64 slots of 64 64-bit counters. A thread counts into the slot picked by
+ * 64 slots of 128 64-bit counters. A thread counts into the slot picked by
  * hashing its process id and the address of a thread-local variable, so
  * concurrent processes and threads mostly write different cache lines
- * (each slot is 512 bytes, eight lines) and never wait on each other; a
+ * (each slot is 1 KiB, sixteen lines) and never wait on each other; a
  * reader sums the slots. Two writers that pick one slot are still correct,
  * the adds are atomic; they only share a line.
  *
@@ -31,7 +31,7 @@
 #include "store/file/file_perm.h"
 
 #define STATS_MAGIC "PCSTATS1"
-#define STATS_VERSION 2 /* 2: 64 counters a slot (1 had 32) */
+#define STATS_VERSION 3 /* 3: 128 counters a slot (2 had 64, 1 had 32) */
 #define STATS_HEADER_SIZE 256
 #define STATS_SLOTS 64
 #define STATS_SLOT_SIZE (PROGCACHE__COUNTERS_PER_SLOT * 8)
@@ -40,11 +40,11 @@
 
 typedef struct stats_header {
     char magic[8];        /* "PCSTATS1" */
-    uint32_t version;     /* 2 */
+    uint32_t version;     /* 3 */
     uint32_t header_size; /* 256: where slot 0 starts */
     uint32_t num_slots;   /* 64 */
-    uint32_t slot_size;   /* 512 bytes: 64 counters */
-    uint64_t file_size;   /* 33024 */
+    uint32_t slot_size;   /* 1024 bytes: 128 counters */
+    uint64_t file_size;   /* 65792 */
     uint64_t max_size;    /* the cap of the latest open with a cap */
     int64_t since;        /* creation or last reset, seconds since 1970 */
 } stats_header;

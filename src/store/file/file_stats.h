@@ -41,7 +41,6 @@ typedef enum progcache__counter {
     PROGCACHE__WAIT_TIMEOUTS = 22,
     PROGCACHE__REMOTE_TAKEOVERS = 23,
     /* The PCH tier (src/pch/pch_*.c). */
-    /* The PCH tier (src/pch/pch_*.c). */
     PROGCACHE__PCH_HITS = 24,
     PROGCACHE__PCH_MISSES = 25,
     PROGCACHE__PCH_CREATED = 26,
@@ -88,7 +87,7 @@ typedef enum progcache__counter {
     PROGCACHE__INTERCEPT_REAL_PROGRAMS = 60,
     PROGCACHE__INTERCEPT_FAILED = 61,
     /* Counters per slot in the file, used or reserved. */
-    PROGCACHE__COUNTERS_PER_SLOT = 64
+    PROGCACHE__COUNTERS_PER_SLOT = 128
 } progcache__counter;
 
 typedef struct progcache__stats progcache__stats;
