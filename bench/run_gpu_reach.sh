@@ -30,9 +30,12 @@ step() { echo "== $* ($(date -u +%H:%M:%S))"; }
 fresh() { rm -rf "/tmp/pc-$1" && mkdir -p "/tmp/pc-$1" && echo "/tmp/pc-$1"; }
 
 step build
-cmake -S . -B "$B" -DPROGCACHE_WERROR=ON -DPROGCACHE_WITH_REDIS=OFF -DPROGCACHE_WITH_CURL=OFF \
+# Warnings are kept (build.log) but not errors: CI, not this call, holds
+# the line on them.
+cmake -S . -B "$B" -DPROGCACHE_WERROR=OFF -DPROGCACHE_WITH_REDIS=OFF -DPROGCACHE_WITH_CURL=OFF \
   >"$O/build.log" 2>&1 &&
   cmake --build "$B" -j "$(nproc)" >>"$O/build.log" 2>&1 || { tail -40 "$O/build.log"; exit 1; }
+grep -A3 "warning:" "$O/build.log" | head -30
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 PC=$B/bin/progcache
 
