@@ -266,7 +266,8 @@ char *progcache__standin_offer(const char *asked, const char *name, unsigned int
     if (strcmp(base, PROGCACHE__STANDIN_SONAME))
         return NULL;
     for (int k = 0; k < PROGCACHE__STANDIN_SETS; k++)
-        if (state[k].given && !strcmp(name, state[k].standin))
+        if (state[k].given && (!strcmp(name, state[k].standin) ||
+                               !strcmp(name, state[k].load_name)))
             return NULL;
     probe p;
     const char *why = NULL;
@@ -275,7 +276,9 @@ char *progcache__standin_offer(const char *asked, const char *name, unsigned int
         return NULL;
     if (k >= 0 && standin_off())
         why = "PROGCACHE_INTERCEPT_STANDIN=off", k = -1;
-    if (k >= 0 && state[k].given)
+    /* Handed out but never opened (a dlopen with RTLD_NOLOAD searches,
+     * and opens nothing: cuda-pathfinder asks so first): free again. */
+    if (k >= 0 && state[k].slot)
         why = "its stand-in stands in for another NVRTC in this process", k = -1;
     if (k >= 0 && standin_path(k, state[k].standin, sizeof state[k].standin))
         why = "the stand-in is not installed beside the interceptor", k = -1;
