@@ -39,8 +39,14 @@ static pid_t cache_pid;
  * entry's bytes: the next run compiles again. */
 static void flush_at_exit(void)
 {
-    if (the_cache && getpid() == cache_pid)
+    if (the_cache && getpid() == cache_pid) {
+        /* A call the interceptor leaves to NVRTC (nvrtcGetSupportedArchs,
+         * say) may have loaded it behind a stand-in since the last compile. */
+        for (int i = 0; progcache__slots && i < PROGCACHE__INTERCEPT_SLOTS; i++)
+            if (progcache__slots[i].used && progcache__slots[i].logged)
+                progcache__standin_note_load(&progcache__slots[i]);
         (void)progcache_flush(the_cache);
+    }
 }
 
 static void open_cache(void)
