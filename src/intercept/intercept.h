@@ -206,6 +206,10 @@ progcache *progcache__intercept_cache(void);
 void progcache__intercept_log(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Behind a stand-in: the cache's record of the slot's file set to what
+ * its NVRTC answered (a record found wrong). */
+void progcache__standin_mend(const progcache__nvrtc_slot *slot, int major, int minor);
+
 /* Behind a stand-in: count and say, once, that a call loaded NVRTC. */
 void progcache__standin_note_load(progcache__nvrtc_slot *slot);
 

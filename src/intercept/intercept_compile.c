@@ -210,10 +210,16 @@ static int standin_checked(progcache__iprog *p)
     if (s->real_changed)
         return progcache__error(PROGCACHE_ECOMPILE, "%s changed between the stand-in's look "
                                 "at it and its load", s->path);
-    if (s->real.Version(&major, &minor) != NVRTC_SUCCESS || major != s->major ||
-        minor != s->minor)
+    if (s->real.Version(&major, &minor) != NVRTC_SUCCESS)
+        return progcache__error(PROGCACHE_ECOMPILE, "%s: nvrtcVersion failed", s->path);
+    if (major != s->major || minor != s->minor) {
+        /* The record is mended for the next process; this one's keys keep
+         * the version they were derived with, and store nothing. */
+        progcache__standin_mend(s, major, minor);
         return progcache__error(PROGCACHE_ECOMPILE, "%s is NVRTC %d.%d, not the %d.%d its "
-                                "record says", s->path, major, minor, s->major, s->minor);
+                                "record says (record mended)", s->path, major, minor,
+                                s->major, s->minor);
+    }
     return 0;
 }
 

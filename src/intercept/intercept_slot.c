@@ -69,6 +69,15 @@ static void standin_file(progcache__nvrtc_file *f, const progcache__nvrtc_slot *
     f->ctime_nsec = s->ctime_nsec;
 }
 
+void progcache__standin_mend(const progcache__nvrtc_slot *s, int major, int minor)
+{
+    progcache *cache = progcache__intercept_cache();
+    progcache__nvrtc_file f;
+    standin_file(&f, s);
+    if (cache)
+        progcache__nvrtc_record_note(cache, &f, major, minor);
+}
+
 /* The version behind a stand-in, which only running NVRTC tells: the
  * cache's record of that file as it is now (path, size, change time: a
  * reinstall or an update in place is another identity), else NVRTC loaded

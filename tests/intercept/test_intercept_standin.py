@@ -118,7 +118,7 @@ def real_nvrtc():
 
 
 def test_linked(tmp):
-    for kind in ("runpath", "rpath"):
+    for kind in ("runpath", "rpath", "now"):
         miss_hit_unmapped(tmp, kind, [ti.client(kind), None, "--maps", "1"], real_nvrtc())
 
 
@@ -173,6 +173,43 @@ def test_missing_function(tmp):
           not mapped(os.path.join(tmp, "b"), real_nvrtc()), "and that HIT mapped no NVRTC")
 
 
+def test_wrong_record(tmp):
+    """A record that names the wrong version for the file (here edited in
+    place): the HIT path trusts it for the key, but a MISS stores nothing
+    unless the NVRTC that compiled answers the key's version, and the
+    record is mended; the program still gets NVRTC's own answers."""
+    cache = os.path.join(tmp, "cache")
+    log = os.path.join(tmp, "log")
+    argv = [ti.client("runpath"), os.path.join(tmp, "a"), "-arch=sm_90"]
+    rc, err = run_exec(cache, argv, log)
+    check(rc == 0, "the first run", err)
+    rec = os.path.join(cache, "progcache", "nvrtc-%d" % os.geteuid())
+    text = pt.read(rec).decode()
+    check(text.startswith("13.0 ") and real_nvrtc() in text, "the stand-in wrote the record",
+          text)
+    with open(rec, "r+b") as f:
+        f.write(b"13.9")
+    stores = counters(cache)["stores"]
+    argv = [ti.client("runpath"), os.path.join(tmp, "b"), "-arch=sm_86"]
+    rc, err = run_exec(cache, argv, log)
+    argv[1] = os.path.join(tmp, "plain")
+    ti.run_plain(argv)
+    c = counters(cache)
+    check(rc == 0 and c["intercept_misses"] == 2 and c["stores"] == stores,
+          "a MISS under a wrong record is not stored", c)
+    check("is NVRTC 13.0, not the 13.9 its record says" in pt.read(log).decode(),
+          "the log says why")
+    ti.same_outputs(os.path.join(tmp, "plain"), os.path.join(tmp, "b"), "wrong record")
+    check(pt.read(rec).startswith(b"13.0 "), "the record is mended")
+    for out in ("c", "d"):
+        argv[1] = os.path.join(tmp, out)
+        rc, err = run_exec(cache, argv, log)
+    c = counters(cache)
+    check(c["intercept_misses"] == 3 and c["intercept_hits"] == 1 and c["stores"] == stores + 1,
+          "after the mend: a MISS stored, then a HIT", c)
+    ti.same_outputs(os.path.join(tmp, "plain"), os.path.join(tmp, "d"), "after the mend")
+
+
 def main():
     pt.need_bin()
     if not os.path.exists(ti.client("runpath")):
@@ -180,7 +217,7 @@ def main():
     if not os.path.exists(os.path.join(ti.NVRTC_DIR, "libnvrtc.so.13")):
         pt.skip("no libnvrtc.so.13 in %r" % ti.NVRTC_DIR)
     return pt.run_tests([test_linked, test_dlopen, test_calls_left_to_nvrtc,
-                         test_missing_function], "test_intercept_standin",
+                         test_missing_function, test_wrong_record], "test_intercept_standin",
                         prefix="progcache-standin-")
 
 
