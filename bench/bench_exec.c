@@ -2,8 +2,12 @@
  * (tests/intercept/nvrtc_client.c, linked with -lnvrtc) for one repeated
  * compile: run plain (NVRTC compiles every time: without a driver NVRTC's
  * own cache is off), under `progcache exec` into an empty cache (MISS), and
- * under `progcache exec` again (HIT: replayed, no real compile), and with
- * LD_AUDIT set directly (HIT, without the wrapper's own start); and the
+ * under `progcache exec` again (HIT: replayed, no real compile; through the
+ * stand-in for libnvrtc.so.13, NVRTC never mapped), the same HIT with
+ * PROGCACHE_INTERCEPT_STANDIN=off (the program maps NVRTC: the route before
+ * the stand-in, measured side by side, runs interleaved), and with
+ * LD_AUDIT set directly (HIT, without the wrapper's own start), with the
+ * stand-in and without; and the
  * cost of the interceptor on a process that never calls NVRTC (/bin/true).
  * Two kernels: a small template kernel, and a header-heavy one (CUB's
  * BlockReduce from the toolkit's CCCL).
@@ -71,46 +75,57 @@ static double median(double *v, int n)
 
 typedef struct row {
     const char *name;
-    double plain, miss, hit, audit_hit;
+    double plain, miss, hit, audit_hit, mapped_hit, audit_mapped_hit;
 } row;
+
+#define MODES 6
 
 static const char *module_path; /* the interceptor, from `progcache exec --where` */
 
-/* environ with LD_AUDIT=module_path and PROGCACHE_DIR=dir in front. */
-static char **audit_env(const char *dir)
+/* environ with PROGCACHE_INTERCEPT_STANDIN=off (standin_off) and, with
+ * audit, LD_AUDIT=module_path and PROGCACHE_DIR=dir in front. */
+static char **audit_env(const char *dir, int audit, int standin_off)
 {
     size_t n = 0;
     while (environ[n])
         n++;
-    char **e = calloc(n + 3, sizeof *e);
-    if (!e || asprintf(&e[0], "LD_AUDIT=%s", module_path) < 0 ||
-        asprintf(&e[1], "PROGCACHE_DIR=%s", dir) < 0)
+    char **e = calloc(n + 4, sizeof *e);
+    if (!e)
         return NULL;
-    for (size_t i = 0, k = 2; i < n; i++)
-        if (strncmp(environ[i], "LD_AUDIT=", 9) && strncmp(environ[i], "PROGCACHE_DIR=", 14))
+    size_t k = 0;
+    if ((standin_off && !(e[k++] = strdup("PROGCACHE_INTERCEPT_STANDIN=off"))) ||
+        (audit && (asprintf(&e[k++], "LD_AUDIT=%s", module_path) < 0 ||
+                   asprintf(&e[k++], "PROGCACHE_DIR=%s", dir) < 0)))
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "LD_AUDIT=", 9) && strncmp(environ[i], "PROGCACHE_DIR=", 14) &&
+            strncmp(environ[i], "PROGCACHE_INTERCEPT_STANDIN=", 28))
             e[k++] = environ[i];
     return e;
 }
 
 /* One kernel: n plain runs, n MISS runs (each into a fresh cache), n HIT
  * runs (on the last cache), n HIT runs with LD_AUDIT set directly (no
- * wrapper). Extra client arguments in extra. */
+ * wrapper), n HIT runs with the stand-in off; interleaved (run i of each
+ * mode, then run i + 1), so that a loaded machine weighs on all alike.
+ * Extra client arguments in extra. */
 static int measure(row *r, const char *prog, const char *client, const char *tmp, int n,
                    char **extra, int nextra)
 {
-    double *t[4];
-    for (int k = 0; k < 4; k++)
+    double *t[MODES];
+    for (int k = 0; k < MODES; k++)
         if (!(t[k] = calloc((size_t)n, sizeof(double))))
             return -1;
     char out[4096], cache[4096];
     snprintf(out, sizeof out, "%s/out", tmp);
     char *argv[32];
-    for (int mode = 0; mode < 4; mode++) {
-        for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) {
+        for (int mode = 0; mode < MODES; mode++) {
             int a = 0;
             snprintf(cache, sizeof cache, "%s/cache-%s-%d", tmp, r->name, mode == 1 ? i : n);
-            run_env = mode == 3 ? audit_env(cache) : NULL;
-            if (mode == 1 || mode == 2) {
+            /* 3, 5: LD_AUDIT without the wrapper; 4, 5: the stand-in off. */
+            run_env = mode >= 3 ? audit_env(cache, mode != 4, mode >= 4) : NULL;
+            if (mode == 1 || mode == 2 || mode == 4) {
                 argv[a++] = (char *)prog;
                 argv[a++] = "exec";
                 argv[a++] = "-d";
@@ -126,8 +141,8 @@ static int measure(row *r, const char *prog, const char *client, const char *tmp
                 return -1;
             t[mode][i] = run(argv);
             if (run_env) {
-                free(run_env[0]);
-                free(run_env[1]);
+                for (int k = 0; k < (mode == 4 ? 1 : mode == 5 ? 3 : 2); k++)
+                    free(run_env[k]);
                 free(run_env);
                 run_env = NULL;
             }
@@ -141,7 +156,9 @@ static int measure(row *r, const char *prog, const char *client, const char *tmp
     r->miss = median(t[1], n);
     r->hit = median(t[2], n);
     r->audit_hit = median(t[3], n);
-    for (int k = 0; k < 4; k++)
+    r->mapped_hit = median(t[4], n);
+    r->audit_mapped_hit = median(t[5], n);
+    for (int k = 0; k < MODES; k++)
         free(t[k]);
     return 0;
 }
@@ -196,7 +213,7 @@ int main(int argc, char **argv)
     snprintf(inc2, sizeof inc2, "-I%s/..", PROGCACHE_CUDA_INCLUDE);
     char *small_extra[] = {"-arch=sm_90"};
     char *heavy_extra[] = {"--source", src, "-arch=sm_90", "--std=c++17", inc, inc2};
-    row rows[2] = {{"small", 0, 0, 0, 0}, {"header-heavy", 0, 0, 0, 0}};
+    row rows[2] = {{"small", 0, 0, 0, 0, 0, 0}, {"header-heavy", 0, 0, 0, 0, 0, 0}};
     int rc = measure(&rows[0], prog, client, tmp, runs, small_extra, 1) ||
              measure(&rows[1], prog, client, tmp, heavy_runs, heavy_extra, 6);
     /* The interceptor on a process without NVRTC. */
@@ -216,11 +233,14 @@ int main(int argc, char **argv)
         return 1;
     double true_plain = median(tt, runs), true_exec = median(tt + runs, runs);
     printf("whole process, median ms (%d runs; header-heavy %d)\n", runs, heavy_runs);
-    printf("%-14s %10s %12s %12s %14s\n", "kernel", "plain", "exec MISS", "exec HIT",
-           "LD_AUDIT HIT");
+    printf("%-13s %9s %10s %9s %15s %13s %18s\n", "kernel", "plain", "exec MISS", "exec HIT",
+           "exec HIT, NVRTC", "LD_AUDIT HIT", "LD_AUDIT HIT, NVRTC");
+    printf("%-13s %9s %10s %9s %15s %13s %18s\n", "", "", "", "stand-in", "mapped", "stand-in",
+           "mapped");
     for (int i = 0; i < 2; i++)
-        printf("%-14s %10.1f %12.1f %12.1f %14.1f\n", rows[i].name, rows[i].plain, rows[i].miss,
-               rows[i].hit, rows[i].audit_hit);
+        printf("%-13s %9.1f %10.1f %9.1f %15.1f %13.1f %18.1f\n", rows[i].name, rows[i].plain,
+               rows[i].miss, rows[i].hit, rows[i].mapped_hit, rows[i].audit_hit,
+               rows[i].audit_mapped_hit);
     printf("/bin/true: %.2f ms through env(1), %.2f ms through progcache exec\n", true_plain,
            true_exec);
     FILE *j = bench_json_begin(json, "bench_exec", argc, argv);
@@ -228,8 +248,10 @@ int main(int argc, char **argv)
         fprintf(j, "{\"runs\": %d, \"heavy_runs\": %d", runs, heavy_runs);
         for (int i = 0; i < 2; i++)
             fprintf(j, ", \"%s\": {\"plain_ms\": %.3f, \"miss_ms\": %.3f, \"hit_ms\": %.3f, "
-                    "\"audit_hit_ms\": %.3f}", rows[i].name, rows[i].plain, rows[i].miss,
-                    rows[i].hit, rows[i].audit_hit);
+                    "\"hit_nvrtc_mapped_ms\": %.3f, \"audit_hit_ms\": %.3f, "
+                    "\"audit_hit_nvrtc_mapped_ms\": %.3f}", rows[i].name, rows[i].plain,
+                    rows[i].miss, rows[i].hit, rows[i].mapped_hit, rows[i].audit_hit,
+                    rows[i].audit_mapped_hit);
         fprintf(j, ", \"true_env_ms\": %.3f, \"true_exec_ms\": %.3f}", true_plain, true_exec);
         bench_json_end(j, json);
     }

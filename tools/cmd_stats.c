@@ -287,6 +287,12 @@ int cmd_stats(int argc, char **argv)
         {"exec passed: other", "intercept_pass_other", s.intercept_pass_other},
         {"exec real programs", "intercept_real_programs", s.intercept_real_programs},
         {"exec failed compiles", "intercept_failed", s.intercept_failed},
+        /* i30-soname */
+        {"exec hits, NVRTC not mapped", "intercept_standin_hits", s.intercept_standin_hits},
+        {"exec NVRTC loads (stand-in)", "intercept_standin_loads", s.intercept_standin_loads},
+        {"exec NVRTC loads for version", "intercept_standin_version_loads",
+         s.intercept_standin_version_loads},
+        {"exec stand-in refused", "intercept_standin_refused", s.intercept_standin_refused},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

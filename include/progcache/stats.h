@@ -149,7 +149,17 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_INTERCEPT_PASS_CALLBACK = 58,
     PROGCACHE_STAT_INTERCEPT_PASS_OTHER = 59,
     PROGCACHE_STAT_INTERCEPT_REAL_PROGRAMS = 60,
-    PROGCACHE_STAT_INTERCEPT_FAILED = 61
+    PROGCACHE_STAT_INTERCEPT_FAILED = 61,
+    /* i30-soname: the stand-in for libnvrtc.so.13 (docs/INTERCEPT.md, "The
+     * stand-in"): HITs answered while the program had not mapped NVRTC;
+     * NVRTC loaded behind the stand-in by a call not replayed (a MISS, a
+     * function the bundle does not answer), once per process; NVRTC loaded
+     * to learn its version (no record of the file yet); NVRTC libraries the
+     * stand-in could not stand in for (the existing route took them). */
+    PROGCACHE_STAT_INTERCEPT_STANDIN_HITS = 62,
+    PROGCACHE_STAT_INTERCEPT_STANDIN_LOADS = 63,
+    PROGCACHE_STAT_INTERCEPT_STANDIN_VERSION_LOADS = 64,
+    PROGCACHE_STAT_INTERCEPT_STANDIN_REFUSED = 65
 } progcache_stat;
 
 /*
@@ -334,9 +344,15 @@ typedef struct progcache_stats {
     uint64_t intercept_pass_other;
     uint64_t intercept_real_programs;
     uint64_t intercept_failed;
+    /* Version 6. i30-soname: the PROGCACHE_STAT_INTERCEPT_STANDIN_*
+     * counters above, in their order. */
+    uint64_t intercept_standin_hits;
+    uint64_t intercept_standin_loads;
+    uint64_t intercept_standin_version_loads;
+    uint64_t intercept_standin_refused;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 5
+#define PROGCACHE_STATS_VERSION 6
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -111,20 +111,33 @@ static const line *find(const records *r, const progcache__nvrtc_file *f)
 
 /* Add the loaded NVRTC's line to the cache's records when they lack it.
  * 1 when the records hold it afterwards. */
+static int write_line(progcache *cache, const records *r, const progcache__nvrtc_file *f,
+                      int major, int minor);
+
 static int write_loaded(progcache *cache, const records *r)
 {
     const progcache__nvrtc_api *api = progcache__nvrtc_loaded();
-    progcache_file *dir = home_dir(cache);
     progcache__nvrtc_file f;
-    if (!dir || progcache__cache_read_only(cache) || !api || progcache__nvrtc_loaded_file(&f) != PROGCACHE_OK)
+    if (!api || progcache__nvrtc_loaded_file(&f) != PROGCACHE_OK)
         return 0;
-    const line *have = find(r, &f);
-    if (have && have->major == api->major && have->minor == api->minor)
+    return write_line(cache, r, &f, api->major, api->minor);
+}
+
+/* Add the line "file f is NVRTC major.minor" when r lacks it. 1 when the
+ * records hold it afterwards. */
+static int write_line(progcache *cache, const records *r, const progcache__nvrtc_file *f,
+                      int major, int minor)
+{
+    progcache_file *dir = home_dir(cache);
+    if (!dir || progcache__cache_read_only(cache))
+        return 0;
+    const line *have = find(r, f);
+    if (have && have->major == major && have->minor == minor)
         return 1;
     progcache__error_saved saved;
     progcache__error_save(&saved);
     char buf[PATH_MAX + 128];
-    int n = format_line(buf, sizeof buf, api->major, api->minor, &f);
+    int n = format_line(buf, sizeof buf, major, minor, f);
     int ok = n > 0 && (size_t)n < sizeof buf &&
              progcache__file_nvrtc_add(dir, buf, (size_t)n, MAX_LINES) == PROGCACHE_OK;
     if (!ok)
@@ -166,6 +179,33 @@ void progcache__nvrtc_record_loaded(progcache *cache)
     read_records(r, cache);
     if (write_loaded(cache, r))
         already_noted(progcache__cache_path(cache), 1);
+    progcache__free(r);
+}
+
+int progcache__nvrtc_record_lookup(progcache *cache, const progcache__nvrtc_file *f, int *major,
+                                   int *minor)
+{
+    records *r = progcache__calloc(1, sizeof *r);
+    if (!r)
+        return 0;
+    read_records(r, cache);
+    const line *l = find(r, f);
+    if (l) {
+        *major = l->major;
+        *minor = l->minor;
+    }
+    progcache__free(r);
+    return l != NULL;
+}
+
+void progcache__nvrtc_record_note(progcache *cache, const progcache__nvrtc_file *f, int major,
+                                  int minor)
+{
+    records *r = progcache__calloc(1, sizeof *r);
+    if (!r)
+        return;
+    read_records(r, cache);
+    (void)write_line(cache, r, f, major, minor);
     progcache__free(r);
 }
 

@@ -4,6 +4,7 @@
 #ifndef PROGCACHE_CUDA_NVRTC_RECORD_H
 #define PROGCACHE_CUDA_NVRTC_RECORD_H
 
+#include "key/nvrtc_lib.h"
 #include "progcache/cache.h"
 #include "progcache/key.h"
 
@@ -26,6 +27,17 @@ extern const char PROGCACHE__NVRTC_LOADED_FOR_KEY[];
  * when they lack it (once per process and directory). Failures are logged
  * (INFO), never returned. cache may be NULL. */
 void progcache__nvrtc_record_loaded(progcache *cache);
+
+/* The record of a library file other than the one this process loads
+ * (`progcache exec`'s stand-in, docs/INTERCEPT.md): 1 and the version the
+ * cache's records give file f, or 0 when they have no line for it as it
+ * is now. */
+int progcache__nvrtc_record_lookup(progcache *cache, const progcache__nvrtc_file *f, int *major,
+                                   int *minor);
+/* Add "f is NVRTC major.minor" (asked of that NVRTC) to the records when
+ * they lack it. Failures are logged (INFO), never returned. */
+void progcache__nvrtc_record_note(progcache *cache, const progcache__nvrtc_file *f, int major,
+                                  int minor);
 
 /* NVRTC loaded for a compile of o (a missing NVRTC is counted in cache,
  * which may be NULL), whose key carries o's NVRTC version

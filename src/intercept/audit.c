@@ -83,35 +83,19 @@ static int is_nvrtc(const char *path)
 
 /* The GNU build ID from the mapped ELF file: the identity of the NVRTC
  * build, the same on every machine that has that build. */
-static void read_build_id(progcache__nvrtc_slot *s, const struct link_map *map)
+void progcache__read_build_id(progcache__nvrtc_slot *s, const struct link_map *map)
 {
     const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)map->l_addr;
     if (!map->l_addr || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
         eh->e_phentsize != sizeof(ElfW(Phdr)))
         return;
     const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(map->l_addr + eh->e_phoff);
-    for (int i = 0; i < eh->e_phnum; i++) {
-        if (ph[i].p_type != PT_NOTE)
-            continue;
-        const unsigned char *at = (const unsigned char *)(map->l_addr + ph[i].p_vaddr);
-        const unsigned char *end = at + ph[i].p_memsz;
-        while (at + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)at;
-            size_t name_sz = (n->n_namesz + 3) & ~(size_t)3;
-            size_t desc_sz = (n->n_descsz + 3) & ~(size_t)3;
-            const unsigned char *desc = at + sizeof *n + name_sz;
-            if (desc + desc_sz > end)
-                break;
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
-                !memcmp(at + sizeof *n, "GNU", 4) &&
-                n->n_descsz <= sizeof s->build_id) {
-                memcpy(s->build_id, desc, n->n_descsz);
-                s->build_id_len = n->n_descsz;
-                return;
-            }
-            at = desc + desc_sz;
-        }
-    }
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_NOTE &&
+            !progcache__build_id((const unsigned char *)(map->l_addr + ph[i].p_vaddr),
+                                 ph[i].p_memsz, s->build_id, sizeof s->build_id,
+                                 &s->build_id_len))
+            return;
 }
 
 /* The cookie of an object that takes the address of an NVRTC function as
@@ -179,7 +163,9 @@ EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag
     (void)cookie;
     if (flag == LA_SER_ORIG)
         snprintf(asked, sizeof asked, "%s", name);
-    return (char *)name;
+    /* NVRTC 13 about to be opened: the stand-in instead, when it can be. */
+    char *standin = off || raw_process ? NULL : progcache__standin_offer(asked, name, flag);
+    return standin ? standin : (char *)name;
 }
 
 EXPORT void la_preinit(uintptr_t *cookie)
@@ -205,6 +191,9 @@ EXPORT unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *coo
         }
         return LA_FLG_BINDFROM;
     }
+    /* The real library a stand-in loaded: the program never binds to it. */
+    if (progcache__standin_real_opened(slots, map))
+        return 0;
     pthread_mutex_lock(&slots_lock);
     int i = 0;
     while (i < PROGCACHE__INTERCEPT_SLOTS && slots[i].used)
@@ -219,11 +208,14 @@ EXPORT unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *coo
     memset(s, 0, sizeof *s);
     s->used = 1;
     s->map = map;
-    snprintf(s->path, sizeof s->path, "%s", map->l_name);
-    struct stat st;
-    if (stat(map->l_name, &st) == 0)
-        s->file_size = (long long)st.st_size;
-    read_build_id(s, map);
+    if (!progcache__standin_opened(s, map)) {
+        snprintf(s->path, sizeof s->path, "%s", map->l_name);
+        struct stat st;
+        if (stat(map->l_name, &st) == 0)
+            s->file_size = (long long)st.st_size;
+        progcache__read_build_id(s, map);
+        s->refused = progcache__standin_refusal(map->l_name);
+    }
     /* The loader searches only for a name without a slash (la_objsearch);
      * a path is opened as it is. */
     const char *base = strrchr(map->l_name, '/');
@@ -262,7 +254,9 @@ EXPORT uintptr_t la_symbind64(Elf64_Sym *sym, unsigned int ndx, uintptr_t *refco
     if (strncmp(symname, "nvrtc", 5) && strncmp(symname, "__nvrtc", 7))
         return real;
     progcache__nvrtc_slot *s = &slots[i - 1];
-    if (is_plain(symname))
+    /* Behind a stand-in, nvrtcVersion is answered from what the key
+     * knows (NVRTC is not loaded to say it). */
+    if (is_plain(symname) && !(s->standin && !strcmp(symname, "nvrtcVersion")))
         return real;
     if (!strcmp(symname, "nvrtcCreateProgram") && (*flags & LA_SYMB_DLSYM) &&
         strcmp(s->route, "linked (DT_NEEDED)"))

@@ -29,7 +29,11 @@ static uint32_t gnu_hash(const char *name)
  * from another namespace). NULL when it has no such function. */
 void *progcache__slot_symbol(const progcache__nvrtc_slot *s, const char *name)
 {
-    const struct link_map *m = s->map;
+    return progcache__map_symbol(s->map, name, STT_FUNC);
+}
+
+void *progcache__map_symbol(const struct link_map *m, const char *name, int type)
+{
     const ElfW(Sym) *symtab = NULL;
     const char *strtab = NULL;
     const uint32_t *gh = NULL;
@@ -51,7 +55,7 @@ void *progcache__slot_symbol(const progcache__nvrtc_slot *s, const char *name)
         uint32_t h2 = chain[i - symoffset];
         const ElfW(Sym) *sym = &symtab[i];
         if ((h | 1) == (h2 | 1) && sym->st_shndx != SHN_UNDEF && sym->st_value &&
-            ELF64_ST_TYPE(sym->st_info) == STT_FUNC && !strcmp(strtab + sym->st_name, name))
+            ELF64_ST_TYPE(sym->st_info) == type && !strcmp(strtab + sym->st_name, name))
             return (void *)(m->l_addr + sym->st_value);
         if (h2 & 1)
             break;
@@ -59,3 +63,25 @@ void *progcache__slot_symbol(const progcache__nvrtc_slot *s, const char *name)
     return NULL;
 }
 
+
+int progcache__build_id(const unsigned char *at, size_t note_size, unsigned char *out, size_t cap,
+                        size_t *len)
+{
+    const unsigned char *end = at + note_size;
+    while ((size_t)(end - at) >= sizeof(ElfW(Nhdr))) {
+        const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)at;
+        size_t name_sz = (n->n_namesz + 3) & ~(size_t)3;
+        size_t desc_sz = (n->n_descsz + 3) & ~(size_t)3;
+        if (name_sz + desc_sz > (size_t)(end - at) - sizeof *n)
+            break;
+        const unsigned char *desc = at + sizeof *n + name_sz;
+        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
+            !memcmp(at + sizeof *n, "GNU", 4) && n->n_descsz <= cap) {
+            memcpy(out, desc, n->n_descsz);
+            *len = n->n_descsz;
+            return 0;
+        }
+        at = desc + desc_sz;
+    }
+    return -1;
+}

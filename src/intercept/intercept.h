@@ -56,6 +56,19 @@ typedef struct progcache__nvrtc_slot {
     int major, minor;
     const char *route;      /* how the program reached it first */
     int logged;             /* the real functions were resolved (once) */
+    /* The stand-in route (audit_standin.c): standin is 1 when the program
+     * holds the stand-in for the library at path (map is the stand-in's;
+     * build_id, file_size and the rest describe the real file, read
+     * without mapping it); loaded_by is the stand-in's
+     * progcache__standin_loaded_by (NULL while NVRTC is not loaded). */
+    int standin;
+    const char *_Atomic *loaded_by;
+    long long ctime_sec;
+    long ctime_nsec;
+    int real_changed;       /* the library the stand-in loaded is not the file probed */
+    const char *refused;    /* why a libnvrtc.so.13 did not get the stand-in, or NULL */
+    const char *version_from; /* "NVRTC" or "the cache's record" (standin) */
+    int load_counted;       /* the stand-in's load of NVRTC was counted */
 } progcache__nvrtc_slot;
 
 /* The auditor's slots, which the core is handed when it is loaded
@@ -66,6 +79,26 @@ extern progcache__nvrtc_slot *progcache__slots;
 
 /* A line to $PROGCACHE_LOG from the auditor. */
 void progcache__audit_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The stand-in route (audit_standin.c). la_objsearch's answer for a
+ * search of the loader: the path of a stand-in for the NVRTC 13 library
+ * the loader is about to open (name, found by a search for asked), or
+ * NULL to leave the loader alone. */
+char *progcache__standin_offer(const char *asked, const char *name, unsigned int flag);
+/* In la_objopen: 1 when map is a stand-in handed out (s is filled and the
+ * stand-in told its real file), 0 when not. */
+int progcache__standin_opened(progcache__nvrtc_slot *s, struct link_map *map);
+/* In la_objopen: 1 when map is the real library a stand-in loaded (left
+ * unaudited: the program never binds to it), 0 when not. s is the slots. */
+int progcache__standin_real_opened(progcache__nvrtc_slot *slots, struct link_map *map);
+/* The GNU build ID of the loaded object map into s (none: len 0). */
+void progcache__read_build_id(progcache__nvrtc_slot *s, const struct link_map *map);
+/* Why the search that found path did not hand out a stand-in, or NULL. */
+const char *progcache__standin_refusal(const char *path);
+/* The GNU build ID in the ELF notes at note, note_size bytes: 0 and
+ * *len, or -1. */
+int progcache__build_id(const unsigned char *note, size_t note_size, unsigned char *out,
+                        size_t cap, size_t *len);
 
 /* What the auditor binds a program's reference to name in slots[slot]'s
  * library to (real: NVRTC's function): a stub that, on its first call,
@@ -89,6 +122,9 @@ void *progcache__intercept_bind(int slot, const char *name, void *real);
 
 /* The address of the function name that slot's library defines, or NULL. */
 void *progcache__slot_symbol(const progcache__nvrtc_slot *slot, const char *name);
+/* The address of the symbol name (of type STT_FUNC or STT_OBJECT) that the
+ * loaded object m defines, or NULL. */
+void *progcache__map_symbol(const struct link_map *m, const char *name, int type);
 
 /* Resolve slot's real functions and version, once. 0, or -1 when the
  * library lacks one (then nothing of it is intercepted from now on). */
@@ -169,6 +205,13 @@ progcache *progcache__intercept_cache(void);
  * default). */
 void progcache__intercept_log(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Behind a stand-in: the cache's record of the slot's file set to what
+ * its NVRTC answered (a record found wrong). */
+void progcache__standin_mend(const progcache__nvrtc_slot *slot, int major, int minor);
+
+/* Behind a stand-in: count and say, once, that a call loaded NVRTC. */
+void progcache__standin_note_load(progcache__nvrtc_slot *slot);
 
 /* Say once per library which NVRTC was reached and by which route. */
 void progcache__slot_announce(progcache__nvrtc_slot *slot);

@@ -105,6 +105,7 @@ nvrtcResult progcache__iprog_materialize(progcache__iprog *p)
         (void)r->CompileProgram(p->real, p->num_options, (const char *const *)p->options);
     }
     p->state = IPROG_REAL;
+    progcache__standin_note_load(p->slot);
     return NVRTC_SUCCESS;
 }
 
@@ -299,6 +300,22 @@ static nvrtcResult i_pch_heap(int n, nvrtcProgram prog, size_t *size)
     return rc ? rc : p->slot->real.GetPCHHeapSizeRequired(p->real, size);
 }
 
+typedef nvrtcResult (*version_fn)(int *, int *);
+
+/* nvrtcVersion behind a stand-in: the version the slot's key carries (from
+ * the cache's record of that file, or NVRTC asked once), as NVRTC answers. */
+static nvrtcResult i_version(int n, int *major, int *minor)
+{
+    progcache__nvrtc_slot *s = &progcache__slots[n];
+    if (!major || !minor || progcache__slot_ready(s)) {
+        version_fn fn = (version_fn)real_of(n, "nvrtcVersion");
+        return fn ? fn(major, minor) : NVRTC_ERROR_INVALID_INPUT;
+    }
+    *major = s->major;
+    *minor = s->minor;
+    return NVRTC_SUCCESS;
+}
+
 typedef int (*flow_cb)(void *, void *);
 typedef nvrtcResult (*flow_fn)(nvrtcProgram, flow_cb, void *);
 
@@ -341,6 +358,7 @@ static nvrtcResult i_flow(int n, nvrtcProgram prog, flow_cb cb, void *payload)
     {                                                                                             \
         return i_flow(n, p, cb, pl);                                                              \
     }                                                                                             \
+    static nvrtcResult s##n##_version(int *a, int *b) { return i_version(n, a, b); }              \
     OUTS(n, OUT_LOG, log) OUTS(n, OUT_PTX, ptx) OUTS(n, OUT_CUBIN, cubin)                         \
     OUTS(n, OUT_LTOIR, ltoir) OUTS(n, OUT_OPTIXIR, optixir)                                       \
     static const struct named s##n##_table[] = {                                                  \
@@ -352,6 +370,7 @@ static nvrtcResult i_flow(int n, nvrtcProgram prog, flow_cb cb, void *payload)
         {"nvrtcGetPCHCreateStatus", (void *)s##n##_pch_status},                                   \
         {"nvrtcGetPCHHeapSizeRequired", (void *)s##n##_pch_heap},                                 \
         {"nvrtcSetFlowCallback", (void *)s##n##_flow},                                            \
+        {"nvrtcVersion", (void *)s##n##_version},                                                 \
         {"nvrtcGetProgramLogSize", (void *)s##n##_size_log},                                      \
         {"nvrtcGetProgramLog", (void *)s##n##_bytes_log},                                         \
         {"nvrtcGetPTXSize", (void *)s##n##_size_ptx},                                             \

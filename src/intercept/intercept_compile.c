@@ -12,6 +12,7 @@
  * single-flight, one process (or thread) compiles a program at a time and
  * the others replay its bundle; the store runs in the background, finished
  * at exit. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,8 +39,14 @@ static pid_t cache_pid;
  * entry's bytes: the next run compiles again. */
 static void flush_at_exit(void)
 {
-    if (the_cache && getpid() == cache_pid)
+    if (the_cache && getpid() == cache_pid) {
+        /* A call the interceptor leaves to NVRTC (nvrtcGetSupportedArchs,
+         * say) may have loaded it behind a stand-in since the last compile. */
+        for (int i = 0; progcache__slots && i < PROGCACHE__INTERCEPT_SLOTS; i++)
+            if (progcache__slots[i].used && progcache__slots[i].logged)
+                progcache__standin_note_load(&progcache__slots[i]);
         (void)progcache_flush(the_cache);
+    }
 }
 
 static void open_cache(void)
@@ -183,12 +190,47 @@ static int keep_options(progcache__iprog *p, int num, const char *const *options
     return 0;
 }
 
+/* Whether the program holds a stand-in that has not loaded NVRTC. */
+static int not_mapped(const progcache__nvrtc_slot *s)
+{
+    return s->standin && !atomic_load(s->loaded_by);
+}
+
+/* Behind a stand-in whose version came from the cache's record: the NVRTC
+ * that compiled (loaded now) must be the file the key names, of the
+ * version the key carries; otherwise the bundle is not stored. 0 when it
+ * is, else -1 with the error set. */
+static int standin_checked(progcache__iprog *p)
+{
+    progcache__nvrtc_slot *s = p->slot;
+    int major = 0, minor = 0;
+    if (!s->standin)
+        return 0;
+    progcache__standin_note_load(s);
+    if (s->real_changed)
+        return progcache__error(PROGCACHE_ECOMPILE, "%s changed between the stand-in's look "
+                                "at it and its load", s->path);
+    if (s->real.Version(&major, &minor) != NVRTC_SUCCESS)
+        return progcache__error(PROGCACHE_ECOMPILE, "%s: nvrtcVersion failed", s->path);
+    if (major != s->major || minor != s->minor) {
+        /* The record is mended for the next process; this one's keys keep
+         * the version they were derived with, and store nothing. */
+        progcache__standin_mend(s, major, minor);
+        return progcache__error(PROGCACHE_ECOMPILE, "%s is NVRTC %d.%d, not the %d.%d its "
+                                "record says (record mended)", s->path, major, minor,
+                                s->major, s->minor);
+    }
+    return 0;
+}
+
 /* A HIT: the program answers from the bundle from now on. */
 static nvrtcResult replay(progcache__iprog *p, progcache *cache, const progcache_buf *bytes)
 {
     if (progcache__bundle_decode(&p->bundle, bytes->data, bytes->size) != PROGCACHE_OK)
         return (nvrtcResult)-1;
     progcache__cache_record(cache, PROGCACHE_STAT_INTERCEPT_HITS, 1);
+    if (not_mapped(p->slot))
+        progcache__cache_record(cache, PROGCACHE_STAT_INTERCEPT_STANDIN_HITS, 1);
     p->state = IPROG_REPLAY;
     return (nvrtcResult)p->bundle.compile_rc;
 }
@@ -216,7 +258,9 @@ static nvrtcResult miss(progcache__iprog *p, progcache *cache, const unsigned ch
         goto done;
     }
     progcache_buf enc = PROGCACHE_BUF_INIT;
-    int st = capture(&b, p, rc);
+    int st = standin_checked(p);
+    if (!st)
+        st = capture(&b, p, rc);
     /* Headers that changed while NVRTC read them: not stored. */
     if (!st && pk->reads)
         st = progcache__program_key_unchanged(pk);
@@ -247,6 +291,7 @@ nvrtcResult progcache__intercept_compile(progcache__iprog *p, int num, const cha
 {
     progcache *cache = progcache__intercept_cache();
     progcache__cache_record(cache, PROGCACHE_STAT_INTERCEPT_COMPILES, 1);
+    progcache__standin_note_load(p->slot);
     if (p->state != IPROG_RECORDED) {
         /* A flow callback, a real program made before the compile, a
          * program compiled again: NVRTC's own. */
@@ -319,10 +364,11 @@ nvrtcResult progcache__intercept_compile(progcache__iprog *p, int num, const cha
         rc = miss(p, cache, key, &pk);
     else
         progcache__program_key_store(&pk, cache, NULL, NULL);
-    progcache__intercept_log(PROGCACHE_LOG_INFO, "compile of %s: %s %.16s (%s)",
+    progcache__intercept_log(PROGCACHE_LOG_INFO, "compile of %s: %s %.16s (%s)%s",
                              p->name ? p->name : "default_program",
                              hit || p->state == IPROG_REPLAY ? "HIT" : "MISS", hex,
-                             p->state == IPROG_REPLAY ? "replayed" : "compiled");
+                             p->state == IPROG_REPLAY ? "replayed" : "compiled",
+                             not_mapped(p->slot) ? ", NVRTC not mapped (stand-in)" : "");
 done:
     progcache__program_key_free(&pk);
     progcache__free(headers);

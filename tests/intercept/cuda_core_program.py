@@ -1,6 +1,7 @@
 """A cuda.core program, unchanged, for test_intercept_cuda_core: compiles a
 template kernel to CUBIN with a name expression (no cache of cuda.core's)
-and writes the CUBIN and the lowered name to OUTDIR (argv[1])."""
+and writes the CUBIN and the lowered name to OUTDIR (argv[1]), and the
+process's /proc/self/maps (which libraries it mapped) as OUTDIR/maps."""
 import os
 import sys
 
@@ -16,3 +17,5 @@ with open(os.path.join(out, "cubin"), "wb") as f:
     f.write(bytes(obj.code))
 with open(os.path.join(out, "lowered"), "wb") as f:
     f.write(bytes(obj.symbol_mapping["scale<float>"]))
+with open("/proc/self/maps", "rb") as f, open(os.path.join(out, "maps"), "wb") as m:
+    m.write(f.read())

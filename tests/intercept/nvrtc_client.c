@@ -5,13 +5,15 @@
  *
  *   nvrtc_client OUTDIR [--lib NAME_OR_PATH|default:NAME] [--threads N] [--source FILE]
  *                [--name NAME] [--mem-header NAME FILE] [--extra FN]
- *                [--flow 1] [OPTION...]
+ *                [--flow 1] [--maps 1] [--archs 1] [OPTION...]
  *
  * Compiles the source (a template kernel with a warning, by default) with
  * a name expression and the options (default -arch=sm_90), then writes
  * every answer to OUTDIR: rc.txt (each call's return code and size), log,
  * ptx, cubin, ltoir, optixir, lowered. With --threads, N threads compile at
- * once and each writes OUTDIR/t<i>/. Exit 0 when every call was made. */
+ * once and each writes OUTDIR/t<i>/. With --maps 1, OUTDIR/maps is the
+ * process's /proc/self/maps at the end (which libraries it mapped). Exit 0
+ * when every call was made. */
 #include <dlfcn.h>
 #include <nvrtc.h>
 #include <pthread.h>
@@ -50,6 +52,11 @@ static void *lib_handle;
  * go on; counted in rc.txt. */
 static int flow;
 static int flow_calls;
+static int maps;
+/* --archs 1: after the compile, nvrtcGetNumSupportedArchs and
+ * nvrtcGetSupportedArchs (functions the interceptor leaves to NVRTC), in
+ * rc.txt. */
+static int archs;
 static int on_flow(void *param, void *payload)
 {
     (void)param;
@@ -185,6 +192,24 @@ static void *one(void *arg)
         at += (size_t)snprintf(rcs + at, sizeof rcs - at, "%s %d %zu\n", extra_fn, rc, size);
     }
 #endif
+    if (archs) {
+        int n = 0, list[128];
+#ifdef NVRTC_LINKED
+        nvrtcResult r1 = nvrtcGetNumSupportedArchs(&n);
+        nvrtcResult r2 =
+            n > 0 && n <= 128 ? nvrtcGetSupportedArchs(list) : NVRTC_ERROR_INVALID_INPUT;
+#else
+        nvrtcResult (*num)(int *), (*get)(int *);
+        *(void **)&num = dlsym(lib_handle, "nvrtcGetNumSupportedArchs");
+        *(void **)&get = dlsym(lib_handle, "nvrtcGetSupportedArchs");
+        nvrtcResult r1 = num ? num(&n) : NVRTC_ERROR_INTERNAL_ERROR;
+        nvrtcResult r2 = get && n > 0 && n <= 128 ? get(list) : NVRTC_ERROR_INVALID_INPUT;
+#endif
+        at += (size_t)snprintf(rcs + at, sizeof rcs - at, "archs %d %d %d:", r1, r2, n);
+        for (int k = 0; r2 == NVRTC_SUCCESS && k < n && at < sizeof rcs - 16; k++)
+            at += (size_t)snprintf(rcs + at, sizeof rcs - at, " %d", list[k]);
+        at += (size_t)snprintf(rcs + at, sizeof rcs - at, "\n");
+    }
     for (int k = 0; k < 5; k++) {
         size_t size = 0;
         nvrtcResult sr = SIZE(prog, k, &size);
@@ -246,6 +271,10 @@ int main(int argc, char **argv)
         }
         else if (!strcmp(argv[i], "--flow"))
             flow = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--archs"))
+            archs = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--maps"))
+            maps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--extra"))
             extra_fn = argv[i + 1];
         else if (!strcmp(argv[i], "--name"))
@@ -260,6 +289,10 @@ int main(int argc, char **argv)
     mkdir(outdir, 0755);
     if (!threads) {
         one((void *)outdir);
+        if (maps) { /* the source's buffer is free again: the compile is over */
+            const char *m = slurp("/proc/self/maps", 0);
+            write_file(outdir, "maps", m, strlen(m));
+        }
         return 0;
     }
     pthread_t t[64];

@@ -3,10 +3,12 @@
 program that compiles with cuda.core's Program (which finds NVRTC through
 cuda-pathfinder and cuda-bindings: a dlopen and dlsym), unchanged, run
 plain, then twice under `progcache exec`: a MISS, then a HIT with no real
-compile and the same CUBIN and lowered name as the plain run. Then, when
+compile and the same CUBIN and lowered name as the plain run, and without
+NVRTC mapped (the stand-in, docs/INTERCEPT.md). Then, when
 pip can fetch the nvidia-cuda-nvrtc wheel (another NVRTC version), the C
 client opens that library by path: a MISS (another version, another key)
-with that library's own bytes, then a HIT.
+with that library's own bytes, then a HIT that never mapped it (the 13.5
+stand-in).
 
 The virtual environment is tests/key/test_cuda_core_diff.py's (--venv, made
 once); without a package index the test is skipped."""
@@ -22,6 +24,7 @@ import progcache_test as pt  # noqa: E402
 from progcache_test import check  # noqa: E402
 import test_cuda_core_diff as diff  # noqa: E402
 import test_intercept as ti  # noqa: E402
+import test_intercept_standin as ts  # noqa: E402
 
 
 def wheel_nvrtc(venv):
@@ -55,6 +58,17 @@ def test_cuda_core(tmp, py):
         plain = pt.read(os.path.join(tmp, "plain", name))
         check(plain and pt.read(os.path.join(tmp, "hit", name)) == plain,
               "cuda.core: the HIT's %s is the plain run's" % name)
+    # The stand-in (docs/INTERCEPT.md): the NVRTC the plain run mapped is
+    # not mapped by the HIT.
+    libs = [ln.split()[5] for ln in pt.read(os.path.join(tmp, "plain", "maps")).decode()
+            .splitlines() if len(ln.split()) >= 6 and
+            os.path.basename(ln.split()[5]).startswith("libnvrtc.so")]
+    check(libs, "cuda.core's plain run mapped NVRTC")
+    check(libs and not ts.mapped(os.path.join(tmp, "hit"), libs[0]) and
+          ts.standin_mapped(os.path.join(tmp, "hit")),
+          "cuda.core: the HIT ran on the stand-in and never mapped " + (libs or ["NVRTC"])[0])
+    c = ts.counters(cache)
+    check(c["intercept_standin_hits"] == 1, "cuda.core: a HIT without NVRTC, counted", c)
 
 
 def test_wheel_version(tmp, venv):
@@ -67,7 +81,7 @@ def test_wheel_version(tmp, venv):
     toolkit = os.path.realpath(os.path.join(ti.NVRTC_DIR, "libnvrtc.so.13"))
     for i, path in enumerate((toolkit, lib, lib)):
         rc, err = ti.run_exec(cache, [ti.client("dlopen"), os.path.join(tmp, "o%d" % i),
-                                      "--lib", path], log)
+                                      "--lib", path, "--maps", "1"], log)
         check(rc == 0, "the client with %s" % path, err)
     rc, err = ti.run_plain([ti.client("dlopen"), os.path.join(tmp, "plain"), "--lib", lib])
     c = ti.counters(cache)
@@ -77,6 +91,17 @@ def test_wheel_version(tmp, venv):
     check("NVRTC 13.0 " in text and "NVRTC 13.5 " in text,
           "the log names both NVRTC versions", text)
     ti.same_outputs(os.path.join(tmp, "plain"), os.path.join(tmp, "o2"), "the wheel's HIT")
+    ti.same_outputs(os.path.join(tmp, "plain"), os.path.join(tmp, "o1"), "the wheel's MISS")
+    check(pt.read(os.path.join(tmp, "o1", "ptx")) != pt.read(os.path.join(tmp, "o0", "ptx")),
+          "the wheel's MISS has its own bytes, not the toolkit's")
+    # Behind the stand-in (the wheel's export list, 13.5's): a HIT that
+    # never mapped the wheel's NVRTC, its version from the cache's record.
+    check(not ts.mapped(os.path.join(tmp, "o2"), lib) and
+          ts.standin_mapped(os.path.join(tmp, "o2")), "the wheel's HIT never mapped " + lib)
+    check("NVRTC 13.5 " in text and "progcache-nvrtc-13.5" in
+          pt.read(os.path.join(tmp, "o2", "maps")).decode(),
+          "the wheel's NVRTC got the 13.5 stand-in", text)
+    check(ts.counters(cache)["intercept_standin_hits"] == 1, "the wheel's HIT counted")
     # A function the interceptor does not implement (13.5's
     # nvrtcGetTileIRSize), called after a HIT: NVRTC gets a real program,
     # made and compiled first, never one of ours; its answer is the plain
@@ -87,9 +112,12 @@ def test_wheel_version(tmp, venv):
     ti.run_plain([ti.client("dlopen"), os.path.join(tmp, "tile-plain"), "--lib", lib,
                   "--extra", "nvrtcGetTileIRSize"])
     c = ti.counters(cache)
+    c = ts.counters(cache)
     check(rc == 0 and c["intercept_hits"] == before["intercept_hits"] + 1 and
-          c["intercept_real_programs"] == before["intercept_real_programs"] + 1,
-          "an unimplemented function after a HIT gets a real program", (c, err))
+          c["intercept_real_programs"] == before["intercept_real_programs"] + 1 and
+          c["intercept_standin_loads"] == 1,
+          "an unimplemented function after a HIT gets a real program (NVRTC loaded behind "
+          "the stand-in, counted)", (c, err))
     rcs = pt.read(os.path.join(tmp, "tile", "rc.txt"))
     check(b"nvrtcGetTileIRSize" in rcs and
           rcs == pt.read(os.path.join(tmp, "tile-plain", "rc.txt")),

@@ -357,6 +357,11 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->intercept_pass_other = sum(stats, PROGCACHE__INTERCEPT_PASS_OTHER);
     out->intercept_real_programs = sum(stats, PROGCACHE__INTERCEPT_REAL_PROGRAMS);
     out->intercept_failed = sum(stats, PROGCACHE__INTERCEPT_FAILED);
+    /* i30-soname */
+    out->intercept_standin_hits = sum(stats, PROGCACHE__INTERCEPT_STANDIN_HITS);
+    out->intercept_standin_loads = sum(stats, PROGCACHE__INTERCEPT_STANDIN_LOADS);
+    out->intercept_standin_version_loads = sum(stats, PROGCACHE__INTERCEPT_STANDIN_VERSION_LOADS);
+    out->intercept_standin_refused = sum(stats, PROGCACHE__INTERCEPT_STANDIN_REFUSED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

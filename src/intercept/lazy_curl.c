@@ -1,0 +1,117 @@
+/* libcurl, loaded by the core on its first use (PROGCACHE_HAVE_CURL
+ * builds). The core is loaded into every process whose NVRTC calls the
+ * interceptor sees, and a HIT from a local cache never uses the HTTP and
+ * S3 tier: yet linking libcurl maps it and some 30 libraries it needs
+ * (GnuTLS, Kerberos, LDAP, ...), whose start-up took about 20 ms of a
+ * 35-70 ms HIT on the 2-core build machine (bench/bench_exec). So the core
+ * does not link libcurl: it defines the functions the tier calls as
+ * trampolines that load libcurl.so.4 at the first call of any of them and
+ * jump to its function with the caller's registers untouched (two take
+ * variable arguments).
+ *
+ * The list is the tier's (nm -u of its objects); the core is linked with
+ * -z defs, so a function the tier starts to call and the list lacks fails
+ * the build rather than the run. When libcurl cannot be loaded, each
+ * function answers as libcurl does when it cannot start (CURLE_FAILED_INIT,
+ * NULL), so the tier reports its remote as unusable, as it does for any
+ * failure of libcurl. */
+#if defined(PROGCACHE_HAVE_CURL) && defined(__x86_64__)
+#include <curl/curl.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define CURL_NAMES(X)                                                                             \
+    X(curl_easy_cleanup) X(curl_easy_escape) X(curl_easy_getinfo) X(curl_easy_init)              \
+    X(curl_easy_perform) X(curl_easy_reset) X(curl_easy_setopt) X(curl_easy_strerror)           \
+    X(curl_free) X(curl_global_init) X(curl_slist_append) X(curl_slist_free_all)
+
+#define AS_STRING(n) #n,
+static const char *const names[] = {CURL_NAMES(AS_STRING)};
+#define COUNT (sizeof names / sizeof names[0])
+
+__attribute__((visibility("hidden"))) _Atomic(void *) progcache__curl_targets[COUNT];
+
+/* What each function answers without libcurl. */
+static long failed_init(void) { return CURLE_FAILED_INIT; }
+static void *null(void) { return NULL; }
+static void nothing(void) {}
+static const char *no_curl(void) { return "libcurl.so.4 could not be loaded"; }
+
+static void *fallback(const char *name)
+{
+    static const struct {
+        const char *name;
+        void *fn;
+    } table[] = {
+        {"curl_easy_cleanup", (void *)nothing},     {"curl_easy_escape", (void *)null},
+        {"curl_easy_getinfo", (void *)failed_init}, {"curl_easy_init", (void *)null},
+        {"curl_easy_perform", (void *)failed_init}, {"curl_easy_reset", (void *)nothing},
+        {"curl_easy_setopt", (void *)failed_init},  {"curl_easy_strerror", (void *)no_curl},
+        {"curl_free", (void *)nothing},             {"curl_global_init", (void *)failed_init},
+        {"curl_slist_append", (void *)null},        {"curl_slist_free_all", (void *)nothing},
+    };
+    _Static_assert(sizeof table / sizeof table[0] == COUNT, "a fallback for every function");
+    for (size_t i = 0; i < COUNT; i++)
+        if (!__builtin_strcmp(table[i].name, name))
+            return table[i].fn;
+    return (void *)failed_init;
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void *lib;
+
+static void load(void) { lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL); }
+
+void *progcache__curl_resolve(unsigned long i);
+
+__attribute__((visibility("hidden"), used)) void *progcache__curl_resolve(unsigned long i)
+{
+    void *fn = atomic_load_explicit(&progcache__curl_targets[i], memory_order_acquire);
+    if (fn)
+        return fn;
+    pthread_once(&once, load);
+    fn = lib ? dlsym(lib, names[i]) : NULL;
+    if (!fn)
+        fn = fallback(names[i]);
+    atomic_store_explicit(&progcache__curl_targets[i], fn, memory_order_release);
+    return fn;
+}
+
+/* As the stand-in's trampolines (standin/standin.c): the index in r11;
+ * rax (a variadic call's vector count) and the argument registers saved
+ * around the first call. */
+#define TRAMPOLINE(n)                                                                             \
+    ".globl " #n "\n.hidden " #n "\n.type " #n ", @function\n.balign 16\n" #n ":\n endbr64\n"    \
+    " mov $curl_i, %r11d\n jmp curl_common\n.size " #n ", .-" #n "\n"                             \
+    ".set curl_i, curl_i + 1\n"
+
+__asm__(".text\n"
+        ".set curl_i, 0\n" CURL_NAMES(TRAMPOLINE)
+        ".balign 16\n"
+        "curl_common:\n"
+        " lea progcache__curl_targets(%rip), %r10\n"
+        " mov (%r10,%r11,8), %r10\n"
+        " test %r10, %r10\n"
+        " jz 1f\n"
+        " jmp *%r10\n"
+        "1:\n"
+        " push %rax\n push %rdi\n push %rsi\n push %rdx\n push %rcx\n push %r8\n push %r9\n"
+        " sub $128, %rsp\n"
+        " movdqu %xmm0, 0(%rsp)\n movdqu %xmm1, 16(%rsp)\n movdqu %xmm2, 32(%rsp)\n"
+        " movdqu %xmm3, 48(%rsp)\n movdqu %xmm4, 64(%rsp)\n movdqu %xmm5, 80(%rsp)\n"
+        " movdqu %xmm6, 96(%rsp)\n movdqu %xmm7, 112(%rsp)\n"
+        " mov %r11, %rdi\n"
+        " call progcache__curl_resolve\n"
+        " mov %rax, %r11\n"
+        " movdqu 0(%rsp), %xmm0\n movdqu 16(%rsp), %xmm1\n movdqu 32(%rsp), %xmm2\n"
+        " movdqu 48(%rsp), %xmm3\n movdqu 64(%rsp), %xmm4\n movdqu 80(%rsp), %xmm5\n"
+        " movdqu 96(%rsp), %xmm6\n movdqu 112(%rsp), %xmm7\n"
+        " add $128, %rsp\n"
+        " pop %r9\n pop %r8\n pop %rcx\n pop %rdx\n pop %rsi\n pop %rdi\n pop %rax\n"
+        " jmp *%r11\n");
+#else
+/* Without libcurl the tier is not built; elsewhere than x86-64 the core
+ * links libcurl (src/CMakeLists.txt). */
+typedef int progcache__no_lazy_curl;
+#endif

@@ -1,0 +1,126 @@
+/* libnvrtc.so.13, the stand-in (docs/INTERCEPT.md, "The stand-in"): what
+ * the auditor hands a program that asks the loader for NVRTC 13, so that a
+ * HIT is answered without mapping NVRTC (the 140 MB library costs more
+ * than the rest of a HIT to map).
+ *
+ * It exports exactly the functions of one known NVRTC build's export list
+ * (standin_names.h; built once per list, PROGCACHE__STANDIN_SET), each a
+ * trampoline: the first call of any of them loads the real library (the
+ * file the program would have loaded, whose path the auditor wrote into
+ * progcache__standin_real before this object was relocated) and every call
+ * then jumps to the real function of the same name with the caller's
+ * registers and stack untouched. So a program bound to the stand-in runs
+ * exactly as on NVRTC, only later; the auditor binds the calls that take a
+ * program to the interceptor's functions as on any NVRTC, and those reach
+ * NVRTC, through these trampolines, only when a call is not replayed.
+ *
+ * It links libc alone and is loaded by the program's own loader: no code of
+ * progcache's library runs here. x86-64 only (the auditor hands it out
+ * nowhere else). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "intercept/standin_names.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#if PROGCACHE__STANDIN_SET == 130
+#define NAMES PROGCACHE__STANDIN_NAMES_130
+#elif PROGCACHE__STANDIN_SET == 135
+#define NAMES PROGCACHE__STANDIN_NAMES_135
+#else
+#error "PROGCACHE__STANDIN_SET: 130 or 135"
+#endif
+
+#define AS_STRING(n) #n,
+static const char *const names[] = {NAMES(AS_STRING)};
+#define COUNT (sizeof names / sizeof names[0])
+
+/* The real library's path, written by the auditor (la_objopen). */
+EXPORT char progcache__standin_real[4096];
+/* The function whose call loaded the real library, or NULL while it is
+ * not loaded (the core reads it: a HIT with it NULL never mapped NVRTC). */
+EXPORT _Atomic(const char *) progcache__standin_loaded_by;
+
+__attribute__((visibility("hidden"))) _Atomic(void *) progcache__standin_targets[COUNT];
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void *real;
+static char why[512];
+
+static void load(void)
+{
+    /* Only an absolute path: without the auditor (the folder put on a
+     * search path by hand) there is no real library to find. */
+    if (progcache__standin_real[0] != '/') {
+        snprintf(why, sizeof why, "no real NVRTC was named (the stand-in works only under "
+                                  "progcache exec)");
+        return;
+    }
+    real = dlopen(progcache__standin_real, RTLD_NOW | RTLD_LOCAL);
+    if (!real)
+        snprintf(why, sizeof why, "%s", dlerror());
+}
+
+void *progcache__standin_resolve(unsigned long i);
+
+/* Called by trampoline i on its first call: the real function. A program
+ * whose NVRTC cannot be loaded at all would not have started (linked) or
+ * been given a handle (dlopen); here it is past that, so it ends as the
+ * loader ends a program whose symbol cannot be found: a message and 127. */
+__attribute__((visibility("hidden"), used)) void *progcache__standin_resolve(unsigned long i)
+{
+    void *fn = atomic_load_explicit(&progcache__standin_targets[i], memory_order_acquire);
+    if (fn)
+        return fn;
+    const char *none = NULL;
+    atomic_compare_exchange_strong(&progcache__standin_loaded_by, &none, names[i]);
+    pthread_once(&once, load);
+    fn = real ? dlsym(real, names[i]) : NULL;
+    if (!fn) {
+        fprintf(stderr, "progcache: the NVRTC stand-in cannot reach %s in %s: %s\n", names[i],
+                progcache__standin_real, real ? "the function is missing" : why);
+        _exit(127);
+    }
+    atomic_store_explicit(&progcache__standin_targets[i], fn, memory_order_release);
+    return fn;
+}
+
+/* Each exported function: its index in r11, then the common part, which
+ * jumps to the real function once known and otherwise saves every
+ * register an argument can be in (rax: a variadic call's vector count;
+ * xmm0-7), asks progcache__standin_resolve, restores them and jumps. r10
+ * and r11 are scratch at a call in the x86-64 ABI. */
+#define TRAMPOLINE(n)                                                                             \
+    ".globl " #n "\n.type " #n ", @function\n.balign 16\n" #n ":\n endbr64\n"                    \
+    " mov $standin_i, %r11d\n jmp standin_common\n.size " #n ", .-" #n "\n"                       \
+    ".set standin_i, standin_i + 1\n"
+
+__asm__(".text\n"
+        ".set standin_i, 0\n" NAMES(TRAMPOLINE)
+        ".balign 16\n"
+        "standin_common:\n"
+        " lea progcache__standin_targets(%rip), %r10\n"
+        " mov (%r10,%r11,8), %r10\n"
+        " test %r10, %r10\n"
+        " jz 1f\n"
+        " jmp *%r10\n"
+        "1:\n"
+        " push %rax\n push %rdi\n push %rsi\n push %rdx\n push %rcx\n push %r8\n push %r9\n"
+        " sub $128, %rsp\n"
+        " movdqu %xmm0, 0(%rsp)\n movdqu %xmm1, 16(%rsp)\n movdqu %xmm2, 32(%rsp)\n"
+        " movdqu %xmm3, 48(%rsp)\n movdqu %xmm4, 64(%rsp)\n movdqu %xmm5, 80(%rsp)\n"
+        " movdqu %xmm6, 96(%rsp)\n movdqu %xmm7, 112(%rsp)\n"
+        " mov %r11, %rdi\n"
+        " call progcache__standin_resolve\n"
+        " mov %rax, %r11\n"
+        " movdqu 0(%rsp), %xmm0\n movdqu 16(%rsp), %xmm1\n movdqu 32(%rsp), %xmm2\n"
+        " movdqu 48(%rsp), %xmm3\n movdqu 64(%rsp), %xmm4\n movdqu 80(%rsp), %xmm5\n"
+        " movdqu 96(%rsp), %xmm6\n movdqu 112(%rsp), %xmm7\n"
+        " add $128, %rsp\n"
+        " pop %r9\n pop %r8\n pop %rcx\n pop %rdx\n pop %rsi\n pop %rdi\n pop %rax\n"
+        " jmp *%r11\n");
