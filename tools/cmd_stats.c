@@ -287,6 +287,11 @@ int cmd_stats(int argc, char **argv)
         {"exec passed: other", "intercept_pass_other", s.intercept_pass_other},
         {"exec real programs", "intercept_real_programs", s.intercept_real_programs},
         {"exec failed compiles", "intercept_failed", s.intercept_failed},
+        /* i32-scale */
+        {"shards rescanned", "shards_rescanned", s.shards_rescanned},
+        {"eviction steps", "evict_steps", s.evict_steps},
+        {"entries examined by steps", "evict_step_entries", s.evict_step_entries},
+        {"counter seeding scans", "counter_seeds", s.counter_seeds},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -149,7 +149,16 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_INTERCEPT_PASS_CALLBACK = 58,
     PROGCACHE_STAT_INTERCEPT_PASS_OTHER = 59,
     PROGCACHE_STAT_INTERCEPT_REAL_PROGRAMS = 60,
-    PROGCACHE_STAT_INTERCEPT_FAILED = 61
+    PROGCACHE_STAT_INTERCEPT_FAILED = 61,
+    /* i32-scale (version 6): a million entries (docs/FORMAT.md, "Other
+     * writers" and "Bounded steps"). Shard directories re-measured by the
+     * catch-ups with other writers; bounded eviction steps run, and the
+     * entries they examined; scans of the whole directory that seeded the
+     * shared counters. */
+    PROGCACHE_STAT_SHARDS_RESCANNED = 66,
+    PROGCACHE_STAT_EVICT_STEPS = 67,
+    PROGCACHE_STAT_EVICT_STEP_ENTRIES = 68,
+    PROGCACHE_STAT_COUNTER_SEEDS = 69
 } progcache_stat;
 
 /*
@@ -334,9 +343,15 @@ typedef struct progcache_stats {
     uint64_t intercept_pass_other;
     uint64_t intercept_real_programs;
     uint64_t intercept_failed;
+    /* Version 6. i32-scale: the PROGCACHE_STAT_SHARDS_RESCANNED ..
+     * PROGCACHE_STAT_COUNTER_SEEDS counters above, in their order. */
+    uint64_t shards_rescanned;
+    uint64_t evict_steps;
+    uint64_t evict_step_entries;
+    uint64_t counter_seeds;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 5
+#define PROGCACHE_STATS_VERSION 6
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -32,6 +32,8 @@ static const struct {
     FIELD(intercept_misses), FIELD(intercept_pass_options), FIELD(intercept_pass_headers),
     FIELD(intercept_pass_callback), FIELD(intercept_pass_other), FIELD(intercept_real_programs),
     FIELD(intercept_failed),
+    /* i32-scale */
+    FIELD(shards_rescanned), FIELD(evict_steps), FIELD(evict_step_entries), FIELD(counter_seeds),
 };
 #undef FIELD
 

@@ -285,6 +285,8 @@ static void evict_step(file_store *fs)
     progcache__free(list.items);
     progcache__stats_add(fs->stats, PROGCACHE__EVICTIONS, evicted);
     progcache__stats_add(fs->stats, PROGCACHE__EVICTED_BYTES, freed);
+    progcache__stats_add(fs->stats, PROGCACHE__EVICT_STEPS, 1);
+    progcache__stats_add(fs->stats, PROGCACHE__EVICT_STEP_ENTRIES, examined);
     progcache__file_log(fs, PROGCACHE_LOG_INFO,
                         "evicted %zu entries (%llu bytes) from %s in %lld ms (a step: %llu "
                         "entries examined)",

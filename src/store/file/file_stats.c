@@ -357,6 +357,11 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->intercept_pass_other = sum(stats, PROGCACHE__INTERCEPT_PASS_OTHER);
     out->intercept_real_programs = sum(stats, PROGCACHE__INTERCEPT_REAL_PROGRAMS);
     out->intercept_failed = sum(stats, PROGCACHE__INTERCEPT_FAILED);
+    /* i32-scale */
+    out->shards_rescanned = sum(stats, PROGCACHE__SHARDS_RESCANNED);
+    out->evict_steps = sum(stats, PROGCACHE__EVICT_STEPS);
+    out->evict_step_entries = sum(stats, PROGCACHE__EVICT_STEP_ENTRIES);
+    out->counter_seeds = sum(stats, PROGCACHE__COUNTER_SEEDS);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

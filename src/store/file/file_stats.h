@@ -86,6 +86,11 @@ typedef enum progcache__counter {
     PROGCACHE__INTERCEPT_PASS_OTHER = 59,
     PROGCACHE__INTERCEPT_REAL_PROGRAMS = 60,
     PROGCACHE__INTERCEPT_FAILED = 61,
+    /* i32-scale: catch-ups, bounded eviction steps, seeding scans. */
+    PROGCACHE__SHARDS_RESCANNED = 66,
+    PROGCACHE__EVICT_STEPS = 67,
+    PROGCACHE__EVICT_STEP_ENTRIES = 68,
+    PROGCACHE__COUNTER_SEEDS = 69,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 128
 } progcache__counter;

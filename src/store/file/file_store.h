@@ -319,6 +319,22 @@ int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count);
  * other_writer_rescans and other_writer_bytes when count_stats. The
  * caller holds evict_mutex (and the lock when locked). */
 void progcache__file_catch_up(file_store *fs, int locked, int count_stats);
+/* A put's own write into a shard (issue 32): begin looks at the shard
+ * (held open as shard_fd) and tmp/ before the rename, end after it; when
+ * the shard was clean (measured, or recorded by a put, and unchanged
+ * since) and tmp/ did not change around the rename, end records the
+ * shard's new look in shard_seen, marked as a put's own, so that the next
+ * catch-up does not re-measure what progcache itself wrote. */
+typedef struct file_own_write {
+    uint64_t before; /* shard_seen when begin looked */
+    uint64_t tmp;    /* tmp/'s look then */
+    int64_t tmp_ctime;
+    int ok; /* the shard was clean */
+} file_own_write;
+void progcache__file_own_write_begin(file_store *fs, int shard, int shard_fd,
+                                     file_own_write *w);
+void progcache__file_own_write_end(file_store *fs, int shard, int shard_fd,
+                                   const file_own_write *w);
 /* A shard directory's fingerprint for shard_seen: 0 when missing or
  * changed too recently to be trusted. */
 uint64_t progcache__file_shard_fingerprint(file_store *fs, int shard);
