@@ -90,6 +90,8 @@ static void foreign_write_to(const char *dir, int n, size_t size, int shard)
         name[0] = "0123456789abcdef"[shard >> 4];
         name[1] = "0123456789abcdef"[shard & 15];
     }
+    snprintf(to, sizeof to, "%s/entries", dir);
+    (void)mkdir(to, 0700);
     snprintf(to, sizeof to, "%s/entries/%.2s", dir, name);
     (void)mkdir(to, 0700);
     snprintf(to, sizeof to, "%s/entries/%.2s/%s", dir, name, name + 2);
@@ -242,6 +244,25 @@ int main(void)
     CHECK(walked >= 1 && walked <= 6);
     progcache_store_free(r);
     progcache_store_free(w);
+
+    /* A directory only another program wrote to: the first read-only
+     * open counts it by a scan and keeps what it counted; the next one
+     * reads it (issue 32: `stats` O(1) after once). */
+    char *other = test_mkdtemp("scale-other");
+    for (int i = 0; i < 30; i++)
+        foreign_write_to(other, 300 + i, 100, i); /* 30 shards, 30 names */
+    usleep(100 * 1000); /* settled (20 ms locally) */
+    for (int round = 0; round < 3; round++) {
+        before = progcache__file_shards_scanned();
+        r = open_with(other, 0, PROGCACHE_FILE_READONLY);
+        CHECK(count_of(r) == 30);
+        walked = progcache__file_shards_scanned() - before;
+        printf("read-only open %d of a directory only cuda.core wrote: %llu shards walked\n",
+               round, (unsigned long long)walked);
+        CHECK(round == 0 ? walked == 30 : walked == 0);
+        progcache_store_free(r);
+    }
+    test_rmdtemp(other);
 
     /* The cap holds after a put that follows foreign writes. */
     w = open_with(dir, (ENTRIES + 6) * (uint64_t)VALUE + 20000, 0);

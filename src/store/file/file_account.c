@@ -528,6 +528,29 @@ void progcache__file_unlock(file_store *fs)
     pthread_mutex_unlock(&fs->evict_mutex);
 }
 
+/* A read-only open that had to count by a scan (no progcache/state: a
+ * directory only cuda.core wrote to) leaves what it counted for the next
+ * one, so that `stats` scans such a directory once (issue 32): published
+ * as progcache/state when the directory is this user's and may be
+ * written, never replacing one another process made meanwhile (which
+ * then stands). Anything failing leaves things as they were. */
+static void keep_seeded(file_store *fs)
+{
+    if (fs->state_shared || fs->foreign || !(fs->flags & PROGCACHE_FILE_READONLY))
+        return;
+    int made;
+    int dirfd =
+        progcache__file_dir_make_ro(fs, FILE_STATE_DIR, progcache__perm_dir_mode(&fs->perm),
+                                    progcache__perm_new_gid(&fs->perm), &made, 0);
+    if (dirfd < 0)
+        return;
+    memcpy(fs->state->magic, STATE_MAGIC, 8);
+    fs->state->version = STATE_VERSION;
+    (void)progcache__fs_publish(dirfd, "state", "state-", fs->state, sizeof(file_state),
+                                fs->perm.group ? PROGCACHE__PUBLISH_GROUP : 0);
+    close(dirfd);
+}
+
 int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count)
 {
     if (!__atomic_load_n(&fs->state->seeded, __ATOMIC_ACQUIRE)) {
@@ -536,6 +559,7 @@ int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count)
             if (!locked)
                 progcache__stats_add(fs->stats, PROGCACHE__LOCK_FALLBACKS, 1);
             seed_counters(fs, locked);
+            keep_seeded(fs);
         }
         progcache__file_unlock(fs);
     } else if ((fs->flags & PROGCACHE_FILE_READONLY) && progcache__file_others_wrote(fs)) {

@@ -451,6 +451,10 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
  * refused_report: count what open refused before the statistics existed. */
 int progcache__file_dir(file_store *fs, const char *rel);
 int progcache__file_dir_make(file_store *fs, const char *rel, mode_t mode, gid_t gid, int *made);
+/* The same, with readonly saying whether to refuse to make it: a
+ * read-only open keeping its count (file_account.c) makes progcache/. */
+int progcache__file_dir_make_ro(file_store *fs, const char *rel, mode_t mode, gid_t gid,
+                                int *made, int readonly);
 int progcache__file_parent(file_store *fs, const char *rel, const char **last);
 int progcache__file_unlink(file_store *fs, const char *rel, int flags);
 int progcache__file_lstat(file_store *fs, const char *rel, struct stat *st);
