@@ -338,7 +338,8 @@ static int merge(sorter *so, unsigned n, lister *l)
     if (!l && !out)
         rc = -1;
     for (unsigned i = 0; i < n && !rc; i++) {
-        if (!(in[i] = run_file(so, so->first + i, "rb")) || (live[i] = get_sorted(in[i], &head[i])) < 0)
+        if (!(in[i] = run_file(so, so->first + i, "rb")) ||
+            (live[i] = get_sorted(in[i], &head[i])) < 0)
             rc = -1;
     }
     while (!rc) {
