@@ -2,7 +2,7 @@
  * by side: whatever grows with the number of entries shows here.
  *
  *   bench_scale [--dir DIR] [--sizes 10,100000] [--rounds N] [--bin PROGCACHE]
- *               [--value-size N]
+ *               [--value-size N] [--cuda-core PYTHON]
  *
  * Each size is populated by writing entries directly in the on-disk layout
  * (entries/<2 hex>/<62 hex>, small files, no fsync: a million puts would
@@ -23,8 +23,11 @@
  *
  * The tool is --bin (default: progcache next to this program). Run with
  * LD_LIBRARY_PATH and --bin of another build to measure that build (the
- * library calls go through the shared library). cuda.core's figures come
- * from bench/bench_cuda_core_store.py, run separately. */
+ * library calls go through the shared library). With --cuda-core (the
+ * Python of a virtual environment with cuda-core 1.2, such as the tests'
+ * build/cuda-core-venv/bin/python), cuda.core's FileStreamProgramCache is
+ * timed in the same directory by bench_scale_cuda_core.py: len() (its
+ * count), an open with a cap, and a put after another writer. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -185,11 +188,31 @@ static double put_us(progcache_store *s, uint64_t id, const void *value)
 typedef struct row {
     size_t n;
     double stats, charts, ls, prune, put_first, put_next, cross;
+    double cc_len, cc_open, cc_put; /* cuda.core's, -1 when not run */
 } row;
+
+static const char *cuda_core_python;
+
+/* cuda.core's figures in dir, from bench_scale_cuda_core.py. */
+static void cuda_core(row *r, const char *dir, int rounds)
+{
+    r->cc_len = r->cc_open = r->cc_put = -1;
+    if (!cuda_core_python)
+        return;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --dir '%s' --rounds %d", cuda_core_python,
+             BENCH_SCALE_CUDA_CORE, dir, rounds);
+    FILE *p = popen(cmd, "r");
+    if (!p || fscanf(p, "len %lf open_cap %lf put_after_other %lf", &r->cc_len, &r->cc_open,
+                     &r->cc_put) != 3)
+        fprintf(stderr, "bench_scale: no figures from %s\n", cmd);
+    if (p)
+        pclose(p);
+}
 
 static row measure(const char *dir, size_t n, int rounds)
 {
-    row r = {n, 0, 0, 0, 0, 0, 0, 0};
+    row r = {n, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1};
     uint64_t count = 0, total = 0;
     sleep(3); /* the shard directories just written settle (FORMAT.md: 2 s) */
     progcache_store *s = open_store(dir, PROGCACHE_SIZE_NONE);
@@ -227,16 +250,19 @@ static row measure(const char *dir, size_t n, int rounds)
     r.cross = put_us(s, id++, value) / 1000;
     progcache_store_free(s);
     free(value);
+    cuda_core(&r, dir, rounds);
     return r;
 }
 
 static const char usage_text[] =
     "usage: bench_scale [--dir DIR] [--sizes 10,100000] [--rounds N] [--bin PROGCACHE]\n"
-    "                   [--value-size N]\n"
+    "                   [--value-size N] [--cuda-core PYTHON]\n"
     "\n"
     "The operations of issue 32 (stats, stats --charts, ls | head -1, prune with\n"
     "nothing to do, a put after another writer, the put that crosses the cap) at\n"
-    "each size, in ms. Entries are written directly in the on-disk layout.\n";
+    "each size, in ms. Entries are written directly in the on-disk layout.\n"
+    "--cuda-core PYTHON: also cuda.core's len(), open with a cap and put after\n"
+    "another writer, with that Python (a virtual environment with cuda-core).\n";
 
 int main(int argc, char **argv)
 {
@@ -253,6 +279,8 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bin") && i + 1 < argc)
             bin = argv[++i];
+        else if (!strcmp(argv[i], "--cuda-core") && i + 1 < argc)
+            cuda_core_python = argv[++i];
         else if (!strcmp(argv[i], "--value-size") && i + 1 < argc)
             vsize = strtoul(argv[++i], NULL, 10);
         else {
@@ -284,8 +312,10 @@ int main(int argc, char **argv)
     printf("bench_scale: %zu-byte entries, medians of %d rounds, tool %s\n\n", vsize, rounds, bin);
     printf("| entries | stats (ms) | stats --charts (ms) | ls \\| head -1 (ms) | "
            "prune, nothing to do (ms) | put after one other write (ms) | "
-           "slowest of the 5 puts after (ms) | put crossing the cap (ms) |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+           "slowest of the 5 puts after (ms) | put crossing the cap (ms) | "
+           "cuda.core len() (ms) | cuda.core open with a cap (ms) | "
+           "cuda.core put after another writer (ms) |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     char dir[600];
     for (const char *p = sizes; *p;) {
         size_t n = strtoul(p, (char **)&p, 10);
@@ -297,8 +327,9 @@ int main(int argc, char **argv)
         snprintf(dir, sizeof dir, "%s/%s", base, n < 1000 ? "small" : "large");
         populate(dir, n);
         row r = measure(dir, n, rounds);
-        printf("| %zu | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f |\n", r.n, r.stats,
-               r.charts, r.ls, r.prune, r.put_first, r.put_next, r.cross);
+        printf("| %zu | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f | %.1f | %.2f |\n",
+               r.n, r.stats, r.charts, r.ls, r.prune, r.put_first, r.put_next, r.cross, r.cc_len,
+               r.cc_open, r.cc_put);
         fflush(stdout);
     }
     if (made)

@@ -1,6 +1,9 @@
 /* progcache ls: one line per entry with what is in it. */
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tool.h"
 
@@ -25,7 +28,9 @@ static const char usage_text[] =
     "Without --sort (or with --sort name) entries are printed in name order as\n"
     "they are read, the first at once at any size, in memory independent of the\n"
     "number of entries (a remote store: in the order it lists them). Another\n"
-    "sort reads every entry first.\n"
+    "sort reads every entry first, sorting runs of 4096 rows in memory and\n"
+    "merging them through files in a private temporary directory ($TMPDIR, else\n"
+    "/tmp), so that its memory does not grow with the number of entries either.\n"
     "\n"
     "options:\n"
     "  -d, --dir DIR   the cache directory (default: $PROGCACHE_DIR, else\n"
@@ -149,37 +154,13 @@ static void free_rows(rows *list)
     free(list->items);
 }
 
-static int cmp_i64(int64_t a, int64_t b) { return a < b ? -1 : a > b; }
-
-static int by_size(const void *a, const void *b)
-{
-    const row *x = a, *y = b;
-    if (x->size != y->size)
-        return x->size > y->size ? -1 : 1;
-    return strcmp(x->name, y->name);
-}
-
-static int by_age(const void *a, const void *b)
-{
-    const row *x = a, *y = b;
-    int c = cmp_i64(x->mtime_ns, y->mtime_ns);
-    return c ? c : strcmp(x->name, y->name);
-}
-
-static int by_lru(const void *a, const void *b)
-{
-    const row *x = a, *y = b;
-    int c = cmp_i64(x->atime_ns, y->atime_ns);
-    return c ? c : strcmp(x->name, y->name);
-}
-
 static void print_header(void)
 {
     printf("%-64s  %6s  %-19s  %-8s %-8s %s\n", "NAME", "SIZE", "LAST-USE", "KIND", "ARCH",
            "KERNELS");
 }
 
-static void print_row_text(const row *r)
+static void print_row_text(FILE *out, const row *r)
 {
     char size[24], when[32];
     tool_format_size(size, sizeof size, r->size);
@@ -187,21 +168,21 @@ static void print_row_text(const row *r)
         tool_format_time(when, sizeof when, r->atime_ns / 1000000000);
     else
         snprintf(when, sizeof when, "-"); /* not known (a remote store) */
-    printf("%s  %6s  %-19s  %-8s %-8s ", r->name, size, when, progcache_kind_name(r->kind),
+    fprintf(out, "%s  %6s  %-19s  %-8s %-8s ", r->name, size, when, progcache_kind_name(r->kind),
            r->arch[0] ? r->arch : "-");
     if (!r->num_kernels)
-        fputs("-", stdout);
+        fputs("-", out);
     for (size_t k = 0; k < r->num_kernels; k++)
-        printf("%s%s", k ? "," : "", r->kernels[k]);
+        fprintf(out, "%s%s", k ? "," : "", r->kernels[k]);
     /* An "s:" expression is printed as written; "b:" keeps its tag. */
     for (size_t k = 0; k < r->num_names; k += 2)
-        printf("%s%s -> %s", k ? "; " : "  names: ",
+        fprintf(out, "%s%s -> %s", k ? "; " : "  names: ",
                r->names[k][0] == 's' ? r->names[k] + 2 : r->names[k], r->names[k + 1]);
     /* verify's words: an entry of no known kind is kept, not bad */
     if (!r->valid)
-        printf("  (%s: %s)", r->kind == PROGCACHE_KIND_UNKNOWN ? "unknown, kept" : "bad",
+        fprintf(out, "  (%s: %s)", r->kind == PROGCACHE_KIND_UNKNOWN ? "unknown, kept" : "bad",
                r->reason);
-    putchar('\n');
+    fputc('\n', out);
 }
 
 static void print_json_head(const char *dir, const char *remote)
@@ -217,56 +198,208 @@ static void print_json_head(const char *dir, const char *remote)
     printf(", \"entries\": [");
 }
 
-static void print_row_json(const row *r, size_t i)
+static void print_row_json(FILE *out, const row *r)
 {
-    printf("%s\n  {\"name\": ", i ? "," : "");
-    tool_json_string(stdout, r->name);
+    fprintf(out, "\n  {\"name\": ");
+    tool_json_string(out, r->name);
     /* Times in whole milliseconds, integers JavaScript reads exactly;
      * the nanoseconds, which it cannot, as decimal strings. */
-    printf(", \"size\": %llu, \"atime_ms\": %lld, \"mtime_ms\": %lld, "
+    fprintf(out, ", \"size\": %llu, \"atime_ms\": %lld, \"mtime_ms\": %lld, "
            "\"atime_ns\": \"%lld\", \"mtime_ns\": \"%lld\", \"kind\": ",
            (unsigned long long)r->size, (long long)(r->atime_ns / 1000000),
            (long long)(r->mtime_ns / 1000000), (long long)r->atime_ns, (long long)r->mtime_ns);
-    tool_json_string(stdout, progcache_kind_name(r->kind));
-    printf(", \"valid\": %s, \"reason\": ", r->valid ? "true" : "false");
-    tool_json_string(stdout, r->reason);
-    printf(", \"arch\": ");
-    tool_json_string(stdout, r->arch);
-    printf(", \"kernels\": [");
+    tool_json_string(out, progcache_kind_name(r->kind));
+    fprintf(out, ", \"valid\": %s, \"reason\": ", r->valid ? "true" : "false");
+    tool_json_string(out, r->reason);
+    fprintf(out, ", \"arch\": ");
+    tool_json_string(out, r->arch);
+    fprintf(out, ", \"kernels\": [");
     for (size_t k = 0; k < r->num_kernels; k++) {
         if (k)
-            printf(", ");
-        tool_json_string(stdout, r->kernels[k]);
+            fprintf(out, ", ");
+        tool_json_string(out, r->kernels[k]);
     }
-    printf("], \"names\": [");
+    fprintf(out, "], \"names\": [");
     for (size_t k = 0; k < r->num_names; k += 2) {
-        printf("%s{\"expression\": ", k ? ", " : "");
-        tool_json_string(stdout, r->names[k] + 2);
-        printf(", \"bytes\": %s, \"lowered\": ", r->names[k][0] == 'b' ? "true" : "false");
-        tool_json_string(stdout, r->names[k + 1]);
-        printf("}");
+        fprintf(out, "%s{\"expression\": ", k ? ", " : "");
+        tool_json_string(out, r->names[k] + 2);
+        fprintf(out, ", \"bytes\": %s, \"lowered\": ", r->names[k][0] == 'b' ? "true" : "false");
+        tool_json_string(out, r->names[k + 1]);
+        fprintf(out, "}");
     }
-    printf("]}");
+    fprintf(out, "]}");
+}
+
+/* ---- sorted listings in bounded memory (issue 32) ---------------------- */
+
+/* A row as printed, with what it sorts by: key, then name. */
+typedef struct sorted {
+    int64_t key;
+    char name[65];
+    uint32_t len;
+    char *text;
+} sorted;
+
+#define SORT_RUN_ROWS 4096 /* rows held in memory at most */
+#define SORT_FAN_IN 16     /* runs merged at once */
+
+/* Runs of sorted rows in files run-<n> of a private temp directory;
+ * runs first..next-1 are waiting to be merged. */
+typedef struct sorter {
+    sorted *rows;
+    size_t len, run_rows;
+    char dir[PATH_MAX];
+    unsigned first, next;
+} sorter;
+
+static int by_key(const void *a, const void *b)
+{
+    const sorted *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static FILE *run_file(sorter *so, unsigned n, const char *mode)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/run-%u", so->dir, n);
+    return fopen(path, mode);
+}
+
+static void run_remove(sorter *so, unsigned n)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/run-%u", so->dir, n);
+    (void)unlink(path);
+}
+
+static int put_sorted(FILE *f, const sorted *r)
+{
+    return fwrite(&r->key, sizeof r->key, 1, f) == 1 && fwrite(r->name, 65, 1, f) == 1 &&
+                   fwrite(&r->len, sizeof r->len, 1, f) == 1 &&
+                   fwrite(r->text, 1, r->len, f) == r->len
+               ? 0
+               : -1;
+}
+
+/* 1 read, 0 at the end, -1 failed. */
+static int get_sorted(FILE *f, sorted *r)
+{
+    free(r->text);
+    r->text = NULL;
+    if (fread(&r->key, sizeof r->key, 1, f) != 1)
+        return ferror(f) ? -1 : 0;
+    if (fread(r->name, 65, 1, f) != 1 || fread(&r->len, sizeof r->len, 1, f) != 1 ||
+        !(r->text = malloc(r->len + 1)) || fread(r->text, 1, r->len, f) != r->len)
+        return -1;
+    r->text[r->len] = '\0';
+    r->name[64] = '\0';
+    return 1;
+}
+
+/* The rows in memory, sorted, as the next run. */
+static int flush_run(sorter *so)
+{
+    if (!so->dir[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(so->dir, sizeof so->dir, "%s/progcache-ls-XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(so->dir)) { /* made 0700: private */
+            so->dir[0] = '\0';
+            return -1;
+        }
+    }
+    qsort(so->rows, so->len, sizeof *so->rows, by_key);
+    FILE *f = run_file(so, so->next, "wb");
+    int rc = f ? 0 : -1;
+    for (size_t i = 0; i < so->len; i++) {
+        if (!rc)
+            rc = put_sorted(f, &so->rows[i]);
+        free(so->rows[i].text);
+    }
+    so->len = 0;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    so->next++;
+    return rc;
+}
+
+typedef struct lister lister;
+static void emit(lister *l, const char *text);
+
+/* Merge runs first..first+n-1 into the next run, or (l) print them. */
+static int merge(sorter *so, unsigned n, lister *l)
+{
+    FILE *in[SORT_FAN_IN] = {0};
+    sorted head[SORT_FAN_IN];
+    memset(head, 0, sizeof head);
+    int live[SORT_FAN_IN] = {0}, rc = 0;
+    FILE *out = l ? NULL : run_file(so, so->next, "wb");
+    if (!l && !out)
+        rc = -1;
+    for (unsigned i = 0; i < n && !rc; i++) {
+        if (!(in[i] = run_file(so, so->first + i, "rb")) ||
+            (live[i] = get_sorted(in[i], &head[i])) < 0)
+            rc = -1;
+    }
+    while (!rc) {
+        int min = -1;
+        for (unsigned i = 0; i < n; i++)
+            if (live[i] == 1 && (min < 0 || by_key(&head[i], &head[min]) < 0))
+                min = (int)i;
+        if (min < 0)
+            break;
+        if (l)
+            emit(l, head[min].text);
+        else if (put_sorted(out, &head[min]) != 0)
+            rc = -1;
+        if ((live[min] = get_sorted(in[min], &head[min])) < 0)
+            rc = -1;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        free(head[i].text);
+        if (in[i])
+            fclose(in[i]);
+        run_remove(so, so->first + i);
+    }
+    if (out && fclose(out) != 0)
+        rc = -1;
+    so->first += n;
+    if (!l)
+        so->next++;
+    return rc;
+}
+
+static void sorter_free(sorter *so)
+{
+    for (size_t i = 0; i < so->len; i++)
+        free(so->rows[i].text);
+    free(so->rows);
+    if (so->dir[0]) {
+        for (unsigned n = so->first; n < so->next; n++)
+            run_remove(so, n);
+        (void)rmdir(so->dir);
+    }
 }
 
 /* The walk's state: without a sort, each row is printed as it comes and
  * freed (issue 32: the first line at once, memory independent of the
- * number of entries); with one, every row is kept and sorted. */
-typedef struct lister {
+ * number of entries); with one, rows go through the sorter. */
+struct lister {
     rows list;
-    int stream, json;
+    int json;
+    sort_key sort;
     size_t printed;
-} lister;
+    sorter so;
+};
 
-static void print_row(lister *l, const row *r)
+static void emit(lister *l, const char *text)
 {
-    if (l->json) {
-        print_row_json(r, l->printed);
-    } else {
-        if (!l->printed) /* the columns named, piped or not (an empty cache: nothing) */
-            print_header();
-        print_row_text(r);
-    }
+    if (l->json)
+        fputs(l->printed ? "," : "", stdout);
+    else if (!l->printed) /* the columns named, piped or not (an empty cache: nothing) */
+        print_header();
+    fputs(text, stdout);
     l->printed++;
 }
 
@@ -274,11 +407,59 @@ static int on_entry(void *ctx, const progcache_entry *e)
 {
     lister *l = ctx;
     int rc = collect(&l->list, e);
-    if (rc || !l->stream)
+    if (rc)
         return rc;
-    print_row(l, &l->list.items[0]);
+    const row *r = &l->list.items[0];
+    sorted s = {0, "", 0, NULL};
+    size_t len = 0;
+    FILE *f = open_memstream(&s.text, &len);
+    if (!f)
+        return -1;
+    if (l->json)
+        print_row_json(f, r);
+    else
+        print_row_text(f, r);
+    if (fclose(f) != 0 || len > UINT32_MAX) {
+        free(s.text);
+        return -1;
+    }
+    s.len = (uint32_t)len;
+    memcpy(s.name, r->name, sizeof s.name);
+    s.key = l->sort == SORT_SIZE  ? -(int64_t)r->size
+            : l->sort == SORT_AGE ? r->mtime_ns
+                                  : r->atime_ns;
     clear_rows(&l->list);
-    return ferror(stdout) ? -2 : 0; /* the reader went away: stop */
+    if (l->sort == SORT_NAME) {
+        emit(l, s.text);
+        free(s.text);
+        return ferror(stdout) ? -2 : 0; /* the reader went away: stop */
+    }
+    sorter *so = &l->so;
+    if (!so->rows && !(so->rows = malloc(so->run_rows * sizeof *so->rows))) {
+        free(s.text);
+        return -1;
+    }
+    so->rows[so->len++] = s;
+    return so->len == so->run_rows && flush_run(so) != 0 ? -3 : 0;
+}
+
+/* Print what the sorter holds, in order: in memory when it all fitted,
+ * else merged, SORT_FAN_IN runs at a time, until one pass prints. */
+static int sorted_print(lister *l)
+{
+    sorter *so = &l->so;
+    if (so->next == so->first) {
+        qsort(so->rows, so->len, sizeof *so->rows, by_key);
+        for (size_t i = 0; i < so->len; i++)
+            emit(l, so->rows[i].text);
+        return 0;
+    }
+    if (so->len && flush_run(so) != 0)
+        return -1;
+    while (so->next - so->first > SORT_FAN_IN)
+        if (merge(so, SORT_FAN_IN, NULL) != 0)
+            return -1;
+    return merge(so, so->next - so->first, l);
 }
 
 int cmd_ls(int argc, char **argv)
@@ -313,7 +494,11 @@ int cmd_ls(int argc, char **argv)
     char *dir = NULL;
     progcache_file *file = NULL;
     progcache_store *store = NULL;
-    lister l = {{NULL, 0, 0}, sort == SORT_NAME, json, 0};
+    lister l = {{NULL, 0, 0}, json, sort, 0, {NULL, 0, SORT_RUN_ROWS, "", 0, 0}};
+    /* Smaller runs, for the tests: what a million entries do, with a few. */
+    const char *run_rows = getenv("PROGCACHE_LS_SORT_ROWS");
+    if (run_rows && atoi(run_rows) >= 2 && atoi(run_rows) <= SORT_RUN_ROWS)
+        l.so.run_rows = (size_t)atoi(run_rows);
     char where[1024] = "";
     unsigned int flags = PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS;
     if (remote && p.dir)
@@ -338,22 +523,26 @@ int cmd_ls(int argc, char **argv)
         code = tool_error(CMD, "cannot write the listing");
         goto done;
     }
+    if (rc == -3) {
+        code = tool_error(CMD, "cannot sort the listing through temporary files in %s: %s",
+                          l.so.dir[0] ? l.so.dir : "$TMPDIR", strerror(errno));
+        goto done;
+    }
     if (rc) {
         code = tool_lib_error(CMD, EXIT_FAILED,
                               store ? "cannot list the remote store" : "cannot list the cache");
         goto done;
     }
-    int (*order)(const void *, const void *) = sort == SORT_SIZE  ? by_size
-                                               : sort == SORT_AGE ? by_age
-                                                                  : by_lru;
-    if (!l.stream && l.list.len > 1)
-        qsort(l.list.items, l.list.len, sizeof *l.list.items, order);
-    for (size_t i = 0; !l.stream && i < l.list.len; i++)
-        print_row(&l, &l.list.items[i]);
+    if (sort != SORT_NAME && sorted_print(&l) != 0) {
+        code = tool_error(CMD, "cannot sort the listing through temporary files in %s: %s",
+                          l.so.dir[0] ? l.so.dir : "$TMPDIR", strerror(errno));
+        goto done;
+    }
     if (json)
         printf("%s]}\n", l.printed ? "\n" : "");
 done:
     free_rows(&l.list);
+    sorter_free(&l.so);
     progcache_file_close(file);
     progcache_store_free(store);
     free(dir);

@@ -293,6 +293,11 @@ int cmd_stats(int argc, char **argv)
         {"exec NVRTC loads for version", "intercept_standin_version_loads",
          s.intercept_standin_version_loads},
         {"exec stand-in refused", "intercept_standin_refused", s.intercept_standin_refused},
+        /* i32-scale */
+        {"shards rescanned", "shards_rescanned", s.shards_rescanned},
+        {"eviction steps", "evict_steps", s.evict_steps},
+        {"entries examined by steps", "evict_step_entries", s.evict_step_entries},
+        {"counter seeding scans", "counter_seeds", s.counter_seeds},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -160,6 +160,15 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_INTERCEPT_STANDIN_LOADS = 63,
     PROGCACHE_STAT_INTERCEPT_STANDIN_VERSION_LOADS = 64,
     PROGCACHE_STAT_INTERCEPT_STANDIN_REFUSED = 65
+    /* i32-scale (version 6): a million entries (docs/FORMAT.md, "Other
+     * writers" and "Bounded steps"). Shard directories re-measured by the
+     * catch-ups with other writers; bounded eviction steps run, and the
+     * entries they examined; scans of the whole directory that seeded the
+     * shared counters. */
+    PROGCACHE_STAT_SHARDS_RESCANNED = 66,
+    PROGCACHE_STAT_EVICT_STEPS = 67,
+    PROGCACHE_STAT_EVICT_STEP_ENTRIES = 68,
+    PROGCACHE_STAT_COUNTER_SEEDS = 69
 } progcache_stat;
 
 /*
@@ -350,6 +359,12 @@ typedef struct progcache_stats {
     uint64_t intercept_standin_loads;
     uint64_t intercept_standin_version_loads;
     uint64_t intercept_standin_refused;
+    /* Version 6. i32-scale: the PROGCACHE_STAT_SHARDS_RESCANNED ..
+     * PROGCACHE_STAT_COUNTER_SEEDS counters above, in their order. */
+    uint64_t shards_rescanned;
+    uint64_t evict_steps;
+    uint64_t evict_step_entries;
+    uint64_t counter_seeds;
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 6

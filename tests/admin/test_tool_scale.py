@@ -9,7 +9,12 @@ so ls can run ahead by at most what the pipe and its output buffer hold
 (about 70 KiB, some 600 lines here). Then an entry is written into the last
 shard (entries/ff/). A streaming ls, which had not reached that shard,
 lists it; one that gathered everything before printing its first line does
-not. A sorted listing (--sort size) is complete and sorted.
+not. A sorted listing (--sort size) is complete and sorted, and its memory
+does not grow with the number of entries: with runs of 64 rows
+(PROGCACHE_LS_SORT_ROWS, what runs of 4096 do at a million entries), the
+peak resident memory of `ls --sort lru --json` over 16,000 entries is that
+over 4,000 (holding every row, as before, took 3.5 MB more), its order is
+right, and its temporary files are gone afterwards.
 
 `progcache stats --charts` reads a bounded sample (whole shards, about
 4096 entries) and scales it: at 12,000 entries it says how many it read,
@@ -17,6 +22,7 @@ fewer than all, and its buckets add up to the whole.
 
 Environment: PROGCACHE_BIN (the progcache tool)."""
 
+import json
 import os
 import re
 import subprocess
@@ -67,6 +73,59 @@ def charts(env):
                   "%s: the buckets scaled to the whole" % title, counts)
 
 
+def vm_hwm_kib(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0  # gone, or a zombie
+
+
+def peak_kib(args, env):
+    """ls's output and its peak resident memory (KiB): the VmHWM of its own
+    address space (wait4's ru_maxrss would count the forking Python's
+    pages), read while it waits for us to take its output (megabytes: the
+    pipe holds 64 KiB), until its last chunk."""
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, env=env)
+    peak, chunks = 0, []
+    while True:
+        peak = max(peak, vm_hwm_kib(p.pid))
+        chunk = p.stdout.read(16384)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    check(p.wait() == 0, "ls exits 0", args)
+    return b"".join(chunks).decode(), peak
+
+
+def sorted_bounded(env):
+    env = dict(env, PROGCACHE_LS_SORT_ROWS="64")
+    with tempfile.TemporaryDirectory(prefix="progcache-sort-") as tmp:
+        env["TMPDIR"] = tmp
+        peaks = []
+        for n in (4000, 16000):
+            with tempfile.TemporaryDirectory(prefix="progcache-ls-") as cache:
+                for i in range(n):
+                    write_entry(cache, name(i), 16 + i % 7)
+                    t = 1e9 + (i * 7919) % n
+                    p = os.path.join(cache, "entries", name(i)[:2], name(i)[2:])
+                    os.utime(p, (t, t))
+                text, kib = peak_kib([pt.BIN, "ls", "--dir", cache, "--sort", "lru", "--json"],
+                                     env)
+                rows = json.loads(text)["entries"]
+                keys = [(int(r["atime_ns"]), r["name"]) for r in rows]
+                check(len(rows) == n and keys == sorted(keys), "ls --sort lru: all, in order",
+                      (n, len(rows)))
+                peaks.append(kib)
+        print("peak resident memory of ls --sort lru: %d KiB at 4000 entries, %d KiB at 16000"
+              % tuple(peaks))
+        check(peaks[1] - peaks[0] < 1500, "memory does not grow with the entries", peaks)
+        check(os.listdir(tmp) == [], "the sort's temporary files are gone", os.listdir(tmp))
+
+
 def main():
     pt.need_bin()
     env = dict(os.environ)
@@ -99,6 +158,7 @@ def main():
         check(len(rows) == ENTRIES + 1 and rows[0][0] == late, "sorted: largest first",
               rows[:1])
         charts(env)
+    sorted_bounded(env)
     return pt.finish("test_tool_scale")
 
 

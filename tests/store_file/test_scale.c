@@ -45,7 +45,32 @@ static void put(progcache_store *s, int i)
 
 /* An entry written the way cuda.core writes one: a temp file in tmp/, then
  * a rename into entries/<2 hex>/<62 hex>. */
+static void foreign_write_to(const char *dir, int n, size_t size, int shard);
+
 static void foreign_write(const char *dir, int n, size_t size)
+{
+    foreign_write_to(dir, n, size, -1);
+}
+
+/* The shard progcache puts key-<i> into. */
+static int shard_of(int i)
+{
+    char k[32], rel[FILE_REL_PATH_MAX];
+    int shard = 0;
+    snprintf(k, sizeof k, "key-%d", i);
+    CHECK_OK(progcache__file_rel_path(rel, &shard, k, strlen(k)));
+    return shard;
+}
+
+static uint64_t rescanned(progcache_store *s)
+{
+    progcache_stats st = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_store_stats_get(&st, s));
+    return st.shards_rescanned;
+}
+
+/* ... into shard (0-255), or where its name falls (-1). */
+static void foreign_write_to(const char *dir, int n, size_t size, int shard)
 {
     char path[4096], to[4096];
     snprintf(path, sizeof path, "%s/tmp", dir);
@@ -61,6 +86,12 @@ static void foreign_write(const char *dir, int n, size_t size)
     for (int i = 0; i < 64; i++)
         name[i] = "0123456789abcdef"[(n * 7 + i * 13 + (n >> 4)) & 15];
     name[64] = '\0';
+    if (shard >= 0) {
+        name[0] = "0123456789abcdef"[shard >> 4];
+        name[1] = "0123456789abcdef"[shard & 15];
+    }
+    snprintf(to, sizeof to, "%s/entries", dir);
+    (void)mkdir(to, 0700);
     snprintf(to, sizeof to, "%s/entries/%.2s", dir, name);
     (void)mkdir(to, 0700);
     snprintf(to, sizeof to, "%s/entries/%.2s/%s", dir, name, name + 2);
@@ -107,6 +138,15 @@ int main(void)
     memset(value, 'v', sizeof value);
     const uint64_t cap = 1 << 30;
     progcache_store *w = open_with(dir, cap, 0);
+    /* Every shard there, as in a large cache (a shard a put creates is
+     * measured once, cheaply: it is new). */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/entries", dir);
+    (void)mkdir(path, 0700);
+    for (int shard = 0; shard < 256; shard++) {
+        snprintf(path, sizeof path, "%s/entries/%02x", dir, shard);
+        CHECK(mkdir(path, 0700) == 0);
+    }
     for (int i = 0; i < ENTRIES; i++)
         put(w, i);
     CHECK(count_of(w) == ENTRIES);
@@ -153,13 +193,51 @@ int main(void)
     CHECK(other_bytes(w) - found == 7000);
     CHECK(count_of(w) == ENTRIES + 5);
 
+    /* progcache's own puts are recorded as its own (FORMAT.md, "Other
+     * writers"): after 40 of them, one foreign write costs the next put
+     * the shard it went to and that put's own (just written, as close to
+     * the foreign write as a same-tick one), not the 40 shards. */
+    sleep(3);
+    put(w, ENTRIES + 3); /* measures the shards of the puts above */
+    sleep(1);
+    for (int i = 0; i < 40; i++)
+        put(w, 1000 + i);
+    usleep(100 * 1000);
+    found = other_bytes(w);
+    uint64_t counted = rescanned(w);
+    before = progcache__file_shards_scanned();
+    foreign_write(dir, 4, 6000);
+    put(w, 2000);
+    walked = progcache__file_shards_scanned() - before;
+    printf("put after 40 own puts and one foreign write: %llu shards walked\n",
+           (unsigned long long)walked);
+    CHECK(walked >= 1 && walked <= 2);
+    CHECK(rescanned(w) - counted == walked);
+    CHECK(other_bytes(w) - found == 6000);
+    CHECK(count_of(w) == ENTRIES + 48);
+
+    /* The drift bound: a foreign write into the very shard a put has just
+     * written (within the same timestamp tick, mostly) is counted by the
+     * next put. */
+    for (int i = 0; i < 20; i++) {
+        found = other_bytes(w);
+        put(w, 3000 + i);
+        foreign_write_to(dir, 200 + i, 1234, shard_of(3000 + i));
+        put(w, 4000 + i);
+        CHECK(other_bytes(w) - found == 1234);
+    }
+    CHECK(count_of(w) == ENTRIES + 108);
+    CHECK(measure(dir) == (ENTRIES + 4 + 40 + 1 + 40) * (uint64_t)VALUE + 5000 + 7000 +
+                              6000 + 20 * 1234);
+    sleep(3);
+
     /* A read-only open after one more foreign write counts it, walking
      * only the shards that changed since the last measurement. */
     sleep(3);
     foreign_write(dir, 3, 9000);
     before = progcache__file_shards_scanned();
     r = open_with(dir, 0, PROGCACHE_FILE_READONLY);
-    CHECK(count_of(r) == ENTRIES + 6);
+    CHECK(count_of(r) == ENTRIES + 109);
     walked = progcache__file_shards_scanned() - before;
     printf("read-only open after a foreign write: %llu shards walked\n",
            (unsigned long long)walked);
@@ -167,8 +245,28 @@ int main(void)
     progcache_store_free(r);
     progcache_store_free(w);
 
+    /* A directory only another program wrote to: the first read-only
+     * open counts it by a scan and keeps what it counted; the next one
+     * reads it (issue 32: `stats` O(1) after once). */
+    char *other = test_mkdtemp("scale-other");
+    for (int i = 0; i < 30; i++)
+        foreign_write_to(other, 300 + i, 100, i); /* 30 shards, 30 names */
+    usleep(100 * 1000); /* settled (20 ms locally) */
+    for (int round = 0; round < 3; round++) {
+        before = progcache__file_shards_scanned();
+        r = open_with(other, 0, PROGCACHE_FILE_READONLY);
+        CHECK(count_of(r) == 30);
+        walked = progcache__file_shards_scanned() - before;
+        printf("read-only open %d of a directory only cuda.core wrote: %llu shards walked\n",
+               round, (unsigned long long)walked);
+        CHECK(round == 0 ? walked == 30 : walked == 0);
+        progcache_store_free(r);
+    }
+    test_rmdtemp(other);
+
     /* The cap holds after a put that follows foreign writes. */
     w = open_with(dir, (ENTRIES + 6) * (uint64_t)VALUE + 20000, 0);
+    /* (the cap is now far below what the directory holds: the put evicts) */
     for (int i = 0; i < 20; i++)
         foreign_write(dir, 100 + i, 3000);
     put(w, ENTRIES + 3);

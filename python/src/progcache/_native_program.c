@@ -33,6 +33,9 @@ static const struct {
     FIELD(intercept_pass_callback), FIELD(intercept_pass_other), FIELD(intercept_real_programs),
     FIELD(intercept_failed), FIELD(intercept_standin_hits), FIELD(intercept_standin_loads),
     FIELD(intercept_standin_version_loads), FIELD(intercept_standin_refused),
+    FIELD(intercept_failed),
+    /* i32-scale */
+    FIELD(shards_rescanned), FIELD(evict_steps), FIELD(evict_step_entries), FIELD(counter_seeds),
 };
 #undef FIELD
 

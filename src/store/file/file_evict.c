@@ -118,6 +118,14 @@ done:
     return gone;
 }
 
+/* Entries this process evicted (test hook: progcache__file_entries_evicted). */
+static uint64_t entries_evicted;
+
+uint64_t progcache__file_entries_evicted(void)
+{
+    return __atomic_load_n(&entries_evicted, __ATOMIC_RELAXED);
+}
+
 /* Evict one candidate; returns 1 if its bytes are gone. */
 static int evict_one(file_store *fs, const candidate *c)
 {
@@ -127,7 +135,10 @@ static int evict_one(file_store *fs, const candidate *c)
     seen.st_size = (off_t)c->lru.size;
     seen.st_mtim = c->mtime;
     seen.st_atim = c->lru.atime;
-    return progcache__file_remove_if_same(fs, c->shard, c->name, &seen, 1);
+    int gone = progcache__file_remove_if_same(fs, c->shard, c->name, &seen, 1);
+    if (gone)
+        __atomic_add_fetch(&entries_evicted, 1, __ATOMIC_RELAXED);
+    return gone;
 }
 
 /* How a pass was started (flags of evict_pass). */
@@ -234,12 +245,16 @@ done:
 }
 
 uint64_t progcache__file_evict_batch = 4096;
+uint64_t progcache__file_evict_max = 64;
 
 /* A bounded step of eviction (issue 32): shards in turn from the shared
  * cursor, each scanned, re-measured and relieved of its least recently
  * used entries (at most the share the low-water mark asks of every entry:
  * 10% by default, at least one), until the total is at the low-water mark
- * or progcache__file_evict_batch entries have been examined. Names are
+ * or progcache__file_evict_batch entries have been examined or
+ * progcache__file_evict_max evicted (an unlink costs 0.2-13 ms on a busy
+ * ext4 disk: at a million entries the removals, ~420 of them, were most of
+ * a 2 s step; issue 32). Names are
  * hashes, so every shard holds a like share of every age: oldest-first
  * within the shards in turn approximates the global order, and no put
  * waits on more than one batch. The caller holds evict_mutex and the
@@ -253,7 +268,8 @@ static void evict_step(file_store *fs)
     progcache__file_totals(fs, &bytes, &count); /* seeded: takes no lock */
     uint64_t spare = fs->max_size - fs->low_water;
     for (int n = 0; n < FILE_SHARDS && bytes > fs->low_water &&
-                    examined < progcache__file_evict_batch;
+                    examined < progcache__file_evict_batch &&
+                    evicted < progcache__file_evict_max;
          n++) {
         int shard = (int)(__atomic_fetch_add(&fs->state->evict_cursor, 1, __ATOMIC_RELAXED) %
                           FILE_SHARDS);
@@ -275,7 +291,9 @@ static void evict_step(file_store *fs)
         if (!quota)
             quota = 1;
         progcache__lru_sort(list.items, list.len, sizeof *list.items);
-        for (size_t i = 0; i < list.len && i < quota && bytes > fs->low_water; i++)
+        for (size_t i = 0; i < list.len && i < quota && bytes > fs->low_water &&
+                           evicted < progcache__file_evict_max;
+             i++)
             if (evict_one(fs, &list.items[i])) {
                 bytes -= list.items[i].lru.size;
                 freed += list.items[i].lru.size;
@@ -285,6 +303,8 @@ static void evict_step(file_store *fs)
     progcache__free(list.items);
     progcache__stats_add(fs->stats, PROGCACHE__EVICTIONS, evicted);
     progcache__stats_add(fs->stats, PROGCACHE__EVICTED_BYTES, freed);
+    progcache__stats_add(fs->stats, PROGCACHE__EVICT_STEPS, 1);
+    progcache__stats_add(fs->stats, PROGCACHE__EVICT_STEP_ENTRIES, examined);
     progcache__file_log(fs, PROGCACHE_LOG_INFO,
                         "evicted %zu entries (%llu bytes) from %s in %lld ms (a step: %llu "
                         "entries examined)",

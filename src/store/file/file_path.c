@@ -90,6 +90,13 @@ int progcache__file_parent(file_store *fs, const char *rel, const char **last)
 
 int progcache__file_dir_make(file_store *fs, const char *rel, mode_t mode, gid_t gid, int *made)
 {
+    return progcache__file_dir_make_ro(fs, rel, mode, gid, made,
+                                       (fs->flags & PROGCACHE_FILE_READONLY) != 0);
+}
+
+int progcache__file_dir_make_ro(file_store *fs, const char *rel, mode_t mode, gid_t gid,
+                                int *made, int readonly)
+{
     *made = 0;
     int fd = progcache__fs_open_dir(fs->root_fd, rel);
     if (fd >= 0 || errno != ENOENT) {
@@ -98,7 +105,7 @@ int progcache__file_dir_make(file_store *fs, const char *rel, mode_t mode, gid_t
         return fd;
     }
     *made = 1;
-    if (fs->flags & PROGCACHE_FILE_READONLY) {
+    if (readonly) {
         errno = EROFS; /* read-only, or another user's cache: nothing made there */
         return -1;
     }

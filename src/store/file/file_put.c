@@ -179,11 +179,14 @@ int progcache__file_put_rel(file_store *fs, const char *rel, int shard, const vo
     struct stat old;
     int replaced = fstatat(shard_fd, rel + 11, &old, AT_SYMLINK_NOFOLLOW) == 0 &&
                    S_ISREG(old.st_mode);
+    file_own_write own;
+    progcache__file_own_write_begin(fs, shard, shard_fd, &own);
     if (progcache__fs_renameat(tmp_fd, tmp_name, shard_fd, rel + 11) != 0) {
         rc = put_error(fs, errno, "rename temp file into", rel);
         goto done;
     }
     have_tmp = 0;
+    progcache__file_own_write_end(fs, shard, shard_fd, &own);
     if (sync && (progcache__fs_fsync(shard_fd) != 0 ||
                  (created && fsync_dir(fs, "entries") != 0))) {
         /* The entry is in place and readable; only its durability across

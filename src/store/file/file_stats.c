@@ -362,6 +362,11 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->intercept_standin_loads = sum(stats, PROGCACHE__INTERCEPT_STANDIN_LOADS);
     out->intercept_standin_version_loads = sum(stats, PROGCACHE__INTERCEPT_STANDIN_VERSION_LOADS);
     out->intercept_standin_refused = sum(stats, PROGCACHE__INTERCEPT_STANDIN_REFUSED);
+    /* i32-scale */
+    out->shards_rescanned = sum(stats, PROGCACHE__SHARDS_RESCANNED);
+    out->evict_steps = sum(stats, PROGCACHE__EVICT_STEPS);
+    out->evict_step_entries = sum(stats, PROGCACHE__EVICT_STEP_ENTRIES);
+    out->counter_seeds = sum(stats, PROGCACHE__COUNTER_SEEDS);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

@@ -91,6 +91,11 @@ typedef enum progcache__counter {
     PROGCACHE__INTERCEPT_STANDIN_LOADS = 63,
     PROGCACHE__INTERCEPT_STANDIN_VERSION_LOADS = 64,
     PROGCACHE__INTERCEPT_STANDIN_REFUSED = 65,
+    /* i32-scale: catch-ups, bounded eviction steps, seeding scans. */
+    PROGCACHE__SHARDS_RESCANNED = 66,
+    PROGCACHE__EVICT_STEPS = 67,
+    PROGCACHE__EVICT_STEP_ENTRIES = 68,
+    PROGCACHE__COUNTER_SEEDS = 69,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 128
 } progcache__counter;

@@ -319,6 +319,22 @@ int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count);
  * other_writer_rescans and other_writer_bytes when count_stats. The
  * caller holds evict_mutex (and the lock when locked). */
 void progcache__file_catch_up(file_store *fs, int locked, int count_stats);
+/* A put's own write into a shard (issue 32): begin looks at the shard
+ * (held open as shard_fd) and tmp/ before the rename, end after it; when
+ * the shard was clean (measured, or recorded by a put, and unchanged
+ * since) and tmp/ did not change around the rename, end records the
+ * shard's new look in shard_seen, marked as a put's own, so that the next
+ * catch-up does not re-measure what progcache itself wrote. */
+typedef struct file_own_write {
+    uint64_t before; /* shard_seen when begin looked */
+    uint64_t tmp;    /* tmp/'s look then */
+    int64_t tmp_ctime;
+    int ok; /* the shard was clean */
+} file_own_write;
+void progcache__file_own_write_begin(file_store *fs, int shard, int shard_fd,
+                                     file_own_write *w);
+void progcache__file_own_write_end(file_store *fs, int shard, int shard_fd,
+                                   const file_own_write *w);
 /* A shard directory's fingerprint for shard_seen: 0 when missing or
  * changed too recently to be trusted. */
 uint64_t progcache__file_shard_fingerprint(file_store *fs, int shard);
@@ -331,6 +347,10 @@ uint64_t progcache__file_entries_scanned(void);
  * evicted by one whole pass (exact LRU). A variable so that a test can
  * make steps small. */
 extern uint64_t progcache__file_evict_batch;
+/* Entries one step evicts at most (the rest in later steps); a variable
+ * for the tests. And the entries this process evicted (a test hook). */
+extern uint64_t progcache__file_evict_max;
+uint64_t progcache__file_entries_evicted(void);
 /* What one shard holds on disk, as a scan found it. */
 typedef struct file_shard_sum {
     int64_t bytes, count;
@@ -431,6 +451,10 @@ int progcache__file_prune(file_store *fs, uint64_t max_bytes, int64_t atime_cuto
  * refused_report: count what open refused before the statistics existed. */
 int progcache__file_dir(file_store *fs, const char *rel);
 int progcache__file_dir_make(file_store *fs, const char *rel, mode_t mode, gid_t gid, int *made);
+/* The same, with readonly saying whether to refuse to make it: a
+ * read-only open keeping its count (file_account.c) makes progcache/. */
+int progcache__file_dir_make_ro(file_store *fs, const char *rel, mode_t mode, gid_t gid,
+                                int *made, int readonly);
 int progcache__file_parent(file_store *fs, const char *rel, const char **last);
 int progcache__file_unlink(file_store *fs, const char *rel, int flags);
 int progcache__file_lstat(file_store *fs, const char *rel, struct stat *st);
