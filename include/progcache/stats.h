@@ -159,7 +159,7 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_INTERCEPT_STANDIN_HITS = 62,
     PROGCACHE_STAT_INTERCEPT_STANDIN_LOADS = 63,
     PROGCACHE_STAT_INTERCEPT_STANDIN_VERSION_LOADS = 64,
-    PROGCACHE_STAT_INTERCEPT_STANDIN_REFUSED = 65
+    PROGCACHE_STAT_INTERCEPT_STANDIN_REFUSED = 65,
     /* i32-scale (version 6): a million entries (docs/FORMAT.md, "Other
      * writers" and "Bounded steps"). Shard directories re-measured by the
      * catch-ups with other writers; bounded eviction steps run, and the
@@ -168,7 +168,7 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_SHARDS_RESCANNED = 66,
     PROGCACHE_STAT_EVICT_STEPS = 67,
     PROGCACHE_STAT_EVICT_STEP_ENTRIES = 68,
-    PROGCACHE_STAT_COUNTER_SEEDS = 69
+    PROGCACHE_STAT_COUNTER_SEEDS = 69,
 } progcache_stat;
 
 /*
