@@ -61,14 +61,15 @@ CUDA_CACHE_DISABLE=1 PROGCACHE_DIR=$D timeout 240 "$B/bin/bench_exec" \
   --json "$O/exec_cache_off.json" 2>&1 | tail -14
 
 # Two fresh processes under `progcache exec`: the first compiles, the second
-# must be served (intercept_hits goes up, no new intercept_misses).
+# must be served (intercept_hits goes up, no new intercept_misses). The
+# interceptor's info log (route, each compile) is kept in OUT_DIR.
 twice() {
   local name=$1 dir
   shift
   dir=$(fresh "$name")
   for run in 1 2; do
     local t0=$(date +%s%N)
-    timeout 120 "$PC" exec -d "$dir" -- "$@" >"$O/$name.$run.out" 2>&1
+    PROGCACHE_LOG=info timeout 120 "$PC" exec -d "$dir" -- "$@" >"$O/$name.$run.out" 2>&1
     local rc=$? t1=$(date +%s%N)
     echo "$name run $run: exit $rc, $(((t1 - t0) / 1000000)) ms, $(tail -1 "$O/$name.$run.out")"
   done
