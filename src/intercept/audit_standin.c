@@ -262,8 +262,15 @@ char *progcache__standin_offer(const char *asked, const char *name, unsigned int
      * loader looks; a path, before the loader opens it. */
     if ((flag == LA_SER_ORIG) != (strchr(asked, '/') != NULL) || strchr(name, '/') == NULL)
         return NULL;
+    /* Only names NVRTC's file goes by are read: the soname, the file
+     * it links to (libnvrtc.so.13.0.88 where the toolkit installs one, and
+     * what a program that resolved the link dlopens), the development
+     * link. probe_file checks the soname inside; reading every library a
+     * program opens by path (Python's extensions) would cost each of them. */
     const char *base = strrchr(name, '/') + 1;
-    if (strcmp(base, PROGCACHE__STANDIN_SONAME))
+    size_t n = strlen(PROGCACHE__STANDIN_SONAME);
+    if (strcmp(base, "libnvrtc.so") &&
+        (strncmp(base, PROGCACHE__STANDIN_SONAME, n) || (base[n] && base[n] != '.')))
         return NULL;
     for (int k = 0; k < PROGCACHE__STANDIN_SETS; k++)
         if (state[k].given && (!strcmp(name, state[k].standin) ||

@@ -127,6 +127,13 @@ def test_dlopen(tmp):
                       {"LD_LIBRARY_PATH": ti.NVRTC_DIR})
     miss_hit_unmapped(tmp, "path", [ti.client("dlopen"), None, "--lib", real_nvrtc(),
                                     "--maps", "1"], real_nvrtc())
+    # The file by the name it has where the toolkit installs the soname as a
+    # link (libnvrtc.so.13 -> libnvrtc.so.13.0.88, as on the GPU machine):
+    # a program that resolved the link dlopens that name.
+    versioned = os.path.join(tmp, "libnvrtc.so.13.0.99")
+    os.symlink(real_nvrtc(), versioned)
+    miss_hit_unmapped(tmp, "versioned", [ti.client("dlopen"), None, "--lib", versioned,
+                                         "--maps", "1"], real_nvrtc())
 
 
 def test_calls_left_to_nvrtc(tmp):
