@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "store/redis/envelope.h"
+#include "remote/envelope.h"
 
 static const char SECRET[] = "0123456789abcdef0123456789abcdef";
 static const char OTHER[] = "fedcba9876543210fedcba9876543210";

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "store/redis/put_queue.h"
+#include "remote/put_queue.h"
 
 typedef struct recorder {
     pthread_mutex_t lock;

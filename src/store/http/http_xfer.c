@@ -107,9 +107,9 @@ static void handle_give(progcache__http_store *s, CURL *h, int keep)
         curl_easy_cleanup(h);
 }
 
-static void fail(progcache__http_failure *f, progcache__redis_cause cause, int timeout,
+static void fail(progcache__http_failure *f, progcache__remote_cause cause, int timeout,
                  const char *fmt, ...) PROGCACHE_PRINTF(4, 5);
-static void fail(progcache__http_failure *f, progcache__redis_cause cause, int timeout,
+static void fail(progcache__http_failure *f, progcache__remote_cause cause, int timeout,
                  const char *fmt, ...)
 {
     va_list ap;
