@@ -287,6 +287,10 @@ int cmd_stats(int argc, char **argv)
         {"exec passed: other", "intercept_pass_other", s.intercept_pass_other},
         {"exec real programs", "intercept_real_programs", s.intercept_real_programs},
         {"exec failed compiles", "intercept_failed", s.intercept_failed},
+        /* i34-remote */
+        {"tier back-offs", "tier_backoffs", s.tier_backoffs},
+        {"tier calls skipped", "tier_skipped", s.tier_skipped},
+        {"remote files refused", "remote_files_refused", s.remote_files_refused},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

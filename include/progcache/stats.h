@@ -149,7 +149,16 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_INTERCEPT_PASS_CALLBACK = 58,
     PROGCACHE_STAT_INTERCEPT_PASS_OTHER = 59,
     PROGCACHE_STAT_INTERCEPT_REAL_PROGRAMS = 60,
-    PROGCACHE_STAT_INTERCEPT_FAILED = 61
+    PROGCACHE_STAT_INTERCEPT_FAILED = 61,
+    /* i34-remote (version 6): the cache's back-off of a tier that fails
+     * (docs/REMOTE.md, "A tier that fails"): tiers switched off for a while
+     * after failures in a row, and calls to a tier skipped while it was
+     * off (each a miss, or a copy not written); credential and CA files of
+     * a remote tier refused (another user's, readable by others, not a
+     * regular file: docs/SECURITY.md). */
+    PROGCACHE_STAT_TIER_BACKOFFS = 72,
+    PROGCACHE_STAT_TIER_SKIPPED = 73,
+    PROGCACHE_STAT_REMOTE_FILES_REFUSED = 74
 } progcache_stat;
 
 /*
@@ -334,9 +343,14 @@ typedef struct progcache_stats {
     uint64_t intercept_pass_other;
     uint64_t intercept_real_programs;
     uint64_t intercept_failed;
+    /* Version 6. i34-remote: the PROGCACHE_STAT_TIER_* and
+     * PROGCACHE_STAT_REMOTE_FILES_REFUSED counters above, in their order. */
+    uint64_t tier_backoffs;
+    uint64_t tier_skipped;
+    uint64_t remote_files_refused;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 5
+#define PROGCACHE_STATS_VERSION 6
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

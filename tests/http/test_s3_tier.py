@@ -53,6 +53,7 @@ def run_all(d):
         pt.write(creds, "[default]\naws_access_key_id = nobody\naws_secret_access_key = x\n"
                  "[ci]\naws_access_key_id = %s\naws_secret_access_key = %s\n"
                  % (moto.key_id, moto.secret))
+        os.chmod(creds, 0o600)  # credentials: private, or refused
         fenv = {"AWS_SHARED_CREDENTIALS_FILE": creds, "AWS_PROFILE": "ci"}
         p = probe(["put", url], fenv)
         pt.check("stores=1" in p.stdout, "a put with the credentials file's profile",

@@ -1,4 +1,4 @@
-/* The Redis store's back-off rules and counters (src/store/redis_health.c),
+/* The Redis store's back-off rules and counters (src/remote/remote_health.c),
  * driven by a clock the test sets. Needs no server. */
 #include "check.h"
 #include "remote/remote_health.h"

@@ -31,7 +31,8 @@ static const struct {
     FIELD(entries_untrusted), FIELD(intercept_compiles), FIELD(intercept_hits),
     FIELD(intercept_misses), FIELD(intercept_pass_options), FIELD(intercept_pass_headers),
     FIELD(intercept_pass_callback), FIELD(intercept_pass_other), FIELD(intercept_real_programs),
-    FIELD(intercept_failed),
+    FIELD(intercept_failed), FIELD(tier_backoffs), FIELD(tier_skipped),
+    FIELD(remote_files_refused),
 };
 #undef FIELD
 

@@ -357,6 +357,10 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->intercept_pass_other = sum(stats, PROGCACHE__INTERCEPT_PASS_OTHER);
     out->intercept_real_programs = sum(stats, PROGCACHE__INTERCEPT_REAL_PROGRAMS);
     out->intercept_failed = sum(stats, PROGCACHE__INTERCEPT_FAILED);
+    /* i34-remote */
+    out->tier_backoffs = sum(stats, PROGCACHE__TIER_BACKOFFS);
+    out->tier_skipped = sum(stats, PROGCACHE__TIER_SKIPPED);
+    out->remote_files_refused = sum(stats, PROGCACHE__REMOTE_FILES_REFUSED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

@@ -86,6 +86,10 @@ typedef enum progcache__counter {
     PROGCACHE__INTERCEPT_PASS_OTHER = 59,
     PROGCACHE__INTERCEPT_REAL_PROGRAMS = 60,
     PROGCACHE__INTERCEPT_FAILED = 61,
+    /* i34-remote: the cache's back-off of a failing tier; refused files. */
+    PROGCACHE__TIER_BACKOFFS = 72,
+    PROGCACHE__TIER_SKIPPED = 73,
+    PROGCACHE__REMOTE_FILES_REFUSED = 74,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 128
 } progcache__counter;

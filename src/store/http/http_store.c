@@ -384,13 +384,15 @@ static void http_free(progcache_store *store)
 
 int progcache__http_store_new(progcache_store **out, const char *url,
                               const progcache_store_params *params, const void *secret,
-                              size_t secret_len, uint64_t min_rate)
+                              size_t secret_len, uint64_t min_rate, const char *ca_file,
+                              const char *ca_label)
 {
     *out = NULL;
     http_store *s = progcache__calloc(1, sizeof *s);
     if (!s)
         return progcache__error(PROGCACHE_ENOMEM, "the remote tier %s: out of memory", url);
-    int rc = progcache__http_config_init(&s->cfg, url, params, min_rate);
+    int rc = progcache__http_config_init(&s->cfg, url, params, min_rate, ca_file,
+                                         ca_label);
     if (rc) {
         progcache__free(s);
         return rc;

@@ -6,7 +6,7 @@
  * timeout, a lost connection) is counted, told to the log callback, and
  * ends as a miss or a dropped write in the callers. Calls are bounded by
  * the connect and command timeouts, and after a few failures in a row the
- * store switches itself off for a while (back-off, redis_health.h), so a
+ * store switches itself off for a while (back-off, remote/remote_health.h), so a
  * dead server costs one clock read per call, not a timeout.
  *
  * Connections: a hiredis context is not thread-safe, so each call takes one
