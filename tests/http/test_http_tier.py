@@ -100,6 +100,22 @@ def test_stacked(d):
                   {"PROGCACHE_REMOTE": "http://127.0.0.1:1/none/?timeout_ms=300 " + slow.url})
         pt.check("hit=HIT" in p.stdout, "a dead upper tier does not hide the one below",
                  p.stdout + p.stderr)
+        # progcache remote checks each tier of the list, says what each holds.
+        listed = {"PROGCACHE_REMOTE": "http://127.0.0.1:1/none/?timeout_ms=300 %s %s"
+                  % (fast.url, slow.url)}
+        r = subprocess.run([pt.BIN, "remote"], capture_output=True, text=True,
+                           env=pt.tool_env(listed, drop=CLEAN), timeout=60)
+        tiers = r.stdout.split("\ntier ")
+        pt.check(r.returncode == 1 and len(tiers) == 3 and "UNUSABLE" in tiers[0] and
+                 all("usable" in t and " 1 (" in t for t in tiers[1:]),
+                 "progcache remote: each tier of the list, the dead one unusable",
+                 r.stdout + r.stderr)
+        r = subprocess.run([pt.BIN, "remote", "--json"], capture_output=True, text=True,
+                           env=pt.tool_env(listed, drop=CLEAN), timeout=60)
+        rows = [json.loads(line) for line in r.stdout.splitlines()]
+        pt.check([t["usable"] for t in rows] == [False, True, True] and
+                 [t.get("entries") for t in rows[1:]] == [1, 1],
+                 "progcache remote --json: one object a tier", r.stdout + r.stderr)
     p = probe(["nodes", os.path.join(d, "j"), os.path.join(d, "k")],
               {"PROGCACHE_REMOTE": " ".join(["http://127.0.0.1:1/t%d/" % i for i in range(5)])})
     pt.check("more than 4 tiers" in p.stdout, "at most 4 tiers", p.stdout)
