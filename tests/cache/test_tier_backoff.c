@@ -47,20 +47,32 @@ static void sleep_ms(long ms)
         ;
 }
 
-/* A failing tier below the home directory (where a remote one sits). */
-static void test_below(const char *dir)
+/* A cache of a directory tier (the home one) and a flaky tier, below it
+ * (below = 1) or above it, with h hearing its log. */
+static progcache *open_pair(const char *dir, flaky_store *flaky, int below, heard *h)
 {
     progcache_store *file = NULL;
     progcache_file_options fo = PROGCACHE_FILE_OPTIONS_INIT;
     CHECK_OK(progcache_store_file_new(&file, dir, &fo));
-    flaky_store *flaky = flaky_new();
-    progcache_store *tiers[] = {file, &flaky->w.base};
-    heard h = {0};
+    progcache_store *tiers[2] = {file, &flaky->w.base};
+    if (!below) {
+        tiers[0] = &flaky->w.base;
+        tiers[1] = file;
+    }
     progcache_options o = PROGCACHE_OPTIONS_INIT;
     o.log = listen;
-    o.log_ctx = &h;
+    o.log_ctx = h;
     progcache *c = NULL;
     CHECK_OK(progcache_open_tiers(&c, tiers, 2, &o));
+    return c;
+}
+
+/* A failing tier below the home directory (where a remote one sits). */
+static void test_below(const char *dir)
+{
+    flaky_store *flaky = flaky_new();
+    heard h = {0};
+    progcache *c = open_pair(dir, flaky, 1, &h);
 
     flaky->fail_get = 1;
     for (int i = 0; i < 10; i++)
@@ -102,17 +114,9 @@ static void test_below(const char *dir)
  * failed copies are not retried while it is off; the home tier answers. */
 static void test_above(const char *dir)
 {
-    progcache_store *file = NULL;
-    progcache_file_options fo = PROGCACHE_FILE_OPTIONS_INIT;
-    CHECK_OK(progcache_store_file_new(&file, dir, &fo));
     flaky_store *flaky = flaky_new();
-    progcache_store *tiers[] = {&flaky->w.base, file};
     heard h = {0};
-    progcache_options o = PROGCACHE_OPTIONS_INIT;
-    o.log = listen;
-    o.log_ctx = &h;
-    progcache *c = NULL;
-    CHECK_OK(progcache_open_tiers(&c, tiers, 2, &o));
+    progcache *c = open_pair(dir, flaky, 0, &h);
     progcache_stats before = stats_of(c);
     flaky->fail_get = flaky->fail_put = 1;
     put_str(c, "above", "home has it");
