@@ -324,45 +324,29 @@ static int check_http(const args *a, const char *url, const char *source)
     return EXIT_OK;
 }
 
-int cmd_remote(int argc, char **argv)
+/* A Redis tier: url (NULL: $PROGCACHE_REMOTE's one URL). */
+static int check_redis(const args *a, const char *url)
 {
-    args a;
-    int code = parse(&a, argc, argv);
-    if (code >= 0)
-        return code;
     progcache_store *store = NULL;
     const char *source;
-    progcache_buf env_url = PROGCACHE_BUF_INIT, env_secret = PROGCACHE_BUF_INIT;
-    if (!a.url && progcache_default_remote(&env_url, &env_secret) == PROGCACHE_OK &&
-        is_http_url((const char *)env_url.data))
-        code = check_http(&a, (const char *)env_url.data, "$PROGCACHE_REMOTE");
-    else if (is_http_url(a.url))
-        code = check_http(&a, a.url, "--url");
-    else
-        code = -1;
-    if (env_secret.data)
-        memset(env_secret.data, 0, env_secret.capacity);
-    progcache_buf_free(&env_secret);
-    progcache_buf_free(&env_url);
-    if (code >= 0)
-        return code;
-    if ((code = tool_remote_open(CMD, a.url, a.secret_file, a.prefix, &store, &source)))
+    int code = tool_remote_open(CMD, url, a->secret_file, a->prefix, &store, &source);
+    if (code)
         return code;
     progcache_redis_status st = PROGCACHE_REDIS_STATUS_INIT;
-    int rc = progcache_redis_status_get(&st, store, a.pings);
-    if (a.json)
+    int rc = progcache_redis_status_get(&st, store, a->pings);
+    if (a->json)
         tool_json_begin(stdout);
-    if (a.json)
+    if (a->json)
         print_json(&st, source);
     else
         print_text(&st, source);
     int usable = rc == PROGCACHE_OK;
     if (st.reachable && !st.error[0]) {
-        if (a.lease) {
-            code = show_one_lease(&a, store);
+        if (a->lease) {
+            code = show_one_lease(a, store);
         } else {
-            lease_list l = {a.json, 0};
-            if (a.json)
+            lease_list l = {a->json, 0};
+            if (a->json)
                 printf(", \"held\": [");
             else
                 printf("%-18s %llu\n", "leases held now", (unsigned long long)st.leases);
@@ -370,11 +354,11 @@ int cmd_remote(int argc, char **argv)
                 usable = 0;
                 code = tool_lib_error(CMD, EXIT_NO, "cannot list the leases");
             }
-            if (a.json)
+            if (a->json)
                 printf("]");
         }
     }
-    if (a.json)
+    if (a->json)
         printf(", \"usable\": %s}\n", usable && !code ? "true" : "false");
     else
         printf("%-18s %s\n", "status", usable && !code ? "usable" : "UNUSABLE");
@@ -386,5 +370,61 @@ int cmd_remote(int argc, char **argv)
     }
     warn_policy(&st);
     progcache_store_free(store);
+    return code;
+}
+
+/* One tier of a list, by its scheme. */
+static int check_one(const args *a, const char *url, const char *source)
+{
+    return is_http_url(url) ? check_http(a, url, source) : check_redis(a, url);
+}
+
+/* A stacked list (docs/REMOTE.md, "Stacked tiers"): each tier in order,
+ * each said whole (its JSON a line of its own); the first tier that is
+ * not usable decides the exit status. */
+static int check_list(const args *a, char *list, const char *source)
+{
+    int code = EXIT_OK, i = 0;
+    for (char *p = list; *(p += strspn(p, " \t"));) {
+        char *end = p + strcspn(p, " \t"), save = *end;
+        *end = 0;
+        if (!a->json)
+            printf("%stier %d\n", i ? "\n" : "", i + 1);
+        int c = check_one(a, p, source);
+        if (c && !code)
+            code = c;
+        *end = save;
+        p = end;
+        i++;
+    }
+    return code;
+}
+
+int cmd_remote(int argc, char **argv)
+{
+    args a;
+    int code = parse(&a, argc, argv);
+    if (code >= 0)
+        return code;
+    progcache_buf list = PROGCACHE_BUF_INIT, env_secret = PROGCACHE_BUF_INIT;
+    const char *source = a.url ? "--url" : "$PROGCACHE_REMOTE";
+    if (!a.url && progcache_default_remote(&list, &env_secret) == PROGCACHE_OK)
+        ;
+    else if (a.url && progcache_buf_set(&list, a.url, strlen(a.url) + 1) != PROGCACHE_OK)
+        return tool_lib_error(CMD, EXIT_FAILED, "out of memory");
+    if (env_secret.data)
+        memset(env_secret.data, 0, env_secret.capacity);
+    progcache_buf_free(&env_secret);
+    char *text = (char *)list.data;
+    size_t n = 0;
+    for (const char *p = text; p && *(p += strspn(p, " \t")); p += strcspn(p, " \t"))
+        n++;
+    if (n > 1)
+        code = check_list(&a, text, source);
+    else if (n == 1 && is_http_url(text + strspn(text, " \t")))
+        code = check_http(&a, text + strspn(text, " \t"), source);
+    else
+        code = check_redis(&a, a.url); /* one Redis URL, or none: said there */
+    progcache_buf_free(&list);
     return code;
 }

@@ -298,6 +298,10 @@ int cmd_stats(int argc, char **argv)
         {"eviction steps", "evict_steps", s.evict_steps},
         {"entries examined by steps", "evict_step_entries", s.evict_step_entries},
         {"counter seeding scans", "counter_seeds", s.counter_seeds},
+        /* i34-remote */
+        {"tier back-offs", "tier_backoffs", s.tier_backoffs},
+        {"tier calls skipped", "tier_skipped", s.tier_skipped},
+        {"remote files refused", "remote_files_refused", s.remote_files_refused},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

@@ -169,6 +169,15 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_EVICT_STEPS = 67,
     PROGCACHE_STAT_EVICT_STEP_ENTRIES = 68,
     PROGCACHE_STAT_COUNTER_SEEDS = 69,
+    /* i34-remote (version 6): the cache's back-off of a tier that fails
+     * (docs/REMOTE.md, "A tier that fails"): tiers switched off for a while
+     * after failures in a row, and calls to a tier skipped while it was
+     * off (each a miss, or a copy not written); credential and CA files of
+     * a remote tier refused (another user's, readable by others, not a
+     * regular file: docs/SECURITY.md). */
+    PROGCACHE_STAT_TIER_BACKOFFS = 72,
+    PROGCACHE_STAT_TIER_SKIPPED = 73,
+    PROGCACHE_STAT_REMOTE_FILES_REFUSED = 74,
 } progcache_stat;
 
 /*
@@ -365,6 +374,11 @@ typedef struct progcache_stats {
     uint64_t evict_steps;
     uint64_t evict_step_entries;
     uint64_t counter_seeds;
+    /* Version 6. i34-remote: the PROGCACHE_STAT_TIER_* and
+     * PROGCACHE_STAT_REMOTE_FILES_REFUSED counters above, in their order. */
+    uint64_t tier_backoffs;
+    uint64_t tier_skipped;
+    uint64_t remote_files_refused;
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 6

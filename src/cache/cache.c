@@ -102,7 +102,10 @@ static void put_upper(progcache *cache, size_t i, const void *key, size_t key_le
         progcache__cache_record(cache, PROGCACHE_STAT_FOREIGN_NOT_STORED, 1);
         return;
     }
+    if (progcache__tier_off(cache, i))
+        return;
     int rc = progcache__store_put_meta(t, key, key_len, data, size, meta);
+    progcache__tier_result(cache, i, rc);
     if (rc == PROGCACHE_OK)
         return;
     progcache__cache_log(cache, PROGCACHE_LOG_WARN,
@@ -151,7 +154,10 @@ static int lookup_tiers(progcache_buf *out, progcache_entry_meta *meta, progcach
     progcache__error_saved why;
     for (size_t i = 0; i < num_tiers; i++) {
         progcache_store *t = cache->tiers[i];
+        if (progcache__tier_off(cache, i))
+            continue; /* a miss there */
         rc = progcache__store_get_meta(out, meta, t, key, key_len);
+        progcache__tier_result(cache, i, rc);
         if (rc == PROGCACHE_OK) {
             *hit = i;
             if (failed)
@@ -327,7 +333,11 @@ int progcache__cache_put_meta(progcache *cache, const void *key, size_t key_len,
     /* Remote tiers below queue the write and never fail a put. */
     for (size_t i = cache->home + 1; i < cache->num_tiers; i++) {
         progcache_store *below = cache->tiers[i];
-        if (progcache__store_put_meta(below, key, key_len, data, size, meta) != PROGCACHE_OK)
+        if (progcache__tier_off(cache, i))
+            continue;
+        rc = progcache__store_put_meta(below, key, key_len, data, size, meta);
+        progcache__tier_result(cache, i, rc);
+        if (rc != PROGCACHE_OK)
             progcache__cache_log(cache, PROGCACHE_LOG_WARN, "put to the %s tier failed: %s",
                                  tier_name(below), progcache_error_last());
     }

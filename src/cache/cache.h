@@ -63,6 +63,11 @@ struct progcache {
      * tier's statistics; cache_stats.c folds in the difference for the
      * remote tiers. num_tiers rows. */
     uint64_t (*remote_seen)[PROGCACHE__REMOTE_FOLDED];
+    /* The cache's back-off of each tier but the home one (cache_tiers.c):
+     * a tier whose calls fail PROGCACHE__TIER_FAILURES times in a row is
+     * skipped for PROGCACHE__TIER_BACKOFF_MS, counted and said once, so a
+     * dead tier costs no call its timeout. num_tiers rows. */
+    struct progcache__remote_health *health;
     /* Set (atomically, once) when the single-flight lock file was found
      * unusable and the log was told: the one field written outside the
      * stores and the background-put state, and only ever from 0 to 1. */
@@ -86,13 +91,33 @@ progcache_store *progcache__cache_lease_tier(const progcache *cache);
 int progcache__cache_check_key(const progcache *cache, const void *key, size_t key_len,
                                const char *fn);
 
+/* The cache's back-off of a failing tier (cache_tiers.c; the rules are
+ * remote/remote_health.h's). The home tier is never skipped: its
+ * failures are the caller's. */
+#define PROGCACHE__TIER_FAILURES 3
+#define PROGCACHE__TIER_BACKOFF_MS 5000u
+/* 1 (counted as skipped) while tier i is backed off. */
+int progcache__tier_off(progcache *cache, size_t i);
+/* What a call to tier i returned: a success or a miss re-arms it (and says
+ * so after an outage); anything else is one more failure in a row. */
+void progcache__tier_result(progcache *cache, size_t i, int rc);
+
 /* The remote tiers progcache_open stacks below the home directory
  * (cache_open.c): opts->remote, opts->remote_url or $PROGCACHE_REMOTE (an
  * ordered, space-separated list of at most PROGCACHE__REMOTE_MAX URLs,
  * fastest first), into out[0..*n); *n 0 when none is asked for. opts is
  * loaded and its max_artifact_size resolved. */
 #define PROGCACHE__REMOTE_MAX 4
+/* The directory's settings every remote tier it opens takes: min_rate
+ * (remote_min_rate; 0: the tier's default) and ca_file (remote_ca: the
+ * HTTPS tiers' CA file; NULL: $PROGCACHE_REMOTE_CA, else the system's). */
+typedef struct progcache__remote_conf {
+    uint64_t min_rate;
+    const char *ca_file;
+    const char *ca_label; /* how messages name ca_file's setting */
+} progcache__remote_conf;
 int progcache__cache_open_remote(progcache_store **out, size_t *n,
-                                 const progcache_options *opts, uint64_t min_rate);
+                                 const progcache_options *opts,
+                                 const progcache__remote_conf *conf);
 
 #endif

@@ -28,6 +28,8 @@
 #include "error.h"
 #include "options.h"
 #include "progcache/remote.h"
+#include "remote/remote_file.h"
+#include "remote/remote_health.h"
 #include "settings.h"
 #include "store/http/http.h"
 #include "store/store.h"
@@ -87,12 +89,13 @@ static int open_registered(progcache_store **out, progcache_store_factory factor
 }
 
 /* A tier by its URL: a registered tier's, HTTP/S3, else Redis. secret
- * (NULL: none) keys the built-in tiers' HMAC; min_rate (0: the tier's
- * default) bounds their deadlines. The one way every entrance (the public
+ * (NULL: none) keys the built-in tiers' HMAC; conf's min_rate (0: the
+ * tier's default) bounds their deadlines, its ca_file is the HTTPS tiers'
+ * CA. The one way every entrance (the public
  * call, progcache_options.remote_url, $PROGCACHE_REMOTE) opens a URL, so a
  * setting applies to all three. */
 static int open_url(progcache_store **out, const char *url, const progcache_store_params *p,
-                    const progcache_buf *secret, uint64_t min_rate)
+                    const progcache_buf *secret, const progcache__remote_conf *conf)
 {
     void *ctx = NULL;
     progcache_store_factory factory = factory_of(url, &ctx);
@@ -111,7 +114,8 @@ static int open_url(progcache_store **out, const char *url, const progcache_stor
     size_t key_len = key ? secret->size : 0;
     if (progcache__http_scheme(url, strcspn(url, ":")))
         /* The HTTP/S3 tier: the secret keys its envelopes' HMAC, as Redis's. */
-        return progcache__http_store_new(out, url, p, key, key_len, min_rate);
+        return progcache__http_store_new(out, url, p, key, key_len, conf->min_rate,
+                                         conf->ca_file, conf->ca_label);
     progcache_redis_options ro;
     progcache_redis_options_init(&ro);
     ro.url = url;
@@ -120,7 +124,7 @@ static int open_url(progcache_store **out, const char *url, const progcache_stor
     ro.log = p->log;
     ro.log_ctx = p->log_ctx;
     ro.max_artifact_size = p->max_artifact_size;
-    ro.min_rate = min_rate;
+    ro.min_rate = conf->min_rate;
     return progcache_store_redis_new(out, &ro);
 }
 
@@ -143,7 +147,8 @@ int progcache_store_open_url(progcache_store **out, const char *url,
     }
     if (!p.max_artifact_size)
         p.max_artifact_size = PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT;
-    return open_url(out, url, &p, NULL, 0);
+    progcache__remote_conf conf = {0, NULL, NULL};
+    return open_url(out, url, &p, NULL, &conf);
 }
 
 /* The caller's Redis options: its log callback and size bound serve the
@@ -151,7 +156,7 @@ int progcache_store_open_url(progcache_store **out, const char *url,
  * the cache a log hears why the remote tier is not used (docs/REMOTE.md,
  * "Messages"). The copy is as long as the caller's version. */
 static int open_redis_options(progcache_store **out, const progcache_options *opts,
-                              uint64_t min_rate)
+                              const progcache__remote_conf *conf)
 {
     progcache_redis_options ro;
     progcache_redis_options_init(&ro);
@@ -161,7 +166,7 @@ static int open_redis_options(progcache_store **out, const progcache_options *op
                                         : offsetof(progcache_redis_options, max_artifact_size));
     ro.version = PROGCACHE_REDIS_OPTIONS_VERSION; /* the rest holds the defaults */
     if (!ro.min_rate)
-        ro.min_rate = min_rate;
+        ro.min_rate = conf->min_rate;
     if (!ro.log) {
         ro.log = opts->log;
         ro.log_ctx = opts->log_ctx;
@@ -178,7 +183,8 @@ static int open_redis_options(progcache_store **out, const progcache_options *op
  * (stacked tiers, fastest first: "redis://cache:6379 s3://kernels/prod"),
  * each opened as above, into out[0..*n). */
 static int open_environment(progcache_store **out, size_t *n,
-                            const progcache_store_params *params, uint64_t min_rate)
+                            const progcache_store_params *params,
+                            const progcache__remote_conf *conf)
 {
     progcache_buf url = PROGCACHE_BUF_INIT, secret = PROGCACHE_BUF_INIT;
     int rc = progcache_default_remote(&url, &secret);
@@ -195,7 +201,7 @@ static int open_environment(progcache_store **out, size_t *n,
                 rc = progcache__error(PROGCACHE_EINVAL,
                                       "it lists more than %d tiers (from %s on)",
                                       PROGCACHE__REMOTE_MAX, shown);
-            } else if ((rc = open_url(&out[*n], p, params, &secret, min_rate)) == 0) {
+            } else if ((rc = open_url(&out[*n], p, params, &secret, conf)) == 0) {
                 (*n)++;
             }
             *end = save;
@@ -217,7 +223,8 @@ static int open_environment(progcache_store **out, size_t *n,
 }
 
 int progcache__cache_open_remote(progcache_store **out, size_t *n,
-                                 const progcache_options *opts, uint64_t min_rate)
+                                 const progcache_options *opts,
+                                 const progcache__remote_conf *conf)
 {
     *n = 0;
     *out = NULL;
@@ -227,7 +234,7 @@ int progcache__cache_open_remote(progcache_store **out, size_t *n,
                                 "set; give one remote tier");
     int rc;
     if (opts->remote) {
-        if ((rc = open_redis_options(out, opts, min_rate)) == PROGCACHE_OK && *out)
+        if ((rc = open_redis_options(out, opts, conf)) == PROGCACHE_OK && *out)
             *n = 1;
         return rc;
     }
@@ -239,7 +246,7 @@ int progcache__cache_open_remote(progcache_store **out, size_t *n,
     params.log_ctx = opts->log_ctx;
     if (opts->remote_url) {
         /* remote_min_rate applies here as at the two other entrances */
-        if ((rc = open_url(out, opts->remote_url, &params, NULL, min_rate)))
+        if ((rc = open_url(out, opts->remote_url, &params, NULL, conf)))
             progcache__error_prefix("progcache_open: opts->remote_url");
         else if (*out)
             *n = 1;
@@ -247,7 +254,7 @@ int progcache__cache_open_remote(progcache_store **out, size_t *n,
     }
     if (opts->flags & PROGCACHE_NO_REMOTE)
         return PROGCACHE_OK;
-    return open_environment(out, n, &params, min_rate);
+    return open_environment(out, n, &params, conf);
 }
 
 /* ---- the handle ---------------------------------------------------------- */
@@ -343,6 +350,12 @@ static int new_handle(progcache **out, progcache_store *const *tiers, size_t num
     cache->remote_seen = progcache__calloc(num_tiers, sizeof *cache->remote_seen);
     if (!cache->remote_seen)
         goto done;
+    cache->health = progcache__calloc(num_tiers, sizeof *cache->health);
+    if (!cache->health)
+        goto done;
+    for (size_t i = 0; i < num_tiers; i++)
+        progcache__remote_health_init(&cache->health[i], PROGCACHE__TIER_FAILURES,
+                                      PROGCACHE__TIER_BACKOFF_MS);
     memcpy(cache->tiers, tiers, num_tiers * sizeof *tiers);
     pthread_mutex_init(&cache->async_lock, NULL);
     cache->num_tiers = num_tiers;
@@ -368,6 +381,7 @@ static int new_handle(progcache **out, progcache_store *const *tiers, size_t num
 done:
     if (cache) {
         progcache__free(cache->remote_seen);
+        progcache__free(cache->health);
         progcache__free(cache->tiers);
         progcache__free(cache);
     }
@@ -510,10 +524,23 @@ int progcache_open(progcache **out, const char *path, const progcache_options *o
     tiers[num_tiers++] = file;
     file = NULL;
     size_t num_remote = 0;
-    if ((rc = progcache__cache_open_remote(
-             &tiers[num_tiers], &num_remote, opts,
-             progcache_settings_find(settings, "remote_min_rate")->number)))
+    const progcache_setting *ca = progcache_settings_find(settings, "remote_ca");
+    char ca_label[512];
+    snprintf(ca_label, sizeof ca_label, "remote_ca (%s)", ca->origin);
+    progcache__remote_conf conf = {progcache_settings_find(settings, "remote_min_rate")->number,
+                                   ca->value && *ca->value ? ca->value : NULL,
+                                   !strcmp(ca->origin, "PROGCACHE_REMOTE_CA")
+                                       ? "PROGCACHE_REMOTE_CA" : ca_label};
+    unsigned long refused = progcache__remote_files_refused();
+    if ((rc = progcache__cache_open_remote(&tiers[num_tiers], &num_remote, opts, &conf))) {
+        /* A credentials or CA file refused fails the open; the directory
+         * that was to be used counts it (remote_files_refused). */
+        refused = progcache__remote_files_refused() - refused;
+        if (refused)
+            progcache__store_record(tiers[num_tiers - 1], PROGCACHE_STAT_REMOTE_FILES_REFUSED,
+                                    refused);
         goto done;
+    }
     num_tiers += num_remote;
     rc = new_handle(out, tiers, num_tiers, path, opts);
     if (!rc) {
@@ -561,6 +588,7 @@ void progcache_close(progcache *cache)
     for (size_t i = 0; i < cache->num_tiers; i++)
         progcache_store_free(cache->tiers[i]);
     progcache__free(cache->remote_seen);
+    progcache__free(cache->health);
     progcache__free(cache->tiers);
     progcache__free(cache->path);
     progcache__free(cache);

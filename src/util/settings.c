@@ -52,6 +52,9 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
     {"remote_min_rate", "PROGCACHE_REMOTE_MIN_RATE", SIZE, "1MiB", UINT64_C(1) << 20, 1,
      "bytes per second a remote command's deadline allows: each must end within "
      "command_timeout_ms plus the bytes it moved at this rate"},
+    {"remote_ca", "PROGCACHE_REMOTE_CA", TEXT, "", 0, 1,
+     "PEM file of the CAs an https:// or s3:// remote tier's certificate is checked against "
+     "(none: the system's)"},
     {"nvrtc_library", "PROGCACHE_NVRTC_LIBRARY", TEXT, "", 0, 0,
      "the NVRTC library to load for compiles, instead of the toolkit's found at build time "
      "and then the loader's search path (environment only)"},

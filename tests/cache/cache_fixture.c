@@ -13,6 +13,7 @@
 
 static int flaky_get(progcache_buf *out, progcache_store *s, const void *key, size_t len)
 {
+    ((flaky_store *)s)->gets++;
     if (((flaky_store *)s)->fail_get)
         return progcache__error(PROGCACHE_EIO, "flaky store: get failed");
     return fixture_wrap_get(out, s, key, len);

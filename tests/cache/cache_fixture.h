@@ -13,6 +13,7 @@ typedef struct {
     fixture_wrap w;
     int fail_get, fail_put, fail_remove;
     int puts; /* puts that reached the store, failed or not */
+    int gets; /* gets that reached the store, failed or not */
 } flaky_store;
 
 flaky_store *flaky_new(void);

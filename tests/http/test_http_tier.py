@@ -8,6 +8,7 @@ deadline, told once, never a crash or a hang.
 
 Usage: test_http_tier.py HTTP_PROBE   (CTest passes tests/http/http_probe)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -99,6 +100,22 @@ def test_stacked(d):
                   {"PROGCACHE_REMOTE": "http://127.0.0.1:1/none/?timeout_ms=300 " + slow.url})
         pt.check("hit=HIT" in p.stdout, "a dead upper tier does not hide the one below",
                  p.stdout + p.stderr)
+        # progcache remote checks each tier of the list, says what each holds.
+        listed = {"PROGCACHE_REMOTE": "http://127.0.0.1:1/none/?timeout_ms=300 %s %s"
+                  % (fast.url, slow.url)}
+        r = subprocess.run([pt.BIN, "remote"], capture_output=True, text=True,
+                           env=pt.tool_env(listed, drop=CLEAN), timeout=60)
+        tiers = r.stdout.split("\ntier ")
+        pt.check(r.returncode == 1 and len(tiers) == 3 and "UNUSABLE" in tiers[0] and
+                 all("usable" in t and " 1 (" in t for t in tiers[1:]),
+                 "progcache remote: each tier of the list, the dead one unusable",
+                 r.stdout + r.stderr)
+        r = subprocess.run([pt.BIN, "remote", "--json"], capture_output=True, text=True,
+                           env=pt.tool_env(listed, drop=CLEAN), timeout=60)
+        rows = [json.loads(line) for line in r.stdout.splitlines()]
+        pt.check([t["usable"] for t in rows] == [False, True, True] and
+                 [t.get("entries") for t in rows[1:]] == [1, 1],
+                 "progcache remote --json: one object a tier", r.stdout + r.stderr)
     p = probe(["nodes", os.path.join(d, "j"), os.path.join(d, "k")],
               {"PROGCACHE_REMOTE": " ".join(["http://127.0.0.1:1/t%d/" % i for i in range(5)])})
     pt.check("more than 4 tiers" in p.stdout, "at most 4 tiers", p.stdout)
@@ -139,10 +156,68 @@ def test_credentials_hidden(d):
              p.stdout + p.stderr)
     auth = os.path.join(d, "auth")
     pt.write(auth, "user:hunter2secret\n")
+    os.chmod(auth, 0o600)
     with hs.BadServer() as bad:
         p = probe(["get", bad.url("500"), "1"], {"PROGCACHE_REMOTE_AUTH_FILE": auth})
         pt.check("hunter2secret" not in p.stdout + p.stderr,
                  "a failure with credentials never shows them", p.stdout + p.stderr)
+
+
+def stats_of(cache):
+    r = subprocess.run([pt.BIN, "stats", "--json", "-d", cache], capture_output=True,
+                       text=True, env=pt.tool_env(None, drop=CLEAN), timeout=60)
+    pt.check(r.returncode == 0, "progcache stats", r.stdout + r.stderr)
+    return json.loads(r.stdout)
+
+
+def test_trusted_files(d):
+    """The CA and the credentials are files trusted by their path: checked
+    and read through one descriptor (the CA handed to libcurl as bytes),
+    refused with a message naming the file and the cause, and counted."""
+    ca, cert, key = hs.make_ca(d, "good")
+    with hs.Nginx(os.path.join(d, "ng"), tls=(cert, key)) as ng:
+        # The remote_ca setting of each node's directory, no variable.
+        a, b = os.path.join(d, "a"), os.path.join(d, "b")
+        for node in (a, b):
+            r = subprocess.run([pt.BIN, "config", "-d", node, "remote_ca", ca],
+                               capture_output=True, text=True,
+                               env=pt.tool_env(None, drop=CLEAN), timeout=60)
+            pt.check(r.returncode == 0, "config remote_ca", r.stdout + r.stderr)
+        p = probe(["nodes", a, b], {"PROGCACHE_REMOTE": ng.url})
+        f = fields(p.stdout)
+        pt.check(f.get("a") == "MISS" and f.get("b") == "HIT" and f.get("same") == "1",
+                 "HTTPS through the remote_ca setting: a MISS on a is a HIT on b",
+                 p.stdout + p.stderr)
+        # A CA file another user could write: refused before any request.
+        os.chmod(ca, 0o666)
+        p = probe(["nodes", os.path.join(d, "c"), os.path.join(d, "c2")],
+                  {"PROGCACHE_REMOTE": ng.url, "PROGCACHE_REMOTE_CA": ca})
+        pt.check(p.returncode == 2 and "PROGCACHE_REMOTE_CA %s can be written by every user"
+                 % ca in p.stdout and "chmod go-w" in p.stdout,
+                 "a CA file others can write is refused, named", p.stdout + p.stderr)
+        pt.check(stats_of(os.path.join(d, "c")).get("remote_files_refused") == 1,
+                 "the refusal is counted", str(stats_of(os.path.join(d, "c"))))
+        os.chmod(ca, 0o644)
+    # Credentials readable by others, or another user's: refused, counted.
+    auth = os.path.join(d, "auth")
+    pt.write(auth, "user:hunter2secret\n")
+    os.chmod(auth, 0o640)
+    e = os.path.join(d, "e")
+    p = probe(["nodes", e, os.path.join(d, "e2")],
+              {"PROGCACHE_REMOTE": "http://127.0.0.1:1/cache/",
+               "PROGCACHE_REMOTE_AUTH_FILE": auth})
+    pt.check(p.returncode == 2 and "PROGCACHE_REMOTE_AUTH_FILE %s can be read by its group "
+             "(mode 0640)" % auth in p.stdout and "chmod 600" in p.stdout,
+             "credentials readable by the group are refused, named", p.stdout + p.stderr)
+    pt.check("hunter2secret" not in p.stdout + p.stderr, "and never shown", p.stdout)
+    pt.check(stats_of(e).get("remote_files_refused") == 1, "the refusal is counted",
+             str(stats_of(e)))
+    os.chmod(auth, 0o600)
+    os.chown(auth, 1, 1)  # daemon's: another user's
+    p = probe(["get", "http://127.0.0.1:1/cache/?timeout_ms=300"],
+              {"PROGCACHE_REMOTE_AUTH_FILE": auth})
+    pt.check(p.returncode == 2 and "belongs to another user (uid 1)" in p.stdout,
+             "credentials of another user are refused", p.stdout + p.stderr)
 
 
 def test_misbehaving(d):
@@ -181,5 +256,5 @@ if __name__ == "__main__":
     if not shutil.which("openssl"):
         pt.skip("openssl is not installed")
     sys.exit(pt.run_tests([test_contract, test_nodes, test_stacked, test_https,
-                           test_credentials_hidden,
+                           test_credentials_hidden, test_trusted_files,
                            test_misbehaving], "test_http_tier"))

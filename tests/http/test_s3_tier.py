@@ -20,6 +20,7 @@ import http_servers as hs  # noqa: E402
 
 PROBE = sys.argv[1] if len(sys.argv) > 1 else None
 PYTHON = sys.argv[2] if len(sys.argv) > 2 else None
+FLEET = sys.argv[3] if len(sys.argv) > 3 else None
 CLEAN = ("PROGCACHE_DIR", "PROGCACHE_REMOTE", "PROGCACHE_REMOTE_CA", "PROGCACHE_REMOTE_SECRET_FILE",
          "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
          "AWS_SHARED_CREDENTIALS_FILE", "AWS_REGION", "AWS_DEFAULT_REGION", "HOME")
@@ -35,10 +36,35 @@ def fields(line):
     return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
 
 
+def fleet(d, env):
+    """8 processes on 4 nodes (4 cache directories), started together
+    through progcache_compile_or_load with NVRTC: "compiles=C same=S"."""
+    p = subprocess.run([FLEET, d, "4", "2"], env=pt.tool_env(env, drop=CLEAN),
+                       capture_output=True, text=True, timeout=240)
+    if p.returncode == 77:
+        return None
+    pt.check(p.returncode == 0, "every process of the fleet ran", p.stdout + p.stderr)
+    return fields(p.stdout)
+
+
 def run_all(d):
     with hs.Moto(d, PYTHON) as moto:
         url = "s3://kernels/prod?endpoint=%s&region=us-east-1" % moto.url
         keys = {"AWS_ACCESS_KEY_ID": moto.key_id, "AWS_SECRET_ACCESS_KEY": moto.secret}
+        if FLEET:
+            # S3 alone: its leases make one compile in the whole fleet
+            # (a loaded machine: a generous deadline per request).
+            f = fleet(os.path.join(d, "fleet"),
+                      dict(keys, PROGCACHE_REMOTE=url + "&timeout_ms=20000"))
+            if f is None:
+                print("no NVRTC here: the fleet through compile-or-load is not run")
+            else:
+                pt.check(f.get("compiles") == "1" and f.get("same") == "8",
+                         "8 processes on 4 nodes, S3 alone: one compile", str(f))
+                # Without the shared tier, the same count sees one per node.
+                f = fleet(os.path.join(d, "alone"), {})
+                pt.check(f.get("compiles") == "4" and f.get("same") == "8",
+                         "without S3: one compile per node", str(f))
         p = probe(["contract", url], keys)
         pt.check(p.returncode == 0, "the store contract over S3", p.stdout + p.stderr)
 
@@ -53,6 +79,7 @@ def run_all(d):
         pt.write(creds, "[default]\naws_access_key_id = nobody\naws_secret_access_key = x\n"
                  "[ci]\naws_access_key_id = %s\naws_secret_access_key = %s\n"
                  % (moto.key_id, moto.secret))
+        os.chmod(creds, 0o600)  # credentials: private, or refused
         fenv = {"AWS_SHARED_CREDENTIALS_FILE": creds, "AWS_PROFILE": "ci"}
         p = probe(["put", url], fenv)
         pt.check("stores=1" in p.stdout, "a put with the credentials file's profile",

@@ -1,4 +1,4 @@
-/* The envelope around remote values (src/store/redis/envelope.c): the
+/* The envelope around remote values (src/remote/envelope.c): the
  * layout of format 2 is pinned against an independent computation with
  * OpenSSL's one-shot SHA-256 and HMAC; every single-byte change,
  * truncation and extension is refused; the digest binds the key without a
@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "store/redis/envelope.h"
+#include "remote/envelope.h"
 
 static const char SECRET[] = "0123456789abcdef0123456789abcdef";
 static const char OTHER[] = "fedcba9876543210fedcba9876543210";

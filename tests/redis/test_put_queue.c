@@ -1,4 +1,4 @@
-/* The background put queue (src/store/redis/put_queue.c): order, flush,
+/* The background put queue (src/remote/put_queue.c): order, flush,
  * drain on free, the byte bound (records count), a push that does not wait
  * for a blocked writer, kind and records carried with the value, and
  * refusal in a fork() child. */
@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "store/redis/put_queue.h"
+#include "remote/put_queue.h"
 
 typedef struct recorder {
     pthread_mutex_t lock;

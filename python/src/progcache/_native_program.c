@@ -36,6 +36,8 @@ static const struct {
     FIELD(intercept_failed),
     /* i32-scale */
     FIELD(shards_rescanned), FIELD(evict_steps), FIELD(evict_step_entries), FIELD(counter_seeds),
+    FIELD(intercept_failed), FIELD(tier_backoffs), FIELD(tier_skipped),
+    FIELD(remote_files_refused),
 };
 #undef FIELD
 

@@ -367,6 +367,10 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->evict_steps = sum(stats, PROGCACHE__EVICT_STEPS);
     out->evict_step_entries = sum(stats, PROGCACHE__EVICT_STEP_ENTRIES);
     out->counter_seeds = sum(stats, PROGCACHE__COUNTER_SEEDS);
+    /* i34-remote */
+    out->tier_backoffs = sum(stats, PROGCACHE__TIER_BACKOFFS);
+    out->tier_skipped = sum(stats, PROGCACHE__TIER_SKIPPED);
+    out->remote_files_refused = sum(stats, PROGCACHE__REMOTE_FILES_REFUSED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

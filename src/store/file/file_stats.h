@@ -96,6 +96,10 @@ typedef enum progcache__counter {
     PROGCACHE__EVICT_STEPS = 67,
     PROGCACHE__EVICT_STEP_ENTRIES = 68,
     PROGCACHE__COUNTER_SEEDS = 69,
+    /* i34-remote: the cache's back-off of a failing tier; refused files. */
+    PROGCACHE__TIER_BACKOFFS = 72,
+    PROGCACHE__TIER_SKIPPED = 73,
+    PROGCACHE__REMOTE_FILES_REFUSED = 74,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 128
 } progcache__counter;

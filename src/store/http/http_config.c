@@ -17,11 +17,13 @@
 #include "config.h"
 #include "error.h"
 #include "fs.h"
+#include "remote/remote_file.h"
 
 #define DEFAULT_TIMEOUT_MS 2000u
 #define MAX_TIMEOUT_MS 600000u
 #define MAX_URL 2048
 #define MAX_CRED_FILE 8192 /* a credentials file larger than this is refused */
+#define MAX_CA_FILE (4u << 20) /* a CA bundle: the system's is about 200 KiB */
 #define AUTH_VAR "PROGCACHE_REMOTE_AUTH_FILE"
 
 int progcache__http_scheme(const char *scheme, size_t len)
@@ -68,6 +70,7 @@ void progcache__http_config_release(progcache__http_config *c)
     progcache__free(c->base);
     progcache__free(c->where);
     progcache__free(c->ca_file);
+    progcache_buf_free(&c->ca);
     progcache__free(c->sigv4);
     progcache__free(c->root);
     progcache__free(c->prefix);
@@ -118,32 +121,27 @@ static int query_check(const char *q, const char *where, int s3)
     return PROGCACHE_OK;
 }
 
-/* A whole small file (a credentials file), bounded, its last newline
- * dropped. The message names the file and the variable, never its bytes. */
+/* A whole credentials file, bounded, private (remote_file.h), its last
+ * newline dropped. The message names the file and the variable, never its
+ * bytes. */
 static int read_small(char **out, const char *path, const char *label)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return progcache__error_errno(PROGCACHE_EINVAL, errno, "%s %s cannot be opened", label,
-                                      path);
-    char *buf = progcache__malloc(MAX_CRED_FILE + 1);
-    ssize_t n = buf ? progcache__fs_read_full(fd, buf, MAX_CRED_FILE + 1) : -1;
-    int err = errno;
-    close(fd);
-    if (!buf)
-        return progcache__error(PROGCACHE_ENOMEM, "out of memory reading %s", path);
-    if (n < 0 || n > MAX_CRED_FILE) {
-        progcache__free(buf);
-        return n < 0 ? progcache__error_errno(PROGCACHE_EINVAL, err, "%s %s cannot be read",
-                                              label, path)
-                     : progcache__error(PROGCACHE_EINVAL, "%s %s is larger than %d bytes",
-                                        label, path, MAX_CRED_FILE);
+    progcache_buf b = PROGCACHE_BUF_INIT;
+    int rc = progcache__remote_file_read(&b, path, label, MAX_CRED_FILE,
+                                         PROGCACHE__REMOTE_FILE_PRIVATE);
+    if (!rc)
+        rc = progcache__buf_reserve(&b, b.size + 1);
+    if (rc) {
+        progcache_buf_free(&b);
+        return rc;
     }
+    size_t n = b.size;
+    char *buf = (char *)b.data;
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         n--;
     buf[n] = 0;
-    *out = buf;
+    *out = buf; /* the buffer's bytes are the caller's now (wipe_free) */
     return PROGCACHE_OK;
 }
 
@@ -306,7 +304,8 @@ static int parse_s3(progcache__http_config *c, const char *rest, const char *q)
 }
 
 int progcache__http_config_init(progcache__http_config *c, const char *url,
-                                const progcache_store_params *params, uint64_t min_rate)
+                                const progcache_store_params *params, uint64_t min_rate,
+                                const char *ca_file, const char *ca_label)
 {
     memset(c, 0, sizeof *c);
     c->timeout_ms = DEFAULT_TIMEOUT_MS;
@@ -370,12 +369,14 @@ int progcache__http_config_init(progcache__http_config *c, const char *url,
         progcache__free(b);
         rc = c->base ? http_credentials(c) : PROGCACHE_ENOMEM;
     }
-    const char *ca = progcache__config_env("PROGCACHE_REMOTE_CA");
+    /* The CA is read here, through the descriptor it was checked on, and
+     * handed to libcurl as bytes (CURLOPT_CAINFO_BLOB), never as a path
+     * libcurl would open again later (rule 4). */
+    const char *ca = ca_file ? ca_file : progcache__config_env("PROGCACHE_REMOTE_CA");
     if (!rc && ca) {
-        if (access(ca, R_OK) != 0)
-            rc = progcache__error_errno(PROGCACHE_EINVAL, errno,
-                                        "PROGCACHE_REMOTE_CA %s cannot be read", ca);
-        else if (!(c->ca_file = progcache__strdup(ca)))
+        const char *label = ca_file && ca_label ? ca_label : "PROGCACHE_REMOTE_CA";
+        rc = progcache__remote_file_read(&c->ca, ca, label, MAX_CA_FILE, 0);
+        if (!rc && !(c->ca_file = progcache__strdup(ca)))
             rc = PROGCACHE_ENOMEM;
     }
     c->s3 = s3;

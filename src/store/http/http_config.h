@@ -8,10 +8,13 @@
 
 #include "progcache/sys/store.h"
 
+#include "buf.h"
+
 typedef struct progcache__http_config {
     char *base;         /* object URLs: base + 64 hex digits; ends in '/' */
     char *where;        /* the URL as messages show it: no query, no credential */
-    char *ca_file;      /* PROGCACHE_REMOTE_CA, or NULL: the system's CAs */
+    char *ca_file;      /* remote_ca or PROGCACHE_REMOTE_CA, or NULL: the system's CAs */
+    progcache_buf ca;   /* its bytes, read when the tier was opened (remote_file.h) */
     char *userpwd;      /* basic "user:password", or S3's "key-id:secret"; or NULL */
     char *bearer;       /* a bearer token, or NULL */
     char *sigv4;        /* "aws:amz:REGION:s3" for S3, else NULL */
@@ -26,10 +29,12 @@ typedef struct progcache__http_config {
     void *log_ctx;
 } progcache__http_config;
 
-/* Parse url and read the credentials it needs. PROGCACHE_OK or
+/* Parse url and read the credentials it needs, and the CA: ca_file (the
+ * remote_ca setting), else $PROGCACHE_REMOTE_CA, else none. PROGCACHE_OK or
  * PROGCACHE_EINVAL/ENOMEM with a message naming where, never a secret. */
 int progcache__http_config_init(progcache__http_config *c, const char *url,
-                                const progcache_store_params *params, uint64_t min_rate);
+                                const progcache_store_params *params, uint64_t min_rate,
+                                const char *ca_file, const char *ca_label);
 
 /* Wipe the credentials and free everything. NULL-safe, idempotent. */
 void progcache__http_config_release(progcache__http_config *c);

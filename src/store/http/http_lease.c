@@ -121,7 +121,7 @@ static int lease_acquire(progcache_store_lease *out, progcache_store *store, con
     http_store *s = (http_store *)store;
     unsigned char rnd[16];
     memset(out, 0, sizeof *out);
-    if (progcache__redis_is_off(&s->health, progcache__redis_now_ms()))
+    if (progcache__remote_is_off(&s->health, progcache__remote_now_ms()))
         return progcache__error(PROGCACHE_EREMOTE, "%s: the remote tier %s is backing off", fn,
                                 s->cfg.where);
     if (hash_of(out->hash, key, key_len) || RAND_bytes(rnd, sizeof rnd) != 1)

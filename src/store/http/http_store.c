@@ -10,6 +10,7 @@
  * puts go through a bounded queue written by one background thread. */
 #include "store/http/http.h"
 #include "store/http/http_store.h"
+#include "remote/remote_tier.h"
 
 #include <curl/curl.h>
 #include <stdarg.h>
@@ -31,42 +32,17 @@ typedef progcache__http_failure failure;
 static void http_free(progcache_store *store);
 static const progcache_store_stats_ops http_stats_ops;
 
-static void count(http_store *s, progcache__redis_counter c)
+static void count(http_store *s, progcache__remote_counter c)
 {
-    progcache__redis_count(&s->health, c);
-}
-
-void progcache__http_tell(http_store *s, progcache__redis_cause cause, const char *fmt, ...)
-{
-    if (!s->cfg.log)
-        return;
-    int first = progcache__redis_first(&s->health, cause);
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    progcache__log(s->cfg.log, s->cfg.log_ctx, first ? PROGCACHE_LOG_WARN : PROGCACHE_LOG_DEBUG,
-                   "remote tier %s: %s%s", s->cfg.where, msg,
-                   first ? " (told once: repeats are counted in progcache stats, not logged)"
-                         : "");
+    progcache__remote_count(&s->health, c);
 }
 
 void progcache__http_failed(http_store *s, const failure *f)
 {
-    unsigned int n = progcache__redis_failed(&s->health, f->timeout, f->reached,
-                                             progcache__redis_now_ms());
-    if (f->cause == PROGCACHE__CAUSE_BOUND)
-        count(s, PROGCACHE__RC_OVER_BOUND);
-    if (f->timeout)
-        count(s, PROGCACHE__RC_DEADLINES);
-    progcache__http_tell(s, f->cause, "%s", f->what);
-    if (n)
-        progcache__http_tell(s, PROGCACHE__CAUSE_BACKOFF,
-                             "%u failures in a row: the remote tier is off for %u ms (gets miss, "
-                             "puts are dropped, every process compiles for itself), then tried "
-                             "again",
-                             n, DEFAULT_BACKOFF_MS);
+    progcache__remote_fault fault = {f->cause,    f->timeout,
+                                     f->timeout,  f->reached,
+                                     f->cause == PROGCACHE__CAUSE_BOUND, f->what};
+    progcache__remote_fault_note(&s->health, &s->voice, &fault);
 }
 
 /* S3 names its error in <Code>...</Code>; a WebDAV server says nothing. */
@@ -118,16 +94,10 @@ static char *object_url(progcache__envelope_id *id, const http_store *s, const v
 
 static int off(http_store *s)
 {
-    return progcache__redis_is_off(&s->health, progcache__redis_now_ms());
+    return progcache__remote_is_off(&s->health, progcache__remote_now_ms());
 }
 
-static void note_ok(http_store *s)
-{
-    if (progcache__redis_ok(&s->health) && s->cfg.log)
-        progcache__log(s->cfg.log, s->cfg.log_ctx, PROGCACHE_LOG_INFO,
-                       "remote tier %s: reachable again; the remote tier is back in use",
-                       s->cfg.where);
-}
+static void note_ok(http_store *s) { progcache__remote_note_ok(&s->health, &s->voice); }
 
 /* ---- get ---------------------------------------------------------------- */
 
@@ -140,41 +110,30 @@ static int open_value(progcache_buf *out, progcache_entry_meta *meta, http_store
     if (rc == PROGCACHE_ENOTFOUND) {
         count(s, PROGCACHE__RC_NEWER);
         count(s, PROGCACHE__RC_MISSES);
-        progcache__http_tell(s, PROGCACHE__CAUSE_NEWER,
-                             "a value of format %u, written by a newer progcache: not read",
-                             e.version);
+        progcache__remote_tell(&s->health, &s->voice, PROGCACHE__CAUSE_NEWER,
+                               "a value of format %u, written by a newer progcache: not read",
+                               e.version);
         return PROGCACHE_ENOTFOUND;
     }
     if (rc) {
         count(s, PROGCACHE__RC_REJECTED);
         if (e.bad_tag)
             count(s, PROGCACHE__RC_BAD_TAG);
-        progcache__http_tell(s, e.bad_tag ? PROGCACHE__CAUSE_BAD_TAG : PROGCACHE__CAUSE_REJECTED,
-                             "a value failed its checks, read as a miss: %s",
-                             progcache_error_last());
+        progcache__remote_tell(&s->health, &s->voice,
+                               e.bad_tag ? PROGCACHE__CAUSE_BAD_TAG : PROGCACHE__CAUSE_REJECTED,
+                               "a value failed its checks, read as a miss: %s",
+                               progcache_error_last());
         return PROGCACHE_ENOTFOUND;
     }
     if (e.size > s->cfg.max_artifact_size) {
         count(s, PROGCACHE__RC_TOO_LARGE);
         count(s, PROGCACHE__RC_MISSES);
-        progcache__http_tell(s, PROGCACHE__CAUSE_TOO_LARGE,
-                             "a value of %zu bytes is more than max_artifact_size; not read",
-                             e.size);
+        progcache__remote_tell(&s->health, &s->voice, PROGCACHE__CAUSE_TOO_LARGE,
+                               "a value of %zu bytes is more than max_artifact_size; not read",
+                               e.size);
         return PROGCACHE_ENOTFOUND;
     }
-    if (meta) {
-        if ((rc = progcache__buf_reserve(&meta->records, e.records_len)))
-            return rc;
-        if (e.records_len)
-            memcpy(meta->records.data, e.records, e.records_len);
-        progcache__buf_set_size(&meta->records, e.records_len);
-        meta->kind = e.kind;
-        meta->seal = e.version >= 2 ? PROGCACHE_SEAL_MATCHED : PROGCACHE_SEAL_NONE;
-    }
-    if (e.size)
-        memmove(out->data, e.payload, e.size);
-    progcache__buf_set_size(out, e.size);
-    return PROGCACHE_OK;
+    return progcache__remote_deliver(out, meta, &e);
 }
 
 static int http_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcache_store *store,
@@ -191,7 +150,7 @@ static int http_get_meta(progcache_buf *out, progcache_entry_meta *meta, progcac
     char *url = object_url(&id, s, key, key_len);
     int rc = PROGCACHE_ENOTFOUND;
     if (!url) {
-        progcache__http_tell(s, PROGCACHE__CAUSE_NOT_STORED, "out of memory");
+        progcache__remote_tell(&s->health, &s->voice, PROGCACHE__CAUSE_NOT_STORED, "out of memory");
         goto done;
     }
     uint64_t bound = s->cfg.max_artifact_size + PROGCACHE__ENVELOPE_MAX_HEADER +
@@ -225,21 +184,6 @@ static int http_get(progcache_buf *out, progcache_store *store, const void *key,
 
 /* ---- put ---------------------------------------------------------------- */
 
-static void not_stored(http_store *s, progcache__redis_cause cause, const char *fmt, ...)
-    PROGCACHE_PRINTF(3, 4);
-static void not_stored(http_store *s, progcache__redis_cause cause, const char *fmt, ...)
-{
-    count(s, PROGCACHE__RC_STORE_ERRORS);
-    if (cause == PROGCACHE__CAUSE_TOO_LARGE)
-        count(s, PROGCACHE__RC_TOO_LARGE);
-    char why[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    progcache__http_tell(s, cause, "%s; not stored", why);
-}
-
 /* Write one value now; failures are counted, never returned. Also the put
  * queue's writer. */
 static void write_value(void *ctx, const progcache__put_item *item)
@@ -259,8 +203,9 @@ static void write_value(void *ctx, const progcache__put_item *item)
     char *url = object_url(&id, s, item->key, item->key_len);
     if (!url || progcache__envelope_seal(header, &header_len, &env, &id, s->hmac) ||
         !(value = progcache__malloc(header_len + records + size))) {
-        not_stored(s, PROGCACHE__CAUSE_NOT_STORED, "could not prepare a value of %zu bytes: %s",
-                   size, progcache_error_last());
+        progcache__remote_not_stored(&s->health, &s->voice, PROGCACHE__CAUSE_NOT_STORED,
+                                     "could not prepare a value of %zu bytes: %s", size,
+                                     progcache_error_last());
         goto done;
     }
     memcpy(value, header, header_len);
@@ -287,36 +232,10 @@ static int http_put_meta(progcache_store *store, const void *key, size_t key_len
                          const void *data, size_t size, const progcache_entry_meta *meta)
 {
     http_store *s = (http_store *)store;
-    progcache__put_item item = {key, key_len, data, size, PROGCACHE_KIND_UNKNOWN, NULL, 0};
-    if (meta) {
-        item.kind = meta->kind;
-        item.records = meta->records.data;
-        item.records_len = meta->records.size;
-    }
-    if (size > s->cfg.max_artifact_size) {
-        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
-                   "a value of %zu bytes is more than max_artifact_size (%llu bytes)", size,
-                   (unsigned long long)s->cfg.max_artifact_size);
-        return PROGCACHE_OK;
-    }
-    if (item.records_len > PROGCACHE_RECORDS_MAX) {
-        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
-                   "the entry's records are %zu bytes, more than PROGCACHE_RECORDS_MAX (%zu)",
-                   item.records_len, PROGCACHE_RECORDS_MAX);
-        return PROGCACHE_OK;
-    }
-    if (off(s))
-        return PROGCACHE_OK;
-    progcache__error_saved saved;
-    progcache__error_save(&saved);
-    int rc = progcache__put_queue_push(s->queue, &item);
-    if (rc == PROGCACHE_ENOMEM) {
-        count(s, PROGCACHE__RC_DROPPED);
-        progcache__http_tell(s, PROGCACHE__CAUSE_DROPPED, "background write dropped: %s",
-                             progcache_error_last());
-    }
-    progcache__error_restore(&saved);
-    if (rc == PROGCACHE_EREMOTE) /* no queue thread (a fork child): write here */
+    progcache__remote_put put = {key, key_len, data, size, meta};
+    progcache__put_item item;
+    if (progcache__remote_put_begin(&item, &put, &s->health, &s->voice, s->queue,
+                                    s->cfg.max_artifact_size))
         write_value(s, &item);
     return PROGCACHE_OK;
 }
@@ -436,22 +355,7 @@ static int http_total_size(uint64_t *out, progcache_store *store)
 
 static int http_counters(progcache_store_counters *out, const progcache_store *store)
 {
-    progcache_redis_counters c = PROGCACHE_REDIS_COUNTERS_INIT;
-    progcache__redis_counters_fill(&c, &((const http_store *)store)->health);
-    out->hits = c.hits;
-    out->misses = c.misses;
-    out->errors = c.errors + c.skipped_backoff + c.dropped;
-    out->stores = c.stores;
-    out->rejected = c.rejected;
-    out->timeouts = c.timeouts;
-    out->backoffs = c.backoffs;
-    out->store_errors = c.store_errors;
-    out->dropped = c.dropped;
-    out->newer = c.newer;
-    out->too_large = c.too_large;
-    out->bad_tag = c.bad_tag;
-    out->over_bound = c.over_bound;
-    out->deadlines = c.deadlines;
+    progcache__remote_store_counters(out, &((const http_store *)store)->health);
     return PROGCACHE_OK;
 }
 
@@ -480,18 +384,21 @@ static void http_free(progcache_store *store)
 
 int progcache__http_store_new(progcache_store **out, const char *url,
                               const progcache_store_params *params, const void *secret,
-                              size_t secret_len, uint64_t min_rate)
+                              size_t secret_len, uint64_t min_rate, const char *ca_file,
+                              const char *ca_label)
 {
     *out = NULL;
     http_store *s = progcache__calloc(1, sizeof *s);
     if (!s)
         return progcache__error(PROGCACHE_ENOMEM, "the remote tier %s: out of memory", url);
-    int rc = progcache__http_config_init(&s->cfg, url, params, min_rate);
+    int rc = progcache__http_config_init(&s->cfg, url, params, min_rate, ca_file,
+                                         ca_label);
     if (rc) {
         progcache__free(s);
         return rc;
     }
-    progcache__redis_health_init(&s->health, DEFAULT_FAILURES, DEFAULT_BACKOFF_MS);
+    progcache__remote_health_init(&s->health, DEFAULT_FAILURES, DEFAULT_BACKOFF_MS);
+    s->voice = (progcache__remote_voice){s->cfg.log, s->cfg.log_ctx, "remote tier", s->cfg.where};
     s->pid = getpid();
     if (pthread_mutex_init(&s->pool_lock, NULL) != 0) {
         progcache__http_config_release(&s->cfg);

@@ -1,9 +1,8 @@
 /* Internal: the HTTP/S3 store's state, shared by its files: http_store.c
  * (the vtable), http_xfer.c (one request through libcurl), http_list.c
- * (listing). The machinery every remote tier needs is the Redis tier's,
- * reused: the envelope and its HMAC (envelope.h), the put queue
- * (put_queue.h), counters, back-off and the told-once rule
- * (redis_health.h). */
+ * (listing). The machinery every remote tier needs comes from src/remote/:
+ * the envelope and its HMAC (envelope.h), the put queue (put_queue.h),
+ * counters, back-off and the told-once voice (remote_health.h). */
 #ifndef PROGCACHE_STORE_HTTP_STORE_H
 #define PROGCACHE_STORE_HTTP_STORE_H
 
@@ -13,16 +12,17 @@
 #include "buf.h"
 #include "error.h"
 #include "store/http/http_config.h"
-#include "store/redis/envelope.h"
-#include "store/redis/put_queue.h"
-#include "store/redis/redis_health.h"
+#include "remote/envelope.h"
+#include "remote/put_queue.h"
+#include "remote/remote_health.h"
 
 #define PROGCACHE__HTTP_POOL 8 /* idle libcurl handles kept (their connections) */
 
 typedef struct progcache__http_store {
     progcache_store base;
     progcache__http_config cfg;
-    progcache__redis_health health;
+    progcache__remote_health health;
+    progcache__remote_voice voice; /* "remote tier <where>", cfg.log */
     progcache__put_queue *queue;
     progcache__envelope_key *hmac;
     pthread_mutex_t pool_lock;
@@ -33,7 +33,7 @@ typedef struct progcache__http_store {
 
 /* What a request that did not reach an answer was. */
 typedef struct progcache__http_failure {
-    progcache__redis_cause cause;
+    progcache__remote_cause cause;
     int timeout; /* ran out of its deadline */
     int reached; /* the server answered (an error status): no back-off */
     char what[512];
@@ -53,10 +53,6 @@ typedef struct progcache__http_failure {
 long progcache__http_request(progcache__http_store *s, const char *method, const char *url,
                              const void *body, size_t body_len, progcache_buf *out,
                              uint64_t bound, const char *extra, progcache__http_failure *f);
-
-/* Tell the log once per cause (redis_health.h's rule), naming the tier. */
-void progcache__http_tell(progcache__http_store *s, progcache__redis_cause cause,
-                          const char *fmt, ...) PROGCACHE_PRINTF(3, 4);
 
 /* A failed request: counted (errors, timeouts, deadlines, over_bound),
  * told, back-off armed when it is one failure too many. */

@@ -8,7 +8,8 @@
 
 int progcache__http_store_new(progcache_store **out, const char *url,
                               const progcache_store_params *params, const void *secret,
-                              size_t secret_len, uint64_t min_rate)
+                              size_t secret_len, uint64_t min_rate, const char *ca_file,
+                              const char *ca_label)
 {
     char shown[256];
     *out = NULL;

@@ -107,9 +107,9 @@ static void handle_give(progcache__http_store *s, CURL *h, int keep)
         curl_easy_cleanup(h);
 }
 
-static void fail(progcache__http_failure *f, progcache__redis_cause cause, int timeout,
+static void fail(progcache__http_failure *f, progcache__remote_cause cause, int timeout,
                  const char *fmt, ...) PROGCACHE_PRINTF(4, 5);
-static void fail(progcache__http_failure *f, progcache__redis_cause cause, int timeout,
+static void fail(progcache__http_failure *f, progcache__remote_cause cause, int timeout,
                  const char *fmt, ...)
 {
     va_list ap;
@@ -161,6 +161,19 @@ long progcache__http_request(progcache__http_store *s, const char *method, const
         fail(f, PROGCACHE__CAUSE_CONNECT, 0, "libcurl could not start a transfer");
         return 0;
     }
+    if (c->ca_file) {
+        /* The bytes read and checked at open, never the path again; a
+         * libcurl that cannot take them sends nothing (no fallback to the
+         * system's CAs: rule 4). */
+        struct curl_blob blob = {c->ca.data, c->ca.size, CURL_BLOB_NOCOPY};
+        if (curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob) != CURLE_OK) {
+            fail(f, PROGCACHE__CAUSE_AUTH, 0,
+                 "TLS: this libcurl cannot take a CA from memory (CURLOPT_CAINFO_BLOB); "
+                 "nothing is sent rather than trusting other CAs than %s", c->ca_file);
+            handle_give(s, h, 0);
+            return 0;
+        }
+    }
     uint64_t total_ms = c->timeout_ms + ((uint64_t)body_len + bound) * 1000 / c->min_rate;
     struct curl_slist *headers = NULL, *tmp;
     /* An octet stream, not a form. (No "Expect:" line to switch off a
@@ -199,8 +212,7 @@ long progcache__http_request(progcache__http_store *s, const char *method, const
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (c->ca_file)
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+
     if (c->sigv4) {
         curl_easy_setopt(h, CURLOPT_AWS_SIGV4, c->sigv4);
         curl_easy_setopt(h, CURLOPT_USERPWD, c->userpwd);
@@ -246,7 +258,7 @@ long progcache__http_request(progcache__http_store *s, const char *method, const
     } else if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
                rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_SSL_CERTPROBLEM) {
         fail(f, PROGCACHE__CAUSE_AUTH, 0, "TLS: %s (the server's certificate is checked against "
-             "%s%s)", why, c->ca_file ? "PROGCACHE_REMOTE_CA " : "the system's CAs",
+             "%s%s)", why, c->ca_file ? "the CA file " : "the system's CAs",
              c->ca_file ? c->ca_file : "");
         status = 0;
     } else if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT) {

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "progcache/remote.h"
-#include "store/redis/envelope.h"
+#include "remote/envelope.h"
 
 #define PROGCACHE__REDIS_DEFAULT_PREFIX "progcache:"
 #define PROGCACHE__REDIS_MAX_PREFIX 200

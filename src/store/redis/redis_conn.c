@@ -6,7 +6,7 @@
  * timeout, a lost connection) is counted, told to the log callback, and
  * ends as a miss or a dropped write in the callers. Calls are bounded by
  * the connect and command timeouts, and after a few failures in a row the
- * store switches itself off for a while (back-off, redis_health.h), so a
+ * store switches itself off for a while (back-off, remote/remote_health.h), so a
  * dead server costs one clock read per call, not a timeout.
  *
  * Connections: a hiredis context is not thread-safe, so each call takes one
@@ -41,35 +41,6 @@ static struct timeval to_timeval(unsigned int ms)
 }
 
 /* ---- names and messages ------------------------------------------------- */
-
-void progcache__redis_log(const progcache__redis_store *s, int level, const char *fmt, ...)
-{
-    if (!s->cfg.log)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    progcache__log(s->cfg.log, s->cfg.log_ctx, level, "Redis %s: %s", s->cfg.where, msg);
-}
-
-void progcache__redis_tell(progcache__redis_store *s, progcache__redis_cause cause,
-                           const char *fmt, ...)
-{
-    if (!s->cfg.log)
-        return;
-    int first = progcache__redis_first(&s->health, cause);
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    progcache__log(s->cfg.log, s->cfg.log_ctx, first ? PROGCACHE_LOG_WARN : PROGCACHE_LOG_DEBUG,
-                   "Redis %s: %s%s", s->cfg.where, msg,
-                   first ? " (told once: repeats are counted in progcache stats, not logged)"
-                         : "");
-}
 
 int progcache__redis_key_hex(char hex[PROGCACHE__REDIS_HEX_LEN + 1], const void *key,
                              size_t key_len)
@@ -107,32 +78,19 @@ int progcache__redis_off_error(const progcache__redis_store *s, const char *fn)
 
 int progcache__redis_off(progcache__redis_store *s)
 {
-    return progcache__redis_is_off(&s->health, progcache__redis_now_ms());
+    return progcache__remote_is_off(&s->health, progcache__remote_now_ms());
 }
 
 void progcache__redis_note_failure(progcache__redis_store *s,
                                    const progcache__redis_failure *f, int reached)
 {
-    unsigned int n = progcache__redis_failed(&s->health, f->timeout, reached, progcache__redis_now_ms());
-    if (f->over_bound)
-        progcache__redis_count(&s->health, PROGCACHE__RC_OVER_BOUND);
-    if (f->deadline)
-        progcache__redis_count(&s->health, PROGCACHE__RC_DEADLINES);
-    progcache__redis_tell(s, f->timeout ? PROGCACHE__CAUSE_TIMEOUT : f->cause, "%s", f->what);
-    if (n)
-        progcache__redis_tell(s, PROGCACHE__CAUSE_BACKOFF,
-                              "%u failures in a row: the remote tier is off for %u ms (gets "
-                              "miss, puts are dropped, every process compiles for itself), "
-                              "then tried again",
-                              n, s->cfg.backoff_ms);
-}
-
-/* A call succeeded: tell the log when that ended an outage. */
-static void note_ok(progcache__redis_store *s)
-{
-    if (progcache__redis_ok(&s->health))
-        progcache__redis_log(s, PROGCACHE_LOG_INFO,
-                             "reachable again; the remote tier is back in use");
+    progcache__remote_fault fault = {f->timeout ? PROGCACHE__CAUSE_TIMEOUT : f->cause,
+                                     f->timeout,
+                                     f->deadline,
+                                     reached,
+                                     f->over_bound,
+                                     f->what};
+    progcache__remote_fault_note(&s->health, &s->voice, &fault);
 }
 
 static int is_timeout(const redisContext *c, int err, uint64_t elapsed_ms, unsigned int limit)
@@ -190,7 +148,7 @@ static redisContext *connect_tcp(const progcache__redis_store *s, progcache__red
 {
     const progcache__redis_url *u = &s->cfg.url;
     unsigned int limit = s->cfg.connect_timeout_ms;
-    uint64_t t0 = progcache__redis_now_ms();
+    uint64_t t0 = progcache__remote_now_ms();
     progcache__redis_addrs addrs;
     char why[sizeof f->what - 32];
     int rc = progcache__redis_resolve(&addrs, u->host, u->port, limit, why, sizeof why);
@@ -201,7 +159,7 @@ static redisContext *connect_tcp(const progcache__redis_store *s, progcache__red
     }
     redisContext *c = NULL;
     for (size_t i = 0; i < addrs.n; i++) {
-        uint64_t spent = progcache__redis_now_ms() - t0;
+        uint64_t spent = progcache__remote_now_ms() - t0;
         if (c && spent >= limit)
             break;
         redisFree(c); /* NULL-safe: the previous address's failure */
@@ -220,7 +178,7 @@ redisContext *progcache__redis_connect(progcache__redis_store *s, progcache__red
 {
     const progcache__redis_url *u = &s->cfg.url;
     struct timeval ct = to_timeval(s->cfg.connect_timeout_ms);
-    uint64_t t0 = progcache__redis_now_ms();
+    uint64_t t0 = progcache__remote_now_ms();
     int err = 0;
     f->timeout = f->deadline = f->over_bound = f->lost = 0;
     f->cause = PROGCACHE__CAUSE_CONNECT;
@@ -234,7 +192,7 @@ redisContext *progcache__redis_connect(progcache__redis_store *s, progcache__red
         return NULL;
     }
     if (c->err) {
-        f->timeout = is_timeout(c, err, progcache__redis_now_ms() - t0, s->cfg.connect_timeout_ms);
+        f->timeout = is_timeout(c, err, progcache__remote_now_ms() - t0, s->cfg.connect_timeout_ms);
         snprintf(f->what, sizeof f->what, "cannot connect: %s", c->errstr);
         goto fail;
     }
@@ -323,7 +281,7 @@ redisReply *progcache__redis_call_timed(progcache__redis_store *s, int argc, con
         if (r) {
             give(s, c);
             if (r->type != REDIS_REPLY_ERROR) {
-                note_ok(s);
+                progcache__remote_note_ok(&s->health, &s->voice);
                 return r;
             }
             f->timeout = 0;

@@ -36,9 +36,9 @@ typedef progcache__redis_store redis_store;
 typedef progcache__redis_failure failure;
 typedef progcache__redis_reading reading;
 
-static void count(redis_store *s, progcache__redis_counter c)
+static void count(redis_store *s, progcache__remote_counter c)
 {
-    progcache__redis_count(&s->health, c);
+    progcache__remote_count(&s->health, c);
 }
 
 size_t progcache__redis_read_limit(const redis_store *s)
@@ -55,9 +55,9 @@ size_t progcache__redis_part_size(void)
 
 /* A value not read: for a get, counted (c, and more when c is REJECTED)
  * and told under cause; for a listing, kept in g->why. */
-static void not_read(reading *g, progcache__redis_counter c, progcache__redis_cause cause,
+static void not_read(reading *g, progcache__remote_counter c, progcache__remote_cause cause,
                      const char *fmt, ...) PROGCACHE_PRINTF(4, 5);
-static void not_read(reading *g, progcache__redis_counter c, progcache__redis_cause cause,
+static void not_read(reading *g, progcache__remote_counter c, progcache__remote_cause cause,
                      const char *fmt, ...)
 {
     char msg[sizeof g->why];
@@ -76,7 +76,7 @@ static void not_read(reading *g, progcache__redis_counter c, progcache__redis_ca
         count(g->s, PROGCACHE__RC_NEWER);
     if (cause == PROGCACHE__CAUSE_BAD_TAG)
         count(g->s, PROGCACHE__RC_BAD_TAG);
-    progcache__redis_tell(g->s, cause, "%s", msg);
+    progcache__remote_tell(&g->s->health, &g->s->voice, cause, "%s", msg);
 }
 
 static void too_large(reading *g, uint64_t size)

@@ -255,7 +255,7 @@ static int lease_wait(progcache_store *store, const void *key, size_t key_len,
     const char *argv[] = {"EVAL", STATE_SCRIPT, "2", entry, lease};
     size_t lens[] = {4, sizeof STATE_SCRIPT - 1, 1, progcache__redis_name(entry, s, "", hex),
                      progcache__redis_name(lease, s, "lease:", hex)};
-    uint64_t deadline = progcache__redis_now_ms() + timeout_ms;
+    uint64_t deadline = progcache__remote_now_ms() + timeout_ms;
     unsigned int poll_step = 10;
     /* Subscribed before the first look, so a release between the look
      * and the wait still wakes us. */
@@ -293,7 +293,7 @@ static int lease_wait(progcache_store *store, const void *key, size_t key_len,
             rc = PROGCACHE_ENOTFOUND;
             break;
         }
-        uint64_t now = progcache__redis_now_ms();
+        uint64_t now = progcache__remote_now_ms();
         if (now >= deadline) {
             rc = PROGCACHE_ETIMEOUT;
             progcache__error(rc, "%s: waited %u ms for another node to store the entry", fn,

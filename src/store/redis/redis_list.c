@@ -52,10 +52,10 @@ int progcache__redis_exists(progcache_store *store, const void *key, size_t key_
     } else if (r && r->type != REDIS_REPLY_INTEGER) {
         char shape[128];
         progcache__redis_describe(shape, sizeof shape, r);
-        progcache__redis_count(&s->health, PROGCACHE__RC_ERRORS);
-        progcache__redis_tell(s, PROGCACHE__CAUSE_PROTOCOL,
-                              "STRLEN of %s answered %s, not an integer; treated as a miss", name,
-                              shape);
+        progcache__remote_count(&s->health, PROGCACHE__RC_ERRORS);
+        progcache__remote_tell(&s->health, &s->voice, PROGCACHE__CAUSE_PROTOCOL,
+                               "STRLEN of %s answered %s, not an integer; treated as a miss", name,
+                               shape);
     }
     freeReplyObject(r);
     progcache__error_restore(&saved);

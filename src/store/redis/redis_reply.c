@@ -292,7 +292,7 @@ static uint64_t deadline_of(const progcache__redis_config *cfg, uint64_t start, 
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
     for (;;) {
-        uint64_t now = progcache__redis_now_ms();
+        uint64_t now = progcache__remote_now_ms();
         if (now >= deadline)
             return 0;
         uint64_t left = deadline - now;
@@ -402,7 +402,7 @@ redisReply *progcache__redis_command(const progcache__redis_config *cfg, redisCo
 
 void progcache__redis_clock_start(progcache__redis_clock *clock)
 {
-    clock->start = progcache__redis_now_ms();
+    clock->start = progcache__remote_now_ms();
     clock->moved = 0;
 }
 

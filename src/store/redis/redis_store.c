@@ -17,6 +17,7 @@
  * caller's put still succeeds). The caller's last error is left as it was
  * by both: nothing went wrong that the caller can act on. */
 #include "store/redis/redis_store.h"
+#include "remote/remote_tier.h"
 #include "store/redis/redis_get.h"
 
 #include <stdarg.h>
@@ -37,9 +38,9 @@ typedef progcache__redis_failure failure;
 static void redis_free(progcache_store *store);
 static const progcache_store_stats_ops redis_stats_ops;
 
-static void count(redis_store *s, progcache__redis_counter c)
+static void count(redis_store *s, progcache__remote_counter c)
 {
-    progcache__redis_count(&s->health, c);
+    progcache__remote_count(&s->health, c);
 }
 
 progcache__redis_store *progcache__redis_store_of(const progcache_store *store)
@@ -62,30 +63,6 @@ static int entry_name(progcache__envelope_id *id, char name[PROGCACHE__REDIS_NAM
 
 /* ---- get ---------------------------------------------------------------- */
 
-/* Hand what an envelope held to the caller: kind, records and seal state
- * into meta (when wanted), then the payload moved to the front of out,
- * where the whole value was read (redis_get.c). */
-static int deliver(progcache_buf *out, progcache_entry_meta *meta, const progcache__envelope *e)
-{
-    if (meta) {
-        int rc = progcache__buf_reserve(&meta->records, e->records_len);
-        if (rc)
-            return rc;
-        if (e->records_len)
-            memcpy(meta->records.data, e->records, e->records_len);
-        progcache__buf_set_size(&meta->records, e->records_len);
-        meta->kind = e->kind;
-        /* Format 1 bound nothing to the key without a secret, and carried
-         * no kind or records: only format 2 says "these bytes, for this
-         * key". */
-        meta->seal = e->version >= 2 ? PROGCACHE_SEAL_MATCHED : PROGCACHE_SEAL_NONE;
-    }
-    if (e->size)
-        memmove(out->data, e->payload, e->size);
-    progcache__buf_set_size(out, e->size);
-    return PROGCACHE_OK;
-}
-
 static int redis_get_meta(progcache_buf *out, progcache_entry_meta *meta,
                           progcache_store *store, const void *key, size_t key_len)
 {
@@ -105,7 +82,7 @@ static int redis_get_meta(progcache_buf *out, progcache_entry_meta *meta,
     g.hmac = s->cfg.hmac;
     if ((rc = progcache__redis_read(out, &e, &g)))
         return rc;
-    if ((rc = deliver(out, meta, &e)) == PROGCACHE_OK)
+    if ((rc = progcache__remote_deliver(out, meta, &e)) == PROGCACHE_OK)
         count(s, PROGCACHE__RC_HITS);
     return rc;
 }
@@ -117,22 +94,6 @@ static int redis_get(progcache_buf *out, progcache_store *store, const void *key
 }
 
 /* ---- put ---------------------------------------------------------------- */
-
-/* A put that will not be written: counted and logged, never returned. */
-static void not_stored(redis_store *s, progcache__redis_cause cause, const char *fmt, ...)
-    PROGCACHE_PRINTF(3, 4);
-static void not_stored(redis_store *s, progcache__redis_cause cause, const char *fmt, ...)
-{
-    count(s, PROGCACHE__RC_STORE_ERRORS);
-    if (cause == PROGCACHE__CAUSE_TOO_LARGE)
-        count(s, PROGCACHE__RC_TOO_LARGE);
-    char why[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    progcache__redis_tell(s, cause, "%s; not stored", why);
-}
 
 /* Write one value now; failures are counted, never returned. Also the put
  * queue's writer. */
@@ -152,9 +113,10 @@ static void write_value(void *ctx, const progcache__put_item *item)
     progcache__error_save(&saved);
     if (records > PROGCACHE_RECORDS_MAX ||
         size > MAX_VALUE - PROGCACHE__ENVELOPE_MAX_HEADER - records) {
-        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
-                   "a value of %zu bytes and %zu of records is larger than Redis accepts",
-                   size, records);
+        progcache__remote_not_stored(&s->health, &s->voice, PROGCACHE__CAUSE_TOO_LARGE,
+                                     "a value of %zu bytes and %zu of records is larger than "
+                                     "Redis accepts",
+                                     size, records);
         goto done;
     }
     progcache__envelope env = {PROGCACHE__ENVELOPE_VERSION, item->kind, item->records, records,
@@ -162,8 +124,9 @@ static void write_value(void *ctx, const progcache__put_item *item)
     if (entry_name(&id, name, &name_len, s, item->key, item->key_len) ||
         progcache__envelope_seal(header, &header_len, &env, &id, s->cfg.hmac) ||
         !(value = progcache__malloc(header_len + records + size))) {
-        not_stored(s, PROGCACHE__CAUSE_NOT_STORED, "could not prepare a value of %zu bytes: %s",
-                   size, progcache_error_last());
+        progcache__remote_not_stored(&s->health, &s->voice, PROGCACHE__CAUSE_NOT_STORED,
+                                     "could not prepare a value of %zu bytes: %s", size,
+                                     progcache_error_last());
         goto done;
     }
     memcpy(value, header, header_len);
@@ -181,7 +144,8 @@ static void write_value(void *ctx, const progcache__put_item *item)
     if (r && r->type == REDIS_REPLY_STATUS && r->len == 2 && !memcmp(r->str, "OK", 2))
         count(s, PROGCACHE__RC_STORES);
     else if (r)
-        not_stored(s, PROGCACHE__CAUSE_PROTOCOL, "SET of %s answered %s, not OK", name, shape);
+        progcache__remote_not_stored(&s->health, &s->voice, PROGCACHE__CAUSE_PROTOCOL,
+                                     "SET of %s answered %s, not OK", name, shape);
     else
         count(s, PROGCACHE__RC_STORE_ERRORS); /* the failure was told by the call */
     freeReplyObject(r); /* NULL-safe */
@@ -195,44 +159,13 @@ static int redis_put_meta(progcache_store *store, const void *key, size_t key_le
                           const void *data, size_t size, const progcache_entry_meta *meta)
 {
     redis_store *s = (redis_store *)store;
-    progcache__put_item item = {key, key_len, data, size, PROGCACHE_KIND_UNKNOWN, NULL, 0};
-    if (meta) {
-        item.kind = meta->kind;
-        item.records = meta->records.data;
-        item.records_len = meta->records.size;
-    }
     if (s->cfg.flags & PROGCACHE_REDIS_READONLY)
         return PROGCACHE_OK;
-    /* Refused before they are copied into the queue; readers would refuse
-     * them anyway. */
-    if (size > s->cfg.max_artifact_size) {
-        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
-                   "a value of %zu bytes is more than max_artifact_size (%llu bytes)", size,
-                   (unsigned long long)s->cfg.max_artifact_size);
-        return PROGCACHE_OK;
-    }
-    if (item.records_len > PROGCACHE_RECORDS_MAX) {
-        not_stored(s, PROGCACHE__CAUSE_TOO_LARGE,
-                   "the entry's records are %zu bytes, more than PROGCACHE_RECORDS_MAX (%zu)",
-                   item.records_len, PROGCACHE_RECORDS_MAX);
-        return PROGCACHE_OK;
-    }
-    if (s->queue) {
-        if (progcache__redis_off(s))
-            return PROGCACHE_OK;
-        progcache__error_saved saved;
-        progcache__error_save(&saved);
-        int rc = progcache__put_queue_push(s->queue, &item);
-        if (rc == PROGCACHE_ENOMEM) {
-            count(s, PROGCACHE__RC_DROPPED);
-            progcache__redis_tell(s, PROGCACHE__CAUSE_DROPPED, "background write dropped: %s",
-                                  progcache_error_last());
-        }
-        progcache__error_restore(&saved);
-        if (rc != PROGCACHE_EREMOTE) /* EREMOTE: no queue thread; write here */
-            return PROGCACHE_OK;
-    }
-    write_value(s, &item);
+    progcache__remote_put put = {key, key_len, data, size, meta};
+    progcache__put_item item;
+    if (progcache__remote_put_begin(&item, &put, &s->health, &s->voice, s->queue,
+                                    s->cfg.max_artifact_size))
+        write_value(s, &item);
     return PROGCACHE_OK;
 }
 
@@ -329,8 +262,9 @@ int progcache_store_redis_new(progcache_store **out, const progcache_redis_optio
         progcache__free(s);
         return rc;
     }
-    progcache__redis_health_init(&s->health, s->cfg.failures_before_backoff,
-                                 s->cfg.backoff_ms);
+    progcache__remote_health_init(&s->health, s->cfg.failures_before_backoff,
+                                  s->cfg.backoff_ms);
+    s->voice = (progcache__remote_voice){s->cfg.log, s->cfg.log_ctx, "Redis", s->cfg.where};
     if (pthread_mutex_init(&s->pool_lock, NULL) != 0) {
         progcache__redis_config_release(&s->cfg);
         progcache__free(s);
@@ -366,28 +300,10 @@ int progcache_store_redis_new(progcache_store **out, const progcache_redis_optio
 
 /* ---- counters ----------------------------------------------------------- */
 
-/* The five counts the cache folds into its home tier's statistics. Calls
- * skipped while backing off and puts dropped from a full queue are
- * failures of the tier as much as errors are; values of a newer format
- * are among the misses. */
+/* The counts the cache folds into its statistics (remote_health.h). */
 static int redis_counters(progcache_store_counters *out, const progcache_store *store)
 {
-    progcache_redis_counters c = PROGCACHE_REDIS_COUNTERS_INIT;
-    progcache__redis_counters_fill(&c, &progcache__redis_store_of(store)->health);
-    out->hits = c.hits;
-    out->misses = c.misses;
-    out->errors = c.errors + c.skipped_backoff + c.dropped;
-    out->stores = c.stores;
-    out->rejected = c.rejected;
-    out->timeouts = c.timeouts;
-    out->backoffs = c.backoffs;
-    out->store_errors = c.store_errors;
-    out->dropped = c.dropped;
-    out->newer = c.newer;
-    out->too_large = c.too_large;
-    out->bad_tag = c.bad_tag;
-    out->over_bound = c.over_bound;
-    out->deadlines = c.deadlines;
+    progcache__remote_store_counters(out, &progcache__redis_store_of(store)->health);
     return PROGCACHE_OK;
 }
 
@@ -405,6 +321,6 @@ int progcache_redis_counters_get(progcache_redis_counters *out, const progcache_
                                        "progcache_redis_counters");
     if (bad)
         return bad;
-    progcache__redis_counters_fill(out, &s->health);
+    progcache__remote_counters_fill(out, &s->health);
     return PROGCACHE_OK;
 }

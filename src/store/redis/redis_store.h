@@ -26,10 +26,10 @@
 #include "error.h"
 #include "progcache/remote.h"
 #include "progcache/sys/store.h"
-#include "store/redis/envelope.h"
-#include "store/redis/put_queue.h"
+#include "remote/envelope.h"
+#include "remote/put_queue.h"
 #include "store/redis/redis_config.h"
-#include "store/redis/redis_health.h"
+#include "remote/remote_health.h"
 
 #define PROGCACHE__REDIS_POOL_MAX 16
 #define PROGCACHE__REDIS_HEX_LEN (2 * PROGCACHE__ENVELOPE_HASH_SIZE)
@@ -42,7 +42,8 @@ typedef struct progcache__redis_store {
     pthread_mutex_t pool_lock;
     redisContext *idle[PROGCACHE__REDIS_POOL_MAX];
     size_t num_idle;
-    progcache__redis_health health; /* counters and back-off */
+    progcache__remote_health health; /* counters and back-off */
+    progcache__remote_voice voice;   /* "Redis <where>", cfg.log */
     progcache__put_queue *queue;    /* NULL with SYNC_PUT or READONLY */
 } progcache__redis_store;
 
@@ -53,7 +54,7 @@ typedef struct progcache__redis_failure {
     int too_large;  /* the value a GET announced was longer than its limit */
     int over_bound; /* any other reply broke its bound (redis_reply.c) */
     int lost;       /* the connection was closed or reset: a retry may pass */
-    progcache__redis_cause cause;
+    progcache__remote_cause cause;
     char what[384];
 } progcache__redis_failure;
 
@@ -98,15 +99,8 @@ int progcache__redis_foreach(progcache_store *store, unsigned int flags, progcac
 
 /* ---- redis_conn.c ------------------------------------------------------- */
 
-/* Tell the log callback, prefixed with "Redis <where>: ". */
-void progcache__redis_log(const progcache__redis_store *s, int level, const char *fmt, ...)
-    PROGCACHE_PRINTF(3, 4);
-
-/* Tell the log about a failure of one cause: at WARN the first time (with
- * a note that repeats are only counted), at DEBUG after that, until the
- * tier recovers from an outage (redis_health.h). */
-void progcache__redis_tell(progcache__redis_store *s, progcache__redis_cause cause,
-                           const char *fmt, ...) PROGCACHE_PRINTF(3, 4);
+/* The log hears the store through s->voice ("Redis <where>: ...") and
+ * progcache__remote_tell/say (remote_health.h). */
 
 /* 1 (and counted as skipped) while the store is backing off. */
 int progcache__redis_off(progcache__redis_store *s);

@@ -6,8 +6,8 @@
  * the bound is refused and the caller decides (the Redis store drops it:
  * a cache may lose a write, it must not block or grow without bound).
  * Free drains: everything queued is written before it returns. */
-#ifndef PROGCACHE_STORE_PUT_QUEUE_H
-#define PROGCACHE_STORE_PUT_QUEUE_H
+#ifndef PROGCACHE_REMOTE_PUT_QUEUE_H
+#define PROGCACHE_REMOTE_PUT_QUEUE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -55,8 +55,8 @@
  *  - a version above 2 is not damage: a newer progcache wrote it. It is not
  *    read (PROGCACHE_ENOTFOUND, below), so the caller can count it apart.
  * Everything needs OpenSSL only; no hiredis. */
-#ifndef PROGCACHE_STORE_ENVELOPE_H
-#define PROGCACHE_STORE_ENVELOPE_H
+#ifndef PROGCACHE_REMOTE_ENVELOPE_H
+#define PROGCACHE_REMOTE_ENVELOPE_H
 
 #include <stddef.h>
 #include <stdint.h>

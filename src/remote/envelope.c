@@ -3,7 +3,7 @@
  * and rules in envelope.h). Format 2 is written; format 1 is still read.
  * All cryptography is OpenSSL's (EVP_MAC for the HMAC), none of it written
  * here. */
-#include "store/redis/envelope.h"
+#include "remote/envelope.h"
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>

@@ -4,7 +4,7 @@
  * under it and writes without it, so pushes never wait for the store.
  * flush() waits on a sequence number rather than on "queue empty", so a
  * flush is not starved by other threads that keep pushing. */
-#include "store/redis/put_queue.h"
+#include "remote/put_queue.h"
 
 #include <pthread.h>
 #include <signal.h>
