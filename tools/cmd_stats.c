@@ -287,6 +287,11 @@ int cmd_stats(int argc, char **argv)
         {"exec passed: other", "intercept_pass_other", s.intercept_pass_other},
         {"exec real programs", "intercept_real_programs", s.intercept_real_programs},
         {"exec failed compiles", "intercept_failed", s.intercept_failed},
+        /* i35-explain */
+        {"misses explained", "explain_made", s.explain_made},
+        {"explain records written", "explain_records", s.explain_records},
+        {"explain records refused", "explain_refused", s.explain_refused},
+        {"entries sealed again", "entries_resealed", s.entries_resealed},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

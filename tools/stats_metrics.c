@@ -14,7 +14,8 @@ static const char *tier_of(const char *key)
         "evictions",     "evicted_bytes",    "corrupt_removed",      "sidecar_seals",
         "flight_leases", "flight_takeovers", "lock_failures",        "lock_fallbacks",
         "modes_fixed",   "files_refused",    "other_writer_rescans", "other_writer_bytes",
-        "links_refused", "foreign_not_stored"};
+        "links_refused", "foreign_not_stored", "explain_records", "explain_refused",
+        "entries_resealed"};
     if (!strncmp(key, "remote_", 7))
         return "remote";
     if (!strncmp(key, "pch_", 4))

@@ -149,7 +149,16 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_INTERCEPT_PASS_CALLBACK = 58,
     PROGCACHE_STAT_INTERCEPT_PASS_OTHER = 59,
     PROGCACHE_STAT_INTERCEPT_REAL_PROGRAMS = 60,
-    PROGCACHE_STAT_INTERCEPT_FAILED = 61
+    PROGCACHE_STAT_INTERCEPT_FAILED = 61,
+    /* i35-explain (version 6): misses explained (PROGCACHE_EXPLAIN=1 or
+     * `progcache explain`), records written to the explain index, index
+     * files ignored (another user's, a link, too large, not a regular
+     * file), and entries sealed again by `progcache verify --seal`
+     * (docs/OPERATIONS.md, "Explained misses"). */
+    PROGCACHE_STAT_EXPLAIN_MADE = 82,
+    PROGCACHE_STAT_EXPLAIN_RECORDS = 83,
+    PROGCACHE_STAT_EXPLAIN_REFUSED = 84,
+    PROGCACHE_STAT_ENTRIES_RESEALED = 85
 } progcache_stat;
 
 /*
@@ -334,9 +343,15 @@ typedef struct progcache_stats {
     uint64_t intercept_pass_other;
     uint64_t intercept_real_programs;
     uint64_t intercept_failed;
+    /* Version 6. i35-explain: the PROGCACHE_STAT_EXPLAIN_* counters and
+     * entries_resealed above, in their order. */
+    uint64_t explain_made;
+    uint64_t explain_records;
+    uint64_t explain_refused;
+    uint64_t entries_resealed;
 } progcache_stats;
 
-#define PROGCACHE_STATS_VERSION 5
+#define PROGCACHE_STATS_VERSION 6
 #define PROGCACHE_STATS_INIT PROGCACHE__INIT(progcache_stats, PROGCACHE_STATS_VERSION)
 
 /* progcache_stats_init() : set stats to PROGCACHE_STATS_INIT. NULL-safe. */

@@ -334,6 +334,7 @@ static const size_t stats_size[] = {0, offsetof(progcache_stats, names_learned),
                                     offsetof(progcache_stats, sidecar_seals),
                                     offsetof(progcache_stats, pch_warm),
                                     offsetof(progcache_stats, links_refused),
+                                    offsetof(progcache_stats, explain_made),
                                     sizeof(progcache_stats)};
 _Static_assert(sizeof stats_size / sizeof stats_size[0] == PROGCACHE_STATS_VERSION + 1,
                "a size for every version of progcache_stats");

@@ -31,7 +31,8 @@ static const struct {
     FIELD(entries_untrusted), FIELD(intercept_compiles), FIELD(intercept_hits),
     FIELD(intercept_misses), FIELD(intercept_pass_options), FIELD(intercept_pass_headers),
     FIELD(intercept_pass_callback), FIELD(intercept_pass_other), FIELD(intercept_real_programs),
-    FIELD(intercept_failed),
+    FIELD(intercept_failed), FIELD(explain_made), FIELD(explain_records),
+    FIELD(explain_refused), FIELD(entries_resealed),
 };
 #undef FIELD
 

@@ -357,6 +357,11 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->intercept_pass_other = sum(stats, PROGCACHE__INTERCEPT_PASS_OTHER);
     out->intercept_real_programs = sum(stats, PROGCACHE__INTERCEPT_REAL_PROGRAMS);
     out->intercept_failed = sum(stats, PROGCACHE__INTERCEPT_FAILED);
+    /* i35-explain */
+    out->explain_made = sum(stats, PROGCACHE__EXPLAIN_MADE);
+    out->explain_records = sum(stats, PROGCACHE__EXPLAIN_RECORDS);
+    out->explain_refused = sum(stats, PROGCACHE__EXPLAIN_REFUSED);
+    out->entries_resealed = sum(stats, PROGCACHE__ENTRIES_RESEALED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

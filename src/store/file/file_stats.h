@@ -86,6 +86,11 @@ typedef enum progcache__counter {
     PROGCACHE__INTERCEPT_PASS_OTHER = 59,
     PROGCACHE__INTERCEPT_REAL_PROGRAMS = 60,
     PROGCACHE__INTERCEPT_FAILED = 61,
+    /* i35-explain: the explain index (file_explain.c), verify --seal. */
+    PROGCACHE__EXPLAIN_MADE = 82,
+    PROGCACHE__EXPLAIN_RECORDS = 83,
+    PROGCACHE__EXPLAIN_REFUSED = 84,
+    PROGCACHE__ENTRIES_RESEALED = 85,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 128
 } progcache__counter;

@@ -105,6 +105,8 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__ENTRIES_UNTRUSTED == (int)PROGCACHE_STAT_ENTRIES_UNTRUSTED &&
                    (int)PROGCACHE__INTERCEPT_COMPILES == (int)PROGCACHE_STAT_INTERCEPT_COMPILES &&
                    (int)PROGCACHE__INTERCEPT_FAILED == (int)PROGCACHE_STAT_INTERCEPT_FAILED &&
+                   (int)PROGCACHE__EXPLAIN_MADE == (int)PROGCACHE_STAT_EXPLAIN_MADE &&
+                   (int)PROGCACHE__ENTRIES_RESEALED == (int)PROGCACHE_STAT_ENTRIES_RESEALED &&
                    (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
                "progcache__counter and progcache_stat must agree");
 
