@@ -250,7 +250,7 @@ static const char *item_word(span s)
 }
 
 /* The differences of cur from old, as "; "-separated phrases appended to
- * out; their number, or -1 without memory. */
+ * out; how far apart they are (0: nothing differs), or -1 without memory. */
 static int differ(progcache_buf *out, const record *cur, const record *old)
 {
     int n = 0, rc = 0;
@@ -308,7 +308,9 @@ static int differ(progcache_buf *out, const record *cur, const record *old)
                       (int)old->items[j].n - 2, old->items[j].p + 2);
     if (all && moved)
         rc |= say(out, &n, "the same options in another order (the order is in the key)");
-    return rc ? -1 : n;
+    /* A distance: each difference 2, an order alone 1 (nearer than a value
+     * changed). 0: none. */
+    return rc ? -1 : 2 * n - (all && moved);
 }
 
 /* The trusted records of the program's two index files, newest first,
