@@ -122,9 +122,11 @@ static int headers_digest(unsigned char out[32], const progcache_key_nvrtc_optio
     }
     if (!rc && o->extra_digest)
         rc = progcache__sha256_update(h, o->extra_digest, o->extra_digest_len);
-    rc = rc || progcache__sha256_final(h, out);
-    progcache__sha256_free(h);
-    return rc ? -1 : 1;
+    if (rc) {
+        progcache__sha256_free(h);
+        return -1;
+    }
+    return progcache__sha256_final(h, out) ? -1 : 1; /* final frees h */
 }
 
 /* The record line of o under key into out (replaced); *source the

@@ -179,6 +179,16 @@ static void explained_misses(progcache *cache)
     progcache_program fewer = program(tile16, 1, NULL, "scale.cu");
     t = explain(cache, &fewer); /* as near to every -DTILE: the newest named */
     CHECK(!strcmp(nearest(t), "option -DTILE=4 not given now"));
+    /* Headers in memory: none before, then one, then other bytes. */
+    static const char hsrc[] = "#include \"t.h\"\n"
+                               "extern \"C\" __global__ void k(float *a) { a[0] = T; }\n";
+    progcache_header h = {"t.h", "#define T 1\n", 0};
+    progcache_program hp = program(tile16, 2, hsrc, "headers.cu");
+    hp.nvrtc.headers = &h;
+    hp.nvrtc.num_headers = 1;
+    CHECK(run(cache, &hp) == PROGCACHE_STATUS_MISS);
+    h.content = "#define T 2\n";
+    CHECK(!strcmp(nearest(explain(cache, &hp)), "headers changed"));
     progcache_program other = program(tile16, 2, NULL, "other.cu");
     t = explain(cache, &other);
     CHECK(strstr(t, "nothing similar is recorded") && !strstr(t, "\n  "));
