@@ -100,7 +100,7 @@ _progcache()
         opts="--json --url --secret-file --prefix --lease --pings" ;;
     config) opts="--json -u --unset" ;;
     exec) opts="--where" ;;
-    doctor) opts="" ;;
+    doctor) opts="--json" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$common $opts" -- "$cur"))

@@ -9,6 +9,8 @@
 - `progcache verify` names the entries a `cp -r` copy left without their
   seals, `verify --seal` seals the user's own (counted, and the next verify
   names none), and an entry of another user is named, not sealed (root);
+- `progcache doctor --json`: one object whose checks are the text's lines,
+  a FAIL's fix apart, "ok" and the exit status agreeing;
 - `progcache config --list-settings --all` lists the switches with their
   variables and where each comes from; plain `--list-settings` does not
   (the settings file cannot hold them).
@@ -160,7 +162,28 @@ def test_list_settings(tmp):
           "--list-settings alone: the settings file's names only", out + err)
 
 
+def test_doctor_json(tmp):
+    cache = os.path.join(tmp, "cache")
+    pt.write(os.path.join(tmp, "k.cu"), SRC)
+    warm(cache, tmp, ["-arch=compute_90", "-DTILE=1"])
+    rc, out, err = run(["-d", cache, "doctor", "--json"])
+    doc = json.loads(out) if out.startswith("{") else {}
+    check(rc == 0 and doc.get("ok") is True and doc.get("dir") == cache,
+          "doctor --json on a good cache", out + err)
+    rc, text, err = run(["-d", cache, "doctor"])
+    check(len(doc.get("checks", [])) == len(text.splitlines()) - 1,
+          "one object a line of the text", out + text)
+    os.chmod(cache, 0o777)
+    rc, out, err = run(["-d", cache, "doctor", "--json"])
+    os.chmod(cache, 0o700)
+    doc = json.loads(out) if out.startswith("{") else {}
+    fails = [c for c in doc.get("checks", []) if c["status"] == "FAIL"]
+    check(rc == 1 and doc.get("ok") is False and len(fails) == 1 and
+          fails[0]["what"] == "modes" and fails[0]["fix"] == "chmod o-rwx " + cache and
+          "fix" not in fails[0]["message"], "doctor --json: a FAIL with its fix", out + err)
+
+
 if __name__ == "__main__":
     pt.need_bin()
-    sys.exit(pt.run_tests((test_explain, test_verify_seal, test_list_settings),
+    sys.exit(pt.run_tests((test_explain, test_verify_seal, test_list_settings, test_doctor_json),
                           "test_tool_explain", "progcache-tool-explain-"))
