@@ -318,7 +318,7 @@ static int differ(progcache_buf *out, const record *cur, const record *old)
 /* The trusted records of the program's two index files, newest first,
  * each key once, into recs (at most INDEXES * PROGCACHE__EXPLAIN_KEEP). */
 static size_t load(record *recs, progcache_buf texts[INDEXES], progcache_file *dir,
-                   const unsigned char ids[INDEXES][32], const record *cur)
+                   const unsigned char ids[INDEXES][32])
 {
     size_t n = 0;
     for (int x = 0; x < INDEXES; x++) {
@@ -333,8 +333,8 @@ static size_t load(record *recs, progcache_buf texts[INDEXES], progcache_file *d
             if (len <= PROGCACHE__EXPLAIN_LINE_MAX && !parse(&r, p, len)) {
                 for (size_t i = 0; i < n && !dup; i++)
                     dup = same(recs[i].key, r.key);
-                if (dup || (x == 1 && same(r.source, cur->source)))
-                    record_free(&r); /* the first index has those */
+                if (dup)
+                    record_free(&r); /* in both indexes: once */
                 else
                     recs[n++] = r;
             }
@@ -371,7 +371,7 @@ int progcache__explain_text(progcache_buf *out, progcache *cache,
     }
     progcache_file *dir = cache ? progcache_store_as_file(progcache__cache_home(cache)) : NULL;
     if (dir)
-        n = load(recs, texts, dir, ids, &cur);
+        n = load(recs, texts, dir, ids);
     char hex[65];
     progcache__hex(hex, key, 32);
     const char *name = o->name ? o->name : "default_program";

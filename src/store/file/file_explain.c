@@ -100,6 +100,18 @@ int progcache__file_explain_read(progcache_file *file, const unsigned char id[32
     return rc;
 }
 
+/* A directory of the index that an older run left loose (made under umask
+ * 000, or loosened by hand) gets the cache's mode, as a put's shard does
+ * (file_put.c): counted in modes_fixed. Another member's is left alone. */
+static void fix_mode(file_store *fs, int fd)
+{
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 &&
+        (st.st_mode & 07777) != progcache__perm_dir_mode(&fs->perm) &&
+        progcache__perm_fix(&fs->perm, fd, &st, progcache__perm_dir_mode(&fs->perm)) > 0)
+        progcache__stats_add(fs->stats, PROGCACHE__MODES_FIXED, 1);
+}
+
 /* The first field of a line (up to its first space). */
 static size_t field_len(const char *line, size_t len)
 {
@@ -125,6 +137,13 @@ int progcache__file_explain_add(progcache_file *file, const unsigned char id[32]
                                          progcache__perm_new_gid(&fs->perm), &made);
     if (shard < 0)
         return progcache__error_errno(PROGCACHE_EIO, errno, "cannot open %s/%s", fs->root, dir);
+    if (!made) {
+        int top = progcache__file_dir(fs, EXPLAIN_DIR);
+        fix_mode(fs, top);
+        fix_mode(fs, shard);
+        if (top >= 0)
+            close(top);
+    }
     progcache_buf old = PROGCACHE_BUF_INIT, text = PROGCACHE_BUF_INIT;
     int rc = read_file(fs, shard, name, &old);
     if (!rc)
