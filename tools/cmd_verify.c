@@ -274,8 +274,8 @@ int cmd_verify(int argc, char **argv)
     if (o.bar.on)
         (void)progcache_store_count(&o.expected, progcache_file_store(file));
     progcache_verify_options opts = PROGCACHE_VERIFY_OPTIONS_INIT;
-    opts.flags = (fix ? PROGCACHE_VERIFY_FIX : 0) | (fix_unknown ? PROGCACHE_VERIFY_FIX_UNKNOWN : 0) |
-                 (seal ? PROGCACHE_VERIFY_SEAL : 0);
+    opts.flags = (fix ? PROGCACHE_VERIFY_FIX : 0) |
+                 (fix_unknown ? PROGCACHE_VERIFY_FIX_UNKNOWN : 0) | (seal ? PROGCACHE_VERIFY_SEAL : 0);
     opts.on_entry = report;
     opts.on_foreign = report_foreign;
     opts.ctx = &o;

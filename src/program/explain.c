@@ -117,7 +117,8 @@ static int headers_digest(unsigned char out[32], const progcache_key_nvrtc_optio
     for (size_t i = 0; !rc && i < o->num_headers; i++) {
         const progcache_header *hd = &o->headers[i];
         size_t len = hd->length ? hd->length : hd->content ? strlen(hd->content) : 0;
-        rc = progcache__sha256_update(h, hd->name ? hd->name : "", hd->name ? strlen(hd->name) + 1 : 1) ||
+        const char *name = hd->name ? hd->name : "";
+        rc = progcache__sha256_update(h, name, strlen(name) + 1) ||
              (len && progcache__sha256_update(h, hd->content, len));
     }
     if (!rc && o->extra_digest)
@@ -472,7 +473,8 @@ void progcache__explain_miss(progcache *cache, const progcache_key_nvrtc_options
     progcache__error_restore(&saved);
 }
 
-int progcache_explain(progcache_buf *out, progcache *cache, const progcache_key_nvrtc_options *nvrtc)
+int progcache_explain(progcache_buf *out, progcache *cache,
+                      const progcache_key_nvrtc_options *nvrtc)
 {
     if (!out || !nvrtc)
         return progcache__error(PROGCACHE_EINVAL, "progcache_explain: %s is NULL",

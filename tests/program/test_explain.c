@@ -155,7 +155,8 @@ static void explained_misses(progcache *cache)
     fclose(f);
     unlink(err);
     CHECK(!strncmp(said, "progcache: MISS ", 16));
-    CHECK(strstr(said, "option -DTILE=8 was -DTILE=16") || strstr(said, "option -DTILE=8 was -DTILE=32"));
+    CHECK(strstr(said, "option -DTILE=8 was -DTILE=16") ||
+          strstr(said, "option -DTILE=8 was -DTILE=32"));
     CHECK(strstr(said, " ago: option -DTILE=4 was -DTILE=8\n"));
     CHECK(unsetenv("PROGCACHE_EXPLAIN") == 0);
 
