@@ -465,6 +465,10 @@ void progcache__explain_miss(progcache *cache, const progcache_key_nvrtc_options
     progcache__error_saved saved;
     progcache__error_save(&saved);
     progcache_buf text = PROGCACHE_BUF_INIT;
+    /* A program without a log callback of its own hears it through the
+     * cache's (progcache warm's, which prints it), else the default. */
+    if (!log)
+        progcache__cache_log_of(cache, &log, &log_ctx);
     if (!progcache__explain_text(&text, cache, o, pk, key) && text.size) {
         text.data[--text.size] = '\0'; /* the last "\n": the log adds its own */
         progcache__log_asked(log, log_ctx, (const char *)text.data);

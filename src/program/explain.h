@@ -19,7 +19,8 @@ void progcache__explain_note(progcache *cache, const progcache_key_nvrtc_options
                              progcache_log_fn log, void *log_ctx);
 
 /* On a MISS of key: when PROGCACHE_EXPLAIN is on, the explanation through
- * log (progcache__log_asked). Costs one setting read when it is off. */
+ * log (progcache__log_asked), or, when NULL, the cache's log callback, or
+ * the library's writer. Costs one setting read when it is off. */
 void progcache__explain_miss(progcache *cache, const progcache_key_nvrtc_options *o,
                              const progcache__program_key *pk, const unsigned char key[32],
                              progcache_log_fn log, void *log_ctx);

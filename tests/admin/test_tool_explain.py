@@ -106,6 +106,8 @@ def test_explain(tmp):
     rc, out, err = run(["-d", cache, "warm", "-q", manifest], {"PROGCACHE_EXPLAIN": "1"})
     check(rc == 0 and counters(cache).get("explain_made") == made + 1,
           "PROGCACHE_EXPLAIN=1: the miss explained", out + err)
+    check("progcache warm: MISS " in err and " ago: option -DTILE=8 was -DTILE=16" in err,
+          "PROGCACHE_EXPLAIN=1: warm prints the explanation", err)
 
     rc, out, err = run(["-d", cache, "clear"])
     check(rc == 0 and index_files(cache) == [], "clear removes the index", str(index_files(cache)))
