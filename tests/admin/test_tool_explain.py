@@ -150,6 +150,34 @@ def test_verify_seal(tmp):
     check(rc == 2, "--seal with --remote: bad usage", out + err)
 
 
+def test_verify_seal_sidecar(tmp):
+    """Without user xattrs (the noxattr shim): the seals are sidecar files,
+    which a copy of entries/ alone loses; --seal writes them again."""
+    shim = os.environ.get("PROGCACHE_NOXATTR", "")
+    if not os.path.exists(shim):
+        print("note: PROGCACHE_NOXATTR is not set; the sidecar case is not run")
+        return
+    env = {"LD_PRELOAD": shim}
+    cache = os.path.join(tmp, "cache")
+    pt.write(os.path.join(tmp, "k.cu"), SRC)
+    manifest = os.path.join(tmp, "m.txt")
+    pt.write(manifest, "k.cu --target ptx --name axpy.cu -- -arch=compute_90 -DTILE=3\n")
+    rc, out, err = run(["-d", cache, "warm", "-q", manifest], env)
+    seals = os.path.join(cache, "progcache", "seals")
+    check(rc == 0 and os.path.isdir(seals), "warm seals in sidecars", out + err)
+    shutil.rmtree(seals)  # the seals lost, the entries made plain again (0600)
+    for name in pt.entry_files(cache):
+        os.chmod(pt.entry_path(cache, name), 0o600)
+    rc, out, err = run(["-d", cache, "verify"], env)
+    check(rc == 0 and "1 without a seal" in out, "sidecar: the unsealed entry named", out + err)
+    rc, out, err = run(["-d", cache, "verify", "--seal"], env)
+    check(rc == 0 and ": sealed now" in out and os.path.isdir(seals),
+          "sidecar: --seal writes the seal", out + err)
+    rc, out, err = run(["-d", cache, "verify"], env)
+    check(rc == 0 and "without a seal" not in out and "bad" in out and " 0 bad" in out,
+          "sidecar: sealed, and good", out + err)
+
+
 def test_list_settings(tmp):
     rc, out, err = run(["config", "--list-settings", "--all"])
     rows = {l.split()[0]: l for l in out.splitlines() if l.strip()}
@@ -187,5 +215,6 @@ def test_doctor_json(tmp):
 
 if __name__ == "__main__":
     pt.need_bin()
-    sys.exit(pt.run_tests((test_explain, test_verify_seal, test_list_settings, test_doctor_json),
+    sys.exit(pt.run_tests((test_explain, test_verify_seal, test_verify_seal_sidecar,
+                           test_list_settings, test_doctor_json),
                           "test_tool_explain", "progcache-tool-explain-"))
