@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -219,6 +220,42 @@ static void bounded(progcache *cache, const char *root)
     CHECK(index_files(paths, 8, root) == 0); /* cleared with the entries */
 }
 
+/* At most 64 index files a shard: a new one makes the oldest go. */
+static void shard_bound(progcache *cache, const char *root)
+{
+    const char *const o1[] = {"-arch=compute_90", "-DS=1"};
+    const char *const o2[] = {"-arch=compute_90", "-DS=2"};
+    progcache_program p1 = program(o1, 2, NULL, "shard.cu");
+    progcache_program p2 = program(o2, 2, NULL, "shard.cu");
+    CHECK(run(cache, &p1) == PROGCACHE_STATUS_MISS);
+    char paths[8][4096];
+    CHECK(index_files(paths, 8, root) == 2);
+    char shard[4096], path[4200];
+    snprintf(shard, sizeof shard, "%s", paths[0]);
+    *strrchr(shard, '/') = '\0';
+    /* 70 older index files of other programs in that shard. */
+    for (int i = 0; i < 70; i++) {
+        snprintf(path, sizeof path, "%s/%062d", shard, i);
+        fixture_write_file(path, "x\n", 2);
+        struct timespec t[2] = {{1000000 + i, 0}, {1000000 + i, 0}};
+        CHECK(utimensat(AT_FDCWD, path, t, 0) == 0);
+    }
+    CHECK(unlink(paths[0]) == 0); /* the next store makes it anew */
+    CHECK(run(cache, &p2) == PROGCACHE_STATUS_MISS);
+    size_t n = 0;
+    int oldest_gone = 1, newest_kept = 0;
+    DIR *d = opendir(shard);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        n += e->d_name[0] != '.';
+        oldest_gone &= strcmp(e->d_name + 56, "000000") != 0;
+        newest_kept |= !strcmp(e->d_name + 56, "000069");
+    }
+    if (d)
+        closedir(d);
+    CHECK(n == 64 && oldest_gone && newest_kept);
+    CHECK(access(paths[0], F_OK) == 0); /* the new one is kept */
+}
+
 /* Write bytes over every index file (replacing it). */
 static void overwrite_all(const char *root, const char *bytes, size_t len)
 {
@@ -336,6 +373,10 @@ int main(void)
 
     cache = test_cache_tmp(&dir, "explain-bound");
     bounded(cache, dir);
+    test_cache_done(cache, dir);
+
+    cache = test_cache_tmp(&dir, "explain-shard");
+    shard_bound(cache, dir);
     test_cache_done(cache, dir);
 
     cache = test_cache_tmp(&dir, "explain-hostile");

@@ -112,6 +112,50 @@ static void fix_mode(file_store *fs, int fd)
         progcache__stats_add(fs->stats, PROGCACHE__MODES_FIXED, 1);
 }
 
+/* The index files of one shard, for the bound below. */
+typedef struct shard_files {
+    char names[PROGCACHE__EXPLAIN_SHARD_FILES + 1][FILE_NAME_LEN - 1];
+    int64_t mtime[PROGCACHE__EXPLAIN_SHARD_FILES + 1];
+    size_t n;
+} shard_files;
+
+/* Keep the newest PROGCACHE__EXPLAIN_SHARD_FILES: one more is dropped,
+ * the oldest, as each name is seen (the shard is read once). */
+static int collect(void *ctx, int dirfd, const char *name, unsigned char type)
+{
+    (void)type;
+    shard_files *f = ctx;
+    struct stat st;
+    if (!progcache__file_is_entry_name(name) ||
+        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    memcpy(f->names[f->n], name, FILE_NAME_LEN - 1);
+    f->mtime[f->n++] = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    if (f->n <= PROGCACHE__EXPLAIN_SHARD_FILES)
+        return 0;
+    size_t old = 0;
+    for (size_t i = 1; i < f->n; i++)
+        if (f->mtime[i] < f->mtime[old])
+            old = i;
+    (void)unlinkat(dirfd, f->names[old], 0);
+    f->n--;
+    memcpy(f->names[old], f->names[f->n], FILE_NAME_LEN - 1);
+    f->mtime[old] = f->mtime[f->n];
+    return 0;
+}
+
+/* After a new index file: the shard holds at most
+ * PROGCACHE__EXPLAIN_SHARD_FILES (a new program identity is made by every
+ * edit of a source, and nothing else removes one but clear). */
+static void bound_shard(int shard)
+{
+    shard_files f;
+    f.n = 0;
+    int fd = fcntl(shard, F_DUPFD_CLOEXEC, 0);
+    if (fd >= 0)
+        progcache__fs_each_name(fd, collect, &f); /* closes fd */
+}
+
 /* The first field of a line (up to its first space). */
 static size_t field_len(const char *line, size_t len)
 {
@@ -145,6 +189,8 @@ int progcache__file_explain_add(progcache_file *file, const unsigned char id[32]
             close(top);
     }
     progcache_buf old = PROGCACHE_BUF_INIT, text = PROGCACHE_BUF_INIT;
+    struct stat st;
+    int fresh = fstatat(shard, name, &st, AT_SYMLINK_NOFOLLOW) != 0;
     int rc = read_file(fs, shard, name, &old);
     if (!rc)
         rc = progcache__buf_append(&text, line, len);
@@ -167,6 +213,8 @@ int progcache__file_explain_add(progcache_file *file, const unsigned char id[32]
                                     name);
     if (!rc)
         progcache__stats_add(fs->stats, PROGCACHE__EXPLAIN_RECORDS, 1);
+    if (!rc && fresh)
+        bound_shard(shard);
     progcache_buf_free(&old);
     progcache_buf_free(&text);
     close(shard);

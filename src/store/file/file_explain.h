@@ -16,6 +16,9 @@
 #define PROGCACHE__EXPLAIN_KEEP 8
 #define PROGCACHE__EXPLAIN_LINE_MAX ((size_t)8 << 10)
 #define PROGCACHE__EXPLAIN_FILE_MAX (PROGCACHE__EXPLAIN_KEEP * PROGCACHE__EXPLAIN_LINE_MAX)
+/* The most index files a shard keeps (the newest by time written): the
+ * index holds at most 256 times as many, two per program stored. */
+#define PROGCACHE__EXPLAIN_SHARD_FILES 64
 
 /* The whole lines of the index file of id (32 bytes) into out (replacing
  * its contents), when it is trusted as an entry is (a regular file this
@@ -31,6 +34,8 @@ int progcache__file_explain_read(progcache_file *file, const unsigned char id[32
  * bytes) first in the index file of id, dropping the lines whose first
  * field is line's and keeping at most PROGCACHE__EXPLAIN_KEEP. Written
  * whole or not at all (temp file, rename over). Counted (explain_records).
+ * A new file makes the oldest of its shard go beyond
+ * PROGCACHE__EXPLAIN_SHARD_FILES.
  * PROGCACHE_OK, PROGCACHE_EINVAL (not one line, too long), PROGCACHE_EIO
  * (read-only or another user's cache included). */
 int progcache__file_explain_add(progcache_file *file, const unsigned char id[32],
