@@ -345,6 +345,21 @@ static size_t load(record *recs, progcache_buf texts[INDEXES], progcache_file *d
     return n;
 }
 
+/* "41 s", "12 min", "3 h", "5 d": how long ago a record was written. */
+static void ago(char *out, size_t len, long long s)
+{
+    if (s < 0)
+        s = 0;
+    if (s < 120)
+        snprintf(out, len, "%lld s", s);
+    else if (s < 7200)
+        snprintf(out, len, "%lld min", s / 60);
+    else if (s < 172800)
+        snprintf(out, len, "%lld h", s / 3600);
+    else
+        snprintf(out, len, "%lld d", s / 86400);
+}
+
 int progcache__explain_text(progcache_buf *out, progcache *cache,
                             const progcache_key_nvrtc_options *o,
                             const progcache__program_key *pk, const unsigned char key[32])
@@ -391,8 +406,8 @@ int progcache__explain_text(progcache_buf *out, progcache *cache,
                          : "a cache without a directory");
     else if (!rc)
         rc = appendf(out, "the nearest stored entries of the program:\n");
-    /* The NEAREST with the fewest differences, the newest first on a tie
-     * (recs is newest first). A selection, NEAREST passes. */
+    /* The NEAREST with the fewest differences; on a tie, the same source's
+     * first, then the newer (each index is newest first). */
     for (int shown = 0; !rc && shown < NEAREST; shown++) {
         size_t best = n;
         for (size_t i = 0; i < n; i++)
@@ -401,8 +416,9 @@ int progcache__explain_text(progcache_buf *out, progcache *cache,
         if (best == n)
             break;
         record *r = &recs[best];
-        rc = appendf(out, "  %.16s... stored %lld s ago: ", r->key.p,
-                     (long long)time(NULL) - r->when);
+        char when[32];
+        ago(when, sizeof when, (long long)time(NULL) - r->when);
+        rc = appendf(out, "  %.16s... stored %s ago: ", r->key.p, when);
         int d = rc ? -1 : differ(out, &cur, r);
         if (d == 0)
             rc = appendf(out, same(r->key, cur.key)
