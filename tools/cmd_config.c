@@ -179,15 +179,23 @@ static int written(const char *dir, const char *name, const char *value)
 
 /* "progcache config --list-settings", alone: the names the settings file
  * may hold, one a line, for the shell completions (tools/progcache.bash,
- * _progcache, progcache.fish), which so never list them by hand. */
-static int list_settings(void)
+ * _progcache, progcache.fish), which so never list them by hand. With
+ * --all: every setting, the environment-only ones too (the switches
+ * PROGCACHE_DISABLE, _READONLY, _RECACHE, _EXPLAIN among them), each with
+ * its variable and where a value may come from. */
+static int list_settings(int all)
 {
     progcache_settings *set = NULL;
     if (progcache_settings_load(&set, "") != PROGCACHE_OK)
         return tool_lib_error(CMD, EXIT_FAILED, "cannot read the settings table");
-    for (size_t i = 0; i < progcache_settings_count(set); i++)
-        if (progcache_settings_at(set, i)->in_file)
-            printf("%s\n", progcache_settings_at(set, i)->name);
+    for (size_t i = 0; i < progcache_settings_count(set); i++) {
+        const progcache_setting *s = progcache_settings_at(set, i);
+        if (all)
+            printf("%-20s %-30s %s\n", s->name, s->variable,
+                   s->in_file ? "settings file, environment" : "environment only");
+        else if (s->in_file)
+            printf("%s\n", s->name);
+    }
     progcache_settings_free(set);
     return EXIT_OK; /* progcache.c checks that standard output took it */
 }
@@ -195,7 +203,9 @@ static int list_settings(void)
 int cmd_config(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "--list-settings"))
-        return list_settings();
+        return list_settings(0);
+    if (argc == 3 && !strcmp(argv[1], "--list-settings") && !strcmp(argv[2], "--all"))
+        return list_settings(1);
     static const tool_option options[] = {{"unset", 'u', 1}, {NULL, 0, 0}};
     const char *args[3] = {NULL, NULL, NULL}, *unset = NULL;
     int nargs = 0;

@@ -18,7 +18,7 @@
 #define CMD "doctor"
 
 static const char usage_text[] =
-    "usage: progcache doctor [-d DIR]\n"
+    "usage: progcache doctor [-d DIR] [--json]\n"
     "\n"
     "Check what a program would use on this machine and say, one line each, what\n"
     "is well (ok), worth knowing (note) or wrong (FAIL, with the fix): the NVRTC\n"
@@ -32,13 +32,43 @@ static const char usage_text[] =
     "\n"
     "options:\n"
     "  -d, --dir DIR  the cache directory (default: $PROGCACHE_DIR, else cuda.core's)\n"
+    "  --json         print one JSON object: {\"schema\", \"dir\", \"checks\": [{\"status\",\n"
+    "                 \"what\", \"message\", \"fix\"}], \"ok\"} (fix: null but on a FAIL\n"
+    "                 that names one)\n"
     "  -h, --help     this text\n"
     "\n"
     "Exit status: 0 all is well (notes allowed); 1 at least one FAIL; 2 bad usage.\n";
 
 typedef struct doctor {
     int failed;
+    int json;   /* --json: each finding an object of "checks" */
+    int checks; /* findings said so far */
 } doctor;
+
+/* One finding as an object of the "checks" array: the fix is what follows
+ * "fix: " in the message, as the text's lines write it. */
+static void say_json(doctor *d, const char *status, const char *what, const char *message)
+{
+    const char *fix = strstr(message, "fix: ");
+    size_t len = fix ? (size_t)(fix - message) : strlen(message);
+    while (len && (message[len - 1] == ' ' || message[len - 1] == ';' ||
+                   message[len - 1] == ','))
+        len--;
+    char *text = strndup(message, len);
+    printf("%s\n    {\"status\": ", d->checks ? "," : "");
+    tool_json_string(stdout, status);
+    printf(", \"what\": ");
+    tool_json_string(stdout, what);
+    printf(", \"message\": ");
+    tool_json_string(stdout, text ? text : message);
+    printf(", \"fix\": ");
+    if (fix)
+        tool_json_string(stdout, fix + 5);
+    else
+        printf("null");
+    putchar('}');
+    free(text);
+}
 
 static void say(doctor *d, const char *status, const char *what, const char *fmt, ...)
     TOOL_PRINTF(4, 5);
@@ -47,10 +77,17 @@ static void say(doctor *d, const char *status, const char *what, const char *fmt
 {
     va_list ap;
     va_start(ap, fmt);
-    printf("%-5s %-14s ", status, what);
-    vprintf(fmt, ap);
-    putchar('\n');
+    if (d->json) {
+        char message[4096];
+        vsnprintf(message, sizeof message, fmt, ap);
+        say_json(d, status, what, message);
+    } else {
+        printf("%-5s %-14s ", status, what);
+        vprintf(fmt, ap);
+        putchar('\n');
+    }
     va_end(ap);
+    d->checks++;
     if (!strcmp(status, "FAIL"))
         d->failed = 1;
 }
@@ -341,17 +378,23 @@ int cmd_doctor(int argc, char **argv)
 {
     static const tool_option options[] = {{NULL, 0, 0}};
     tool_parser p;
-    tool_parser_init(&p, CMD, usage_text, argc, argv, options, 0);
+    tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
     for (int c; (c = tool_next(&p)) != TOOL_END;) {
         if (c == TOOL_EXIT)
             return p.code;
         return tool_unexpected_arg(CMD, p.arg);
     }
-    doctor d = {0};
+    doctor d = {0, p.json, 0};
     char *dir = NULL;
     int code = tool_resolve_dir(CMD, p.dir, &dir);
     if (code)
         return code;
+    if (d.json) {
+        tool_json_begin(stdout);
+        printf(", \"dir\": ");
+        tool_json_string(stdout, dir);
+        printf(", \"checks\": [");
+    }
     progcache_settings *set = NULL;
     if (progcache_settings_load(&set, dir) != PROGCACHE_OK) {
         say(&d, "FAIL", "settings", "%s; fix: correct what it names", progcache_error_last());
@@ -381,6 +424,9 @@ int cmd_doctor(int argc, char **argv)
     }
     progcache_settings_free(set);
     free(dir);
-    printf("%s\n", d.failed ? "something is wrong: see the FAIL lines" : "all is well");
+    if (d.json)
+        printf("%s], \"ok\": %s}\n", d.checks ? "\n  " : "", d.failed ? "false" : "true");
+    else
+        printf("%s\n", d.failed ? "something is wrong: see the FAIL lines" : "all is well");
     return d.failed ? EXIT_NO : EXIT_OK;
 }

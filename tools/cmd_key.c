@@ -1,11 +1,13 @@
 /* progcache key: print the cache key of an NVRTC compile, the same key
- * cuda.core's make_program_cache_key() derives. */
+ * cuda.core's make_program_cache_key() derives. progcache explain: the
+ * same inputs, and why their compile would miss (progcache_explain). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "progcache/cuda.h" /* progcache_explain */
 #include "tool.h"
 
 static const char usage_text[] =
@@ -50,10 +52,23 @@ static const char usage_text[] =
     "resolved); 3 a file could not be read (or is larger than the bound) or NVRTC\n"
     "could not be asked its version.\n";
 
-#define CMD "key"
+static const char explain_usage_text[] =
+    "usage: progcache explain [options] SOURCE_FILE [-- NVRTC_OPTION...]\n"
+    "\n"
+    "Say whether compiling SOURCE_FILE with these options hits the cache, and when\n"
+    "it misses, which inputs differ from the nearest entries of the same program\n"
+    "stored by progcache (\"option -DTILE=32 was -DTILE=16; NVRTC 13.0 was 12.9\"),\n"
+    "or that nothing similar is recorded. The options are `progcache key`'s (run\n"
+    "'progcache key --help'); the cache directory is -d DIR, else the default one.\n"
+    "Values are shown escaped: %20 a space, %25 a '%', %XX any byte outside\n"
+    "printable ASCII.\n"
+    "\n"
+    "Exit status: 0 a HIT; 1 a MISS (explained); 2 bad usage; 3 a file could not\n"
+    "be read, no cache directory, or NVRTC could not be asked its version.\n";
 
 
 typedef struct key_args {
+    const char *cmd; /* "key" or "explain" */
     progcache_key_nvrtc_options opts;
     uint64_t max_size;
     const char *source_path;
@@ -113,7 +128,9 @@ static int parse_args(key_args *a, int argc, char **argv)
         {"nvrtc-version", OPT_NVRTC_VERSION, 1}, TOOL_MAX_ARTIFACT_SIZE_OPTION,
         {NULL, 0, 0}};
     tool_parser p;
-    tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_REST);
+    const char *CMD = a->cmd;
+    tool_parser_init(&p, CMD, strcmp(CMD, "key") ? explain_usage_text : usage_text, argc, argv,
+                     options, TOOL_REST);
     p.hint = "NVRTC options go after '--'";
     for (int c; (c = tool_next(&p)) != TOOL_END;) {
         const char *v = p.arg;
@@ -161,7 +178,7 @@ static int parse_args(key_args *a, int argc, char **argv)
     a->opts.num_options = (size_t)p.nrest;
     a->dir = p.dir;
     if (!a->source_path)
-        return tool_usage_error(CMD, "no SOURCE_FILE given (run 'progcache key --help')");
+        return tool_usage_error(CMD, "no SOURCE_FILE given (run 'progcache %s --help')", CMD);
     if (a->extra_digest_hex && a->num_digest_files)
         return tool_usage_error(CMD, "--extra-digest and --digest-file cannot be combined: "
                                      "give the digest, or the files to digest, not both");
@@ -195,13 +212,15 @@ static int version_from_record(key_args *a)
     progcache_close(cache);
     progcache_buf_free(&dir);
     if (rc == PROGCACHE_EINVAL)
-        return tool_lib_error(CMD, EXIT_USAGE, "the NVRTC version");
+        return tool_lib_error(a->cmd, EXIT_USAGE, "the NVRTC version");
     if (rc) /* said, in the same words, by the derivation */
         a->opts.nvrtc_major = a->opts.nvrtc_minor = 0;
     return EXIT_OK;
 }
 
-int cmd_key(int argc, char **argv)
+static int explain(key_args *a);
+
+static int run(const char *CMD, int argc, char **argv)
 {
     key_args a;
     unsigned char key[PROGCACHE_KEY_SIZE], header_digest[PROGCACHE_KEY_SIZE];
@@ -211,6 +230,7 @@ int cmd_key(int argc, char **argv)
     int rc, code;
 
     memset(&a, 0, sizeof a);
+    a.cmd = CMD;
     progcache_key_nvrtc_options_init(&a.opts);
     code = parse_args(&a, argc, argv);
     if (code >= 0)
@@ -256,6 +276,10 @@ int cmd_key(int argc, char **argv)
     a.opts.num_name_expressions = a.num_names;
     a.opts.headers = a.memory.items;
     a.opts.num_headers = a.memory.len;
+    if (strcmp(CMD, "key")) {
+        code = explain(&a);
+        goto done;
+    }
     if (!a.opts.nvrtc_major && (code = version_from_record(&a)))
         goto done;
 
@@ -278,4 +302,49 @@ done:
     free(a.header_specs);
     tool_headers_free(&a.memory);
     return code;
+}
+
+/* progcache explain: the cache is opened as a program's would be (its NVRTC
+ * record gives the version, its remote tier is asked for a HIT), but never
+ * made: a directory that does not exist has nothing to explain with. */
+static int explain(key_args *a)
+{
+    char *dir = NULL;
+    progcache *cache = NULL;
+    progcache_buf text = PROGCACHE_BUF_INIT;
+    struct stat st;
+    int code = tool_resolve_dir(a->cmd, a->dir, &dir);
+    if (code)
+        return code;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "progcache explain: %s: no cache directory there (nothing was ever "
+                        "stored, so every compile misses)\n", dir);
+        free(dir);
+        return EXIT_FAILED;
+    }
+    if ((code = tool_open_cache(a->cmd, dir, TOOL_READ, a->max_size, &cache)))
+        goto done;
+    int rc = progcache_explain(&text, cache, &a->opts);
+    if (rc) {
+        fprintf(stderr, "progcache explain: %s\n", progcache_error_last());
+        code = rc == PROGCACHE_EUNSAFEKEY || rc == PROGCACHE_EINVAL ? EXIT_USAGE : EXIT_FAILED;
+        goto done;
+    }
+    fwrite(text.data, 1, text.size, stdout);
+    code = text.size >= 4 && !memcmp(text.data, "HIT ", 4) ? EXIT_OK : EXIT_NO;
+done:
+    progcache_buf_free(&text);
+    progcache_close(cache);
+    free(dir);
+    return code;
+}
+
+int cmd_key(int argc, char **argv)
+{
+    return run("key", argc, argv);
+}
+
+int cmd_explain(int argc, char **argv)
+{
+    return run("explain", argc, argv);
 }

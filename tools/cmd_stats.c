@@ -302,6 +302,11 @@ int cmd_stats(int argc, char **argv)
         {"tier back-offs", "tier_backoffs", s.tier_backoffs},
         {"tier calls skipped", "tier_skipped", s.tier_skipped},
         {"remote files refused", "remote_files_refused", s.remote_files_refused},
+        /* i35-explain */
+        {"misses explained", "explain_made", s.explain_made},
+        {"explain records written", "explain_records", s.explain_records},
+        {"explain records refused", "explain_refused", s.explain_refused},
+        {"entries sealed again", "entries_resealed", s.entries_resealed},
     };
     size_t n = sizeof counters / sizeof counters[0];
     const progcache_setting *cap =

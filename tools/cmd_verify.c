@@ -8,7 +8,7 @@
 #define CMD "verify"
 
 static const char usage_text[] =
-    "usage: progcache verify [-d DIR] [-f] [--fix-unknown] [--json]\n"
+    "usage: progcache verify [-d DIR] [-f] [--fix-unknown] [--seal] [--json]\n"
     "       progcache verify --remote URL [--json]\n"
     "\n"
     "Check every entry of a cache directory: a CUBIN must be a whole CUDA ELF file\n"
@@ -24,6 +24,10 @@ static const char usage_text[] =
     "cuda.core store any bytes) is not a problem: it is printed as\n"
     "  unknown NAME: REASON, kept (or: REASON [removed])\n"
     "and removed only with --fix-unknown.\n"
+    "A good entry without progcache's seal (written by cuda.core or another program,\n"
+    "or copied without its extended attributes: cp -r, rsync without -X) is printed as\n"
+    "  unsealed NAME KIND: WHAT\n"
+    "and is not a problem; --seal seals this user's own.\n"
     "Files and directories that are not part of a cache (other names in entries/,\n"
     "a shard or tmp/) are printed as\n"
     "  not an entry, left alone: PATH\n"
@@ -37,6 +41,9 @@ static const char usage_text[] =
     "              path, an entry too large to read and files that are not entries\n"
     "              are left alone\n"
     "  --fix-unknown  also remove the entries of no known kind (implies --fix)\n"
+    "  --seal      seal the entries without a seal that are this user's and whole\n"
+    "              artifacts of a known kind (after a copy that lost the seals);\n"
+    "              other users' are named, not sealed\n"
     "  --remote URL  check the entries of the store URL names instead (redis://...,\n"
     "              unix:..., a registered tier): each value is read as a lookup\n"
     "              reads it (for Redis: its envelope's digest, for its own name) and\n"
@@ -63,7 +70,36 @@ typedef struct verify_out {
     int remote; /* --remote: nothing can be removed */
     tool_progress bar;
     uint64_t checked, expected; /* for the bar: entries so far, of about */
+    uint64_t unsealed, sealed;  /* i35: entries without a seal; sealed by --seal */
 } verify_out;
+
+/* What --seal did, or did not, to an entry without a seal. */
+static const char *unsealed_what(int how)
+{
+    switch (how) {
+    case PROGCACHE_UNSEALED_SEALED: return "sealed now";
+    case PROGCACHE_UNSEALED_NOT_OWN: return "another user's: only its owner can seal it";
+    case PROGCACHE_UNSEALED_UNCHECKED: return "not a whole artifact: not sealed";
+    case PROGCACHE_UNSEALED_FAILED: return "sealing failed: the file system refused";
+    default: return "no seal (cuda.core's or another program's, or a copy that lost its "
+                    "extended attributes; --seal seals this user's own)";
+    }
+}
+
+/* An entry without a seal, named (text), or kept for the JSON object's
+ * "unsealed" list, which follows the problems. */
+static void report_unsealed(verify_out *o, const progcache_entry *e, const char *kind)
+{
+    o->unsealed++;
+    o->sealed += e->unsealed == PROGCACHE_UNSEALED_SEALED;
+    if (o->json)
+        return;
+    if (o->bar.drawn) {
+        fputs("\r\033[K", stderr);
+        o->bar.drawn = 0;
+    }
+    printf("unsealed %s %s: %s\n", e->name, kind, unsealed_what(e->unsealed));
+}
 
 static int report_foreign(void *ctx, const char *path, const char *what)
 {
@@ -97,6 +133,9 @@ static int report(void *ctx, const progcache_entry *e)
     tool_progress_note(&o->bar, "verifying", o->checked,
                        o->expected > o->checked ? o->expected : o->checked, NULL);
     const int unknown = !e->error && e->artifact && e->artifact->kind == PROGCACHE_KIND_UNKNOWN;
+    if (!e->error && !unknown && e->unsealed)
+        report_unsealed(o, e, progcache_kind_name(e->artifact ? e->artifact->kind
+                                                              : PROGCACHE_KIND_UNKNOWN));
     if (!e->error && !unknown)
         return 0;
     if (o->bar.drawn && !o->json) { /* the verdict on a line of its own */
@@ -188,10 +227,11 @@ static int verify_remote(verify_out *o, const char *url, int json)
 
 int cmd_verify(int argc, char **argv)
 {
-    enum { OPT_FIX_UNKNOWN = 256 };
-    static const tool_option options[] = {
-        {"fix", 'f', 0}, {"fix-unknown", OPT_FIX_UNKNOWN, 0}, TOOL_REMOTE_OPTION, {NULL, 0, 0}};
-    int fix = 0, fix_unknown = 0;
+    enum { OPT_FIX_UNKNOWN = 256, OPT_SEAL };
+    static const tool_option options[] = {{"fix", 'f', 0}, {"fix-unknown", OPT_FIX_UNKNOWN, 0},
+                                          {"seal", OPT_SEAL, 0}, TOOL_REMOTE_OPTION,
+                                          {NULL, 0, 0}};
+    int fix = 0, fix_unknown = 0, seal = 0;
     const char *remote = NULL;
     tool_parser p;
     tool_parser_init(&p, CMD, usage_text, argc, argv, options, TOOL_JSON);
@@ -202,6 +242,8 @@ int cmd_verify(int argc, char **argv)
             fix = 1;
         else if (c == OPT_FIX_UNKNOWN)
             fix = fix_unknown = 1;
+        else if (c == OPT_SEAL)
+            seal = 1;
         else if (c == TOOL_OPT_REMOTE)
             remote = p.arg;
         else
@@ -213,6 +255,9 @@ int cmd_verify(int argc, char **argv)
     verify_out o;
     memset(&o, 0, sizeof o);
     o.json = json;
+    if (remote && seal)
+        return tool_usage_error(CMD, "--seal cannot be used with --remote: a remote entry "
+                                     "carries its digest in its envelope");
     if (remote && (p.dir || fix))
         return tool_usage_error(CMD, p.dir ? "give --dir or --remote, not both"
                                            : "--fix cannot be used with --remote: a remote "
@@ -220,7 +265,8 @@ int cmd_verify(int argc, char **argv)
                                              "does not know");
     if (remote)
         return verify_remote(&o, remote, json);
-    int code = tool_open_dir_file(CMD, p.dir, fix ? TOOL_WRITE : TOOL_READ, 0, &dir, &file);
+    int code = tool_open_dir_file(CMD, p.dir, fix || seal ? TOOL_WRITE : TOOL_READ, 0, &dir,
+                                  &file);
     if (code)
         goto done;
     o.dir = dir;
@@ -228,7 +274,8 @@ int cmd_verify(int argc, char **argv)
     if (o.bar.on)
         (void)progcache_store_count(&o.expected, progcache_file_store(file));
     progcache_verify_options opts = PROGCACHE_VERIFY_OPTIONS_INIT;
-    opts.flags = (fix ? PROGCACHE_VERIFY_FIX : 0) | (fix_unknown ? PROGCACHE_VERIFY_FIX_UNKNOWN : 0);
+    opts.flags = (fix ? PROGCACHE_VERIFY_FIX : 0) |
+                 (fix_unknown ? PROGCACHE_VERIFY_FIX_UNKNOWN : 0) | (seal ? PROGCACHE_VERIFY_SEAL : 0);
     opts.on_entry = report;
     opts.on_foreign = report_foreign;
     opts.ctx = &o;
@@ -254,7 +301,8 @@ int cmd_verify(int argc, char **argv)
             tool_json_string(stdout, o.foreign[i] + strlen(o.foreign[i]) + 1);
             printf("}");
         }
-        printf("%s]}\n", o.num_foreign ? "\n  " : "");
+        printf("%s], \"unsealed\": %llu, \"sealed\": %llu}\n", o.num_foreign ? "\n  " : "",
+               (unsigned long long)o.unsealed, (unsigned long long)o.sealed);
     }
     if (o.out_of_memory) {
         code = tool_error(CMD, "out of memory listing the files that are not entries");
@@ -280,6 +328,11 @@ int cmd_verify(int argc, char **argv)
         }
         if (res.foreign)
             printf("; %llu files that are not entries left alone", (unsigned long long)res.foreign);
+        if (o.unsealed)
+            printf("; %llu without a seal%s", (unsigned long long)o.unsealed,
+                   seal ? "" : " (--seal seals this user's own)");
+        if (seal)
+            printf("; %llu sealed", (unsigned long long)o.sealed);
         putchar('\n');
     }
     code = res.bad ? EXIT_NO : EXIT_OK;

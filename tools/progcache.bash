@@ -7,7 +7,7 @@
 _progcache()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local commands="stats ls verify prune clear get put export import warm key remote exec config doctor help"
+    local commands="stats ls verify prune clear get put export import warm key explain remote exec config doctor help"
     # The settings a file may hold, from the command (never typed here).
     local settings
     settings=$("${COMP_WORDS[0]}" config --list-settings 2>/dev/null)
@@ -84,7 +84,7 @@ _progcache()
     case $cmd in
     stats) opts="--json --format -z --zero --charts --no-charts -v --verbose" ;;
     ls) opts="--json -s --sort --remote" ;;
-    verify) opts="--json -f --fix --fix-unknown --remote -q --quiet" ;;
+    verify) opts="--json -f --fix --fix-unknown --seal --remote -q --quiet" ;;
     prune) opts="--json -M --max-size --older-than -q --quiet" ;;
     clear) opts="--json -q --quiet" ;;
     get) opts="-o --output -e --entry --max-artifact-size" ;;
@@ -92,14 +92,15 @@ _progcache()
     export) opts="--max-artifact-size --sign --remote -q --quiet" ;;
     import) opts="--max-artifact-size --verify -q --quiet" ;;
     warm) opts="--json -a --arch -j --jobs --max-artifact-size -q --quiet" ;;
-    key) opts="-t --target -n --name --name-expression --name-expressions-bytes --extra-digest
-               --header --digest-file --nvrtc-version --max-artifact-size" ;;
+    key | explain)
+        opts="-t --target -n --name --name-expression --name-expressions-bytes --extra-digest
+              --header --digest-file --nvrtc-version --max-artifact-size" ;;
     remote) # the remote tier is not a directory's: no -d
         common="-h --help"
         opts="--json --url --secret-file --prefix --lease --pings" ;;
     config) opts="--json -u --unset" ;;
     exec) opts="--where" ;;
-    doctor) opts="" ;;
+    doctor) opts="--json" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$common $opts" -- "$cur"))
@@ -108,7 +109,7 @@ _progcache()
     case $cmd in
     help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
     config) COMPREPLY=($(compgen -W "$settings" -- "$cur")) ;;
-    put | export | import | warm | key) COMPREPLY=($(compgen -f -- "$cur")) ;;
+    put | export | import | warm | key | explain) COMPREPLY=($(compgen -f -- "$cur")) ;;
     exec) COMPREPLY=($(compgen -c -- "$cur")) ;;
     esac
 }

@@ -30,6 +30,7 @@ static const struct {
     {"import", cmd_import, "add the entries of a tar archive to the cache"},
     {"warm", cmd_warm, "compile the programs of a manifest into the cache"},
     {"key", cmd_key, "print the cache key of an NVRTC compile"},
+    {"explain", cmd_explain, "say why a compile misses: which inputs differ from stored ones"},
     {"remote", cmd_remote, "check the remote tier: reachable, latency, entries, leases"},
     {"exec", cmd_exec, "run a command with its NVRTC compiles through the cache"},
     {"config", cmd_config, "show or change the cache directory's settings (max_size, ...)"},

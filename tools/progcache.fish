@@ -9,7 +9,7 @@ function __progcache_candidates
     set -l tokens (commandline -opc)
     set -l cur (commandline -ct)
     set -l prog $tokens[1]
-    set -l commands stats ls verify prune clear get put export import warm key remote exec config doctor help
+    set -l commands stats ls verify prune clear get put export import warm key explain remote exec config doctor help
     set -l settings ($prog config --list-settings 2>/dev/null)
     # The subcommand: the first word that is not an option (or -d's value).
     set -l cmd
@@ -87,7 +87,7 @@ function __progcache_candidates
             printf '%s\n' $commands
         case config
             printf '%s\n' $settings
-        case put export import warm key
+        case put export import warm key explain
             __fish_complete_path $cur
     end
 end

@@ -16,7 +16,10 @@ static const char *tier_of(const char *key)
         "modes_fixed",   "files_refused",    "other_writer_rescans", "other_writer_bytes",
         "links_refused", "foreign_not_stored",
         /* i32-scale */
-        "shards_rescanned", "evict_steps", "evict_step_entries", "counter_seeds"};
+        "shards_rescanned", "evict_steps", "evict_step_entries", "counter_seeds",
+        /* i35-explain */
+        "explain_records", "explain_refused",
+        "entries_resealed"};
     if (!strncmp(key, "remote_", 7))
         return "remote";
     if (!strncmp(key, "pch_", 4))

@@ -18,6 +18,7 @@ enum { EXIT_OK = 0, EXIT_NO = 1, EXIT_USAGE = 2, EXIT_FAILED = 3 };
 typedef int (*tool_command_fn)(int argc, char **argv);
 
 int cmd_key(int argc, char **argv);
+int cmd_explain(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_verify(int argc, char **argv);

@@ -67,6 +67,12 @@ PROGCACHE_API int progcache_file_read_entry(progcache_buf *out, progcache_file *
 /* Also remove the entries of no known kind (see progcache_file_verify),
  * which are otherwise reported and kept; implies PROGCACHE_VERIFY_FIX. */
 #define PROGCACHE_VERIFY_FIX_UNKNOWN 0x2u
+/* Seal the entries without a seal that are this user's own and whole
+ * artifacts of a known kind (a copy that lost its extended attributes):
+ * what the check read is what is sealed, through the file it was read
+ * from. Each entry without a seal says what was done in its
+ * progcache_entry.unsealed. Not with a cache opened read-only. */
+#define PROGCACHE_VERIFY_SEAL 0x4u
 
 /* Called by progcache_file_verify for each file or directory in the cache
  * directory that is not part of a cache, with its path relative to the

@@ -517,6 +517,33 @@ PROGCACHE_API int progcache_compile_or_load(progcache_program_result *out, progc
  */
 PROGCACHE_API void progcache_program_result_release(progcache_program_result *result);
 
+/*
+ * progcache_explain() : why a compile of these inputs would miss.
+ *
+ * Each entry progcache_compile_or_load stores records the inputs of its key
+ * (NVRTC version, target, program name, the source's digest, name
+ * expressions, a digest of the headers, the options in order) in the cache
+ * directory's explain index (docs/FORMAT.md, "The explain index"). This
+ * derives the key of nvrtc as progcache_compile_or_load would and writes
+ * text into out (replacing it): "HIT ..." when an entry of that key is
+ * stored; else a "MISS ..." line, then one line per nearest recorded entry
+ * of the same program name (at most 3) saying exactly which inputs differ
+ * ("option -DTILE=32 was -DTILE=16; NVRTC 13.0 was 12.9; source changed"),
+ * or that nothing similar is recorded. Values are shown escaped (%XX for
+ * spaces, '%' and bytes outside printable ASCII). PROGCACHE_EXPLAIN=1 makes
+ * every MISS of progcache_compile_or_load log the same text.
+ *
+ * @param out   [out] the text; release with progcache_buf_free().
+ * @param cache the cache (NULL: nothing is recorded, every lookup misses).
+ * @param nvrtc the key's inputs, as progcache_program's nvrtc member.
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL / PROGCACHE_EUNSAFEKEY (as
+ *         progcache_key_nvrtc), PROGCACHE_ENOCUDA (no NVRTC and no record of
+ *         its version: give nvrtc_major/minor), PROGCACHE_ENOMEM.
+ * Thread-safe; reads at most two index files of the cache directory.
+ */
+PROGCACHE_API int progcache_explain(progcache_buf *out, progcache *cache,
+                                    const progcache_key_nvrtc_options *nvrtc);
+
 
 #ifdef __cplusplus
 }

@@ -178,6 +178,15 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_TIER_BACKOFFS = 72,
     PROGCACHE_STAT_TIER_SKIPPED = 73,
     PROGCACHE_STAT_REMOTE_FILES_REFUSED = 74,
+    /* i35-explain (version 6): misses explained (PROGCACHE_EXPLAIN=1 or
+     * `progcache explain`), records written to the explain index, index
+     * files ignored (another user's, a link, too large, not a regular
+     * file), and entries sealed again by `progcache verify --seal`
+     * (docs/OPERATIONS.md, "Explained misses"). */
+    PROGCACHE_STAT_EXPLAIN_MADE = 82,
+    PROGCACHE_STAT_EXPLAIN_RECORDS = 83,
+    PROGCACHE_STAT_EXPLAIN_REFUSED = 84,
+    PROGCACHE_STAT_ENTRIES_RESEALED = 85,
 } progcache_stat;
 
 /*
@@ -379,6 +388,12 @@ typedef struct progcache_stats {
     uint64_t tier_backoffs;
     uint64_t tier_skipped;
     uint64_t remote_files_refused;
+    /* Version 6. i35-explain: the PROGCACHE_STAT_EXPLAIN_* counters and
+     * entries_resealed above, in their order. */
+    uint64_t explain_made;
+    uint64_t explain_records;
+    uint64_t explain_refused;
+    uint64_t entries_resealed;
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 6

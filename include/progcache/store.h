@@ -143,7 +143,24 @@ typedef struct progcache_entry {
      * library fills it, a caller built against an older header does not
      * see it. */
     const progcache_entry_meta *meta;
+
+    /* Set by progcache_file_verify (0 elsewhere, and for an entry with a
+     * seal, or a bad one): one of PROGCACHE_UNSEALED_*. An entry progcache
+     * stored has a seal; one without was written by cuda.core or another
+     * program, or is a copy that lost its extended attributes (`cp -r`,
+     * rsync without -X). Added after the fields above. */
+    int unsealed;
 } progcache_entry;
+
+/* progcache_entry.unsealed: no seal; with PROGCACHE_VERIFY_SEAL, sealed
+ * now; not sealed because another user owns it (only its owner can), or
+ * because it is not a whole artifact of a known kind (nothing vouches for
+ * its bytes), or because sealing failed (a file system that refuses). */
+#define PROGCACHE_UNSEALED 1
+#define PROGCACHE_UNSEALED_SEALED 2
+#define PROGCACHE_UNSEALED_NOT_OWN 3
+#define PROGCACHE_UNSEALED_UNCHECKED 4
+#define PROGCACHE_UNSEALED_FAILED 5
 
 /* Called once per entry; return 0 to go on, anything else to stop (the
  * calling function then returns that value). */

@@ -29,6 +29,7 @@
 #include "cache/flight.h"
 #include "cuda/driver.h"
 #include "error.h"
+#include "program/explain.h"
 #include "program/program_key.h"
 #include "program/program_load.h"
 #include "program/program_names.h"
@@ -281,6 +282,8 @@ static void store(call *c, progcache__flight *flight, const char *what)
         if (put && !(has_v2(out) && out->stored))
             goto done;
     }
+    progcache__explain_note(c->cache, &program->nvrtc, &c->key, out->key, program->log,
+                            program->log_ctx);
     progcache__program_key_store(&c->key, c->cache, program->log, program->log_ctx);
 done:
     out->store_ms += progcache__clock_ms() - t;
@@ -535,6 +538,8 @@ int progcache_compile_or_load(progcache_program_result *out, progcache *cache,
         goto done;
     int have = 0;
     rc = look_up(&c, &meta, &have);
+    if (!rc && !have)
+        progcache__explain_miss(cache, &p.nvrtc, &c.key, out->key, p.log, p.log_ctx);
     if (!rc && !have)
         rc = compile_and_store(&c);
     if (!rc && out->version >= 3 && c.names)

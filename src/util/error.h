@@ -75,5 +75,9 @@ void progcache__log(progcache_log_fn log, void *ctx, int level, const char *fmt,
 int progcache__log_wanted(progcache_log_fn log, int level);
 int progcache__log_trace(void);
 void progcache__log_default(int level, const char *cause, const char *message) PROGCACHE_COLD;
+/* A message the program asked for by a variable of its own
+ * (PROGCACHE_EXPLAIN): to the callback at info level; without one, to the
+ * default writer each time, unless PROGCACHE_LOG is off or error. */
+void progcache__log_asked(progcache_log_fn log, void *ctx, const char *message) PROGCACHE_COLD;
 
 #endif

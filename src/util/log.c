@@ -107,3 +107,25 @@ void progcache__log_default(int level, const char *cause, const char *message)
     }
     pthread_mutex_unlock(&lock);
 }
+
+void progcache__log_asked(progcache_log_fn log, void *ctx, const char *message)
+{
+    if (log) {
+        log(ctx, PROGCACHE_LOG_INFO, message);
+        return;
+    }
+    /* Asked for by its own variable: written at the default threshold too
+     * (warn), and each time; not when PROGCACHE_LOG is off or error. */
+    if (configured_threshold() > PROGCACHE_LOG_WARN)
+        return;
+    if (!strncmp(message, "progcache: ", 11))
+        message += 11;
+    pthread_mutex_lock(&lock);
+    if (sink) {
+        fprintf(sink, "progcache[%ld]: %s\n", (long)getpid(), message);
+        fflush(sink);
+    } else {
+        fprintf(stderr, "progcache: %s\n", message);
+    }
+    pthread_mutex_unlock(&lock);
+}

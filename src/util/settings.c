@@ -94,6 +94,11 @@ static const spec specs[PROGCACHE__SET_COUNT] = {
     {"recache", "PROGCACHE_RECACHE", YES_NO, "false", 0, 0,
      "never read the cache: every compile runs and its result is stored over the entry "
      "(environment only)"},
+    /* i35-explain: say on each MISS which inputs differ from the nearest
+     * stored entries (docs/OPERATIONS.md, "Explained misses"). */
+    {"explain", "PROGCACHE_EXPLAIN", YES_NO, "false", 0, 0,
+     "explain each compile-or-load MISS through the log: the nearest stored entries of the "
+     "program and which inputs differ (environment only)"},
 };
 
 /* "5GiB", "512MiB", "1000": the exact size in the largest whole unit. */

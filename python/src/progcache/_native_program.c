@@ -38,6 +38,8 @@ static const struct {
     FIELD(shards_rescanned), FIELD(evict_steps), FIELD(evict_step_entries), FIELD(counter_seeds),
     FIELD(intercept_failed), FIELD(tier_backoffs), FIELD(tier_skipped),
     FIELD(remote_files_refused),
+    FIELD(intercept_failed), FIELD(explain_made), FIELD(explain_records),
+    FIELD(explain_refused), FIELD(entries_resealed),
 };
 #undef FIELD
 

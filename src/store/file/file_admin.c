@@ -356,6 +356,8 @@ static int verify_visit(void *ctx, file_walk_item *item)
     } else {
         v->why[0] = '\0';
     }
+    if (!v->why[0] && seal == FILE_SEAL_NONE) /* i35: unsealed: named, or --seal */
+        progcache__file_verify_unsealed(v->fs, item, v->opts->flags);
     if (v->why[0]) {
         e->error = v->why;
         v->out->bad++;
@@ -518,15 +520,14 @@ int progcache_file_verify(progcache_verify_result *out, progcache_file *file,
         return rc;
     if (o.flags & PROGCACHE_VERIFY_FIX_UNKNOWN)
         o.flags |= PROGCACHE_VERIFY_FIX;
-    if (o.flags & ~(PROGCACHE_VERIFY_FIX | PROGCACHE_VERIFY_FIX_UNKNOWN))
+    if (o.flags & ~(PROGCACHE_VERIFY_FIX | PROGCACHE_VERIFY_FIX_UNKNOWN | PROGCACHE_VERIFY_SEAL))
         return progcache__error(PROGCACHE_EINVAL,
-                                "progcache_verify_options.flags has unknown "
-                                "bits 0x%x",
-                                o.flags);
-    if ((o.flags & PROGCACHE_VERIFY_FIX) && (fs->flags & PROGCACHE_FILE_READONLY))
+                                "progcache_verify_options.flags has unknown bits 0x%x", o.flags);
+    if ((o.flags & (PROGCACHE_VERIFY_FIX | PROGCACHE_VERIFY_SEAL)) &&
+        (fs->flags & PROGCACHE_FILE_READONLY))
         return progcache__error(PROGCACHE_EINVAL,
                                 "cache %s was opened read-only; cannot remove "
-                                "bad entries",
+                                "bad entries or seal entries",
                                 fs->root);
     /* Counted in a whole struct, copied back in the caller's version's size. */
     progcache_verify_result r;

@@ -21,6 +21,11 @@ typedef struct file_walk_item {
 
 typedef int (*file_walk_fn)(void *ctx, file_walk_item *item);
 
+/* verify (file_reseal.c): item's entry, read and found good, has no seal:
+ * set entry->unsealed, and with PROGCACHE_VERIFY_SEAL in flags seal it
+ * when it is this user's own and a whole artifact of a known kind. */
+void progcache__file_verify_unsealed(file_store *fs, file_walk_item *item, unsigned int flags);
+
 /* Visit every entry in name order; flags are PROGCACHE_ENTRIES_*. Returns
  * PROGCACHE_OK, the callback's non-zero value, or PROGCACHE_ENOMEM. */
 int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, void *ctx);

@@ -371,6 +371,11 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->tier_backoffs = sum(stats, PROGCACHE__TIER_BACKOFFS);
     out->tier_skipped = sum(stats, PROGCACHE__TIER_SKIPPED);
     out->remote_files_refused = sum(stats, PROGCACHE__REMOTE_FILES_REFUSED);
+    /* i35-explain */
+    out->explain_made = sum(stats, PROGCACHE__EXPLAIN_MADE);
+    out->explain_records = sum(stats, PROGCACHE__EXPLAIN_RECORDS);
+    out->explain_refused = sum(stats, PROGCACHE__EXPLAIN_REFUSED);
+    out->entries_resealed = sum(stats, PROGCACHE__ENTRIES_RESEALED);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

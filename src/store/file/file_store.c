@@ -109,6 +109,8 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                        (int)PROGCACHE_STAT_INTERCEPT_STANDIN_REFUSED &&
                    (int)PROGCACHE__SHARDS_RESCANNED == (int)PROGCACHE_STAT_SHARDS_RESCANNED &&
                    (int)PROGCACHE__COUNTER_SEEDS == (int)PROGCACHE_STAT_COUNTER_SEEDS &&
+                   (int)PROGCACHE__EXPLAIN_MADE == (int)PROGCACHE_STAT_EXPLAIN_MADE &&
+                   (int)PROGCACHE__ENTRIES_RESEALED == (int)PROGCACHE_STAT_ENTRIES_RESEALED &&
                    (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
                "progcache__counter and progcache_stat must agree");
 

@@ -14,6 +14,7 @@
 #include "options.h"
 #include "fs.h"
 #include "store/file/file_admin.h"
+#include "store/file/file_explain.h"
 #include "store/file/file_store.h"
 
 /* Temp files older than this belong to a writer that crashed: no live
@@ -126,6 +127,7 @@ int progcache_file_clear(progcache_prune_result *out, progcache_file *file,
         }
     }
     progcache__file_sweep_tmp(fs, 1);
+    progcache__file_explain_clear(fs); /* i35-explain: its records name no entry now */
     progcache__file_totals(fs, &bytes, &count);
     if (out) {
         unsigned int version = out->version;
