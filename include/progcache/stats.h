@@ -158,7 +158,7 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_SHARDS_RESCANNED = 66,
     PROGCACHE_STAT_EVICT_STEPS = 67,
     PROGCACHE_STAT_EVICT_STEP_ENTRIES = 68,
-    PROGCACHE_STAT_COUNTER_SEEDS = 69
+    PROGCACHE_STAT_STATE_SEEDS = 69
 } progcache_stat;
 
 /*
@@ -344,11 +344,11 @@ typedef struct progcache_stats {
     uint64_t intercept_real_programs;
     uint64_t intercept_failed;
     /* Version 6. i32-scale: the PROGCACHE_STAT_SHARDS_RESCANNED ..
-     * PROGCACHE_STAT_COUNTER_SEEDS counters above, in their order. */
+     * PROGCACHE_STAT_STATE_SEEDS counters above, in their order. */
     uint64_t shards_rescanned;
     uint64_t evict_steps;
     uint64_t evict_step_entries;
-    uint64_t counter_seeds;
+    uint64_t state_seeds;
 } progcache_stats;
 
 #define PROGCACHE_STATS_VERSION 6

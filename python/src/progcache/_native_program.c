@@ -33,7 +33,7 @@ static const struct {
     FIELD(intercept_pass_callback), FIELD(intercept_pass_other), FIELD(intercept_real_programs),
     FIELD(intercept_failed),
     /* i32-scale */
-    FIELD(shards_rescanned), FIELD(evict_steps), FIELD(evict_step_entries), FIELD(counter_seeds),
+    FIELD(shards_rescanned), FIELD(evict_steps), FIELD(evict_step_entries), FIELD(state_seeds),
 };
 #undef FIELD
 

@@ -327,7 +327,7 @@ static void seed_counters(file_store *fs, int locked)
         (void)measure_shard(fs, shard, locked);
     __atomic_store_n(&fs->state->tmp_seen, seen, __ATOMIC_RELAXED);
     __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
-    progcache__stats_add(fs->stats, PROGCACHE__COUNTER_SEEDS, 1);
+    progcache__stats_add(fs->stats, PROGCACHE__STATE_SEEDS, 1);
 }
 
 /* ---- locks the file system refuses ----------------------------------------- */

@@ -361,7 +361,7 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->shards_rescanned = sum(stats, PROGCACHE__SHARDS_RESCANNED);
     out->evict_steps = sum(stats, PROGCACHE__EVICT_STEPS);
     out->evict_step_entries = sum(stats, PROGCACHE__EVICT_STEP_ENTRIES);
-    out->counter_seeds = sum(stats, PROGCACHE__COUNTER_SEEDS);
+    out->state_seeds = sum(stats, PROGCACHE__STATE_SEEDS);
     out->max_size = __atomic_load_n(&stats->map->header.max_size, __ATOMIC_RELAXED);
     out->since = __atomic_load_n(&stats->map->header.since, __ATOMIC_RELAXED);
 }

@@ -90,7 +90,7 @@ typedef enum progcache__counter {
     PROGCACHE__SHARDS_RESCANNED = 66,
     PROGCACHE__EVICT_STEPS = 67,
     PROGCACHE__EVICT_STEP_ENTRIES = 68,
-    PROGCACHE__COUNTER_SEEDS = 69,
+    PROGCACHE__STATE_SEEDS = 69,
     /* Counters per slot in the file, used or reserved. */
     PROGCACHE__COUNTERS_PER_SLOT = 128
 } progcache__counter;

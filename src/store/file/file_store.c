@@ -106,7 +106,7 @@ _Static_assert((int)PROGCACHE__HITS == (int)PROGCACHE_STAT_HITS &&
                    (int)PROGCACHE__INTERCEPT_COMPILES == (int)PROGCACHE_STAT_INTERCEPT_COMPILES &&
                    (int)PROGCACHE__INTERCEPT_FAILED == (int)PROGCACHE_STAT_INTERCEPT_FAILED &&
                    (int)PROGCACHE__SHARDS_RESCANNED == (int)PROGCACHE_STAT_SHARDS_RESCANNED &&
-                   (int)PROGCACHE__COUNTER_SEEDS == (int)PROGCACHE_STAT_COUNTER_SEEDS &&
+                   (int)PROGCACHE__STATE_SEEDS == (int)PROGCACHE_STAT_STATE_SEEDS &&
                    (int)PROGCACHE__NAMES_LEARNED == (int)PROGCACHE_STAT_NAMES_LEARNED,
                "progcache__counter and progcache_stat must agree");
 
