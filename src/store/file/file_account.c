@@ -536,8 +536,10 @@ void progcache__file_unlock(file_store *fs)
  * then stands). Anything failing leaves things as they were. */
 static void keep_seeded(file_store *fs)
 {
-    if (fs->state_shared || fs->foreign || !(fs->flags & PROGCACHE_FILE_READONLY))
-        return;
+    struct stat st;
+    if (fs->state_shared || fs->foreign || !(fs->flags & PROGCACHE_FILE_READONLY) ||
+        fstatat(fs->root_fd, "entries", &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return; /* (nothing counted worth keeping: no entries/ at all) */
     int made;
     int dirfd =
         progcache__file_dir_make_ro(fs, FILE_STATE_DIR, progcache__perm_dir_mode(&fs->perm),
