@@ -206,6 +206,8 @@ static void cuda_core(row *r, const char *dir, int rounds)
     if (!p || fscanf(p, "len %lf open_cap %lf put_after_other %lf", &r->cc_len, &r->cc_open,
                      &r->cc_put) != 3)
         fprintf(stderr, "bench_scale: no figures from %s\n", cmd);
+    while (p && fgetc(p) != EOF) /* the rest of its line: it exits, not killed */
+        ;
     if (p)
         pclose(p);
 }

@@ -297,7 +297,7 @@ int cmd_stats(int argc, char **argv)
         {"shards rescanned", "shards_rescanned", s.shards_rescanned},
         {"eviction steps", "evict_steps", s.evict_steps},
         {"entries examined by steps", "evict_step_entries", s.evict_step_entries},
-        {"counter seeding scans", "counter_seeds", s.counter_seeds},
+        {"state seeding scans", "state_seeds", s.state_seeds},
         /* i34-remote */
         {"tier back-offs", "tier_backoffs", s.tier_backoffs},
         {"tier calls skipped", "tier_skipped", s.tier_skipped},

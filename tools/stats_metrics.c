@@ -16,7 +16,7 @@ static const char *tier_of(const char *key)
         "modes_fixed",   "files_refused",    "other_writer_rescans", "other_writer_bytes",
         "links_refused", "foreign_not_stored",
         /* i32-scale */
-        "shards_rescanned", "evict_steps", "evict_step_entries", "counter_seeds",
+        "shards_rescanned", "evict_steps", "evict_step_entries", "state_seeds",
         /* i35-explain */
         "explain_records", "explain_refused",
         "entries_resealed"};

@@ -168,7 +168,7 @@ typedef enum progcache_stat {
     PROGCACHE_STAT_SHARDS_RESCANNED = 66,
     PROGCACHE_STAT_EVICT_STEPS = 67,
     PROGCACHE_STAT_EVICT_STEP_ENTRIES = 68,
-    PROGCACHE_STAT_COUNTER_SEEDS = 69,
+    PROGCACHE_STAT_STATE_SEEDS = 69,
     /* i34-remote (version 6): the cache's back-off of a tier that fails
      * (docs/REMOTE.md, "A tier that fails"): tiers switched off for a while
      * after failures in a row, and calls to a tier skipped while it was
@@ -378,11 +378,11 @@ typedef struct progcache_stats {
     uint64_t intercept_standin_version_loads;
     uint64_t intercept_standin_refused;
     /* Version 6. i32-scale: the PROGCACHE_STAT_SHARDS_RESCANNED ..
-     * PROGCACHE_STAT_COUNTER_SEEDS counters above, in their order. */
+     * PROGCACHE_STAT_STATE_SEEDS counters above, in their order. */
     uint64_t shards_rescanned;
     uint64_t evict_steps;
     uint64_t evict_step_entries;
-    uint64_t counter_seeds;
+    uint64_t state_seeds;
     /* Version 6. i34-remote: the PROGCACHE_STAT_TIER_* and
      * PROGCACHE_STAT_REMOTE_FILES_REFUSED counters above, in their order. */
     uint64_t tier_backoffs;

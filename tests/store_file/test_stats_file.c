@@ -402,7 +402,7 @@ static void test_versions(void)
     progcache__cache_record(cache, PROGCACHE_STAT_SHARDS_RESCANNED, 66); /* i32-scale */
     progcache__cache_record(cache, PROGCACHE_STAT_EVICT_STEPS, 67);
     progcache__cache_record(cache, PROGCACHE_STAT_EVICT_STEP_ENTRIES, 68);
-    progcache__cache_record(cache, PROGCACHE_STAT_COUNTER_SEEDS, 69);
+    progcache__cache_record(cache, PROGCACHE_STAT_STATE_SEEDS, 69);
 
     progcache_stats s = stats_of(cache);
     CHECK(s.version == PROGCACHE_STATS_VERSION && s.hits == 7 && s.names_learned == 300);
@@ -414,7 +414,7 @@ static void test_versions(void)
     CHECK(s.nvrtc_key_loads == 45 && s.nvrtc_missing == 46);
     CHECK(s.records_untrusted == 51 && s.entries_untrusted == 52);
     CHECK(s.shards_rescanned == 66 && s.evict_steps == 67 && s.evict_step_entries == 68 &&
-          s.counter_seeds == 69);
+          s.state_seeds == 69);
     CHECK(s.foreign_not_stored == 380 && s.modes_fixed == 390 && s.files_refused == 400);
     const uint64_t got[] = {s.remote_timeouts,  s.remote_backoffs, s.remote_store_errors,
                             s.remote_dropped,   s.remote_newer,    s.remote_too_large,

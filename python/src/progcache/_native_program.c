@@ -35,7 +35,7 @@ static const struct {
     FIELD(intercept_standin_version_loads), FIELD(intercept_standin_refused),
     FIELD(intercept_failed),
     /* i32-scale */
-    FIELD(shards_rescanned), FIELD(evict_steps), FIELD(evict_step_entries), FIELD(counter_seeds),
+    FIELD(shards_rescanned), FIELD(evict_steps), FIELD(evict_step_entries), FIELD(state_seeds),
     FIELD(intercept_failed), FIELD(tier_backoffs), FIELD(tier_skipped),
     FIELD(remote_files_refused),
     FIELD(intercept_failed), FIELD(explain_made), FIELD(explain_records),

@@ -327,7 +327,7 @@ static void seed_counters(file_store *fs, int locked)
         (void)measure_shard(fs, shard, locked);
     __atomic_store_n(&fs->state->tmp_seen, seen, __ATOMIC_RELAXED);
     __atomic_store_n(&fs->state->seeded, 1, __ATOMIC_RELEASE);
-    progcache__stats_add(fs->stats, PROGCACHE__COUNTER_SEEDS, 1);
+    progcache__stats_add(fs->stats, PROGCACHE__STATE_SEEDS, 1);
 }
 
 /* ---- locks the file system refuses ----------------------------------------- */
@@ -536,8 +536,10 @@ void progcache__file_unlock(file_store *fs)
  * then stands). Anything failing leaves things as they were. */
 static void keep_seeded(file_store *fs)
 {
-    if (fs->state_shared || fs->foreign || !(fs->flags & PROGCACHE_FILE_READONLY))
-        return;
+    struct stat st;
+    if (fs->state_shared || fs->foreign || !(fs->flags & PROGCACHE_FILE_READONLY) ||
+        fstatat(fs->root_fd, "entries", &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return; /* (nothing counted worth keeping: no entries/ at all) */
     int made;
     int dirfd =
         progcache__file_dir_make_ro(fs, FILE_STATE_DIR, progcache__perm_dir_mode(&fs->perm),

@@ -246,22 +246,24 @@ done:
 
 uint64_t progcache__file_evict_batch = 4096;
 uint64_t progcache__file_evict_max = 64;
+double progcache__file_evict_ms = 10;
 
 /* A bounded step of eviction (issue 32): shards in turn from the shared
  * cursor, each scanned, re-measured and relieved of its least recently
  * used entries (at most the share the low-water mark asks of every entry:
  * 10% by default, at least one), until the total is at the low-water mark
  * or progcache__file_evict_batch entries have been examined or
- * progcache__file_evict_max evicted (an unlink costs 0.2-13 ms on a busy
- * ext4 disk: at a million entries the removals, ~420 of them, were most of
- * a 2 s step; issue 32). Names are
+ * progcache__file_evict_max evicted, or progcache__file_evict_ms spent
+ * removing since the first removal (an unlink costs 0.2-13 ms on a busy ext4 disk: at a
+ * million entries the removals, ~420 of them, were most of a 2 s step;
+ * issue 32). Names are
  * hashes, so every shard holds a like share of every age: oldest-first
  * within the shards in turn approximates the global order, and no put
  * waits on more than one batch. The caller holds evict_mutex and the
  * lock. */
 static void evict_step(file_store *fs)
 {
-    double started = progcache__clock_ms();
+    double started = progcache__clock_ms(), first = 0;
     uint64_t bytes, count, examined = 0, freed = 0;
     size_t evicted = 0;
     candidate_list list = {0};
@@ -269,7 +271,8 @@ static void evict_step(file_store *fs)
     uint64_t spare = fs->max_size - fs->low_water;
     for (int n = 0; n < FILE_SHARDS && bytes > fs->low_water &&
                     examined < progcache__file_evict_batch &&
-                    evicted < progcache__file_evict_max;
+                    evicted < progcache__file_evict_max &&
+                    !(evicted && progcache__clock_ms() - first > progcache__file_evict_ms);
          n++) {
         int shard = (int)(__atomic_fetch_add(&fs->state->evict_cursor, 1, __ATOMIC_RELAXED) %
                           FILE_SHARDS);
@@ -292,9 +295,12 @@ static void evict_step(file_store *fs)
             quota = 1;
         progcache__lru_sort(list.items, list.len, sizeof *list.items);
         for (size_t i = 0; i < list.len && i < quota && bytes > fs->low_water &&
-                           evicted < progcache__file_evict_max;
+                           evicted < progcache__file_evict_max &&
+                           !(evicted && progcache__clock_ms() - first > progcache__file_evict_ms);
              i++)
             if (evict_one(fs, &list.items[i])) {
+                if (!evicted)
+                    first = progcache__clock_ms(); /* the budget counts removals, not the scan */
                 bytes -= list.items[i].lru.size;
                 freed += list.items[i].lru.size;
                 evicted++;

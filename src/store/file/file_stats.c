@@ -366,7 +366,7 @@ void progcache__stats_read(progcache_stats *out, const progcache__stats *stats)
     out->shards_rescanned = sum(stats, PROGCACHE__SHARDS_RESCANNED);
     out->evict_steps = sum(stats, PROGCACHE__EVICT_STEPS);
     out->evict_step_entries = sum(stats, PROGCACHE__EVICT_STEP_ENTRIES);
-    out->counter_seeds = sum(stats, PROGCACHE__COUNTER_SEEDS);
+    out->state_seeds = sum(stats, PROGCACHE__STATE_SEEDS);
     /* i34-remote */
     out->tier_backoffs = sum(stats, PROGCACHE__TIER_BACKOFFS);
     out->tier_skipped = sum(stats, PROGCACHE__TIER_SKIPPED);

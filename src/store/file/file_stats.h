@@ -95,7 +95,7 @@ typedef enum progcache__counter {
     PROGCACHE__SHARDS_RESCANNED = 66,
     PROGCACHE__EVICT_STEPS = 67,
     PROGCACHE__EVICT_STEP_ENTRIES = 68,
-    PROGCACHE__COUNTER_SEEDS = 69,
+    PROGCACHE__STATE_SEEDS = 69,
     /* i34-remote: the cache's back-off of a failing tier; refused files. */
     PROGCACHE__TIER_BACKOFFS = 72,
     PROGCACHE__TIER_SKIPPED = 73,

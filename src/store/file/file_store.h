@@ -347,9 +347,11 @@ uint64_t progcache__file_entries_scanned(void);
  * evicted by one whole pass (exact LRU). A variable so that a test can
  * make steps small. */
 extern uint64_t progcache__file_evict_batch;
-/* Entries one step evicts at most (the rest in later steps); a variable
- * for the tests. And the entries this process evicted (a test hook). */
+/* Entries one step evicts at most, and the milliseconds after which it
+ * stops once it has evicted one (the rest in later steps); variables for
+ * the tests. And the entries this process evicted (a test hook). */
 extern uint64_t progcache__file_evict_max;
+extern double progcache__file_evict_ms;
 uint64_t progcache__file_entries_evicted(void);
 /* What one shard holds on disk, as a scan found it. */
 typedef struct file_shard_sum {
