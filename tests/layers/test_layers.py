@@ -5,7 +5,10 @@ docs/ARCHITECTURE.md draws, as tests/layers.txt encodes them, and into
 another room only through the headers that room exports (its internal
 interface). Fails, naming the file, the line and the rule, on any other.
 
-    test_layers.py ROOT [TABLE]
+    test_layers.py ROOT [TABLE] [--build BUILD]
+
+With a build tree it also reads the linked objects (layer_symbols.py):
+a call must go down the same layers as an include.
 
 Also fails on a table that names a folder or header that does not exist
 (so the table cannot drift from the tree), and checks itself: a planted
@@ -13,6 +16,8 @@ include of cache/ from util/ must be caught."""
 import os
 import re
 import sys
+
+import layer_symbols
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCES = (".c", ".h")
@@ -196,13 +201,21 @@ def check_map(root):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
-    table_path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "tests", "layers.txt")
+    args = sys.argv[1:]
+    build = None
+    if "--build" in args:
+        i = args.index("--build")
+        build = args[i + 1]
+        del args[i:i + 2]
+    root = args[0] if args else "."
+    table_path = args[1] if len(args) > 1 else os.path.join(root, "tests", "layers.txt")
     table = load_table(table_path)
-    if not self_test(table):
+    if not self_test(table) or not layer_symbols.self_test():
         print("FAIL: the layer test did not catch a planted violation")
         return 1
     problems = check(root, table)
+    if build:
+        problems += layer_symbols.check_objects(root, build, table[0], TREES, folder_of)
     missing = check_map(root)
     for p in missing:
         print(p)
@@ -212,10 +225,12 @@ def main():
     for p in problems:
         print(p)
     if problems:
-        print("FAIL: %d include(s) against the layers (tests/layers.txt, docs/ARCHITECTURE.md)"
+        print("FAIL: %d include(s) or call(s) against the layers (tests/layers.txt, "
+              "docs/ARCHITECTURE.md)"
               % len(problems))
         return 1
-    print("layers: every include points down (tests/layers.txt)")
+    print("layers: every include%s points down (tests/layers.txt)"
+          % (" and every call" if build else ""))
     return 0
 
 
