@@ -43,10 +43,12 @@ int progcache__store_check(const progcache_store *t, const char *fn, const char 
                                 "%s: %s->version is %u; this library supports store version 1 "
                                 "to %d (start from PROGCACHE_STORE_INIT)",
                                 fn, what, t->version, PROGCACHE_STORE_VERSION);
-    if (!t->get || !t->put || !t->remove || !t->clear || !t->count || !t->total_size || !t->free)
+    /* get, put and free make a tier; every other op has a default here
+     * (progcache/sys/store.h says which). */
+    if (!t->get || !t->put || !t->free)
         return progcache__error(PROGCACHE_EINVAL,
-                                "%s: %s (\"%s\") leaves a function of its vtable NULL; every "
-                                "one is required",
+                                "%s: %s (\"%s\") leaves get, put or free NULL; those three "
+                                "are required",
                                 fn, what, name);
     /* An ops struct that was never given its version is a mistake, not a
      * request for none: refused like every other versioned struct. */
@@ -220,21 +222,70 @@ int progcache__store_exists(progcache_store *store, const void *key, size_t key_
     return rc;
 }
 
+/* The default of an op a tier left NULL that nothing can stand in for:
+ * refused, naming the tier and the op. */
+static int no_op(const progcache_store *store, const char *fn, const char *op)
+{
+    return progcache__error(PROGCACHE_EINVAL,
+                            "%s: the \"%s\" store cannot do that (its vtable has no %s op: "
+                            "progcache/sys/store.h)",
+                            fn, store->name ? store->name : "unnamed", op);
+}
+
 int progcache__store_remove(progcache_store *store, const void *key, size_t key_len)
 {
+    if (!store->remove)
+        return no_op(store, "progcache_store_remove", "remove");
     return store->remove(store, key, key_len);
 }
 
-int progcache__store_clear(progcache_store *store) { return store->clear(store); }
+int progcache__store_clear(progcache_store *store)
+{
+    if (!store->clear)
+        return no_op(store, "progcache_store_clear", "clear");
+    return store->clear(store);
+}
+
+/* count and total_size without their ops: one walk of the entries. */
+typedef struct measure {
+    uint64_t count, bytes;
+} measure;
+
+static int measure_visit(void *ctx, const progcache_entry *e)
+{
+    measure *m = ctx;
+    m->count++;
+    m->bytes += e->size;
+    return 0;
+}
+
+static int measure_walk(measure *m, progcache_store *store, const char *fn, const char *op)
+{
+    if (store->version < 3 || !store->foreach)
+        return no_op(store, fn, op);
+    return store->foreach(store, 0, measure_visit, m);
+}
 
 int progcache__store_count(uint64_t *out, progcache_store *store)
 {
-    return store->count(out, store);
+    if (store->count)
+        return store->count(out, store);
+    measure m = {0, 0};
+    int rc = measure_walk(&m, store, "progcache_store_count", "count (nor foreach)");
+    if (rc == PROGCACHE_OK)
+        *out = m.count;
+    return rc;
 }
 
 int progcache__store_total_size(uint64_t *out, progcache_store *store)
 {
-    return store->total_size(out, store);
+    if (store->total_size)
+        return store->total_size(out, store);
+    measure m = {0, 0};
+    int rc = measure_walk(&m, store, "progcache_store_total_size", "total_size (nor foreach)");
+    if (rc == PROGCACHE_OK)
+        *out = m.bytes;
+    return rc;
 }
 
 int progcache_store_exists(progcache_store *store, const void *key, size_t key_len)
