@@ -21,16 +21,16 @@
 
 #include "alloc.h"
 #include "buf.h"
-#include "cache/cache.h"
+#include "cache/cache_handle.h"
 #include "cache/async_put.h"
 #include "cache/cache_stats.h"
 #include "config.h"
 #include "error.h"
 #include "options.h"
 #include "progcache/remote.h"
-#include "settings.h"
+#include "settings_table.h"
 #include "store/http/http.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 #include "url_mask.h"
 
 _Static_assert(PROGCACHE__MIN_SECRET == PROGCACHE_REDIS_MIN_SECRET,

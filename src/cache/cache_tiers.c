@@ -4,8 +4,8 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "cache/cache.h"
-#include "store/store.h"
+#include "cache/cache_handle.h"
+#include "store/store_calls.h"
 
 int progcache_remove(progcache *cache, const void *key, size_t key_len)
 {

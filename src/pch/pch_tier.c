@@ -10,7 +10,7 @@
 #include "alloc.h"
 #include "cache/cache_stats.h"
 #include "pch/pch_tier.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 
 static void *make(void *arg)
 {

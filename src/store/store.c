@@ -2,7 +2,7 @@
  * backend would otherwise repeat, and the version rule for the vtable
  * itself: members a version-1 backend's struct does not have are never
  * read (progcache/sys/store.h). */
-#include "store/store.h"
+#include "store/store_calls.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -107,6 +107,29 @@ def judge_calls(objs, symbols, layers, public_api):
     return problems
 
 
+# Things done one way (docs/ARCHITECTURE.md): the library functions only
+# these files of src/ call.
+ONE_PLACE = {
+    # The environment is read in one file. The interceptor's auditor
+    # (intercept/audit.c) links no library code, so it reads PROGCACHE_LOG
+    # and PROGCACHE_INTERCEPT itself.
+    "getenv": {"src/util/config.c", "src/intercept/audit.c"},
+    "secure_getenv": {"src/util/config.c"},
+}
+
+
+def judge_one_place(objs, symbols):
+    problems = []
+    for obj, source, _, _ in objs:
+        if not source.startswith("src" + os.sep):
+            continue
+        for name in sorted(symbols[obj][1] & set(ONE_PLACE)):
+            if source not in ONE_PLACE[name]:
+                problems.append("%s calls %s, which only %s may (layer_symbols.py)"
+                                % (source, name, ", ".join(sorted(ONE_PLACE[name]))))
+    return problems
+
+
 def self_test():
     """A planted climb is caught: store/file calling a function of cache/."""
     objs = [("a.o", "src/store/file/a.c", "store/file", LIBRARY),
@@ -125,4 +148,5 @@ def check_objects(root, build, layers, trees, folder_of):
     unknown = sorted({f for _, _, f, _ in objs if f not in layers})
     problems = ["%s: folder is in no layer of tests/layers.txt" % f for f in unknown]
     symbols = read_symbols([o for o, _, _, _ in objs])
-    return problems + judge_calls(objs, symbols, layers, exported(build))
+    return (problems + judge_calls(objs, symbols, layers, exported(build)) +
+            judge_one_place(objs, symbols))

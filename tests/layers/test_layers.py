@@ -182,7 +182,8 @@ def self_test(table):
 def check_map(root):
     """docs/ARCHITECTURE.md names every source file of the library, the
     helper and the tool, every folder of src/ and every folder of tests/:
-    the map cannot leave a room or a file out."""
+    the map cannot leave a room or a file out. And no two files of src/,
+    helper/ and tools/ share a name."""
     doc = open(os.path.join(root, "docs", "ARCHITECTURE.md"), encoding="utf-8").read()
     problems = []
     for top in ("src", "helper", "tools"):
@@ -193,6 +194,18 @@ def check_map(root):
             for f in sorted(files):
                 if f.endswith(".c") and f not in doc:
                     problems.append("docs/ARCHITECTURE.md does not name %s/%s" % (rel_dir, f))
+    # One name, one file: `#include "warm.h"` must not find the right
+    # file only by the order of -I.
+    names = {}
+    for top in ("src", "helper", "tools", "include"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for f in files:
+                if f.endswith(SOURCES):
+                    names.setdefault(f, []).append(os.path.relpath(os.path.join(dirpath, f), root))
+    for f, paths in sorted(names.items()):
+        # The public headers' names are the API (store.h, sys/store.h).
+        if len(paths) > 1 and not all(p.startswith("include" + os.sep) for p in paths):
+            problems.append("two files named %s: %s (rename one)" % (f, ", ".join(sorted(paths))))
     tests = os.path.join(root, "tests")
     for d in sorted(os.listdir(tests)):
         if os.path.isdir(os.path.join(tests, d)) and "`tests/%s/`" % d not in doc:
@@ -220,7 +233,8 @@ def main():
     for p in missing:
         print(p)
     if missing:
-        print("FAIL: %d file(s) or folder(s) missing from docs/ARCHITECTURE.md" % len(missing))
+        print("FAIL: %d file(s) or folder(s) missing from docs/ARCHITECTURE.md, or named twice"
+              % len(missing))
         return 1
     for p in problems:
         print(p)

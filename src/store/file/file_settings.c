@@ -14,7 +14,7 @@
 #include "buf.h"
 #include "error.h"
 #include "fs.h"
-#include "settings.h"
+#include "settings_table.h"
 #include "store/file/file_store.h"
 
 /* Read root_fd's settings file into *text (*exists 0 when there is none).
