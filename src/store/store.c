@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "artifact/manifest_kind.h"
@@ -36,13 +37,13 @@ static int check(const progcache_store *store, const void *key, size_t key_len,
 int progcache__store_check(const progcache_store *t, const char *fn, const char *what)
 {
     const char *name = t && t->name ? t->name : "unnamed";
+    char ops[64];
+    int rc;
     if (!t)
         return progcache__error(PROGCACHE_EINVAL, "%s: %s is NULL", fn, what);
-    if (t->version == 0 || t->version > PROGCACHE_STORE_VERSION)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: %s->version is %u; this library supports store version 1 "
-                                "to %d (start from PROGCACHE_STORE_INIT)",
-                                fn, what, t->version, PROGCACHE_STORE_VERSION);
+    if ((rc = progcache__version_check_how(t, PROGCACHE_STORE_VERSION, fn, what,
+                                           "progcache_store", "start from PROGCACHE_STORE_INIT")))
+        return rc;
     /* get, put and free make a tier; every other op has a default here
      * (progcache/sys/store.h says which). */
     if (!t->get || !t->put || !t->free)
@@ -52,20 +53,18 @@ int progcache__store_check(const progcache_store *t, const char *fn, const char 
                                 fn, what, name);
     /* An ops struct that was never given its version is a mistake, not a
      * request for none: refused like every other versioned struct. */
+    snprintf(ops, sizeof ops, "%s->stats", what);
     if (t->version >= 2 && t->stats &&
-        (t->stats->version == 0 || t->stats->version > PROGCACHE_STORE_STATS_OPS_VERSION))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: %s (\"%s\"): stats->version is %u; this library supports "
-                                "1 to %d (set PROGCACHE_STORE_STATS_OPS_VERSION)",
-                                fn, what, name, t->stats->version,
-                                PROGCACHE_STORE_STATS_OPS_VERSION);
+        (rc = progcache__version_check_how(t->stats, PROGCACHE_STORE_STATS_OPS_VERSION, fn, ops,
+                                           "progcache_store_stats_ops",
+                                           "set PROGCACHE_STORE_STATS_OPS_VERSION")))
+        return rc;
+    snprintf(ops, sizeof ops, "%s->lease", what);
     if (t->version >= 2 && t->lease &&
-        (t->lease->version == 0 || t->lease->version > PROGCACHE_STORE_LEASE_OPS_VERSION))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: %s (\"%s\"): lease->version is %u; this library supports "
-                                "1 to %d (set PROGCACHE_STORE_LEASE_OPS_VERSION)",
-                                fn, what, name, t->lease->version,
-                                PROGCACHE_STORE_LEASE_OPS_VERSION);
+        (rc = progcache__version_check_how(t->lease, PROGCACHE_STORE_LEASE_OPS_VERSION, fn, ops,
+                                           "progcache_store_lease_ops",
+                                           "set PROGCACHE_STORE_LEASE_OPS_VERSION")))
+        return rc;
     if (t->version >= 2 && t->lease &&
         (!t->lease->acquire || !t->lease->renew || !t->lease->release || !t->lease->wait))
         return progcache__error(PROGCACHE_EINVAL,
