@@ -140,8 +140,41 @@ def self_test():
     return len(found) == 1 and "src/store/file/a.c calls progcache_x" in found[0]
 
 
-def check_objects(root, build, layers, trees, folder_of):
+API = re.compile(r"PROGCACHE_API\b[^;{]*?\b(progcache_\w+)\s*\(", re.S)
+
+
+def judge_homes(root, objs, symbols, public, defines):
+    """A public function is defined in the room of its header (tests/layers.txt
+    "public"), or in a room a "define" line allows until it is mended."""
+    header_of = {}
+    for header in public:
+        text = open(os.path.join(root, "include", "progcache", header), encoding="utf-8").read()
+        for m in API.finditer(text):
+            header_of.setdefault(m.group(1), header)
+    problems, seen = [], set()
+    for obj, source, folder, target in objs:
+        if target != LIBRARY:
+            continue
+        for name in sorted(symbols[obj][0] & set(header_of)):
+            header = header_of[name]
+            if folder == public[header]:
+                continue
+            if folder in defines.get(header, set()):
+                seen.add((header, folder))
+                continue
+            problems.append("%s defines %s, declared in progcache/%s of %s/: define it there"
+                            % (source, name, header, public[header]))
+    for header, folders in sorted(defines.items()):
+        for folder in sorted(folders):
+            if (header, folder) not in seen:
+                problems.append("tests/layers.txt: define %s: %s defines none of its functions "
+                                "any more: remove it" % (header, folder))
+    return problems
+
+
+def check_objects(root, build, table, trees, folder_of):
     """Problems of the build tree's objects; one line when it has none."""
+    layers, public, defines = table[0], table[1], table[4]
     objs = objects(root, build, trees, folder_of)
     if not any(src.startswith("src" + os.sep) for _, src, _, _ in objs):
         return ["%s: no object of src/ in this build tree (build it first)" % build]
@@ -149,4 +182,4 @@ def check_objects(root, build, layers, trees, folder_of):
     problems = ["%s: folder is in no layer of tests/layers.txt" % f for f in unknown]
     symbols = read_symbols([o for o, _, _, _ in objs])
     return (problems + judge_calls(objs, symbols, layers, exported(build)) +
-            judge_one_place(objs, symbols))
+            judge_one_place(objs, symbols) + judge_homes(root, objs, symbols, public, defines))

@@ -25,12 +25,12 @@ TREES = ("src", "include/progcache", "tools", "samples", "examples", "helper")
 
 
 def load_table(path):
-    layers, public, exports, excepts = {}, {}, {}, set()
+    layers, public, exports, excepts, defines = {}, {}, {}, set(), {}
     for n, raw in enumerate(open(path, encoding="utf-8"), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        m = re.match(r"^(layer|public|export|except)\s+(\S+):\s*(.*)$", line)
+        m = re.match(r"^(layer|public|export|except|define)\s+(\S+):\s*(.*)$", line)
         if not m:
             raise SystemExit("%s:%d: not a rule: %s" % (path, n, raw.rstrip()))
         verb, key, rest = m.group(1), m.group(2), m.group(3).split()
@@ -38,11 +38,13 @@ def load_table(path):
             layers[key] = set(rest)
         elif verb == "public":
             public[key] = rest[0]
+        elif verb == "define":
+            defines[key] = set(rest)
         elif verb == "export":
             exports[key] = set(rest)
         else:
             excepts.add((key, rest[0]))
-    return layers, public, exports, excepts
+    return layers, public, exports, excepts, defines
 
 
 def folder_of(root, path):
@@ -82,7 +84,7 @@ def resolve(root, path, inc):
 
 
 def check(root, table):
-    layers, public, exports, excepts = table
+    layers, public, exports, excepts = table[:4]
     problems = []
     # The table names what exists.
     for folder in list(layers) + list(exports):
@@ -136,7 +138,7 @@ def check(root, table):
 
 
 def judge(root, path, rel, folder, inc, table):
-    layers, public, exports, _ = table
+    layers, public, exports = table[:3]
     kind, target = resolve(root, path, inc)
     if kind == "unknown":
         return "resolves to no file of the tree"
@@ -173,7 +175,7 @@ def self_test(table):
             os.makedirs(os.path.join(tmp, d))
         open(os.path.join(tmp, "src/cache/cache.h"), "w").write("")
         open(os.path.join(tmp, "src/util/bad.c"), "w").write('#include "cache/cache.h"\n')
-        layers, public, exports, _ = table
+        layers, public, exports = table[:3]
         small = ({"util": set(), "cache": {"util"}}, {}, {"util": {"*"}, "cache": set()}, set())
         found = check(tmp, small)
         return any("src/util/bad.c:1" in p and "not below" in p for p in found)
@@ -228,7 +230,7 @@ def main():
         return 1
     problems = check(root, table)
     if build:
-        problems += layer_symbols.check_objects(root, build, table[0], TREES, folder_of)
+        problems += layer_symbols.check_objects(root, build, table, TREES, folder_of)
     missing = check_map(root)
     for p in missing:
         print(p)

@@ -219,17 +219,8 @@ PROGCACHE_API int progcache_store_register(const char *name, progcache_store_fac
  */
 PROGCACHE_API progcache_store_factory progcache_store_find(const char *name, void **ctx);
 
-/*
- * progcache_store_open_url() : open the store url names: a registered
- * tier when url's scheme is a registered name, else the built-in HTTP
- * and S3 tier (http://, https://, s3://: docs/REMOTE.md, "HTTP and S3";
- * refused in a build without libcurl) or Redis tier (redis://, unix:;
- * progcache/remote.h). params NULL: defaults
- * (max_artifact_size PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT, no log).
- * @return as the factory; PROGCACHE_EINVAL for a URL no tier takes.
- */
-PROGCACHE_API int progcache_store_open_url(progcache_store **out, const char *url,
-                                           const progcache_store_params *params);
+/* progcache_store_open_url() (progcache/cache.h, the cache's room, which
+ * knows the built-in tiers) opens the store a URL names. */
 
 #ifdef __cplusplus
 }
