@@ -1,6 +1,8 @@
 /* The store contract (store_contract.c) over progcache's own tiers, the
  * example tier and the least tier (get, put, free): test_store_contract
- * memory|file|tier_dir|redis|minimal|minimal_foreach, one CTest test each, and "broken": tiers that break it, which it must fail (tests/store/CMakeLists.txt). Redis starts a private server
+ * memory|file|tier_dir|redis|minimal|minimal_foreach, one CTest test each,
+ * and "broken": tiers that break it, which it must fail
+ * (tests/store/CMakeLists.txt). Redis starts a private server
  * (tests/redis/redis_fixture.c) and is skipped (77) without hiredis or
  * redis-server. */
 #include <stdio.h>

@@ -51,8 +51,9 @@ PROGCACHE_API int progcache_error_set(int code, const char *fmt, ...)
 /*
  * The backend vtable. Every function returns PROGCACHE_OK or a negative
  * code and sets the thread's last error on failure (progcache_error_set);
- * get returns PROGCACHE_ENOTFOUND on a miss without setting a message. Every function must be safe to call from several
- * threads at once on one store. get, put and free are required (free
+ * get returns PROGCACHE_ENOTFOUND on a miss without setting a message.
+ * Every function must be safe to call from several threads at once on one
+ * store. get, put and free are required (free
  * releases everything the store owns); every other op may be NULL, and
  * the library then does what its comment says.
  */
