@@ -44,7 +44,7 @@
 
 #include "pch/pch_wire.h"
 #include "interpose.h"
-#include "warm.h"
+#include "helper_warm.h"
 
 #define DIR_FD 3
 #define PCH_FD 4
@@ -94,7 +94,7 @@ typedef struct request {
     const char *nvrtc_id, *name, *source, *prefix, *pch_name;
     uint32_t num_options, num_names;
     const char **options, **names;
-    const char *warm; /* the name to stay warm under (warm.c), or "" */
+    const char *warm; /* the name to stay warm under (helper_warm.c), or "" */
     uint32_t warm_ms;
 } request;
 
@@ -474,7 +474,7 @@ static int detached(response *rs, request *rq)
     return ok ? 0 : 1;
 }
 
-/* A warm helper's child (warm.c): one compile with a PCH, from conn. */
+/* A warm helper's child (helper_warm.c): one compile with a PCH, from conn. */
 static int serve_warm(int conn)
 {
     buf in = {0};
@@ -532,7 +532,7 @@ int main(void)
      * compile was done. */
     (void)shutdown(1, SHUT_WR);
     /* Asked to stay warm, after a compile that used its PCH on the pinned
-     * heap: a template for the next ones (warm.c); this process exits. */
+     * heap: a template for the next ones (helper_warm.c); this process exits. */
     if (rq.mode == PROGCACHE__WIRE_USE && rs.status == PROGCACHE__WIRE_OK &&
         rs.pch == PROGCACHE__WIRE_PCH_USED && heap_state == PROGCACHE__WIRE_HEAP_PINNED &&
         rq.warm && rq.warm[0])

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "progcache/warm.h"
-#include "warm.h"
+#include "tool_warm.h"
 
 #define CMD "warm"
 #define MAX_JOBS 256

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "warm.h"
+#include "tool_warm.h"
 
 #define CMD "warm"
 

@@ -117,6 +117,20 @@ PROGCACHE_API void progcache_options_init(progcache_options *opts);
  */
 PROGCACHE_API int progcache_default_dir(progcache_buf *out);
 
+struct progcache_store_params; /* progcache/sys/store.h */
+
+/*
+ * progcache_store_open_url() : open the store url names: a registered
+ * tier when url's scheme is a registered name, else the built-in HTTP
+ * and S3 tier (http://, https://, s3://: docs/REMOTE.md, "HTTP and S3";
+ * refused in a build without libcurl) or Redis tier (redis://, unix:;
+ * progcache/remote.h). params (progcache/sys/store.h) NULL: defaults
+ * (max_artifact_size PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT, no log).
+ * @return as the factory; PROGCACHE_EINVAL for a URL no tier takes.
+ */
+PROGCACHE_API int progcache_store_open_url(progcache_store **out, const char *url,
+                                           const struct progcache_store_params *params);
+
 /*
  * progcache_open() : open (creating if needed) the cache in directory path.
  * CONSTRUCTOR. A directory that holds anything but a cache's entries/,

@@ -216,6 +216,8 @@ PROGCACHE_API int progcache_store_foreach(progcache_store *store, unsigned int f
  * progcache_store_count() / progcache_store_total_size() : entries and
  *   bytes stored now (the file store reads these from its accounting, not
  *   a scan; they may lag other processes' writes by a moment).
+ * A store of your own need not offer remove, clear, count or total_size
+ * (progcache/sys/store.h says what each call does then).
  */
 PROGCACHE_API int progcache_store_get(progcache_buf *out, progcache_store *store,
                                       const void *key, size_t key_len);

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "cache/cache.h"
+#include "cache/cache_handle.h"
 #include "cache/cache_stats.h"
 #include "error.h"
 #include "sha256.h"

@@ -18,7 +18,7 @@
  * A failure in a tier never fails a call that the tiers below could
  * answer: it is logged and the call goes on. Which tier is which comes
  * from the stores' flags (home_tier), never from their names or types. */
-#include "cache/cache.h"
+#include "cache/cache_handle.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,7 +33,7 @@
 #include "cache/async_put.h"
 #include "cache/flight.h"
 #include "cache/cache_stats.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 
 void progcache__cache_log(const progcache *cache, int level, const char *fmt, ...)
 {

@@ -21,7 +21,7 @@
 
 #include "alloc.h"
 #include "buf.h"
-#include "cache/cache.h"
+#include "cache/cache_handle.h"
 #include "cache/async_put.h"
 #include "cache/cache_stats.h"
 #include "config.h"
@@ -30,9 +30,9 @@
 #include "progcache/remote.h"
 #include "remote/remote_file.h"
 #include "remote/remote_health.h"
-#include "settings.h"
+#include "settings_table.h"
 #include "store/http/http.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 #include "url_mask.h"
 
 _Static_assert(PROGCACHE__MIN_SECRET == PROGCACHE_REDIS_MIN_SECRET,
@@ -155,15 +155,28 @@ int progcache_store_open_url(progcache_store **out, const char *url,
  * tier too when its own options leave them unset, so a program that gave
  * the cache a log hears why the remote tier is not used (docs/REMOTE.md,
  * "Messages"). The copy is as long as the caller's version. */
+static const size_t redis_options_size[] = {0, offsetof(progcache_redis_options,
+                                                      max_artifact_size),
+                                           offsetof(progcache_redis_options, min_rate),
+                                           sizeof(progcache_redis_options)};
+_Static_assert(sizeof redis_options_size / sizeof redis_options_size[0] ==
+                   PROGCACHE_REDIS_OPTIONS_VERSION + 1,
+               "a size for every version of progcache_redis_options");
+
 static int open_redis_options(progcache_store **out, const progcache_options *opts,
                               const progcache__remote_conf *conf)
 {
     progcache_redis_options ro;
     progcache_redis_options_init(&ro);
-    memcpy(&ro, opts->remote,
-           opts->remote->version >= 3   ? sizeof ro
-           : opts->remote->version == 2 ? offsetof(progcache_redis_options, min_rate)
-                                        : offsetof(progcache_redis_options, max_artifact_size));
+    int rc = progcache__version_check(opts->remote, PROGCACHE_REDIS_OPTIONS_VERSION,
+                                      "progcache_open", "opts->remote",
+                                      "progcache_redis_options");
+    if (rc == PROGCACHE_OK) /* the fields its version lacks keep the defaults */
+        rc = progcache__options_load(&ro, opts->remote, redis_options_size,
+                                     PROGCACHE_REDIS_OPTIONS_VERSION, "progcache_open",
+                                     "progcache_redis_options");
+    if (rc)
+        return rc;
     ro.version = PROGCACHE_REDIS_OPTIONS_VERSION; /* the rest holds the defaults */
     if (!ro.min_rate)
         ro.min_rate = conf->min_rate;
@@ -173,7 +186,7 @@ static int open_redis_options(progcache_store **out, const progcache_options *op
     }
     if (!ro.max_artifact_size)
         ro.max_artifact_size = opts->max_artifact_size;
-    int rc = progcache_store_redis_new(out, &ro);
+    rc = progcache_store_redis_new(out, &ro);
     if (rc)
         progcache__error_prefix("progcache_open: the remote tier");
     return rc;

@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "cache/cache.h"
+#include "cache/cache_handle.h"
 #include "error.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 
 /* Each field of progcache_store_counters that is folded, and the statistic
  * it adds to. */

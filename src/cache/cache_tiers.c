@@ -5,10 +5,10 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "cache/cache.h"
+#include "cache/cache_handle.h"
 #include "cache/cache_stats.h"
 #include "remote/remote_health.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 
 /* ---- a failing tier: the cache's back-off -------------------------------- */
 

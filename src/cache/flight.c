@@ -10,14 +10,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache/cache.h"
+#include "cache/cache_handle.h"
 #include "cache/cache_stats.h"
 #include "clock.h"
 #include "error.h"
 #include "fs.h"
 #include "netfs.h"
 #include "sha256.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 
 
 /* 1: locked; 0: someone else holds it; -1: locking is unavailable. */

@@ -37,12 +37,12 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "cache/cache.h"
+#include "cache/cache_handle.h"
 #include "cache/cache_stats.h"
 #include "clock.h"
 #include "error.h"
 #include "fs.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 
 
 struct progcache__flight_lease {

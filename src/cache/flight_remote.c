@@ -25,12 +25,12 @@
 #include <time.h>
 
 #include "alloc.h"
-#include "cache/cache.h"
+#include "cache/cache_handle.h"
 #include "cache/cache_stats.h"
 #include "clock.h"
 #include "error.h"
 #include "sha256.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 
 struct progcache__remote_lease {
     progcache_store *store;

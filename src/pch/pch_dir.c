@@ -32,7 +32,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "pch/pch_tier.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 #include "fs.h"
 #include "lru.h"
 #include "sha256.h"

@@ -11,7 +11,7 @@
 #include "alloc.h"
 #include "config.h"
 #include "error.h"
-#include "settings.h"
+#include "settings_table.h"
 
 static int pch_bad(progcache__pch_settings *out, const char *var, const char *value,
                    const char *want)

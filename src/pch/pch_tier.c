@@ -10,7 +10,7 @@
 #include "alloc.h"
 #include "cache/cache_stats.h"
 #include "pch/pch_tier.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 
 static void *make(void *arg)
 {
@@ -68,42 +68,4 @@ static void destroy(void *state)
 progcache__pch_tier *progcache__pch_tier_of(progcache *cache)
 {
     return progcache__cache_data(cache, "pch", make, cache, destroy);
-}
-
-void progcache__pch_tier_drop(progcache__pch_tier *tier, int *field)
-{
-    (void)tier;
-    __atomic_store_n(field, 0, __ATOMIC_RELAXED);
-}
-
-void progcache__pch_log(const progcache_program *program, int level, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    progcache__logv(program->log, program->log_ctx, level, fmt, ap);
-    va_end(ap);
-}
-
-int progcache__pch_log_once(progcache__pch_tier *tier, const progcache_program *program,
-                            unsigned int bit, int level, const char *fmt, ...)
-{
-    pthread_mutex_lock(&tier->lock);
-    int first = !(tier->logged & bit);
-    tier->logged |= bit;
-    pthread_mutex_unlock(&tier->lock);
-    if (first) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (program->log)
-            progcache__logv(program->log, program->log_ctx, level, fmt, ap);
-        else
-            progcache__logv(tier->cache_log, tier->cache_log_ctx, level, fmt, ap);
-        va_end(ap);
-    }
-    return first;
-}
-
-void progcache__pch_count(const pch_job *job, progcache_stat stat, uint64_t n)
-{
-    progcache__cache_record(job->cache, stat, n);
 }

@@ -2,14 +2,23 @@
  * else (compile-or-load sees only pch.h). docs/CUDA.md, "Precompiled
  * headers", says what the tier does; docs/FORMAT.md its files.
  *
- *   pch_tier.c      the per-handle state, its settings, logging once, counting
  *   pch_compile.c   the decisions: use, create, or compile as before
+ *   pch_tier.c      the per-handle state and its settings
+ *   pch_detach.c    making a PCH off the critical path
+ *   pch_inproc.c    PCHs of one process, when the helper cannot share them
+ *   pch_warm.c      a warm helper
+ *   pch_judge.c     the plain compile; what a helper made, judged and kept
+ *   pch_log.c       logging once, counting, dropping a feature: called by all
+ * Calls go down this list (pch_compile.c, the entry, at the top), never up:
+ * tests/layers checks the objects of the library, not this order inside a
+ * room, so keep it by hand.
+ *
+ * The tier's other parts, used by those above:
  *   pch_prefix.c    the leading #include block of a program and the PCH key
  *   pch_manifest.c  what a PCH was made from, and checking it still holds
  *   pch_verify.c    the PCH file's bytes: SHA-256, skipped while its stamp holds
  *   pch_dir.c       progcache/pch-<uid>/: finding, publishing, the budget
- *   pch_helper.c    running the compile helper (helper/nvrtc_helper.c)
- *   pch_inproc.c    PCHs of one process, when the helper cannot share them */
+ *   pch_helper.c    running the compile helper (helper/nvrtc_helper.c) */
 #ifndef PROGCACHE_CUDA_PCH_TIER_H
 #define PROGCACHE_CUDA_PCH_TIER_H
 
@@ -89,7 +98,7 @@ typedef struct progcache__pch_tier {
  * cache is NULL or out of memory. */
 progcache__pch_tier *progcache__pch_tier_of(progcache *cache);
 
-/* Pass a message to the program's log callback once per handle: bit is
+/* (pch_log.c) Pass a message to the program's log callback once per handle: bit is
  * one of PCH_LOGGED_*. Returns whether this call logged it. */
 int progcache__pch_log_once(progcache__pch_tier *tier, const progcache_program *program,
                             unsigned int bit, int level, const char *fmt, ...)
@@ -362,7 +371,14 @@ int progcache__pch_helper_use(pch_result *out, pch_job *job, int pch_fd, uint64_
 int progcache__pch_inproc_compile(progcache_buf *out, progcache_buf *log, pch_job *job);
 void progcache__pch_inproc_free(pch_inproc *inproc);
 
-/* ---- the decisions (pch_compile.c) ---------------------------------------- */
+/* ---- the decisions (pch_judge.c) ------------------------------------------ */
+
+/* The helper failed to run a compile (what: "using a PCH"): said once,
+ * counted, and the helper is not asked again for this handle. */
+void progcache__pch_helper_failed(pch_job *job, const char *what);
+/* The helper loads another build of NVRTC than this process (r): said
+ * once, counted, and the tier is off for this handle. */
+void progcache__pch_mismatch(pch_job *job, const pch_result *r);
 
 /* The plain compile and the seen record, shared with pch_inproc.c: compile
  * in this process without a PCH, and remember the prefix if it is slow. */

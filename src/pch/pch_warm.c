@@ -1,5 +1,5 @@
 /* A warm helper (docs/CUDA.md, "A warm helper"; its side is
- * helper/warm.c): a compile with a PCH goes to a helper template that is
+ * helper/helper_warm.c): a compile with a PCH goes to a helper template that is
  * already running, warm, when there is one, and otherwise to a fresh
  * helper that is asked to stay warm after it answers.
  *

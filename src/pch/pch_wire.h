@@ -7,7 +7,7 @@
  * end, compiles, writes one response to its stdout and exits. A helper
  * asked to stay warm (a request's warm name) leaves a template behind
  * that serves later USE requests over an abstract Unix socket of that
- * name (helper/warm.c, src/pch/pch_warm.c): the library connects, sends
+ * name (helper/helper_warm.c, src/pch/pch_warm.c): the library connects, sends
  * one byte PROGCACHE__WIRE_WARM_FDS carrying the PCH directory, the PCH
  * and its working directory (SCM_RIGHTS), waits for the byte
  * PROGCACHE__WIRE_WARM_ACK, then sends the request as above and reads

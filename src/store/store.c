@@ -2,10 +2,11 @@
  * backend would otherwise repeat, and the version rule for the vtable
  * itself: members a version-1 backend's struct does not have are never
  * read (progcache/sys/store.h). */
-#include "store/store.h"
+#include "store/store_calls.h"
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "artifact/manifest_kind.h"
@@ -36,34 +37,34 @@ static int check(const progcache_store *store, const void *key, size_t key_len,
 int progcache__store_check(const progcache_store *t, const char *fn, const char *what)
 {
     const char *name = t && t->name ? t->name : "unnamed";
+    char ops[64];
+    int rc;
     if (!t)
         return progcache__error(PROGCACHE_EINVAL, "%s: %s is NULL", fn, what);
-    if (t->version == 0 || t->version > PROGCACHE_STORE_VERSION)
+    if ((rc = progcache__version_check_how(t, PROGCACHE_STORE_VERSION, fn, what,
+                                           "progcache_store", "start from PROGCACHE_STORE_INIT")))
+        return rc;
+    /* get, put and free make a tier; every other op has a default here
+     * (progcache/sys/store.h says which). */
+    if (!t->get || !t->put || !t->free)
         return progcache__error(PROGCACHE_EINVAL,
-                                "%s: %s->version is %u; this library supports store version 1 "
-                                "to %d (start from PROGCACHE_STORE_INIT)",
-                                fn, what, t->version, PROGCACHE_STORE_VERSION);
-    if (!t->get || !t->put || !t->remove || !t->clear || !t->count || !t->total_size || !t->free)
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: %s (\"%s\") leaves a function of its vtable NULL; every "
-                                "one is required",
+                                "%s: %s (\"%s\") leaves get, put or free NULL; those three "
+                                "are required",
                                 fn, what, name);
     /* An ops struct that was never given its version is a mistake, not a
      * request for none: refused like every other versioned struct. */
+    snprintf(ops, sizeof ops, "%s->stats", what);
     if (t->version >= 2 && t->stats &&
-        (t->stats->version == 0 || t->stats->version > PROGCACHE_STORE_STATS_OPS_VERSION))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: %s (\"%s\"): stats->version is %u; this library supports "
-                                "1 to %d (set PROGCACHE_STORE_STATS_OPS_VERSION)",
-                                fn, what, name, t->stats->version,
-                                PROGCACHE_STORE_STATS_OPS_VERSION);
+        (rc = progcache__version_check_how(t->stats, PROGCACHE_STORE_STATS_OPS_VERSION, fn, ops,
+                                           "progcache_store_stats_ops",
+                                           "set PROGCACHE_STORE_STATS_OPS_VERSION")))
+        return rc;
+    snprintf(ops, sizeof ops, "%s->lease", what);
     if (t->version >= 2 && t->lease &&
-        (t->lease->version == 0 || t->lease->version > PROGCACHE_STORE_LEASE_OPS_VERSION))
-        return progcache__error(PROGCACHE_EINVAL,
-                                "%s: %s (\"%s\"): lease->version is %u; this library supports "
-                                "1 to %d (set PROGCACHE_STORE_LEASE_OPS_VERSION)",
-                                fn, what, name, t->lease->version,
-                                PROGCACHE_STORE_LEASE_OPS_VERSION);
+        (rc = progcache__version_check_how(t->lease, PROGCACHE_STORE_LEASE_OPS_VERSION, fn, ops,
+                                           "progcache_store_lease_ops",
+                                           "set PROGCACHE_STORE_LEASE_OPS_VERSION")))
+        return rc;
     if (t->version >= 2 && t->lease &&
         (!t->lease->acquire || !t->lease->renew || !t->lease->release || !t->lease->wait))
         return progcache__error(PROGCACHE_EINVAL,
@@ -220,21 +221,70 @@ int progcache__store_exists(progcache_store *store, const void *key, size_t key_
     return rc;
 }
 
+/* The default of an op a tier left NULL that nothing can stand in for:
+ * refused, naming the tier and the op. */
+static int no_op(const progcache_store *store, const char *fn, const char *op)
+{
+    return progcache__error(PROGCACHE_EINVAL,
+                            "%s: the \"%s\" store cannot do that (its vtable has no %s op: "
+                            "progcache/sys/store.h)",
+                            fn, store->name ? store->name : "unnamed", op);
+}
+
 int progcache__store_remove(progcache_store *store, const void *key, size_t key_len)
 {
+    if (!store->remove)
+        return no_op(store, "progcache_store_remove", "remove");
     return store->remove(store, key, key_len);
 }
 
-int progcache__store_clear(progcache_store *store) { return store->clear(store); }
+int progcache__store_clear(progcache_store *store)
+{
+    if (!store->clear)
+        return no_op(store, "progcache_store_clear", "clear");
+    return store->clear(store);
+}
+
+/* count and total_size without their ops: one walk of the entries. */
+typedef struct measure {
+    uint64_t count, bytes;
+} measure;
+
+static int measure_visit(void *ctx, const progcache_entry *e)
+{
+    measure *m = ctx;
+    m->count++;
+    m->bytes += e->size;
+    return 0;
+}
+
+static int measure_walk(measure *m, progcache_store *store, const char *fn, const char *op)
+{
+    if (store->version < 3 || !store->foreach)
+        return no_op(store, fn, op);
+    return store->foreach(store, 0, measure_visit, m);
+}
 
 int progcache__store_count(uint64_t *out, progcache_store *store)
 {
-    return store->count(out, store);
+    if (store->count)
+        return store->count(out, store);
+    measure m = {0, 0};
+    int rc = measure_walk(&m, store, "progcache_store_count", "count (nor foreach)");
+    if (rc == PROGCACHE_OK)
+        *out = m.count;
+    return rc;
 }
 
 int progcache__store_total_size(uint64_t *out, progcache_store *store)
 {
-    return store->total_size(out, store);
+    if (store->total_size)
+        return store->total_size(out, store);
+    measure m = {0, 0};
+    int rc = measure_walk(&m, store, "progcache_store_total_size", "total_size (nor foreach)");
+    if (rc == PROGCACHE_OK)
+        *out = m.bytes;
+    return rc;
 }
 
 int progcache_store_exists(progcache_store *store, const void *key, size_t key_len)

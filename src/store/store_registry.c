@@ -10,7 +10,7 @@
 
 #include "error.h"
 #include "progcache/sys/store.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 
 #define REGISTRY_MAX 32
 #define NAME_MAX_LEN 31

@@ -21,7 +21,7 @@
 #include "config.h"
 #include "error.h"
 #include "fs.h"
-#include "settings.h"
+#include "settings_table.h"
 #include "trusted_path.h"
 
 static int join(progcache_buf *out, const char *a, const char *b)

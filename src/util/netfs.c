@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/vfs.h>
 
+#include "config.h"
 #include "error.h"
 
 /* statfs f_type magics (linux/magic.h and the file systems' own sources;
@@ -51,7 +52,7 @@ int progcache__netfs_type(int fd, const char **name)
 
 const char *progcache__netfs_bad_setting(void)
 {
-    const char *force = getenv("PROGCACHE_FLIGHT_LOCK");
+    const char *force = progcache__config_env("PROGCACHE_FLIGHT_LOCK");
     if (!force || !*force || !strcmp(force, "lease") || !strcmp(force, "range") ||
         !strcmp(force, "auto"))
         return NULL;
@@ -60,7 +61,7 @@ const char *progcache__netfs_bad_setting(void)
 
 int progcache__netfs_kind(int fd, const char **name)
 {
-    const char *force = getenv("PROGCACHE_FLIGHT_LOCK");
+    const char *force = progcache__config_env("PROGCACHE_FLIGHT_LOCK");
     if (force && !strcmp(force, "lease")) {
         if (name)
             *name = "a file system where PROGCACHE_FLIGHT_LOCK=lease";

@@ -9,6 +9,12 @@
 int progcache__version_check(const void *s, unsigned int current, const char *fn,
                             const char *what, const char *name)
 {
+    return progcache__version_check_how(s, current, fn, what, name, NULL);
+}
+
+int progcache__version_check_how(const void *s, unsigned int current, const char *fn,
+                                 const char *what, const char *name, const char *how)
+{
     unsigned int version = PROGCACHE__VERSION_OF(s);
     if (version == 0) {
         char macro[64];
@@ -16,6 +22,11 @@ int progcache__version_check(const void *s, unsigned int current, const char *fn
         for (; name[i] && i + 1 < sizeof macro; i++)
             macro[i] = (char)toupper((unsigned char)name[i]);
         macro[i] = '\0';
+        if (how)
+            return progcache__error(PROGCACHE_EINVAL,
+                                    "%s: %s->version is 0 (version 0: the %s struct was never "
+                                    "initialised); %s",
+                                    fn, what, name, how);
         return progcache__error(PROGCACHE_EINVAL,
                                 "%s: %s->version is 0 (version 0: the %s struct was never "
                                 "initialised); start from %s_INIT or %s_init()",

@@ -25,6 +25,10 @@ int progcache__options_load(void *dst, const void *src, const size_t *sizes,
  * in capitals). */
 int progcache__version_check(const void *s, unsigned int current, const char *fn,
                              const char *what, const char *name);
+/* The same rule for a struct that has no _init() function (a vtable, its
+ * ops): how says what to start from ("start from PROGCACHE_STORE_INIT"). */
+int progcache__version_check_how(const void *s, unsigned int current, const char *fn,
+                                 const char *what, const char *name, const char *how);
 
 /* Set a versioned struct of size bytes to its defaults: zeros, and version
  * (its first member) set. The body of every _init() function. NULL-safe. */

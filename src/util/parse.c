@@ -1,5 +1,5 @@
 /* The one parser of values: sizes, booleans and durations, for every
- * setting of the table (settings.c) and every variable read apart
+ * setting of the table (settings_table.c) and every variable read apart
  * (config.c), so that each is written one way everywhere
  * (docs/CONFIG.md). */
 #include <stdint.h>
@@ -7,7 +7,7 @@
 #include <strings.h>
 
 #include "progcache/settings.h"
-#include "settings.h"
+#include "settings_table.h"
 
 int progcache_parse_size(uint64_t *out, const char *text)
 {

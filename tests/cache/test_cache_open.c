@@ -47,11 +47,12 @@ static void test_arguments(void)
     CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, twice, 2, NULL));
     CHECK(strstr(progcache_error_last(), "same store") != NULL);
     flaky_store *f = flaky_new();
-    f->w.base.clear = NULL;
+    /* get, put and free are a tier's least (the others have defaults). */
+    f->w.base.put = NULL;
     progcache_store *partial[] = {s, &f->w.base};
     CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, partial, 2, NULL));
     CHECK(strstr(progcache_error_last(), "tiers[1]") != NULL);
-    f->w.base.clear = fixture_wrap_clear;
+    f->w.base.put = fixture_wrap_put;
     f->w.base.version = 0;
     CHECK_RC(PROGCACHE_EINVAL, progcache_open_tiers(&c, partial, 2, NULL));
     CHECK(strstr(progcache_error_last(), "tiers[1]->version") != NULL);
@@ -61,6 +62,16 @@ static void test_arguments(void)
     CHECK_RC(PROGCACHE_EINVAL, progcache_open(NULL, "/tmp/x", NULL));
     CHECK_RC(PROGCACHE_EINVAL, progcache_open(&c, "", NULL));
     CHECK(strstr(progcache_error_last(), "path is empty") != NULL);
+    /* The Redis options go by the one version rule too (util/options.c):
+     * a struct never initialised is refused, not read as version 1. */
+    progcache_redis_options never = {0};
+    progcache_options with_remote;
+    progcache_options_init(&with_remote);
+    with_remote.remote = &never;
+    char *where = test_mkdtemp("cache-open-remote");
+    CHECK_RC(PROGCACHE_EINVAL, progcache_open(&c, where, &with_remote));
+    CHECK(strstr(progcache_error_last(), "opts->remote->version is 0") != NULL);
+    test_rmdtemp(where);
 
     CHECK_OK(progcache_open_tiers(&c, &s, 1, NULL));
     progcache_buf buf = PROGCACHE_BUF_INIT;

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "store/file/archive.h"
+#include "archive/archive.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,10 @@ docs/ARCHITECTURE.md draws, as tests/layers.txt encodes them, and into
 another room only through the headers that room exports (its internal
 interface). Fails, naming the file, the line and the rule, on any other.
 
-    test_layers.py ROOT [TABLE]
+    test_layers.py ROOT [TABLE] [--build BUILD]
+
+With a build tree it also reads the linked objects (layer_symbols.py):
+a call must go down the same layers as an include.
 
 Also fails on a table that names a folder or header that does not exist
 (so the table cannot drift from the tree), and checks itself: a planted
@@ -14,18 +17,20 @@ import os
 import re
 import sys
 
+import layer_symbols
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCES = (".c", ".h")
 TREES = ("src", "include/progcache", "tools", "samples", "examples", "helper")
 
 
 def load_table(path):
-    layers, public, exports, excepts = {}, {}, {}, set()
+    layers, public, exports, excepts, defines = {}, {}, {}, set(), {}
     for n, raw in enumerate(open(path, encoding="utf-8"), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        m = re.match(r"^(layer|public|export|except)\s+(\S+):\s*(.*)$", line)
+        m = re.match(r"^(layer|public|export|except|define)\s+(\S+):\s*(.*)$", line)
         if not m:
             raise SystemExit("%s:%d: not a rule: %s" % (path, n, raw.rstrip()))
         verb, key, rest = m.group(1), m.group(2), m.group(3).split()
@@ -33,11 +38,13 @@ def load_table(path):
             layers[key] = set(rest)
         elif verb == "public":
             public[key] = rest[0]
+        elif verb == "define":
+            defines[key] = set(rest)
         elif verb == "export":
             exports[key] = set(rest)
         else:
             excepts.add((key, rest[0]))
-    return layers, public, exports, excepts
+    return layers, public, exports, excepts, defines
 
 
 def folder_of(root, path):
@@ -77,7 +84,7 @@ def resolve(root, path, inc):
 
 
 def check(root, table):
-    layers, public, exports, excepts = table
+    layers, public, exports, excepts = table[:4]
     problems = []
     # The table names what exists.
     for folder in list(layers) + list(exports):
@@ -131,7 +138,7 @@ def check(root, table):
 
 
 def judge(root, path, rel, folder, inc, table):
-    layers, public, exports, _ = table
+    layers, public, exports = table[:3]
     kind, target = resolve(root, path, inc)
     if kind == "unknown":
         return "resolves to no file of the tree"
@@ -168,7 +175,7 @@ def self_test(table):
             os.makedirs(os.path.join(tmp, d))
         open(os.path.join(tmp, "src/cache/cache.h"), "w").write("")
         open(os.path.join(tmp, "src/util/bad.c"), "w").write('#include "cache/cache.h"\n')
-        layers, public, exports, _ = table
+        layers, public, exports = table[:3]
         small = ({"util": set(), "cache": {"util"}}, {}, {"util": {"*"}, "cache": set()}, set())
         found = check(tmp, small)
         return any("src/util/bad.c:1" in p and "not below" in p for p in found)
@@ -177,7 +184,8 @@ def self_test(table):
 def check_map(root):
     """docs/ARCHITECTURE.md names every source file of the library, the
     helper and the tool, every folder of src/ and every folder of tests/:
-    the map cannot leave a room or a file out."""
+    the map cannot leave a room or a file out. And no two files of src/,
+    helper/ and tools/ share a name."""
     doc = open(os.path.join(root, "docs", "ARCHITECTURE.md"), encoding="utf-8").read()
     problems = []
     for top in ("src", "helper", "tools"):
@@ -188,6 +196,18 @@ def check_map(root):
             for f in sorted(files):
                 if f.endswith(".c") and f not in doc:
                     problems.append("docs/ARCHITECTURE.md does not name %s/%s" % (rel_dir, f))
+    # One name, one file: `#include "warm.h"` must not find the right
+    # file only by the order of -I.
+    names = {}
+    for top in ("src", "helper", "tools", "include"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for f in files:
+                if f.endswith(SOURCES):
+                    names.setdefault(f, []).append(os.path.relpath(os.path.join(dirpath, f), root))
+    for f, paths in sorted(names.items()):
+        # The public headers' names are the API (store.h, sys/store.h).
+        if len(paths) > 1 and not all(p.startswith("include" + os.sep) for p in paths):
+            problems.append("two files named %s: %s (rename one)" % (f, ", ".join(sorted(paths))))
     tests = os.path.join(root, "tests")
     for d in sorted(os.listdir(tests)):
         if os.path.isdir(os.path.join(tests, d)) and "`tests/%s/`" % d not in doc:
@@ -196,26 +216,37 @@ def check_map(root):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
-    table_path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "tests", "layers.txt")
+    args = sys.argv[1:]
+    build = None
+    if "--build" in args:
+        i = args.index("--build")
+        build = args[i + 1]
+        del args[i:i + 2]
+    root = args[0] if args else "."
+    table_path = args[1] if len(args) > 1 else os.path.join(root, "tests", "layers.txt")
     table = load_table(table_path)
-    if not self_test(table):
+    if not self_test(table) or not layer_symbols.self_test():
         print("FAIL: the layer test did not catch a planted violation")
         return 1
     problems = check(root, table)
+    if build:
+        problems += layer_symbols.check_objects(root, build, table, TREES, folder_of)
     missing = check_map(root)
     for p in missing:
         print(p)
     if missing:
-        print("FAIL: %d file(s) or folder(s) missing from docs/ARCHITECTURE.md" % len(missing))
+        print("FAIL: %d file(s) or folder(s) missing from docs/ARCHITECTURE.md, or named twice"
+              % len(missing))
         return 1
     for p in problems:
         print(p)
     if problems:
-        print("FAIL: %d include(s) against the layers (tests/layers.txt, docs/ARCHITECTURE.md)"
+        print("FAIL: %d include(s) or call(s) against the layers (tests/layers.txt, "
+              "docs/ARCHITECTURE.md)"
               % len(problems))
         return 1
-    print("layers: every include points down (tests/layers.txt)")
+    print("layers: every include%s points down (tests/layers.txt)"
+          % (" and every call" if build else ""))
     return 0
 
 

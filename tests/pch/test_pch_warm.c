@@ -1,4 +1,4 @@
-/* A warm helper (src/pch/pch_warm.c, helper/warm.c): after a compile
+/* A warm helper (src/pch/pch_warm.c, helper/helper_warm.c): after a compile
  * with a PCH the helper stays, as a template under an abstract socket
  * name, and later compiles with a PCH go to it.
  *

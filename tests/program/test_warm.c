@@ -1,4 +1,4 @@
-/* progcache_warm (src/program/warm.c): every program for every architecture
+/* progcache_warm (src/program/program_warm.c): every program for every architecture
  * in one pass over a pool of threads; each item's key is the one a
  * program asking for the same compile derives (it then hits); a program
  * naming its own -arch is compiled once; a bad architecture list is

@@ -38,6 +38,30 @@ typedef struct tier {
     void *ctx;
 } tier;
 
+/* A tier needs get, put and free; without one of the other ops the call
+ * is refused, saying so (progcache/sys/store.h), never a crash or a
+ * silent success. Each returns 1 when the store did it. */
+static int refused(int rc) { return rc == PROGCACHE_EINVAL && *progcache_error_last(); }
+
+static int cleared(progcache_store *s)
+{
+    int rc = progcache_store_clear(s);
+    EXPECT(s->clear ? rc == PROGCACHE_OK : refused(rc));
+    return s->clear != NULL;
+}
+
+/* count and total_size: the store's own, or a walk of its foreach. */
+static int measured(uint64_t *n, uint64_t *bytes, progcache_store *s)
+{
+    int can = s->count || (s->version >= 3 && s->foreach);
+    int rc = progcache_store_count(n, s);
+    EXPECT(can ? rc == PROGCACHE_OK : refused(rc));
+    can = s->total_size || (s->version >= 3 && s->foreach);
+    rc = progcache_store_total_size(bytes, s);
+    EXPECT(can ? rc == PROGCACHE_OK : refused(rc));
+    return can;
+}
+
 static progcache_store *fresh(const tier *t)
 {
     progcache_store_params p = PROGCACHE_STORE_PARAMS_INIT;
@@ -45,7 +69,7 @@ static progcache_store *fresh(const tier *t)
     progcache_store *s = NULL;
     EXPECT_RC(PROGCACHE_OK, t->factory(&s, t->url, &p, t->ctx));
     EXPECT(s != NULL && s->version >= 1 && s->version <= PROGCACHE_STORE_VERSION);
-    EXPECT_RC(PROGCACHE_OK, progcache_store_clear(s));
+    (void)cleared(s); /* a store that cannot clear must come empty */
     return s;
 }
 
@@ -105,20 +129,26 @@ static void test_exact_bytes_or_miss(const tier *t)
     expect_bytes(s, k1, sizeof k1, b, sizeof b);
     expect_bytes(s, k2, sizeof k2, a, sizeof a);
     uint64_t n = 0, bytes = 0;
-    EXPECT_RC(PROGCACHE_OK, progcache_store_count(&n, s));
-    EXPECT(n == 2);
-    EXPECT_RC(PROGCACHE_OK, progcache_store_total_size(&bytes, s));
-    EXPECT(bytes >= sizeof a + sizeof b); /* a store may count its framing too */
+    if (measured(&n, &bytes, s))
+        /* a store may count its framing too */
+        EXPECT(n == 2 && bytes >= sizeof a + sizeof b);
     /* Remove: that key only; a second remove is a miss. */
-    EXPECT_RC(PROGCACHE_OK, progcache_store_remove(s, k1, sizeof k1));
-    flush(s);
-    expect_miss(s, k1, sizeof k1);
-    expect_bytes(s, k2, sizeof k2, a, sizeof a);
-    EXPECT_RC(PROGCACHE_ENOTFOUND, progcache_store_remove(s, k1, sizeof k1));
-    EXPECT_RC(PROGCACHE_OK, progcache_store_clear(s));
-    expect_miss(s, k2, sizeof k2);
-    EXPECT_RC(PROGCACHE_OK, progcache_store_count(&n, s));
-    EXPECT(n == 0);
+    int rc = progcache_store_remove(s, k1, sizeof k1);
+    if (s->remove) {
+        EXPECT_RC(PROGCACHE_OK, rc);
+        flush(s);
+        expect_miss(s, k1, sizeof k1);
+        expect_bytes(s, k2, sizeof k2, a, sizeof a);
+        EXPECT_RC(PROGCACHE_ENOTFOUND, progcache_store_remove(s, k1, sizeof k1));
+    } else {
+        EXPECT(refused(rc));
+        expect_bytes(s, k1, sizeof k1, b, sizeof b);
+    }
+    if (cleared(s)) {
+        expect_miss(s, k2, sizeof k2);
+        if (measured(&n, &bytes, s))
+            EXPECT(n == 0);
+    }
     progcache_store_free(s);
 }
 
@@ -310,12 +340,12 @@ static void test_threads(const tier *t)
     for (int i = 0; i < THREADS; i++)
         EXPECT(w[i].bad == 0);
     flush(s);
-    uint64_t n = 0;
-    EXPECT_RC(PROGCACHE_OK, progcache_store_count(&n, s));
+    uint64_t n = 0, bytes = 0;
     /* Exact but for the one key all threads raced on: a store may count
      * a racing replacement as a new entry (the file store's accounting
      * does, until eviction re-measures), never lose one. */
-    EXPECT(n >= THREADS * ROUNDS + 1 && n <= THREADS * ROUNDS + THREADS);
+    if (measured(&n, &bytes, s))
+        EXPECT(n >= THREADS * ROUNDS + 1 && n <= THREADS * ROUNDS + THREADS);
     progcache_store_free(s);
 }
 

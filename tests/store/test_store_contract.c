@@ -1,6 +1,8 @@
-/* The store contract (store_contract.c) over progcache's own tiers and the
- * example tier: test_store_contract memory|file|tier_dir|redis, one CTest
- * test each, and "broken": tiers that break it, which it must fail (tests/store/CMakeLists.txt). Redis starts a private server
+/* The store contract (store_contract.c) over progcache's own tiers, the
+ * example tier and the least tier (get, put, free): test_store_contract
+ * memory|file|tier_dir|redis|minimal|minimal_foreach, one CTest test each,
+ * and "broken": tiers that break it, which it must fail
+ * (tests/store/CMakeLists.txt). Redis starts a private server
  * (tests/redis/redis_fixture.c) and is skipped (77) without hiredis or
  * redis-server. */
 #include <stdio.h>
@@ -82,6 +84,36 @@ static int broken_factory(progcache_store **out, const char *url,
     return PROGCACHE_OK;
 }
 
+/* The least a tier can be (progcache/sys/store.h): get, put and free over
+ * a memory store, every other op NULL; with ctx non-NULL, foreach too,
+ * which count and total_size then default to. Each store comes empty, as
+ * a tier that cannot clear must. */
+static int inner_foreach(progcache_store *s, unsigned int flags, progcache_entry_fn fn,
+                         void *ctx)
+{
+    return progcache_store_foreach(((fixture_wrap *)s)->inner, flags, fn, ctx);
+}
+
+static int minimal_factory(progcache_store **out, const char *url,
+                           const progcache_store_params *p, void *ctx)
+{
+    fixture_wrap *w = calloc(1, sizeof *w);
+    CHECK(w != NULL);
+    progcache_store *inner = NULL;
+    CHECK_OK(memory_factory(&inner, url, p, NULL));
+    fixture_wrap_init(w, "minimal", inner);
+    progcache_store least = PROGCACHE_STORE_INIT;
+    least.name = w->base.name;
+    least.get = w->base.get;
+    least.put = w->base.put;
+    least.free = w->base.free;
+    if (ctx)
+        least.foreach = inner_foreach;
+    w->base = least;
+    *out = &w->base;
+    return PROGCACHE_OK;
+}
+
 /* Each in a child that leaves by _exit: a failed run ends in the middle
  * of a test, holding what that test allocated, which is not a leak of
  * the library's. */
@@ -123,6 +155,11 @@ int main(int argc, char **argv)
         CHECK(f != NULL);
         snprintf(url, sizeof url, TIER_DIR_NAME ":%s/tier", base);
         rc = store_contract_run("tier_dir", f, url, ctx);
+    } else if (strcmp(which, "minimal") == 0) {
+        rc = store_contract_run("minimal", minimal_factory, NULL, NULL);
+    } else if (strcmp(which, "minimal_foreach") == 0) {
+        static int with_foreach = 1;
+        rc = store_contract_run("minimal with foreach", minimal_factory, NULL, &with_foreach);
     } else if (strcmp(which, "broken") == 0) {
         rc = broken_tiers_fail();
     } else if (strcmp(which, "redis") == 0) {
@@ -132,7 +169,8 @@ int main(int argc, char **argv)
         rc = store_contract_run("redis", redis_factory, r.url, NULL);
         test_redis_stop(&r);
     } else {
-        fprintf(stderr, "usage: %s memory|file|tier_dir|redis|broken\n", argv[0]);
+        fprintf(stderr, "usage: %s memory|file|tier_dir|redis|minimal|minimal_foreach|broken\n",
+                argv[0]);
     }
     test_rmdtemp(base);
     return rc;

@@ -1,4 +1,4 @@
-/* The settings' values and text (src/util/settings.c): sizes with every
+/* The settings' values and text (src/util/settings_table.c): sizes with every
  * suffix, the settings file's lines, the messages of bad values (naming
  * the setting and the file's line or the variable), and editing a file
  * while keeping what it holds. */
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "settings.h"
+#include "settings_table.h"
 
 static uint64_t size_of(const char *text)
 {

@@ -13,7 +13,7 @@
 #include "config.h"
 #include "options.h"
 #include "progcache/progcache.h"
-#include "settings.h"
+#include "settings_table.h"
 
 static void test_wait_timeout(void)
 {

@@ -51,21 +51,30 @@ PROGCACHE_API int progcache_error_set(int code, const char *fmt, ...)
 /*
  * The backend vtable. Every function returns PROGCACHE_OK or a negative
  * code and sets the thread's last error on failure (progcache_error_set);
- * get returns PROGCACHE_ENOTFOUND on a miss without setting a message. Every function must be safe to call from several
- * threads at once on one store. free is mandatory; it releases everything
- * the store owns.
+ * get returns PROGCACHE_ENOTFOUND on a miss without setting a message.
+ * Every function must be safe to call from several threads at once on one
+ * store. get, put and free are required (free
+ * releases everything the store owns); every other op may be NULL, and
+ * the library then does what its comment says.
  */
 struct progcache_store {
     unsigned int version; /* PROGCACHE_STORE_VERSION */
     const char *name;     /* "file", "memory", ...: for messages */
 
-    /* Version 1: all mandatory. */
+    /* Version 1. get, put and free: required. */
     int (*get)(progcache_buf *out, progcache_store *store, const void *key, size_t key_len);
     int (*put)(progcache_store *store, const void *key, size_t key_len, const void *data,
                size_t size);
+    /* NULL: entries cannot be removed one by one; progcache_store_remove
+     * (and progcache_remove over this tier) fails with PROGCACHE_EINVAL
+     * saying so. */
     int (*remove)(progcache_store *store, const void *key, size_t key_len);
+    /* NULL: progcache_store_clear fails with PROGCACHE_EINVAL saying so. */
     int (*clear)(progcache_store *store);
+    /* NULL: counted by one walk of foreach (version 3) when the store has
+     * it, else progcache_store_count fails with PROGCACHE_EINVAL. */
     int (*count)(uint64_t *out, progcache_store *store);
+    /* NULL: the sizes foreach reports, summed, as for count. */
     int (*total_size)(uint64_t *out, progcache_store *store);
     void (*free)(progcache_store *store);
 
@@ -211,17 +220,8 @@ PROGCACHE_API int progcache_store_register(const char *name, progcache_store_fac
  */
 PROGCACHE_API progcache_store_factory progcache_store_find(const char *name, void **ctx);
 
-/*
- * progcache_store_open_url() : open the store url names: a registered
- * tier when url's scheme is a registered name, else the built-in HTTP
- * and S3 tier (http://, https://, s3://: docs/REMOTE.md, "HTTP and S3";
- * refused in a build without libcurl) or Redis tier (redis://, unix:;
- * progcache/remote.h). params NULL: defaults
- * (max_artifact_size PROGCACHE_MAX_ARTIFACT_SIZE_DEFAULT, no log).
- * @return as the factory; PROGCACHE_EINVAL for a URL no tier takes.
- */
-PROGCACHE_API int progcache_store_open_url(progcache_store **out, const char *url,
-                                           const progcache_store_params *params);
+/* progcache_store_open_url() (progcache/cache.h, the cache's room, which
+ * knows the built-in tiers) opens the store a URL names. */
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /* Internal: walking the entries of a cache directory (store_file_admin.c),
- * shared by the admin functions and the archive code (archive.c). */
+ * shared by the admin functions and the archive code (src/archive/). */
 #ifndef PROGCACHE_STORE_FILE_ADMIN_H
 #define PROGCACHE_STORE_FILE_ADMIN_H
 

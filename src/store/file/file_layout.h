@@ -10,7 +10,7 @@
 /* progcache's own files (state, lock, stats, flight, config). */
 #define FILE_STATE_DIR "progcache"
 /* In progcache/, the places the layers above use (progcache__place in
- * store/store.h): the compile locks, the lease files of network file
+ * store/store_calls.h): the compile locks, the lease files of network file
  * systems, each user's PCHs. */
 #define FILE_FLIGHT "flight"
 #define FILE_FLIGHT_DIR "flight.d"

@@ -14,7 +14,7 @@
 #include "buf.h"
 #include "error.h"
 #include "fs.h"
-#include "settings.h"
+#include "settings_table.h"
 #include "store/file/file_store.h"
 
 /* Read root_fd's settings file into *text (*exists 0 when there is none).
@@ -188,7 +188,7 @@ int progcache_settings_load(progcache_settings **out, const char *dir)
     progcache_buf def = PROGCACHE_BUF_INIT;
     int rc;
     if (!dir) {
-        if ((rc = progcache_default_dir(&def)))
+        if ((rc = progcache__config_default_dir(&def)))
             return rc;
         dir = (const char *)def.data;
     }
@@ -311,7 +311,7 @@ int progcache_settings_set(const char *dir, const char *name, const char *value)
     if (!name)
         return progcache__error(PROGCACHE_EINVAL, "progcache_settings_set: name is NULL");
     if (!dir) {
-        if ((rc = progcache_default_dir(&def)))
+        if ((rc = progcache__config_default_dir(&def)))
             return rc;
         dir = (const char *)def.data;
     }

@@ -29,7 +29,7 @@
 #include "options.h"
 #include "sha256.h"
 #include "store/file/file_stats.h"
-#include "store/store.h"
+#include "store/store_calls.h"
 
 void progcache_file_options_init(progcache_file_options *opts)
 {

@@ -20,8 +20,8 @@
 #include "alloc.h"
 #include "error.h"
 #include "sha256.h"
-#include "store/file/archive_sign.h"
-#include "store/file/archive_sign_key.h"
+#include "archive/archive_sign.h"
+#include "archive/archive_sign_key.h"
 
 #define HASH_CHUNK 65536
 

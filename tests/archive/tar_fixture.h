@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "store/file/archive.h"
+#include "archive/archive.h"
 
 /* The header checksum of a 512-byte tar block, computed and written in
  * (ustar: the field counted as spaces, six octal digits and a NUL). */

@@ -9,7 +9,7 @@
  * "changed in any way" checkable: a header's name, an added or removed
  * member, padding, all of it is in the signed bytes. OpenSSL signs; no
  * cryptography is written here. */
-#include "store/file/archive_sign.h"
+#include "archive/archive_sign.h"
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -22,7 +22,7 @@
 #include "buf.h"
 #include "error.h"
 #include "sha256.h"
-#include "store/file/archive_sign_key.h"
+#include "archive/archive_sign_key.h"
 
 struct bundle_writer {
     EVP_PKEY *key;

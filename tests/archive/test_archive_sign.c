@@ -1,4 +1,4 @@
-/* Signed bundles in the library (src/store/file/archive_sign.c,
+/* Signed bundles in the library (src/archive/archive_sign.c,
  * archive_verify.c): export with a signing key, progcache_archive_verify
  * and a verified import with the public key, older callers' structs,
  * bad keys, and a tampered archive refused before anything is written, by
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "store/file/archive_sign.h"
+#include "archive/archive_sign.h"
 
 typedef struct pem_pair {
     char priv[512], pub[512];

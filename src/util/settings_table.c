@@ -1,6 +1,6 @@
 /* The settings of a cache directory: what each one accepts, the settings
  * file's text, and the overlays (progcache/settings.h, docs/CONFIG.md). */
-#include "settings.h"
+#include "settings_table.h"
 
 #include <stdarg.h>
 #include <stdio.h>

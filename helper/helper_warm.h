@@ -1,4 +1,4 @@
-/* progcache-nvrtc-helper: staying warm (warm.c says how and why). */
+/* progcache-nvrtc-helper: staying warm (helper_warm.c says how and why). */
 #ifndef PROGCACHE_HELPER_WARM_H
 #define PROGCACHE_HELPER_WARM_H
 

@@ -21,7 +21,7 @@
  * connections do not count) and after WARM_LIFETIME_S in any case. It
  * holds no file of the caller's: its descriptors are /dev/null and the
  * socket, its directory /; a child works in its caller's directory. */
-#include "warm.h"
+#include "helper_warm.h"
 
 #include <errno.h>
 #include <fcntl.h>

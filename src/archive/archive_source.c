@@ -1,7 +1,7 @@
 /* Where an archive's bytes come from, for import (archive_source.h): a
  * regular file read by position, or a stream copied, as it is checked,
  * into an unlinked temporary file so that it can be read twice. */
-#include "store/file/archive_source.h"
+#include "archive/archive_source.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "progcache/admin.h"
-#include "store/file/archive.h"
+#include "archive/archive.h"
 #include "store/file/file_nvrtc.h"
 
 static const char line1[] = "13.0 109338064 1792100186.000000000 /farm/cuda/lib/libnvrtc.so.13\n";

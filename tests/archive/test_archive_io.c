@@ -1,4 +1,4 @@
-/* Where an archive goes to and comes from (src/store/file/archive.c,
+/* Where an archive goes to and comes from (src/archive/archive.c,
  * archive_import.c): export never replaces what is not a regular file
  * (character devices and FIFOs are written in place, directories, block
  * devices, sockets and dangling links refused); archives stream through
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "store/file/archive.h"
+#include "archive/archive.h"
 #include "tar_fixture.h"
 
 static progcache_store *open_store(const char *dir, uint64_t max_artifact_size)

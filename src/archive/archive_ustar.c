@@ -1,7 +1,7 @@
 /* The ustar format both directions of the archives share (archive.h;
  * docs/FORMAT.md, "Archives"): what a member name is to import, and the
  * header blocks import parses and export makes. */
-#include "store/file/archive.h"
+#include "archive/archive.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -10,8 +10,8 @@
  * Export never replaces what is not a regular file: a regular file (or
  * none) at the path gets a temp file renamed over it, a character device
  * or a FIFO is written in place, anything else is refused. */
-#include "store/file/archive.h"
-#include "store/file/archive_sign.h"
+#include "archive/archive.h"
+#include "archive/archive_sign.h"
 
 #include <errno.h>
 #include <stddef.h>

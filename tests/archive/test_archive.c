@@ -1,4 +1,4 @@
-/* Export and import (src/store/file/archive.c): a byte-identical round trip,
+/* Export and import (src/archive/archive.c): a byte-identical round trip,
  * the strict member-name rules, and hostile archives (traversal, links,
  * pax overrides, bad checksums, truncation) refused before anything is
  * written. */
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "store/file/archive.h"
+#include "archive/archive.h"
 #include "tar_fixture.h"
 
 static void fill(const char *dir, int n)

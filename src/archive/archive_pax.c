@@ -1,7 +1,7 @@
 /* pax extended headers in archives (archive.h): reading the records of
  * one (path, size, and an entry's records as the extended attribute GNU
  * tar --xattrs writes), for import. */
-#include "store/file/archive.h"
+#include "archive/archive.h"
 
 #include <stdio.h>
 #include <string.h>

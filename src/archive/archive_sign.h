@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "progcache/admin.h"
-#include "store/file/archive.h"
+#include "archive/archive.h"
 
 /* The reserved member names (never an entry's name). */
 #define BUNDLE_MANIFEST_NAME "progcache-bundle/manifest"
