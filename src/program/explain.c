@@ -33,7 +33,7 @@
 #include "key/key_options.h"
 #include "progcache/cuda.h"
 #include "progcache/file.h"
-#include "settings.h"
+#include "settings_table.h"
 #include "sha256.h"
 #include "store/file/file_explain.h"
 
