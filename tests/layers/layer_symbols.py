@@ -111,9 +111,10 @@ def judge_calls(objs, symbols, layers, public_api):
 # these files of src/ call.
 ONE_PLACE = {
     # The environment is read in one file. The interceptor's auditor
-    # (intercept/audit.c) links no library code, so it reads PROGCACHE_LOG
-    # and PROGCACHE_INTERCEPT itself.
-    "getenv": {"src/util/config.c", "src/intercept/audit.c"},
+    # (intercept/audit.c, audit_standin.c) links no library code, so it
+    # reads PROGCACHE_LOG, PROGCACHE_INTERCEPT and
+    # PROGCACHE_INTERCEPT_STANDIN itself.
+    "getenv": {"src/util/config.c", "src/intercept/audit.c", "src/intercept/audit_standin.c"},
     "secure_getenv": {"src/util/config.c"},
 }
 
