@@ -172,7 +172,9 @@ static int check_exists(const char *cmd, const char *path)
 
 static unsigned int flags_for(tool_access access)
 {
-    return access == TOOL_READ ? PROGCACHE_FILE_READONLY : 0;
+    /* A directory only cuda.core wrote to is counted once, not at each
+     * `stats` (issue 32): the count is kept where the user may write. */
+    return access == TOOL_READ ? PROGCACHE_FILE_READONLY | PROGCACHE_FILE_KEEP_COUNTS : 0;
 }
 
 /* What the library tells a subcommand (the remote tier failing, a wait for

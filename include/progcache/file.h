@@ -84,6 +84,14 @@ typedef struct progcache_file_options {
  * overrides a settings file or variable that turned fsync off). Not with
  * PROGCACHE_FILE_NO_FSYNC. */
 #define PROGCACHE_FILE_FSYNC 0x20u
+/* With PROGCACHE_FILE_READONLY: where the directory has no size counters
+ * (no progcache/state: a directory only cuda.core wrote to) and the open
+ * counted its entries by a scan, keep that count as progcache/state when
+ * the directory is this user's and may be written, so that the next
+ * read-only open reads it instead of scanning again. The admin commands
+ * (`progcache stats`, `prune`) ask for it; without it a read-only open
+ * writes nothing (PROGCACHE_READONLY=1 never sets it). */
+#define PROGCACHE_FILE_KEEP_COUNTS 0x40u
 
 #define PROGCACHE_FILE_OPTIONS_VERSION 2
 #define PROGCACHE_FILE_OPTIONS_INIT \

@@ -252,9 +252,21 @@ int main(void)
     for (int i = 0; i < 30; i++)
         foreign_write_to(other, 300 + i, 100, i); /* 30 shards, 30 names */
     usleep(100 * 1000); /* settled (20 ms locally) */
-    for (int round = 0; round < 3; round++) {
+    /* Without PROGCACHE_FILE_KEEP_COUNTS (PROGCACHE_READONLY=1's open)
+     * nothing is written: each open scans, and progcache/ is not made. */
+    for (int round = 0; round < 2; round++) {
         before = progcache__file_shards_scanned();
         r = open_with(other, 0, PROGCACHE_FILE_READONLY);
+        CHECK(count_of(r) == 30);
+        CHECK(progcache__file_shards_scanned() - before == 30);
+        progcache_store_free(r);
+        char made[1024];
+        snprintf(made, sizeof made, "%s/progcache", other);
+        CHECK(access(made, F_OK) != 0);
+    }
+    for (int round = 0; round < 3; round++) {
+        before = progcache__file_shards_scanned();
+        r = open_with(other, 0, PROGCACHE_FILE_READONLY | PROGCACHE_FILE_KEEP_COUNTS);
         CHECK(count_of(r) == 30);
         walked = progcache__file_shards_scanned() - before;
         printf("read-only open %d of a directory only cuda.core wrote: %llu shards walked\n",

@@ -538,6 +538,7 @@ static void keep_seeded(file_store *fs)
 {
     struct stat st;
     if (fs->state_shared || fs->foreign || !(fs->flags & PROGCACHE_FILE_READONLY) ||
+        !(fs->flags & PROGCACHE_FILE_KEEP_COUNTS) ||
         fstatat(fs->root_fd, "entries", &st, AT_SYMLINK_NOFOLLOW) != 0)
         return; /* (nothing counted worth keeping: no entries/ at all) */
     int made;

@@ -291,7 +291,8 @@ static int check_options(const progcache_file_options *opts)
                                 opts->low_water_percent);
     if (opts->flags & ~(PROGCACHE_FILE_NO_FSYNC | PROGCACHE_FILE_READONLY |
                         PROGCACHE_FILE_SHARED_GROUP | PROGCACHE_FILE_NO_VERIFY |
-                        PROGCACHE_FILE_NO_SETTINGS | PROGCACHE_FILE_FSYNC))
+                        PROGCACHE_FILE_NO_SETTINGS | PROGCACHE_FILE_FSYNC |
+                        PROGCACHE_FILE_KEEP_COUNTS))
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_options.flags has unknown bits 0x%x",
                                 opts->flags);
     if ((opts->flags & PROGCACHE_FILE_NO_FSYNC) && (opts->flags & PROGCACHE_FILE_FSYNC))
