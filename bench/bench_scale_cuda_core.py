@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 
-from cuda.core.utils import FileStreamProgramCache
 
 VALUE = bytes(5734)
 
@@ -53,6 +52,8 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
+    # Imported after the arguments, so that --help needs no cuda.core.
+    from cuda.core.utils import FileStreamProgramCache
     plain = FileStreamProgramCache(a.dir)
     lens, opens, puts = [], [], []
     n = [0]
