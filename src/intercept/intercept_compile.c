@@ -26,6 +26,7 @@
 #include "intercept/intercept.h"
 #include "key/frame.h"
 #include "key/key_options.h"
+#include "program/explain.h"
 #include "program/program_key.h"
 
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
@@ -236,7 +237,7 @@ static nvrtcResult replay(progcache__iprog *p, progcache *cache, const progcache
 }
 
 static nvrtcResult miss(progcache__iprog *p, progcache *cache, const unsigned char key[32],
-                        progcache__program_key *pk)
+                        const progcache_key_nvrtc_options *o, progcache__program_key *pk)
 {
     progcache__flight flight = PROGCACHE__FLIGHT_INIT;
     progcache_entry_meta meta = PROGCACHE_ENTRY_META_INIT;
@@ -276,8 +277,12 @@ static nvrtcResult miss(progcache__iprog *p, progcache *cache, const unsigned ch
     if (st)
         progcache__intercept_log(PROGCACHE_LOG_WARN, "compile not stored: %s",
                                  progcache_error_last());
-    else
+    else {
         progcache__program_key_store(pk, cache, NULL, NULL);
+        /* The bundle's inputs in the explain index, as compile-or-load's
+         * entries (docs/OPERATIONS.md, "Explained misses"). */
+        progcache__explain_note(cache, o, pk, key, NULL, NULL);
+    }
     progcache_buf_free(&enc);
 done:
     progcache__flight_end(&flight);
@@ -360,8 +365,11 @@ nvrtcResult progcache__intercept_compile(progcache__iprog *p, int num, const cha
     char hex[65];
     progcache_key_hex(hex, key, 32);
     int hit = rc != (nvrtcResult)-1;
-    if (!hit)
-        rc = miss(p, cache, key, &pk);
+    if (!hit) {
+        /* PROGCACHE_EXPLAIN=1: why this compile was not in the cache. */
+        progcache__explain_miss(cache, &o, &pk, key, NULL, NULL);
+        rc = miss(p, cache, key, &o, &pk);
+    }
     else
         progcache__program_key_store(&pk, cache, NULL, NULL);
     progcache__intercept_log(PROGCACHE_LOG_INFO, "compile of %s: %s %.16s (%s)%s",

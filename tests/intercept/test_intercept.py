@@ -171,6 +171,21 @@ def test_option_variants(tmp):
         miss_then_hit(tmp, "v%d" % i, [client("runpath")] + opts)
 
 
+def test_explained_miss(tmp):
+    """PROGCACHE_EXPLAIN=1 under exec: a compile that differs from a stored
+    bundle by one option is explained by that option (the bundle's inputs
+    are in the explain index)."""
+    cache = os.path.join(tmp, "cache-explain")
+    log = os.path.join(tmp, "explain.log")
+    argv = [client("runpath"), os.path.join(tmp, "e1"), "-arch=sm_90", "-DTILE=16"]
+    rc, err = run_exec(cache, argv, log)
+    check(rc == 0, "explain: first compile", err)
+    argv[1:] = [os.path.join(tmp, "e2"), "-arch=sm_90", "-DTILE=32"]
+    rc, err = run_exec(cache, argv, log, {"PROGCACHE_EXPLAIN": "1"})
+    said = pt.read(log).decode() + err
+    check(rc == 0 and "-DTILE=32 was -DTILE=16" in said, "explain: the option named", said)
+
+
 def test_two_libraries(tmp):
     alt = os.path.join(NVRTC_DIR, "libnvrtc.alt.so.13")
     if not os.path.exists(alt):
@@ -390,7 +405,7 @@ def main():
     if not os.path.exists(os.path.join(NVRTC_DIR, "libnvrtc.so.13")):
         pt.skip("no libnvrtc.so.13 in %r" % NVRTC_DIR)
     return pt.run_tests([test_linked, test_no_plt, test_dlopen, test_threads, test_option_variants,
-                         test_two_libraries,
+                         test_explained_miss, test_two_libraries,
                          test_header_on_disk, test_quoted_include_search,
                          test_memory_header_and_environment,
                          test_damaged_bundle, test_pass_through, test_pass_callback_and_headers, test_failed_compile,
