@@ -1,4 +1,5 @@
-/* bench_fleet: a fleet on one shared Redis (issue 15, "Scale proof").
+/* bench_fleet: a fleet on one shared remote tier (issue 15, "Scale proof";
+ * any tier by URL since issue 34: bench/bench_fleet_s3.py runs it on S3).
  * NODES nodes (a cache directory each) x PROCS processes each, all started
  * together on cold programs, compile only (PROGCACHE_PROGRAM_NO_LOAD, the
  * CUBIN path: no GPU needed). Counts the NVRTC compiles of the whole fleet
@@ -10,7 +11,8 @@
  *   bench_fleet [--nodes 8] [--procs 8] [--rounds 3] [--arch sm_90] [--url URL]
  *
  * Without --url it starts its own redis-server (no persistence) on a free
- * loopback port. Prints a markdown table of medians over the rounds; every
+ * loopback port; a URL other than redis:// is opened as PROGCACHE_REMOTE
+ * would be (http://, https://, s3://: credentials from the environment). Prints a markdown table of medians over the rounds; every
  * round uses new program texts and new directories (cold everywhere). The
  * tests that assert the counts are tests/redis/test_remote_scale.c. */
 #include <arpa/inet.h>
@@ -100,7 +102,9 @@ static int child(const config *cfg, const char *dir, int remote, int go_fd, cons
     ro.command_timeout_ms = 5000;
     progcache_options opts = PROGCACHE_OPTIONS_INIT;
     opts.flags = remote ? 0 : PROGCACHE_NO_REMOTE;
-    opts.remote = remote ? &ro : NULL;
+    int redis = !strncmp(cfg->url, "redis://", 8);
+    opts.remote = remote && redis ? &ro : NULL;
+    opts.remote_url = remote && !redis ? cfg->url : NULL;
     progcache *cache;
     if (progcache_open(&cache, dir, &opts)) {
         fprintf(stderr, "bench_fleet: %s\n", progcache_error_last());
@@ -181,8 +185,10 @@ static void round_once(const config *cfg, int programs, int remote, int round, d
 static const char usage_text[] =
     "usage: bench_fleet [--nodes N] [--procs N] [--rounds N] [--arch sm_XY] [--url URL]\n"
     "\n"
-    "A fleet on one shared Redis: NODES x PROCS processes on cold programs,\n"
-    "compiles counted (no GPU needed; a redis-server on PATH unless --url).\n";
+    "A fleet on one shared remote tier: NODES x PROCS processes on cold programs,\n"
+    "compiles counted (no GPU needed). Without --url, a redis-server of its own\n"
+    "(on PATH); --url redis://, http(s):// or s3://... (credentials from the\n"
+    "environment, as PROGCACHE_REMOTE's).\n";
 
 int main(int argc, char **argv)
 {
@@ -220,9 +226,12 @@ int main(int argc, char **argv)
         cfg.url = url;
     }
     int total = cfg.nodes * cfg.procs;
+    /* The URL's scheme names the tier: never its host, path or query. */
+    char scheme[16];
+    snprintf(scheme, sizeof scheme, "%.*s", (int)strcspn(cfg.url, ":"), cfg.url);
     printf("%d nodes x %d processes (%d, started together), compile only (%s, CUBIN), one "
-           "Redis; %d rounds, medians\n\n",
-           cfg.nodes, cfg.procs, total, arch, cfg.rounds);
+           "shared %s tier; %d rounds, medians\n\n",
+           cfg.nodes, cfg.procs, total, arch, scheme, cfg.rounds);
     printf("| programs | tier | NVRTC compiles | time to all ready (ms) |\n"
            "|---:|---|---:|---:|\n");
     const int programs[] = {1, 20};
@@ -238,7 +247,7 @@ int main(int argc, char **argv)
             qsort(walls, (size_t)cfg.rounds, sizeof *walls, bench_cmp_double);
             qsort(counts, (size_t)cfg.rounds, sizeof *counts, bench_cmp_double);
             printf("| %d | %s | %.0f (min %.0f, max %.0f) | %.0f |\n", programs[p],
-                   remote ? "home + remote (Redis)" : "home only (no remote tier)",
+                   remote ? "home + remote" : "home only (no remote tier)",
                    counts[cfg.rounds / 2], counts[0], counts[cfg.rounds - 1],
                    walls[cfg.rounds / 2]);
             fflush(stdout);
