@@ -85,7 +85,7 @@ _progcache()
     stats) opts="--json --format -z --zero --charts --no-charts -v --verbose" ;;
     ls) opts="--json -s --sort --remote" ;;
     verify) opts="--json -f --fix --fix-unknown --seal --remote -q --quiet" ;;
-    prune) opts="--json -M --max-size --older-than -q --quiet" ;;
+    prune) opts="--json -M --max-size --older-than --remote -q --quiet" ;;
     clear) opts="--json -q --quiet" ;;
     get) opts="-o --output -e --entry --max-artifact-size" ;;
     put) opts="--max-artifact-size" ;;

@@ -226,6 +226,12 @@ PROGCACHE_API int progcache_store_put(progcache_store *store, const void *key, s
 PROGCACHE_API int progcache_store_remove(progcache_store *store, const void *key,
                                          size_t key_len);
 PROGCACHE_API int progcache_store_clear(progcache_store *store);
+/* progcache_store_remove_name() : delete the entry a listing
+ *   (progcache_store_foreach) named name: 64 lowercase hex digits, the
+ *   entry's name in every tier. PROGCACHE_ENOTFOUND if absent;
+ *   PROGCACHE_EINVAL for another name, or a store that cannot remove by
+ *   name (the HTTP and S3 tier can). */
+PROGCACHE_API int progcache_store_remove_name(progcache_store *store, const char *name);
 PROGCACHE_API int progcache_store_count(uint64_t *out, progcache_store *store);
 PROGCACHE_API int progcache_store_total_size(uint64_t *out, progcache_store *store);
 

@@ -24,7 +24,8 @@
 #define CURL_NAMES(X)                                                                             \
     X(curl_easy_cleanup) X(curl_easy_escape) X(curl_easy_getinfo) X(curl_easy_init)              \
     X(curl_easy_perform) X(curl_easy_reset) X(curl_easy_setopt) X(curl_easy_strerror)           \
-    X(curl_free) X(curl_global_init) X(curl_slist_append) X(curl_slist_free_all)
+    X(curl_free) X(curl_getdate) X(curl_global_init) X(curl_slist_append)                       \
+    X(curl_slist_free_all)
 
 #define AS_STRING(n) #n,
 static const char *const names[] = {CURL_NAMES(AS_STRING)};
@@ -37,6 +38,7 @@ static long failed_init(void) { return CURLE_FAILED_INIT; }
 static void *null(void) { return NULL; }
 static void nothing(void) {}
 static const char *no_curl(void) { return "libcurl.so.4 could not be loaded"; }
+static long no_date(void) { return -1; } /* curl_getdate: a date it cannot read */
 
 static void *fallback(const char *name)
 {
@@ -48,7 +50,8 @@ static void *fallback(const char *name)
         {"curl_easy_getinfo", (void *)failed_init}, {"curl_easy_init", (void *)null},
         {"curl_easy_perform", (void *)failed_init}, {"curl_easy_reset", (void *)nothing},
         {"curl_easy_setopt", (void *)failed_init},  {"curl_easy_strerror", (void *)no_curl},
-        {"curl_free", (void *)nothing},             {"curl_global_init", (void *)failed_init},
+        {"curl_free", (void *)nothing},             {"curl_getdate", (void *)no_date},
+        {"curl_global_init", (void *)failed_init},
         {"curl_slist_append", (void *)null},        {"curl_slist_free_all", (void *)nothing},
     };
     _Static_assert(sizeof table / sizeof table[0] == COUNT, "a fallback for every function");

@@ -245,6 +245,21 @@ int progcache__store_clear(progcache_store *store)
     return store->clear(store);
 }
 
+int progcache_store_remove_name(progcache_store *store, const char *name)
+{
+    static const char fn[] = "progcache_store_remove_name";
+    if (!store || !name)
+        return progcache__error(PROGCACHE_EINVAL, "%s: %s is NULL", fn, store ? "name" : "store");
+    size_t n = strspn(name, "0123456789abcdef");
+    if (n != 64 || name[64])
+        return progcache__error(PROGCACHE_EINVAL, "%s: \"%.80s\" is not an entry's name (64 "
+                                "lowercase hex digits)", fn, name);
+    /* A vtable older than version 4 ends before remove_name. */
+    if (store->version < 4 || !store->remove_name)
+        return no_op(store, fn, "remove_name");
+    return store->remove_name(store, name);
+}
+
 /* count and total_size without their ops: one walk of the entries. */
 typedef struct measure {
     uint64_t count, bytes;

@@ -121,6 +121,38 @@ def test_stacked(d):
     pt.check("more than 4 tiers" in p.stdout, "at most 4 tiers", p.stdout)
 
 
+def test_prune_by_age(d):
+    """prune --remote URL --older-than AGE over nginx: an object whose file
+    is two hours old (nginx's listing says so) is removed, a fresh one and a
+    file that is not an entry's (not 64 hex digits) are kept; --remote
+    without --older-than is refused."""
+    with hs.Nginx(os.path.join(d, "ng")) as ng:
+        p = probe(["put", ng.url])
+        pt.check("stores=1" in p.stdout, "one object", p.stdout + p.stderr)
+        www = os.path.join(ng.dir, "www", "cache")
+        (old,) = os.listdir(www)
+        env = {"PROGCACHE_REMOTE": ng.url}
+        probe(["nodes", os.path.join(d, "a"), os.path.join(d, "b")], env)
+        past = os.stat(os.path.join(www, old)).st_mtime - 7200
+        os.utime(os.path.join(www, old), (past, past))
+        pt.write(os.path.join(www, "notes.txt"), "not ours\n")
+        os.utime(os.path.join(www, "notes.txt"), (past, past))
+        pt.check(len(os.listdir(www)) == 3, "two objects and a foreign file", str(os.listdir(www)))
+        run = lambda args: subprocess.run([pt.BIN, "prune"] + args, capture_output=True,
+                                          text=True, env=pt.tool_env(None, drop=CLEAN),
+                                          timeout=60)
+        r = run(["--remote", ng.url])
+        pt.check(r.returncode == 2 and "--older-than" in r.stderr,
+                 "--remote without --older-than: a usage error", r.stdout + r.stderr)
+        r = run(["--remote", ng.url, "--older-than", "1h", "--json"])
+        out = json.loads(r.stdout) if r.returncode == 0 else {}
+        pt.check(out.get("removed") == 1 and out.get("entries") == 1,
+                 "the two-hour-old object removed, the fresh one kept", r.stdout + r.stderr)
+        left = sorted(os.listdir(www))
+        pt.check(old not in left and "notes.txt" in left and len(left) == 2,
+                 "the foreign file is never removed", str(left))
+
+
 def test_https(d):
     ca, cert, key = hs.make_ca(d, "good")
     wrong_ca, _, _ = hs.make_ca(d, "wrong")
@@ -255,6 +287,7 @@ if __name__ == "__main__":
         pt.skip("nginx is not installed (apt-get install nginx)")
     if not shutil.which("openssl"):
         pt.skip("openssl is not installed")
-    sys.exit(pt.run_tests([test_contract, test_nodes, test_stacked, test_https,
+    sys.exit(pt.run_tests([test_contract, test_nodes, test_stacked, test_prune_by_age,
+                           test_https,
                            test_credentials_hidden, test_trusted_files,
                            test_misbehaving], "test_http_tier"))

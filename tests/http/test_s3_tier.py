@@ -11,6 +11,7 @@ that venv: scripts/moto-venv.sh; skipped without it)."""
 import os
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
@@ -45,6 +46,34 @@ def fleet(d, env):
         return None
     pt.check(p.returncode == 0, "every process of the fleet ran", p.stdout + p.stderr)
     return fields(p.stdout)
+
+
+def listed(url, env):
+    r = subprocess.run([pt.BIN, "ls", "--remote", url], capture_output=True, text=True,
+                       env=pt.tool_env(env, drop=CLEAN), timeout=120)
+    pt.check(r.returncode == 0, "ls --remote", r.stdout + r.stderr)
+    return set(w for w in r.stdout.split() if len(w) >= 12 and all(
+        c in "0123456789abcdef." for c in w))
+
+
+def prune_by_age(d, moto, keys):
+    """prune --remote --older-than: the object written before the age is
+    removed (its LastModified from ListObjectsV2), the newer one kept."""
+    url = "s3://kernels/age?endpoint=%s&region=us-east-1" % moto.url
+    p = probe(["put", url], keys)
+    pt.check("stores=1" in p.stdout, "the old object", p.stdout + p.stderr)
+    old = listed(url, keys)
+    time.sleep(3.5)
+    env = dict(keys, PROGCACHE_REMOTE=url)
+    p = probe(["nodes", os.path.join(d, "age-a"), os.path.join(d, "age-b")], env)
+    both = listed(url, keys)
+    pt.check(len(old) == 1 and len(both) == 2, "two objects under the prefix", str(both))
+    r = subprocess.run([pt.BIN, "prune", "--remote", url, "--older-than", "2s"],
+                       capture_output=True, text=True, env=pt.tool_env(keys, drop=CLEAN),
+                       timeout=120)
+    pt.check(r.returncode == 0 and "removed 1 entry" in r.stdout and "1 entry" in r.stdout,
+             "prune --remote --older-than 2s removes the older object", r.stdout + r.stderr)
+    pt.check(listed(url, keys) == both - old, "the newer object is kept", r.stdout)
 
 
 def run_all(d):
@@ -93,6 +122,7 @@ def run_all(d):
         pt.check("held=1 waited=7" in p.stdout, "8 processes after one lease: one holds it, "
                  "7 wait for its value", p.stdout + p.stderr)
 
+        prune_by_age(d, moto, keys)
         wrong = {"AWS_ACCESS_KEY_ID": moto.key_id,
                  "AWS_SECRET_ACCESS_KEY": "wrong-secret-never-shown"}
         p = probe(["get", url, "2"], wrong)

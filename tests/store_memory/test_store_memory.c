@@ -74,6 +74,15 @@ static void test_options(void)
     CHECK_OK(progcache_store_memory_new(&store, NULL));
     CHECK(strcmp(store->name, "memory") == 0);
     CHECK(store->version == PROGCACHE_STORE_VERSION);
+    /* Removal by a listed name: a name of 64 lowercase hex digits only,
+     * and a store without the op says so (the memory store keeps keys). */
+    static const char hex64[] =
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_remove_name(store, "0123"));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_remove_name(store, "../../etc/passwd"));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_remove_name(NULL, hex64));
+    CHECK_RC(PROGCACHE_EINVAL, progcache_store_remove_name(store, hex64));
+    CHECK(strstr(progcache_error_last(), "remove_name") != NULL);
     size_t cap = (size_t)64 << 20;
     unsigned char *big = calloc(cap + 1, 1);
     CHECK(big != NULL);

@@ -112,9 +112,18 @@ struct progcache_store {
      * PROGCACHE_ENTRIES_INSPECT itself. NULL: the store cannot be listed
      * (progcache_store_foreach then says so). */
     int (*foreach)(progcache_store *store, unsigned int flags, progcache_entry_fn fn, void *ctx);
+
+    /* Version 4: may be NULL. */
+    /* Remove the entry foreach listed under name (its 64 hex digits), for
+     * a store whose entries are named by the hash of their key, so that a
+     * listing can remove what it found (`progcache prune --remote`):
+     * PROGCACHE_OK, PROGCACHE_ENOTFOUND (no message) when there is none.
+     * NULL: progcache_store_remove_name fails with PROGCACHE_EINVAL saying
+     * so. */
+    int (*remove_name)(progcache_store *store, const char *name);
 };
 
-#define PROGCACHE_STORE_VERSION 3
+#define PROGCACHE_STORE_VERSION 4
 /* A store's vtable with its version set and every other member 0/NULL:
  * `progcache_store s = PROGCACHE_STORE_INIT; s.get = my_get; ...`. */
 #define PROGCACHE_STORE_INIT PROGCACHE__INIT(progcache_store, PROGCACHE_STORE_VERSION)

@@ -2,21 +2,25 @@
  * objects under the prefix, for foreach, count, total_size and clear.
  *
  * - S3: ListObjectsV2 (GET bucket?list-type=2&prefix=...), page by page
- *   through its continuation token; <Key> and <Size> of each <Contents>.
+ *   through its continuation token; <Key> and <LastModified> of each
+ *   <Contents>.
  * - HTTP: a GET of the prefix itself, answered by nginx's
  *   `autoindex on; autoindex_format json;` (docs/REMOTE.md): an array of
- *   {"name": ..., "type": "file", "size": N}. A server that lists nothing
+ *   {"name": ..., "type": "file", "mtime": HTTP-date, "size": N}. A server
+ *   that lists nothing
  *   there (404) holds nothing progcache can name.
  * Only names of 64 hex digits are entries; anything else under the prefix
  * is not ours and is neither listed nor removed. Every listing reply is
  * bounded (LIST_MAX). A size is the payload's, read from the envelope's
  * header (a ranged GET of its first bytes), or from the whole value with
- * PROGCACHE_ENTRIES_READ. */
+ * PROGCACHE_ENTRIES_READ. When an object was written (mtime_ns) is the
+ * listing's: what `progcache prune --remote --older-than` goes by. */
 #include "store/http/http_store.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "error.h"
@@ -54,7 +58,7 @@ static int list_error(http_store *s, const progcache__http_failure *f)
 }
 
 /* Hand one entry to the caller, reading what the flags ask for. */
-static int one(walk *w, const char *name)
+static int one(walk *w, const char *name, int64_t mtime_ns)
 {
     http_store *s = w->s;
     progcache_entry e;
@@ -62,6 +66,7 @@ static int one(walk *w, const char *name)
     char why[600] = "";
     memset(&e, 0, sizeof e);
     memcpy(e.name, name, 64);
+    e.mtime_ns = mtime_ns;
     size_t bl = strlen(s->cfg.base);
     char *url = progcache__malloc(bl + 65);
     if (!url)
@@ -139,6 +144,46 @@ static const char *between(const char **p, const char *end, const char *open,
     return NULL;
 }
 
+/* S3's <LastModified> (ISO 8601, UTC: 2026-12-05T03:56:36.000Z) in ns
+ * since 1970, 0 when it cannot be read. */
+static int64_t s3_time(const char *v, size_t len)
+{
+    char text[64];
+    struct tm tm;
+    if (len >= sizeof text)
+        return 0;
+    memcpy(text, v, len);
+    text[len] = 0;
+    memset(&tm, 0, sizeof tm);
+    if (!strptime(text, "%Y-%m-%dT%H:%M:%S", &tm))
+        return 0;
+    time_t t = timegm(&tm);
+    return t > 0 ? (int64_t)t * 1000000000 : 0;
+}
+
+/* nginx's "mtime" (an HTTP date: Sat, 05 Dec 2026 03:56:36 GMT), read by
+ * libcurl, in ns since 1970; 0 when it cannot be read. */
+static int64_t http_time(const char *v, size_t len)
+{
+    char text[64];
+    if (len >= sizeof text)
+        return 0;
+    memcpy(text, v, len);
+    text[len] = 0;
+    time_t t = curl_getdate(text, NULL);
+    return t > 0 ? (int64_t)t * 1000000000 : 0;
+}
+
+/* The value of field (open .. close) within [p, limit), or 0: the time
+ * read by parse. */
+static int64_t field_time(const char *p, const char *limit, const char *open,
+                          const char *close, int64_t (*parse)(const char *, size_t))
+{
+    size_t len;
+    const char *v = limit ? between(&p, limit, open, close, &len) : NULL;
+    return v ? parse(v, len) : 0;
+}
+
 /* nginx's JSON autoindex of the prefix. */
 static int list_http(walk *w)
 {
@@ -161,7 +206,9 @@ static int list_http(walk *w)
                 char n[65];
                 memcpy(n, name, 64);
                 n[64] = 0;
-                rc = one(w, n);
+                /* This object's fields end at its closing brace. */
+                const char *obj_end = memchr(p, '}', (size_t)(end - p));
+                rc = one(w, n, field_time(p, obj_end, "\"mtime\":\"", "\"", http_time));
             }
     }
     progcache_buf_free(&page);
@@ -210,7 +257,9 @@ static int list_s3(walk *w)
                 char n[65];
                 memcpy(n, v + pl, 64);
                 n[64] = 0;
-                rc = one(w, n);
+                const char *contents_end = memmem(p, (size_t)(end - p), "</Contents>", 11);
+                rc = one(w, n, field_time(p, contents_end, "<LastModified>", "</LastModified>",
+                                          s3_time));
             }
         p = (const char *)page.data;
         int more = between(&p, end, "<IsTruncated>true", "</IsTruncated>", &len) != NULL;

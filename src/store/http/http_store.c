@@ -304,25 +304,51 @@ typedef struct tally {
     int removing;
 } tally;
 
+/* method on the object named name (64 hex digits) under the prefix: its
+ * HTTP status, or -1 with the error set (any status but 2xx and 404 is a
+ * failure, said and counted as the tier's failures are). */
+static long name_call(http_store *s, const char *method, const char *name, const char *fn)
+{
+    failure f;
+    size_t bl = strlen(s->cfg.base);
+    char *url = progcache__malloc(bl + 65);
+    if (!url) {
+        progcache__error(PROGCACHE_ENOMEM, "%s: out of memory", fn);
+        return -1;
+    }
+    memcpy(url, s->cfg.base, bl);
+    memcpy(url + bl, name, 65);
+    long status = progcache__http_request(s, method, url, NULL, 0, NULL, 0, NULL, &f);
+    progcache__free(url);
+    if ((status < 200 || status >= 300) && status != 404) {
+        progcache__http_failed(s, &f);
+        progcache__error(PROGCACHE_EREMOTE, "%s: %s: %s", fn, s->cfg.where, f.what);
+        return -1;
+    }
+    return status;
+}
+
+/* By a listed name (`progcache prune --remote`): the listing knows names,
+ * not keys. S3 answers 204 to a DELETE of nothing, so a HEAD says first
+ * whether there was one, as http_remove does. */
+static int http_remove_name(progcache_store *store, const char *name)
+{
+    static const char fn[] = "progcache_store_remove_name";
+    http_store *s = (http_store *)store;
+    progcache__put_queue_flush(s->queue); /* no queued put may resurrect it */
+    long status = s->cfg.s3 ? name_call(s, "HEAD", name, fn) : 200;
+    if (status >= 200 && status < 300)
+        status = name_call(s, "DELETE", name, fn);
+    if (status < 0)
+        return progcache_error_code();
+    return status == 404 ? PROGCACHE_ENOTFOUND : PROGCACHE_OK;
+}
+
 static int tally_one(void *ctx, const progcache_entry *e)
 {
     tally *t = ctx;
-    if (t->removing) {
-        failure f;
-        size_t bl = strlen(t->s->cfg.base);
-        char *url = progcache__malloc(bl + 65);
-        if (!url)
-            return progcache__error(PROGCACHE_ENOMEM, "progcache_store_clear: out of memory");
-        memcpy(url, t->s->cfg.base, bl);
-        memcpy(url + bl, e->name, 65);
-        long status = progcache__http_request(t->s, "DELETE", url, NULL, 0, NULL, 0, NULL, &f);
-        progcache__free(url);
-        if ((status < 200 || status >= 300) && status != 404) {
-            progcache__http_failed(t->s, &f);
-            return progcache__error(PROGCACHE_EREMOTE, "progcache_store_clear: %s: %s",
-                                    t->s->cfg.where, f.what);
-        }
-    }
+    if (t->removing && name_call(t->s, "DELETE", e->name, "progcache_store_clear") < 0)
+        return progcache_error_code();
     t->n++;
     t->bytes += e->size;
     return 0;
@@ -416,6 +442,7 @@ int progcache__http_store_new(progcache_store **out, const char *url,
     s->base.put = http_put;
     s->base.remove = http_remove;
     s->base.clear = http_clear;
+    s->base.remove_name = http_remove_name;
     s->base.count = http_count;
     s->base.total_size = http_total_size;
     s->base.free = http_free;
