@@ -1,6 +1,7 @@
 /* progcache ls: one line per entry with what is in it. */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -491,6 +492,11 @@ int cmd_ls(int argc, char **argv)
             return tool_usage_error(CMD, "--sort \"%s\": use name, size, age or lru", v);
     }
     int json = p.json;
+    /* A sorted listing keeps its runs in temporary files: a reader that
+     * goes away (`ls --sort size | head`) must not end the tool before it
+     * removes them. The lost output is said at the end (finish_stdout). */
+    if (sort != SORT_NAME)
+        signal(SIGPIPE, SIG_IGN);
     char *dir = NULL;
     progcache_file *file = NULL;
     progcache_store *store = NULL;

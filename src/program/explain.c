@@ -179,8 +179,15 @@ static int parse(record *r, const char *line, size_t len)
 {
     memset(r, 0, sizeof *r);
     size_t tokens = 1;
-    for (size_t i = 0; i < len; i++)
-        tokens += line[i] == ' ';
+    for (size_t i = 0; i < len; i++) {
+        /* The writer escapes every byte outside 0x21-0x7e (%XX): a line
+         * with another is not a record of ours, and its values (a
+         * terminal's escape sequences) are never printed. */
+        unsigned char c = (unsigned char)line[i];
+        if (c != ' ' && (c < 0x21 || c > 0x7e))
+            return -1;
+        tokens += c == ' ';
+    }
     if (!(r->items = progcache__malloc(tokens * sizeof *r->items)))
         return -1;
     const char *p = line, *end = line + len;

@@ -124,6 +124,21 @@ def sorted_bounded(env):
               % tuple(peaks))
         check(peaks[1] - peaks[0] < 1500, "memory does not grow with the entries", peaks)
         check(os.listdir(tmp) == [], "the sort's temporary files are gone", os.listdir(tmp))
+        # A reader that goes away (`ls --sort size | head -1`): the tool
+        # removes its runs, says the output was lost, and exits 3.
+        with tempfile.TemporaryDirectory(prefix="progcache-ls-") as cache:
+            # More rows than a pipe holds (64 KiB): a write meets the close.
+            for i in range(1200):
+                write_entry(cache, name(i), 16 + i % 7)
+            p = subprocess.Popen([pt.BIN, "ls", "--dir", cache, "--sort", "size"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            p.stdout.readline()
+            p.stdout.close()
+            err = p.stderr.read().decode()
+            rc = p.wait()
+            check(rc == 3 and "cannot write standard output" in err,
+                  "a closed pipe: said, exit 3 (not killed by SIGPIPE)", (rc, err))
+            check(os.listdir(tmp) == [], "no temporary file left behind", os.listdir(tmp))
 
 
 def main():

@@ -23,6 +23,7 @@ check fails (NVRTC mapped on the HIT): the test can fail."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -217,6 +218,33 @@ def test_wrong_record(tmp):
     ti.same_outputs(os.path.join(tmp, "plain"), os.path.join(tmp, "d"), "after the mend")
 
 
+GONE = """import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+os.unlink(sys.argv[1])  # the toolkit upgraded under the running program
+n = ctypes.c_int(-1)
+rc = lib.nvrtcGetNumSupportedArchs(ctypes.byref(n))
+lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+says = lib.nvrtcGetErrorString(11).decode()
+sys.exit(0 if rc == 11 and says == "NVRTC_ERROR_INTERNAL_ERROR" else 5)
+"""
+
+
+def test_real_gone(tmp):
+    """NVRTC's file removed between the program's dlopen and its first call
+    that needs it: the stand-in cannot load it, and the call fails with
+    NVRTC_ERROR_INTERNAL_ERROR, said once; the program is not ended."""
+    d = os.path.join(tmp, "gone")
+    os.makedirs(d)
+    lib = os.path.join(d, "libnvrtc.so.13")
+    shutil.copyfile(real_nvrtc(), lib)
+    log = os.path.join(tmp, "gone.log")
+    rc, err = run_exec(os.path.join(tmp, "cache-gone"), [sys.executable, "-c", GONE, lib], log)
+    out = (pt.read(log).decode() if os.path.exists(log) else "") + err
+    check(rc == 0, "the program runs on: NVRTC_ERROR_INTERNAL_ERROR (exit 0; 127 before, 5: "
+          "another answer)", (rc, out))
+    check("cannot reach" in out and "NVRTC_ERROR_INTERNAL_ERROR" in out, "said once", out)
+
+
 def main():
     pt.need_bin()
     if not os.path.exists(ti.client("runpath")):
@@ -224,7 +252,8 @@ def main():
     if not os.path.exists(os.path.join(ti.NVRTC_DIR, "libnvrtc.so.13")):
         pt.skip("no libnvrtc.so.13 in %r" % ti.NVRTC_DIR)
     return pt.run_tests([test_linked, test_dlopen, test_calls_left_to_nvrtc,
-                         test_missing_function, test_wrong_record], "test_intercept_standin",
+                         test_missing_function, test_wrong_record, test_real_gone],
+                        "test_intercept_standin",
                         prefix="progcache-standin-")
 
 

@@ -300,6 +300,16 @@ static void hostile(progcache *cache, const char *root)
     const char junk[] = "not a record\n\n0123 v=1.0\n";
     overwrite_all(root, junk, sizeof junk - 1);
     CHECK(strstr(explain(cache, &p32), "nothing similar"));
+    /* A byte the writer escapes (an ESC of a terminal sequence): not a
+     * record, and never printed. */
+    char escaped[8192];
+    memcpy(escaped, good, good_len);
+    char *tile = memmem(escaped, good_len, "TILE=16", 7);
+    CHECK(tile);
+    tile[5] = '\x1b';
+    overwrite_all(root, escaped, good_len);
+    CHECK(strstr(explain(cache, &p32), "nothing similar"));
+    CHECK(!strchr(explain(cache, &p32), '\x1b'));
 
     /* Huge: 1 MiB is not read. */
     uint64_t refused = COUNT(cache, explain_refused);

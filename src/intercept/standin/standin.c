@@ -68,10 +68,17 @@ static void load(void)
 
 void *progcache__standin_resolve(unsigned long i);
 
-/* Called by trampoline i on its first call: the real function. A program
- * whose NVRTC cannot be loaded at all would not have started (linked) or
- * been given a handle (dlopen); here it is past that, so it ends as the
- * loader ends a program whose symbol cannot be found: a message and 127. */
+/* What a function answers when the real NVRTC cannot be loaded (its file
+ * removed or replaced since the program opened it: a toolkit upgraded
+ * under a running program): NVRTC_ERROR_INTERNAL_ERROR (11 in nvrtc.h),
+ * and for nvrtcGetErrorString that error's name. The program gets an
+ * error to handle, never an end it did not ask for. */
+static long no_nvrtc(void) { return 11; }
+static const char *no_nvrtc_string(void) { return "NVRTC_ERROR_INTERNAL_ERROR"; }
+static atomic_int told;
+
+/* Called by trampoline i on its first call: the real function, or where
+ * NVRTC cannot be reached, the answer above (said once on stderr). */
 __attribute__((visibility("hidden"), used)) void *progcache__standin_resolve(unsigned long i)
 {
     void *fn = atomic_load_explicit(&progcache__standin_targets[i], memory_order_acquire);
@@ -82,9 +89,11 @@ __attribute__((visibility("hidden"), used)) void *progcache__standin_resolve(uns
     pthread_once(&once, load);
     fn = real ? dlsym(real, names[i]) : NULL;
     if (!fn) {
-        fprintf(stderr, "progcache: the NVRTC stand-in cannot reach %s in %s: %s\n", names[i],
-                progcache__standin_real, real ? "the function is missing" : why);
-        _exit(127);
+        if (!atomic_exchange(&told, 1))
+            fprintf(stderr, "progcache: the NVRTC stand-in cannot reach %s in %s: %s; NVRTC's "
+                            "calls fail with NVRTC_ERROR_INTERNAL_ERROR\n", names[i],
+                    progcache__standin_real, real ? "the function is missing" : why);
+        fn = strcmp(names[i], "nvrtcGetErrorString") ? (void *)no_nvrtc : (void *)no_nvrtc_string;
     }
     atomic_store_explicit(&progcache__standin_targets[i], fn, memory_order_release);
     return fn;

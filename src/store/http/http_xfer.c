@@ -166,7 +166,12 @@ long progcache__http_request(progcache__http_store *s, const char *method, const
          * libcurl that cannot take them sends nothing (no fallback to the
          * system's CAs: rule 4). */
         struct curl_blob blob = {c->ca.data, c->ca.size, CURL_BLOB_NOCOPY};
-        if (curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob) != CURLE_OK) {
+        /* The blob replaces the CA file only: libcurl's built-in CA
+         * directory (CURLOPT_CAPATH, /etc/ssl/certs on Debian) would still
+         * vouch for any public CA's certificate. */
+        if (curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob) != CURLE_OK ||
+            curl_easy_setopt(h, CURLOPT_CAPATH, NULL) != CURLE_OK ||
+            curl_easy_setopt(h, CURLOPT_CAINFO, NULL) != CURLE_OK) {
             fail(f, PROGCACHE__CAUSE_AUTH, 0,
                  "TLS: this libcurl cannot take a CA from memory (CURLOPT_CAINFO_BLOB); "
                  "nothing is sent rather than trusting other CAs than %s", c->ca_file);
