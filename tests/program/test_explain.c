@@ -337,6 +337,10 @@ static void hostile(progcache *cache, const char *root)
         for (int i = 0; i < 2; i++)
             CHECK(chown(paths[i], 54321, 54321) == 0);
         CHECK(strstr(explain(cache, &p32), "nothing similar"));
+        /* Nor removed: clear leaves another user's files in a private
+         * cache (rule 2). */
+        CHECK(progcache_clear(cache) == PROGCACHE_OK);
+        CHECK(access(paths[0], F_OK) == 0 && access(paths[1], F_OK) == 0);
         for (int i = 0; i < 2; i++)
             CHECK(chown(paths[i], 0, 0) == 0);
     }

@@ -114,6 +114,7 @@ static void fix_mode(file_store *fs, int fd)
 
 /* The index files of one shard, for the bound below. */
 typedef struct shard_files {
+    const file_store *fs;
     char names[PROGCACHE__EXPLAIN_SHARD_FILES + 1][FILE_NAME_LEN - 1];
     int64_t mtime[PROGCACHE__EXPLAIN_SHARD_FILES + 1];
     size_t n;
@@ -126,8 +127,12 @@ static int collect(void *ctx, int dirfd, const char *name, unsigned char type)
     (void)type;
     shard_files *f = ctx;
     struct stat st;
+    /* Only index files trusted as entries are (ours; a team's in a
+     * group-trusting open) are counted and may go: one another user left
+     * in a private cache is neither ours to remove nor read (rule 2). */
     if (!progcache__file_is_entry_name(name) ||
-        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        !progcache__file_trusted(f->fs, &st))
         return 0;
     memcpy(f->names[f->n], name, FILE_NAME_LEN - 1);
     f->mtime[f->n++] = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
@@ -147,9 +152,10 @@ static int collect(void *ctx, int dirfd, const char *name, unsigned char type)
 /* After a new index file: the shard holds at most
  * PROGCACHE__EXPLAIN_SHARD_FILES (a new program identity is made by every
  * edit of a source, and nothing else removes one but clear). */
-static void bound_shard(int shard)
+static void bound_shard(const file_store *fs, int shard)
 {
     shard_files f;
+    f.fs = fs;
     f.n = 0;
     int fd = fcntl(shard, F_DUPFD_CLOEXEC, 0);
     if (fd >= 0)
@@ -214,7 +220,7 @@ int progcache__file_explain_add(progcache_file *file, const unsigned char id[32]
     if (!rc)
         progcache__stats_add(fs->stats, PROGCACHE__EXPLAIN_RECORDS, 1);
     if (!rc && fresh)
-        bound_shard(shard);
+        bound_shard(fs, shard);
     progcache_buf_free(&old);
     progcache_buf_free(&text);
     close(shard);
@@ -226,14 +232,15 @@ int progcache__file_explain_add(progcache_file *file, const unsigned char id[32]
  * directory or anything else somebody put there (rule 2). */
 static int clear_name(void *ctx, int dirfd, const char *name, unsigned char type)
 {
-    (void)ctx;
+    const file_store *fs = ctx;
     (void)type;
     size_t n = strlen(name);
     int ours = progcache__file_is_entry_name(name) ||
                (n == 12 + 16 && !strncmp(name, "explain-tmp-", 12) &&
                 progcache__is_hex(name + 12, 16));
     struct stat st;
-    if (ours && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+    if (ours && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        progcache__file_trusted(fs, &st))
         (void)unlinkat(dirfd, name, 0);
     return 0;
 }
@@ -249,7 +256,7 @@ static int clear_shard(void *ctx, int dirfd, const char *name, unsigned char typ
     snprintf(rel, sizeof rel, EXPLAIN_DIR "/%s", name);
     int shard = progcache__file_dir(fs, rel); /* a link: refused, never followed */
     if (shard >= 0)
-        progcache__fs_each_name(shard, clear_name, NULL); /* closes shard */
+        progcache__fs_each_name(shard, clear_name, fs); /* closes shard */
     return 0;
 }
 
