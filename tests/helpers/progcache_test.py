@@ -47,6 +47,13 @@ def tool_env(extra=None, drop=("PROGCACHE_DIR",)):
     for name in drop:
         e.pop(name, None)
     if extra:
+        # A locale asked for through LANG is the one in effect: LC_ALL and
+        # LC_CTYPE of the caller (the GPU machine sets them to UTF-8) would
+        # override it.
+        if "LANG" in extra:
+            for name in ("LC_ALL", "LC_CTYPE"):
+                if name not in extra:
+                    e.pop(name, None)
         e.update(extra)
     return e
 

@@ -39,6 +39,18 @@ debs=("$work"/pkg/*.deb)
 [ "${#debs[@]}" = 3 ] || fail "cpack made ${#debs[@]} .deb files, not 3: ${debs[*]}"
 dpkg -i "${debs[@]}" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -i"; }
 dpkg-query -L "${pkgs[@]}" | sort -u >"$work/files"
+for d in "${debs[@]}"; do dpkg-deb -c "$d"; done | awk '{print substr($6, 2)}' | sort -u >"$work/held"
+# Paths this system's dpkg leaves out (path-exclude in dpkg.cfg.d: a
+# minimal image drops /usr/share/man/* and /usr/share/doc/*): held by the
+# packages, but not installed here, whatever the packages do.
+excluded() {
+  local pat
+  while read -r pat; do
+    # shellcheck disable=SC2053 # the pattern is dpkg's glob
+    [[ $1 == $pat ]] && return 0
+  done < <(sed -n 's/^path-exclude[= ]*//p' /etc/dpkg/dpkg.cfg.d/* 2>/dev/null)
+  return 1
+}
 
 # What each package holds, where the README says.
 for f in /usr/bin/progcache /usr/libexec/progcache/progcache-nvrtc-helper \
@@ -50,6 +62,8 @@ for f in /usr/bin/progcache /usr/libexec/progcache/progcache-nvrtc-helper \
          /usr/share/doc/progcache/samples/persistentProgramCache/main.c \
          /usr/libexec/progcache/libprogcache-intercept.so \
          /usr/libexec/progcache/libprogcache-intercept-core.so; do
+  grep -qx "$f" "$work/held" || fail "$f is not in the packages"
+  excluded "$f" && { echo "test_package: $f left out by this system's dpkg (path-exclude)"; continue; }
   grep -qx "$f" "$work/files" && [ -e "$f" ] || fail "$f is not installed by the packages"
 done
 dpkg-query -L libprogcache0 | grep -q '/libprogcache\.so\.0$' || fail "libprogcache0 lacks the library"
@@ -73,7 +87,7 @@ second=$("$work/program" "$work/cache") || fail "the program's second run"
 [ "$(/usr/bin/progcache exec --where)" = /usr/libexec/progcache/libprogcache-intercept.so ] \
   || fail "progcache exec --where does not name the installed interceptor"
 man -l /usr/share/man/man1/progcache.1 >/dev/null 2>&1 || ! command -v man >/dev/null \
-  || fail "man -l progcache.1"
+  || excluded /usr/share/man/man1/progcache.1 || fail "man -l progcache.1"
 
 # Removal leaves nothing of theirs (directories other packages share stay).
 dpkg --purge "${pkgs[@]}" >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "dpkg --purge"; }
