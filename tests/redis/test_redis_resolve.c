@@ -1,5 +1,5 @@
 /* A Redis host name is resolved within the connect timeout
- * (src/store/redis/redis_resolve.c): a DNS server that never answers ends
+ * (src/remote/remote_resolve.c): a DNS server that never answers ends
  * the connect at its deadline with a message naming the host, where
  * glibc's resolver alone would wait its timeout times its attempts (here
  * 30 s times 3). The resolver that never answers: in a network and mount

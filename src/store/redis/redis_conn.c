@@ -23,6 +23,7 @@
  * process's signal dispositions. Each command runs with SIGPIPE blocked in
  * the calling thread; a SIGPIPE it raised is consumed before unblocking. */
 #include "store/redis/redis_store.h"
+#include "remote/remote_resolve.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -140,7 +141,7 @@ static int handshake(redisContext *c, int argc, const char **argv,
 }
 
 /* Connect over TCP to host, resolved here within the connect timeout
- * (redis_resolve.c), each of its addresses tried in turn within what is
+ * (remote/remote_resolve.c), each of its addresses tried in turn within what is
  * left of it. NULL with f filled, or a context (c->err set when every
  * address failed; *err the errno of the last). */
 static redisContext *connect_tcp(const progcache__redis_store *s, progcache__redis_failure *f,
@@ -149,9 +150,9 @@ static redisContext *connect_tcp(const progcache__redis_store *s, progcache__red
     const progcache__redis_url *u = &s->cfg.url;
     unsigned int limit = s->cfg.connect_timeout_ms;
     uint64_t t0 = progcache__remote_now_ms();
-    progcache__redis_addrs addrs;
+    progcache__remote_addrs addrs;
     char why[sizeof f->what - 32];
-    int rc = progcache__redis_resolve(&addrs, u->host, u->port, limit, why, sizeof why);
+    int rc = progcache__remote_resolve(&addrs, u->host, limit, why, sizeof why);
     if (rc) {
         f->timeout = rc == 1;
         snprintf(f->what, sizeof f->what, "cannot connect: %s", why);

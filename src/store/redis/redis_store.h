@@ -10,7 +10,6 @@
  *   redis_get.c    reading one value in parts within the value plus a
  *                  small constant (redis_get.h);
  *   redis_list.c   exists and foreach;
- *   redis_resolve.c  a host name resolved within the connect deadline;
  *   redis_scan.c   walking the key space: clear, count, total_size;
  *   redis_probe.c  `progcache remote`: reachability, latency, the server's
  *                  memory policy, leases held now.
@@ -129,21 +128,6 @@ int progcache__redis_key_hex(char hex[PROGCACHE__REDIS_HEX_LEN + 1], const void 
 /* A new connection, authenticated and on the right database, not pooled;
  * NULL with f filled (not counted). */
 redisContext *progcache__redis_connect(progcache__redis_store *s, progcache__redis_failure *f);
-
-/* ---- redis_resolve.c ---------------------------------------------------- */
-
-#define PROGCACHE__REDIS_ADDRS 8
-/* The numeric addresses a host name resolved to, in the resolver's order. */
-typedef struct progcache__redis_addrs {
-    char addr[PROGCACHE__REDIS_ADDRS][48]; /* INET6_ADDRSTRLEN and more */
-    size_t n;
-} progcache__redis_addrs;
-
-/* Resolve host (a numeric address is taken as it is) within timeout_ms.
- * 0: out filled; 1: not resolved in time (why says "could not resolve
- * within N ms"); -1: it does not resolve (why says why). */
-int progcache__redis_resolve(progcache__redis_addrs *out, const char *host, int port,
-                             unsigned int timeout_ms, char *why, size_t why_size);
 
 /* ---- redis_reply.c ------------------------------------------------------ */
 

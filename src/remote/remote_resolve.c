@@ -1,6 +1,6 @@
-/* A Redis host name resolved within the connect deadline (redis_store.h).
+/* A host name resolved within the connect deadline (remote_resolve.h).
  *
- * hiredis resolves a host by name with getaddrinfo(), which blocks for as
+ * hiredis (the Redis tier) resolves a host by name with getaddrinfo(), which blocks for as
  * long as the resolver likes (a DNS server that never answers: the
  * resolver's timeout times its attempts times its servers, 30 s or more),
  * outside any timeout hiredis was given. So the store resolves the name
@@ -15,7 +15,9 @@
  * never run on it), detached; one whose lookup outlived the deadline
  * finishes on its own and frees the lookup: the lookup is shared by the
  * caller and the thread, and freed by whichever leaves it last. */
-#include "store/redis/redis_store.h"
+#include "remote/remote_resolve.h"
+
+#include <pthread.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -107,9 +109,9 @@ static int start(lookup *l)
     return rc == 0 ? 0 : -1;
 }
 
-static void copy_addresses(progcache__redis_addrs *out, const struct addrinfo *list)
+static void copy_addresses(progcache__remote_addrs *out, const struct addrinfo *list)
 {
-    for (const struct addrinfo *a = list; a && out->n < PROGCACHE__REDIS_ADDRS; a = a->ai_next) {
+    for (const struct addrinfo *a = list; a && out->n < PROGCACHE__REMOTE_ADDRS; a = a->ai_next) {
         const void *at = NULL;
         if (a->ai_family == AF_INET)
             at = &((const struct sockaddr_in *)(const void *)a->ai_addr)->sin_addr;
@@ -120,10 +122,9 @@ static void copy_addresses(progcache__redis_addrs *out, const struct addrinfo *l
     }
 }
 
-int progcache__redis_resolve(progcache__redis_addrs *out, const char *host, int port,
-                             unsigned int timeout_ms, char *why, size_t why_size)
+int progcache__remote_resolve(progcache__remote_addrs *out, const char *host,
+                              unsigned int timeout_ms, char *why, size_t why_size)
 {
-    (void)port;
     memset(out, 0, sizeof *out);
     unsigned char probe[sizeof(struct in6_addr)];
     if (inet_pton(AF_INET, host, probe) == 1 || inet_pton(AF_INET6, host, probe) == 1) {
