@@ -388,7 +388,7 @@ static int import_from(progcache_file *fs, int fd, const char *name,
                                                       meta.records.data, m->records_len, name)))
             break;
         if ((rc = progcache__dir_put_entry(fs, m->rel, m->shard, data.data, data.size,
-                                          m->records_len ? &meta : NULL)))
+                                           m->records_len ? &meta : NULL)))
             break;
         if (entry->written == DUP_NONE) {
             out->entries++;

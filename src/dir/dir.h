@@ -1,10 +1,12 @@
 /* Internal: the cache directory (src/dir/), as the rooms above the file
- * tier reach it: this header and no store/file header. The directory's
- * own records beside the entries, which the tier itself never reads: the
- * NVRTC versions' records (dir_nvrtc.c), the explain index
- * (dir_explain.c); the admin functions' check (dir_admin.c). The public
- * functions of progcache/entries.h that look after a directory (foreach,
- * read by name, verify, prune, clear) are defined here too. */
+ * tier reach it: this header and no store/file header (tests/layers.txt,
+ * "only store/file"). What the directory keeps beside the entries, which
+ * the tier itself never reads: the NVRTC versions' records (dir_nvrtc.c)
+ * and the explain index (dir_explain.c); the places of progcache/ that
+ * the cache and the PCH tier use (dir_place.c); the admin functions'
+ * check (dir_admin.c) and what an archive's import writes (dir_import.c).
+ * The public functions of progcache/entries.h (foreach, read by name,
+ * verify, prune, clear) are defined in this room too. */
 #ifndef PROGCACHE_DIR_H
 #define PROGCACHE_DIR_H
 
@@ -16,69 +18,13 @@
 #include "progcache/file.h"
 #include "progcache/sys/store.h"
 
-/* ---- NVRTC records -------------------------------------------------------
- * progcache/nvrtc-<uid>, text lines that src/cuda/nvrtc_record.c writes
- * and reads, and that export and import carry as the archive member
- * progcache/nvrtc (docs/FORMAT.md). */
-
-/* The largest record read or written. */
-#define PROGCACHE__NVRTC_RECORD_MAX ((size_t)64 << 10)
-/* The archive member that carries the exporter's records. */
-#define PROGCACHE__NVRTC_MEMBER "progcache/nvrtc"
-/* The most lines a record keeps (the newest). */
-#define PROGCACHE__NVRTC_RECORD_LINES 16
-
-/* The trusted records' lines into out (replacing its contents): this
- * user's file, then root's (an administrator's import serves every user),
- * each only when it is a regular file of that owner that nobody else can
- * write (no group or other write bit, whatever the cache's group).
- * Missing or untrusted files add nothing (the untrusted are counted,
- * records_untrusted, and said once). PROGCACHE_OK, or PROGCACHE_ENOMEM. */
-int progcache__file_nvrtc_read(progcache_file *file, progcache_buf *out);
-
-/* Put lines (whole "\n"-terminated lines; the first of each path and
- * identity wins) in front of this user's record, keeping at most max_lines
- * lines, each line once. Written whole or not at all (temp file, rename).
- * PROGCACHE_OK, PROGCACHE_EINVAL (not lines), PROGCACHE_EIO. */
-int progcache__file_nvrtc_add(progcache_file *file, const char *lines, size_t len,
-                              size_t max_lines);
-
-/* ---- the explain index ---------------------------------------------------
- * docs/FORMAT.md, "The explain index": per program identity, the inputs of
- * the keys stored for it, so that a miss can say which input differs. The
- * records are text lines that src/program/explain.c writes and reads;
- * dir_explain.c only reads, merges, bounds and publishes them. A clear
- * (the tier's, store/file/file_sweep.c) removes the whole index. */
-
-/* The most records one index file keeps (the newest), the longest record,
- * and so the largest file read or written. */
-#define PROGCACHE__EXPLAIN_KEEP 8
-#define PROGCACHE__EXPLAIN_LINE_MAX ((size_t)8 << 10)
-#define PROGCACHE__EXPLAIN_FILE_MAX (PROGCACHE__EXPLAIN_KEEP * PROGCACHE__EXPLAIN_LINE_MAX)
-/* The most index files a shard keeps (the newest by time written): the
- * index holds at most 256 times as many, two per program stored. */
-#define PROGCACHE__EXPLAIN_SHARD_FILES 64
-
-/* The whole lines of the index file of id (32 bytes) into out (replacing
- * its contents), when it is trusted as an entry is (a regular file this
- * user, root or, in a team's cache, the team wrote, that nobody else can
- * write) and not larger than PROGCACHE__EXPLAIN_FILE_MAX. A missing file
- * adds nothing; a link on the way, or a file that is not trusted, too
- * large or not a regular file adds nothing and is counted
- * (explain_refused). PROGCACHE_OK, or PROGCACHE_ENOMEM. */
-int progcache__file_explain_read(progcache_file *file, const unsigned char id[32],
-                                 progcache_buf *out);
-
-/* Put line (one "\n"-terminated line of at most PROGCACHE__EXPLAIN_LINE_MAX
- * bytes) first in the index file of id, dropping the lines whose first
- * field is line's and keeping at most PROGCACHE__EXPLAIN_KEEP. Written
- * whole or not at all (temp file, rename over). Counted (explain_records).
- * A new file makes the oldest of its shard go beyond
- * PROGCACHE__EXPLAIN_SHARD_FILES.
- * PROGCACHE_OK, PROGCACHE_EINVAL (not one line, too long), PROGCACHE_EIO
- * (read-only or another user's cache included). */
-int progcache__file_explain_add(progcache_file *file, const unsigned char id[32],
-                                const char *line, size_t len);
+/* ---- NVRTC records and the explain index ---------------------------------
+ * dir_nvrtc.h: progcache/nvrtc-<uid>, the lines src/cuda/nvrtc_record.c
+ * writes and reads and archives carry (progcache__file_nvrtc_read, _add).
+ * dir_explain.h: the records src/program/explain.c writes and reads
+ * (progcache__file_explain_read, _add); the tier's clear empties it. */
+#include "dir/dir_explain.h"
+#include "dir/dir_nvrtc.h"
 
 /* ---- places ---------------------------------------------------------------
  * The places of a cache directory's progcache/ that the layers above use
