@@ -31,8 +31,7 @@
 #include "error.h"
 #include "fs.h"
 #include "options.h"
-#include "store/file/file_admin.h"
-#include "store/file/file_nvrtc.h"
+#include "dir/dir.h"
 
 #define TAR_RECORD (20 * TAR_BLOCK) /* archives are padded to whole records */
 
@@ -170,10 +169,9 @@ static int write_records(export_ctx *x, const progcache_entry *e)
     return rc;
 }
 
-static int export_visit(void *ctx, file_walk_item *item)
+static int export_visit(void *ctx, const progcache_entry *e)
 {
     export_ctx *x = ctx;
-    progcache_entry *e = item->entry;
     if (e->error)
         return progcache__error(PROGCACHE_EIO, "cannot export entry %s: %s", e->name, e->error);
     unsigned char block[TAR_BLOCK];
@@ -209,9 +207,9 @@ static int export_visit(void *ctx, file_walk_item *item)
 }
 
 /* First, the NVRTC versions the entries were compiled with (the records
- * of this cache, file_nvrtc.c), so that a node without NVRTC derives the
+ * of this cache, dir/dir_nvrtc.c), so that a node without NVRTC derives the
  * same keys after an import. None: no member. */
-static int write_nvrtc(export_ctx *x, file_store *fs)
+static int write_nvrtc(export_ctx *x, progcache_file *fs)
 {
     progcache_buf text = PROGCACHE_BUF_INIT;
     unsigned char block[TAR_BLOCK];
@@ -275,7 +273,7 @@ static int archive_load(progcache_archive_result *out, const progcache_archive_o
     return rc;
 }
 
-int progcache__archive_args(file_store **fs, progcache_archive_result *out,
+int progcache__archive_args(progcache_file **fs, progcache_archive_result *out,
                             progcache_file *file, const progcache_archive_options *caller,
                             progcache_archive_options *opts, const char *fn)
 {
@@ -300,15 +298,14 @@ static int export_store_entry(void *ctx, const progcache_entry *e)
     export_ctx *x = ctx;
     if (e->error && !e->data)
         return x->opts && x->opts->on_entry ? x->opts->on_entry(x->opts->ctx, e) : 0;
-    file_walk_item item = {(progcache_entry *)e, 0, NULL, -1, NULL};
-    return export_visit(ctx, &item);
+    return export_visit(ctx, e);
 }
 
 /* The whole archive to fd, from its current position: the entries of the
  * cache directory fs, or (fs NULL) of any store that can be listed.
  * fsync'ed when fd is a regular file (a pipe or a device has nothing to
  * sync). */
-static int export_to(file_store *fs, progcache_store *store, int fd, const char *name,
+static int export_to(progcache_file *fs, progcache_store *store, int fd, const char *name,
                      const progcache_archive_options *opts, progcache_archive_result *out)
 {
     progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
@@ -324,14 +321,13 @@ static int export_to(file_store *fs, progcache_store *store, int fd, const char 
         return progcache__error(PROGCACHE_ENOMEM, "out of memory writing archive %s", name);
     }
     unsigned int flags = PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS;
-    uint64_t bytes;
-    if (opts && opts->on_progress && fs)
-        progcache__file_totals(fs, &bytes, &x.expected);
-    else if (opts && opts->on_progress && progcache_store_count(&x.expected, store) != 0)
+    /* A cache directory's count is its tier's (the shared counters). */
+    progcache_store *counted = fs ? progcache_file_store(fs) : store;
+    if (opts && opts->on_progress && progcache_store_count(&x.expected, counted) != 0)
         x.expected = 0; /* not known: progress counts up */
     rc = fs ? write_nvrtc(&x, fs) : PROGCACHE_OK; /* a user tier keeps no NVRTC records */
     if (!rc)
-        rc = fs ? progcache__file_walk(fs, flags, export_visit, &x)
+        rc = fs ? progcache_file_foreach(fs, flags, export_visit, &x)
                 : progcache_store_foreach(store, flags, export_store_entry, &x);
     if (!rc)
         rc = write_trailer(&x);
@@ -347,7 +343,7 @@ static int export_to(file_store *fs, progcache_store *store, int fd, const char 
 int progcache_file_export_fd(progcache_archive_result *out, progcache_file *file, int fd,
                              const char *name, const progcache_archive_options *opts)
 {
-    file_store *fs;
+    progcache_file *fs;
     progcache_archive_options o;
     int rc = progcache__archive_args(&fs, out, file, opts, &o, "progcache_file_export_fd");
     if (rc)
@@ -397,7 +393,7 @@ static int open_parent(const char *path, const char **base)
 /* A regular file (or none) at target: written under a temp name next to
  * it and renamed into place when complete, so a failed export leaves no
  * partial archive. name is the path the caller gave, for messages. */
-static int export_replace(file_store *fs, progcache_store *store, const char *target,
+static int export_replace(progcache_file *fs, progcache_store *store, const char *target,
                           const char *name, const progcache_archive_options *opts,
                           progcache_archive_result *out)
 {
@@ -433,7 +429,7 @@ static int export_replace(file_store *fs, progcache_store *store, const char *ta
 /* A character device or a FIFO at path: written in place, never created,
  * truncated or replaced. The open does not block: a FIFO that nothing
  * reads fails at once (ENXIO) rather than waiting for ever. */
-static int export_in_place(file_store *fs, progcache_store *store, const char *path,
+static int export_in_place(progcache_file *fs, progcache_store *store, const char *path,
                            mode_t type, const progcache_archive_options *opts,
                            progcache_archive_result *out)
 {
@@ -469,7 +465,7 @@ static const char *refused_kind(mode_t mode)
 
 /* The archive at path (the rules of progcache_file_export) from the cache
  * directory fs, or (fs NULL) from any store that can be listed. */
-static int export_path(file_store *fs, progcache_store *store, const char *path,
+static int export_path(progcache_file *fs, progcache_store *store, const char *path,
                        const progcache_archive_options *opts, progcache_archive_result *out)
 {
     int rc;
@@ -511,7 +507,7 @@ static int export_path(file_store *fs, progcache_store *store, const char *path,
 int progcache_file_export(progcache_archive_result *out, progcache_file *file, const char *path,
                           const progcache_archive_options *opts)
 {
-    file_store *fs;
+    progcache_file *fs;
     if (!path || !*path)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_export: the archive path is "
                                                   "empty");

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "progcache/admin.h"
-#include "store/file/file_store.h"
+#include "progcache/file.h"
 
 #define TAR_BLOCK 512
 /* The largest pax extended header (or other member that is not an entry)
@@ -21,7 +21,7 @@ typedef enum tar_name_kind {
     TAR_NAME_BAD = 0,  /* not part of a cache: the archive is refused */
     TAR_NAME_DIR = 1,  /* entries/ or entries/<2 hex>/ */
     TAR_NAME_ENTRY = 2, /* entries/<2 hex>/<62 hex>: rel and shard are set */
-    TAR_NAME_NVRTC = 3  /* progcache/nvrtc: the exporter's NVRTC records (file_nvrtc.h) */
+    TAR_NAME_NVRTC = 3  /* progcache/nvrtc: the exporter's NVRTC records (dir/dir.h) */
 } tar_name_kind;
 
 /* Classify a member name (an optional leading "./" is dropped). For an
@@ -69,7 +69,7 @@ int progcache__tar_make(unsigned char block[TAR_BLOCK], const char *name, uint64
  * struct rule (fs NULL: no cache directory is checked). fn names the
  * caller in messages. PROGCACHE_OK or
  * PROGCACHE_EINVAL. */
-int progcache__archive_args(file_store **fs, progcache_archive_result *out,
+int progcache__archive_args(progcache_file **fs, progcache_archive_result *out,
                             progcache_file *file, const progcache_archive_options *caller,
                             progcache_archive_options *opts, const char *fn);
 

@@ -38,8 +38,7 @@
 #include "archive/archive.h"
 #include "archive/archive_sign.h"
 #include "archive/archive_source.h"
-#include "store/file/file_admin.h"
-#include "store/file/file_nvrtc.h"
+#include "dir/dir.h"
 #include "artifact/inspect.h"
 #include "artifact/manifest_kind.h"
 
@@ -283,7 +282,7 @@ static int read_source(void *ctx, void *buf, size_t len, uint64_t offset)
  * signature and that the entries are the manifest's (*check then holds
  * it, for pass two). fs may be NULL (progcache_archive_verify). */
 static int check_archive(member_list *list, member *nvrtc, bundle_check **check,
-                         archive_source *src, file_store *fs, int fd, const char *name,
+                         archive_source *src, progcache_file *fs, int fd, const char *name,
                          uint64_t max_entry, const progcache_archive_options *opts,
                          progcache_archive_result *out)
 {
@@ -332,11 +331,12 @@ static int find_duplicates(member_list *list)
     return PROGCACHE_OK;
 }
 
-static int import_from(file_store *fs, int fd, const char *name,
+static int import_from(progcache_file *fs, int fd, const char *name,
                        const progcache_archive_options *opts, progcache_archive_result *out)
 {
-    if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__file_refuse_write(fs, "import");
+    int rc = progcache__dir_writable(fs, "import");
+    if (rc)
+        return rc;
     member_list list = {NULL, 0, 0};
     progcache_buf data = PROGCACHE_BUF_INIT;
     progcache_artifact_info info = PROGCACHE_ARTIFACT_INFO_INIT;
@@ -346,12 +346,12 @@ static int import_from(file_store *fs, int fd, const char *name,
     member nv;
     uint64_t duplicates = 0;
     bundle_check *check = NULL;
-    int rc = check_archive(&list, &nv, &check, &src, fs, fd, name, fs->max_artifact_size, opts,
-                           out);
+    rc = check_archive(&list, &nv, &check, &src, fs, fd, name,
+                       progcache__dir_max_artifact_size(fs), opts, out);
     if (!rc)
         rc = find_duplicates(&list);
     /* The NVRTC records are checked before anything is written, and
-     * merged into this user's after the entries (file_nvrtc.c). */
+     * merged into this user's after the entries (dir/dir_nvrtc.c). */
     if (!rc && nv.nvrtc) {
         const member *m = &nv;
         if (!(rc = progcache__buf_reserve(&nvrtc, (size_t)m->size + 1)) &&
@@ -387,8 +387,8 @@ static int import_from(file_store *fs, int fd, const char *name,
         if (check && (rc = progcache__bundle_entry_ok(check, i, data.data, data.size,
                                                       meta.records.data, m->records_len, name)))
             break;
-        if ((rc = progcache__file_put_rel(fs, m->rel, m->shard, data.data, data.size,
-                                          m->records_len ? &meta : NULL)))
+        if ((rc = progcache__dir_put_entry(fs, m->rel, m->shard, data.data, data.size,
+                                           m->records_len ? &meta : NULL)))
             break;
         if (entry->written == DUP_NONE) {
             out->entries++;
@@ -415,10 +415,10 @@ static int import_from(file_store *fs, int fd, const char *name,
             rc = opts->on_progress(opts->ctx, "importing", i + 1, list.len);
     }
     if (duplicates)
-        progcache__file_log(fs, PROGCACHE_LOG_WARN,
-                            "archive %s holds %llu members that repeat an entry before them: "
-                            "the first valid copy of each entry was kept, the others skipped",
-                            name, (unsigned long long)duplicates);
+        progcache__dir_log(fs, PROGCACHE_LOG_WARN,
+                           "archive %s holds %llu members that repeat an entry before them: "
+                           "the first valid copy of each entry was kept, the others skipped",
+                           name, (unsigned long long)duplicates);
     if (!rc && nvrtc.size)
         rc = progcache__file_nvrtc_add(fs, (const char *)nvrtc.data, nvrtc.size,
                                        PROGCACHE__NVRTC_RECORD_LINES);
@@ -435,7 +435,7 @@ static int import_from(file_store *fs, int fd, const char *name,
 int progcache_file_import_fd(progcache_archive_result *out, progcache_file *file, int fd,
                              const char *name, const progcache_archive_options *opts)
 {
-    file_store *fs;
+    progcache_file *fs;
     progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
     progcache_archive_options o;
     int rc = progcache__archive_args(&fs, out, file, opts, &o, "progcache_file_import_fd");
@@ -451,7 +451,7 @@ int progcache_file_import_fd(progcache_archive_result *out, progcache_file *file
 int progcache_file_import(progcache_archive_result *out, progcache_file *file, const char *path,
                           const progcache_archive_options *opts)
 {
-    file_store *fs;
+    progcache_file *fs;
     progcache_archive_result local = PROGCACHE_ARCHIVE_RESULT_INIT;
     if (!path || !*path)
         return progcache__error(PROGCACHE_EINVAL, "progcache_file_import: the archive path is "
@@ -461,8 +461,8 @@ int progcache_file_import(progcache_archive_result *out, progcache_file *file, c
     if (rc)
         return rc;
     opts = &o;
-    if (fs->flags & PROGCACHE_FILE_READONLY)
-        return progcache__file_refuse_write(fs, "import");
+    if ((rc = progcache__dir_writable(fs, "import")))
+        return rc;
     /* A FIFO is read as a pipe is: the open waits for its writer. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)

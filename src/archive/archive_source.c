@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "error.h"
 #include "fs.h"
+#include "dir/dir.h"
 
 #define SPOOL_CHUNK 65536
 /* After the end of a streamed archive, padding (tar pads to 10 KiB
@@ -39,10 +40,10 @@ static ssize_t read_stream(int fd, void *buf, size_t len)
 }
 
 /* An unlinked file for the stream's copy. */
-static int open_spool(archive_source *src, file_store *fs)
+static int open_spool(archive_source *src, progcache_file *fs)
 {
 #ifdef O_TMPFILE
-    src->spool = !fs ? -1 : openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    src->spool = !fs ? -1 : progcache__dir_tmpfile(fs);
     if (src->spool >= 0)
         return PROGCACHE_OK;
 #endif
@@ -117,7 +118,7 @@ void progcache__source_drain(archive_source *src)
 
 /* spool: read even a regular file as a stream, into a copy only this
  * process holds (a verified import imports the bytes it verified). */
-int progcache__source_open(archive_source *src, file_store *fs, int fd, const char *name,
+int progcache__source_open(archive_source *src, progcache_file *fs, int fd, const char *name,
                            int spool)
 {
     struct stat st;

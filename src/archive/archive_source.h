@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "store/file/file_store.h"
+#include "progcache/file.h"
 
 typedef struct archive_source {
     int fd;           /* the archive */
@@ -28,7 +28,7 @@ typedef struct archive_source {
  * spool is made if the kernel allows. spool: read even a regular file as a
  * stream. PROGCACHE_OK or an error code (message set); close it either
  * way. */
-int progcache__source_open(archive_source *src, file_store *fs, int fd, const char *name,
+int progcache__source_open(archive_source *src, progcache_file *fs, int fd, const char *name,
                            int spool);
 
 /* Make bytes [0, end) available: 1 yes, 0 the archive ends before, or an

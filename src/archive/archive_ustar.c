@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/file/file_nvrtc.h"
+#include "sha256.h"
+#include "dir/dir.h"
 
 /* ---- names ------------------------------------------------------------------- */
 

@@ -32,6 +32,7 @@
 #include "remote/remote_health.h"
 #include "settings_table.h"
 #include "store/http/http.h"
+#include "dir/dir.h"
 #include "store/store_calls.h"
 #include "url_mask.h"
 

@@ -17,6 +17,7 @@
 #include "fs.h"
 #include "netfs.h"
 #include "sha256.h"
+#include "dir/dir.h"
 #include "store/store_calls.h"
 
 

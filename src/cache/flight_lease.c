@@ -42,6 +42,7 @@
 #include "clock.h"
 #include "error.h"
 #include "fs.h"
+#include "dir/dir.h"
 #include "store/store_calls.h"
 
 

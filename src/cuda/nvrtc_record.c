@@ -35,7 +35,7 @@
 #include "error.h"
 #include "key/nvrtc_lib.h"
 #include "progcache/file.h"
-#include "store/file/file_nvrtc.h"
+#include "dir/dir.h"
 
 #define MAX_LINES PROGCACHE__NVRTC_RECORD_LINES
 

@@ -32,6 +32,7 @@
 #include "alloc.h"
 #include "buf.h"
 #include "pch/pch_tier.h"
+#include "dir/dir.h"
 #include "store/store_calls.h"
 #include "fs.h"
 #include "lru.h"

@@ -10,6 +10,7 @@
 #include "alloc.h"
 #include "cache/cache_stats.h"
 #include "pch/pch_tier.h"
+#include "dir/dir.h"
 #include "store/store_calls.h"
 
 static void *make(void *arg)

@@ -3,7 +3,7 @@
  * A key is a SHA-256: once derived, its inputs are gone, and a MISS cannot
  * say what changed. So each entry compile-or-load stores leaves a record
  * of its inputs in the cache directory's explain index
- * (store/file/file_explain.c): one text line under two program identities,
+ * (dir/dir_explain.c): one text line under two program identities,
  * the program name with the source's digest (a changed option, NVRTC,
  * target, name expression or header) and the program name alone (a changed
  * source). A MISS that is asked to explain itself reads those two small
@@ -35,7 +35,7 @@
 #include "progcache/file.h"
 #include "settings_table.h"
 #include "sha256.h"
-#include "store/file/file_explain.h"
+#include "dir/dir.h"
 
 #define NEAREST 3 /* stored entries an explanation names */
 #define INDEXES 2

@@ -113,3 +113,11 @@ int progcache__hex_digit(char c)
         return c - 'A' + 10;
     return -1;
 }
+
+int progcache__is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}

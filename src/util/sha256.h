@@ -32,4 +32,8 @@ void progcache__hex(char *out, const unsigned char *bytes, size_t len);
 /* The value of one hex digit (either case), or -1. */
 int progcache__hex_digit(char c);
 
+/* Whether s is n lowercase hex digits (an entry's name, a temp name's
+ * tail). */
+int progcache__is_hex(const char *s, size_t n);
+
 #endif

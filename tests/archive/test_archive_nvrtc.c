@@ -13,7 +13,7 @@
 #include "check.h"
 #include "progcache/admin.h"
 #include "archive/archive.h"
-#include "store/file/file_nvrtc.h"
+#include "dir/dir.h"
 
 static const char line1[] = "13.0 109338064 1792100186.000000000 /farm/cuda/lib/libnvrtc.so.13\n";
 static const char line2[] = "12.9 99000000 1700000000.000000001 /farm/cuda-12/lib/libnvrtc.so.12\n";

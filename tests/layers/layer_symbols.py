@@ -73,8 +73,10 @@ def exported(build):
     return None
 
 
-def judge_calls(objs, symbols, layers, public_api):
-    """Problems: calls that climb, or that a program makes past the API.
+def judge_calls(objs, symbols, layers, public_api, only=None):
+    """Problems: calls that climb, that a program makes past the API, or
+    that reach a room's internal functions (progcache__*) from a room its
+    "only" line leaves out.
     objs: [(object, source, folder, target)]; symbols: {object: (defined,
     undefined)}. A symbol is looked for among the library's objects and the
     object's own target's (the helper's interposed open is not the
@@ -99,7 +101,13 @@ def judge_calls(objs, symbols, layers, public_api):
                     problems.append("%s calls %s, which the shared library does not export"
                                     % (source, name))
                 continue
-            if any(f in allowed for f, _ in where):
+            below = sorted(f for f, _ in where if f in allowed)
+            if below and only and name.startswith("progcache__") and \
+                    all(f in only and folder not in only[f] for f in below):
+                problems.append("%s calls %s, internal to %s/: only %s/ may (tests/layers.txt)"
+                                % (source, name, below[0], "/, ".join(sorted(only[below[0]]))))
+                continue
+            if below:
                 continue
             f, src = sorted(where)[0]
             problems.append("%s calls %s, defined in %s: %s/ is not below %s/ "
@@ -169,7 +177,14 @@ def self_test():
     symbols = {"a.o": (set(), {"progcache_x", "memcpy"}), "b.o": ({"progcache_x"}, set())}
     layers = {"store/file": {"util"}, "cache": {"store/file", "util"}}
     found = judge_calls(objs, symbols, layers, None)
-    return len(found) == 1 and "src/store/file/a.c calls progcache_x" in found[0]
+    # And a room's internal function called past its "only" line.
+    objs2 = objs + [("c.o", "src/cuda/c.c", "cuda", LIBRARY)]
+    symbols2 = {"a.o": ({"progcache__y"}, set()), "b.o": (set(), {"progcache__y"}),
+                "c.o": (set(), {"progcache__y"})}
+    layers2 = dict(layers, cuda={"store/file", "cache", "util"})
+    found2 = judge_calls(objs2, symbols2, layers2, None, {"store/file": {"cache"}})
+    return len(found) == 1 and "src/store/file/a.c calls progcache_x" in found[0] and \
+        len(found2) == 1 and "src/cuda/c.c calls progcache__y" in found2[0]
 
 
 API = re.compile(r"PROGCACHE_API\b[^;{]*?\b(progcache_\w+)\s*\(", re.S)
@@ -213,6 +228,7 @@ def check_objects(root, build, table, trees, folder_of):
     unknown = sorted({f for _, _, f, _ in objs if f not in layers})
     problems = ["%s: folder is in no layer of tests/layers.txt" % f for f in unknown]
     symbols = read_symbols([o for o, _, _, _ in objs])
-    return (problems + judge_calls(objs, symbols, layers, exported(build)) +
+    only = table[5] if len(table) > 5 else None
+    return (problems + judge_calls(objs, symbols, layers, exported(build), only) +
             judge_one_place(objs, symbols) + judge_homes(root, objs, symbols, public, defines) +
             judge_circles(objs, symbols))

@@ -3,7 +3,8 @@
 tools/, samples/, examples/ and helper/ points down the layers
 docs/ARCHITECTURE.md draws, as tests/layers.txt encodes them, and into
 another room only through the headers that room exports (its internal
-interface). Fails, naming the file, the line and the rule, on any other.
+interface), and from the rooms it names when it names them (`only`).
+Fails, naming the file, the line and the rule, on any other.
 
     test_layers.py ROOT [TABLE] [--build BUILD]
 
@@ -25,12 +26,12 @@ TREES = ("src", "include/progcache", "tools", "samples", "examples", "helper")
 
 
 def load_table(path):
-    layers, public, exports, excepts, defines = {}, {}, {}, set(), {}
+    layers, public, exports, excepts, defines, only = {}, {}, {}, set(), {}, {}
     for n, raw in enumerate(open(path, encoding="utf-8"), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        m = re.match(r"^(layer|public|export|except|define)\s+(\S+):\s*(.*)$", line)
+        m = re.match(r"^(layer|public|export|except|define|only)\s+(\S+):\s*(.*)$", line)
         if not m:
             raise SystemExit("%s:%d: not a rule: %s" % (path, n, raw.rstrip()))
         verb, key, rest = m.group(1), m.group(2), m.group(3).split()
@@ -42,9 +43,11 @@ def load_table(path):
             defines[key] = set(rest)
         elif verb == "export":
             exports[key] = set(rest)
+        elif verb == "only":
+            only[key] = set(rest)
         else:
             excepts.add((key, rest[0]))
-    return layers, public, exports, excepts, defines
+    return layers, public, exports, excepts, defines, only
 
 
 def folder_of(root, path):
@@ -94,6 +97,10 @@ def check(root, table):
     for header in public:
         if not os.path.isfile(os.path.join(root, "include", "progcache", header)):
             problems.append("tests/layers.txt: public header %s does not exist" % header)
+    for folder, rooms in table[5].items() if len(table) > 5 else ():
+        for room in rooms | {folder}:
+            if room not in layers:
+                problems.append("tests/layers.txt: only %s: %s is in no layer" % (folder, room))
     for folder, names in exports.items():
         for name in names - {"*"}:
             if not os.path.isfile(os.path.join(root, "src", folder, name)):
@@ -164,6 +171,10 @@ def judge(root, path, rel, folder, inc, table):
     if "*" not in names and name not in names:
         return ("%s is private to %s/: use its internal interface (%s)"
                 % (name, tfolder, ", ".join(sorted(names)) or "none"))
+    only = table[5].get(tfolder) if len(table) > 5 else None
+    if only is not None and folder not in only:
+        return ("%s/'s internal interface is for %s/ only: %s/ reaches it through theirs"
+                % (tfolder, "/, ".join(sorted(only)), folder))
     return None
 
 
@@ -176,9 +187,14 @@ def self_test(table):
         open(os.path.join(tmp, "src/cache/cache.h"), "w").write("")
         open(os.path.join(tmp, "src/util/bad.c"), "w").write('#include "cache/cache.h"\n')
         layers, public, exports = table[:3]
-        small = ({"util": set(), "cache": {"util"}}, {}, {"util": {"*"}, "cache": set()}, set())
+        os.makedirs(os.path.join(tmp, "src/cuda"))
+        open(os.path.join(tmp, "src/util/util_in.h"), "w").write("")
+        open(os.path.join(tmp, "src/cuda/bad2.c"), "w").write('#include "util/util_in.h"\n')
+        small = ({"util": set(), "cache": {"util"}, "cuda": {"util", "cache"}}, {},
+                 {"util": {"*"}, "cache": set()}, set(), {}, {"util": {"cache"}})
         found = check(tmp, small)
-        return any("src/util/bad.c:1" in p and "not below" in p for p in found)
+        return any("src/util/bad.c:1" in p and "not below" in p for p in found) and \
+            any("src/cuda/bad2.c:1" in p and "only" in p for p in found)
 
 
 def check_map(root):

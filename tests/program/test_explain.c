@@ -1,4 +1,4 @@
-/* Explained misses (src/program/explain.c, src/store/file/file_explain.c;
+/* Explained misses (src/program/explain.c, src/dir/dir_explain.c;
  * issue 35): each entry compile-or-load stores records its key's inputs,
  * and a MISS with PROGCACHE_EXPLAIN=1 (or progcache_explain) names the
  * nearest stored entry and exactly which input differs: an option's value,

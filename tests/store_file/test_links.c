@@ -31,6 +31,7 @@
 #include "progcache/stats.h"
 #include "progcache/store.h"
 #include "sha256.h"
+#include "dir/dir.h"
 #include "store/store_calls.h"
 
 #define NAMED "where the cache keeps a directory"

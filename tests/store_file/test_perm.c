@@ -22,6 +22,7 @@
 #include "progcache/file.h"
 #include "progcache/stats.h"
 #include "progcache/sys/store.h"
+#include "dir/dir.h"
 #include "store/store_calls.h"
 
 #define ALICE 54321u

@@ -1,4 +1,4 @@
-/* The admin functions of the file store (src/store/file/file_admin.c):
+/* The admin functions of the file store (src/dir/dir_admin.c, over src/store/file/file_walk.c):
  * listing entries (and only entries), reading one by name, verify with and
  * without --fix, prune by size and by age in LRU order. */
 #include <errno.h>

@@ -15,6 +15,8 @@
 #define FILE_FLIGHT "flight"
 #define FILE_FLIGHT_DIR "flight.d"
 #define FILE_PCH_DIR_FMT "pch-%u"
+/* The explain index (src/dir/dir_explain.c), which a clear empties. */
+#define FILE_EXPLAIN_DIR FILE_STATE_DIR "/explain"
 /* progcache's temp files: its own folder, not cuda.core's tmp/ (which
  * cuda.core counts against its cap and would sweep only after an hour). */
 #define FILE_TMP_DIR FILE_STATE_DIR "/tmp"

@@ -4,15 +4,8 @@
  * there is somebody else's and is left alone. */
 #include <string.h>
 
+#include "sha256.h"
 #include "store/file/file_store.h"
-
-int progcache__is_hex(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return 0;
-    return 1;
-}
 
 /* prefix followed by exactly 16 lowercase hex digits: what
  * progcache__fs_create_temp and progcache__fs_rename_aside make. */

@@ -28,6 +28,7 @@
 #include "error.h"
 #include "fs.h"
 #include "netfs.h"
+#include "sha256.h"
 #include "store/file/file_stats.h"
 
 #define SEALS_DIR FILE_STATE_DIR "/seals"

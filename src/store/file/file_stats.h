@@ -100,7 +100,7 @@ typedef enum progcache__counter {
     PROGCACHE__TIER_BACKOFFS = 72,
     PROGCACHE__TIER_SKIPPED = 73,
     PROGCACHE__REMOTE_FILES_REFUSED = 74,
-    /* i35-explain: the explain index (file_explain.c), verify --seal. */
+    /* i35-explain: the explain index (dir/dir_explain.c), verify --seal. */
     PROGCACHE__EXPLAIN_MADE = 82,
     PROGCACHE__EXPLAIN_RECORDS = 83,
     PROGCACHE__EXPLAIN_REFUSED = 84,

@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 
 #include "error.h" /* PROGCACHE_PRINTF, PROGCACHE_COLD */
-#include "progcache/admin.h"
 #include "progcache/file.h"
 #include "progcache/settings.h"
 #include "progcache/sys/store.h"
@@ -260,8 +259,6 @@ int progcache__file_is_tmp_name(const char *name);
 int progcache__file_is_own_tmp_name(const char *name);
 int progcache__file_is_state_tmp_name(const char *name);
 int progcache__file_is_layout_name(const char *name);
-/* Whether s is n lowercase hex digits. */
-int progcache__is_hex(const char *s, size_t n);
 
 /* "entries/ab/cdef..." for key, plus the shard index (0..255). */
 int progcache__file_rel_path(char out[FILE_REL_PATH_MAX], int *shard, const void *key,
@@ -286,7 +283,7 @@ int progcache__file_vput(progcache_store *store, const void *key, size_t key_len
 int progcache__file_vput_meta(progcache_store *store, const void *key, size_t key_len,
                               const void *data, size_t size, const progcache_entry_meta *meta);
 int progcache__file_vremove(progcache_store *store, const void *key, size_t key_len);
-/* The vtable's exists (file_get.c) and foreach (file_admin.c). */
+/* The vtable's exists (file_get.c) and foreach (file_walk.c). */
 int progcache__file_vexists(progcache_store *store, const void *key, size_t key_len);
 int progcache__file_vforeach(progcache_store *store, unsigned int flags, progcache_entry_fn fn,
                              void *ctx);
@@ -399,6 +396,17 @@ void progcache__file_sweep_tmp(file_store *fs, int state_dir_too);
 /* Delete every entry (a regular file with an entry's name) of one shard;
  * PROGCACHE_OK or the first error. */
 int progcache__file_clear_shard(file_store *fs, int shard);
+/* The tier's clear, and progcache_file_clear's (src/dir/): every entry,
+ * shard by shard (progress hears "removing"; its non-zero value stops
+ * and is returned), what crashed writers left, and the explain index.
+ * The write refused for a read-only or another user's cache. totals (may
+ * be NULL): what the directory held before and after, once it ran. */
+typedef struct file_clear_totals {
+    int ran;
+    uint64_t bytes_before, count_before, bytes, count;
+} file_clear_totals;
+int progcache__file_clear(file_store *fs, progcache_progress_fn progress, void *ctx,
+                          file_clear_totals *totals);
 
 /* Remove entries/<shard>/<name> only if it is still the file described by
  * seen (same inode, size and mtime; and atime when check_atime): it is

@@ -11,10 +11,8 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "options.h"
 #include "fs.h"
-#include "store/file/file_admin.h"
-#include "store/file/file_explain.h"
+#include "sha256.h"
 #include "store/file/file_store.h"
 
 /* Temp files older than this belong to a writer that crashed: no live
@@ -101,20 +99,57 @@ int progcache__file_clear_shard(file_store *fs, int shard)
 
 /* ---- clear ------------------------------------------------------------------ */
 
-int progcache_file_clear(progcache_prune_result *out, progcache_file *file,
-                         progcache_progress_fn progress, void *ctx)
+/* Remove one name of an explain index shard when it is a regular file of
+ * the index's names (an index file, or a publish's temp file): never a
+ * link, a directory or anything else somebody put there (rule 2). */
+static int clear_index_name(void *ctx, int dirfd, const char *name, unsigned char type)
 {
-    file_store *fs = file;
-    int rc = progcache__admin_file(file, "progcache_file_clear");
-    if (rc)
-        return rc;
-    if (out && (rc = progcache__version_check(out, PROGCACHE_PRUNE_RESULT_VERSION,
-                                              "progcache_file_clear", "out",
-                                              "progcache_prune_result")))
-        return rc;
+    const file_store *fs = ctx;
+    (void)type;
+    size_t n = strlen(name);
+    int ours = progcache__file_is_entry_name(name) ||
+               (n == 12 + 16 && !strncmp(name, "explain-tmp-", 12) &&
+                progcache__is_hex(name + 12, 16));
+    struct stat st;
+    if (ours && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        progcache__file_trusted(fs, &st))
+        (void)unlinkat(dirfd, name, 0);
+    return 0;
+}
+
+static int clear_index_shard(void *ctx, int dirfd, const char *name, unsigned char type)
+{
+    (void)dirfd;
+    (void)type;
+    file_store *fs = ctx;
+    char rel[32];
+    if (!progcache__file_is_shard_name(name))
+        return 0;
+    snprintf(rel, sizeof rel, FILE_EXPLAIN_DIR "/%s", name);
+    int shard = progcache__file_dir(fs, rel); /* a link: refused, never followed */
+    if (shard >= 0)
+        progcache__fs_each_name(shard, clear_index_name, fs); /* closes shard */
+    return 0;
+}
+
+/* The explain index (src/dir/dir_explain.c) names stored keys' inputs:
+ * its records name no entry once the entries are gone. Shard directories
+ * stay; failures are ignored (an index file left is a stale record,
+ * never a wrong answer). */
+static void clear_index(file_store *fs)
+{
+    int dir = progcache__file_dir(fs, FILE_EXPLAIN_DIR);
+    if (dir >= 0)
+        progcache__fs_each_name(dir, clear_index_shard, fs); /* closes dir */
+}
+
+int progcache__file_clear(file_store *fs, progcache_progress_fn progress, void *ctx,
+                          file_clear_totals *totals)
+{
     if (fs->flags & PROGCACHE_FILE_READONLY)
         return progcache__file_refuse_write(fs, "clear");
     uint64_t bytes0, count0, bytes, count;
+    int rc = PROGCACHE_OK;
     progcache__file_totals(fs, &bytes0, &count0);
     /* As the store's clear (file_store.c), shard by shard, saying so. */
     for (int shard = 0; shard < FILE_SHARDS; shard++) {
@@ -127,16 +162,9 @@ int progcache_file_clear(progcache_prune_result *out, progcache_file *file,
         }
     }
     progcache__file_sweep_tmp(fs, 1);
-    progcache__file_explain_clear(fs); /* i35-explain: its records name no entry now */
+    clear_index(fs); /* i35-explain: its records name no entry now */
     progcache__file_totals(fs, &bytes, &count);
-    if (out) {
-        unsigned int version = out->version;
-        memset(out, 0, sizeof *out);
-        out->version = version;
-        out->removed = count0 > count ? count0 - count : 0;
-        out->removed_bytes = bytes0 > bytes ? bytes0 - bytes : 0;
-        out->entries = count;
-        out->total_size = bytes;
-    }
+    if (totals)
+        *totals = (file_clear_totals){1, bytes0, count0, bytes, count};
     return rc;
 }

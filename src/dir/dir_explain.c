@@ -12,8 +12,9 @@
  * within a bound, and replaced whole (temp file, rename). They are not
  * removed with the entries they name: a record whose entry was evicted is
  * stale, which is harmless (an explanation names inputs, never loads
- * bytes); `progcache clear` removes the whole index. */
-#include "store/file/file_explain.h"
+ * bytes); `progcache clear` removes the whole index (the tier's clear,
+ * store/file/file_sweep.c). */
+#include "dir/dir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,11 +25,8 @@
 
 #include "error.h"
 #include "fs.h"
-#include "store/file/file_layout.h"
 #include "store/file/file_stats.h"
 #include "store/file/file_store.h"
-
-#define EXPLAIN_DIR FILE_STATE_DIR "/explain"
 
 /* "progcache/explain/ab" into dir, "<62 hex>" into name. */
 static void paths_of(char dir[32], char name[FILE_NAME_LEN], const unsigned char id[32])
@@ -40,7 +38,7 @@ static void paths_of(char dir[32], char name[FILE_NAME_LEN], const unsigned char
         all[2 * i + 1] = hex[id[i] & 15];
     }
     all[FILE_NAME_LEN] = '\0';
-    snprintf(dir, 32, EXPLAIN_DIR "/%.2s", all);
+    snprintf(dir, 32, FILE_EXPLAIN_DIR "/%.2s", all);
     memcpy(name, all + 2, FILE_NAME_LEN - 2);
     name[FILE_NAME_LEN - 2] = '\0';
 }
@@ -51,7 +49,7 @@ static void refused(file_store *fs)
 }
 
 /* Append the trusted file's whole lines to out. Plain system calls, as
- * file_nvrtc.c's: an index that cannot be read only costs an explanation. */
+ * dir_nvrtc.c's: an index that cannot be read only costs an explanation. */
 static int read_file(file_store *fs, int shard, const char *name, progcache_buf *out)
 {
     int fd = openat(shard, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -188,7 +186,7 @@ int progcache__file_explain_add(progcache_file *file, const unsigned char id[32]
     if (shard < 0)
         return progcache__error_errno(PROGCACHE_EIO, errno, "cannot open %s/%s", fs->root, dir);
     if (!made) {
-        int top = progcache__file_dir(fs, EXPLAIN_DIR);
+        int top = progcache__file_dir(fs, FILE_EXPLAIN_DIR);
         fix_mode(fs, top);
         fix_mode(fs, shard);
         if (top >= 0)
@@ -225,45 +223,4 @@ int progcache__file_explain_add(progcache_file *file, const unsigned char id[32]
     progcache_buf_free(&text);
     close(shard);
     return rc;
-}
-
-/* Remove one name of a shard when it is a regular file of the index's
- * names (an index file, or a publish's temp file): never a link, a
- * directory or anything else somebody put there (rule 2). */
-static int clear_name(void *ctx, int dirfd, const char *name, unsigned char type)
-{
-    const file_store *fs = ctx;
-    (void)type;
-    size_t n = strlen(name);
-    int ours = progcache__file_is_entry_name(name) ||
-               (n == 12 + 16 && !strncmp(name, "explain-tmp-", 12) &&
-                progcache__is_hex(name + 12, 16));
-    struct stat st;
-    if (ours && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-        progcache__file_trusted(fs, &st))
-        (void)unlinkat(dirfd, name, 0);
-    return 0;
-}
-
-static int clear_shard(void *ctx, int dirfd, const char *name, unsigned char type)
-{
-    (void)dirfd;
-    (void)type;
-    file_store *fs = ctx;
-    char rel[32];
-    if (!progcache__file_is_shard_name(name))
-        return 0;
-    snprintf(rel, sizeof rel, EXPLAIN_DIR "/%s", name);
-    int shard = progcache__file_dir(fs, rel); /* a link: refused, never followed */
-    if (shard >= 0)
-        progcache__fs_each_name(shard, clear_name, fs); /* closes shard */
-    return 0;
-}
-
-void progcache__file_explain_clear(progcache_file *file)
-{
-    file_store *fs = file;
-    int dir = progcache__file_dir(fs, EXPLAIN_DIR);
-    if (dir >= 0)
-        progcache__fs_each_name(dir, clear_shard, fs); /* closes dir */
 }

@@ -1,10 +1,11 @@
-/* Internal: the explain index a cache directory keeps (file_explain.c;
+/* Internal to src/dir/ (the rooms above include dir/dir.h): the explain
+ * index a cache directory keeps (dir_explain.c;
  * docs/FORMAT.md, "The explain index"): per program identity, the inputs of
  * the keys stored for it, so that a miss can say which input differs. The
  * records are text lines that src/program/explain.c writes and reads; this
  * file only reads, merges, bounds and publishes them. */
-#ifndef PROGCACHE_STORE_FILE_EXPLAIN_H
-#define PROGCACHE_STORE_FILE_EXPLAIN_H
+#ifndef PROGCACHE_DIR_EXPLAIN_H
+#define PROGCACHE_DIR_EXPLAIN_H
 
 #include <stddef.h>
 
@@ -40,11 +41,5 @@ int progcache__file_explain_read(progcache_file *file, const unsigned char id[32
  * (read-only or another user's cache included). */
 int progcache__file_explain_add(progcache_file *file, const unsigned char id[32],
                                 const char *line, size_t len);
-
-/* Remove every index file and temp file of the index (progcache_file_clear):
- * regular files of its names only, in shard directories reached without
- * following a link. Shard directories stay. Failures are ignored (an index
- * file left is a stale record, never a wrong answer). */
-void progcache__file_explain_clear(progcache_file *file);
 
 #endif

@@ -1,9 +1,9 @@
-/* Internal: the records of NVRTC versions a cache directory keeps
- * (file_nvrtc.c): progcache/nvrtc-<uid>, text lines that
+/* Internal to src/dir/ (the rooms above include dir/dir.h): the records
+ * of NVRTC versions a cache directory keeps (dir_nvrtc.c): progcache/nvrtc-<uid>, text lines that
  * src/cuda/nvrtc_record.c writes and reads, and that export and import
  * carry as the archive member progcache/nvrtc (docs/FORMAT.md). */
-#ifndef PROGCACHE_STORE_FILE_NVRTC_H
-#define PROGCACHE_STORE_FILE_NVRTC_H
+#ifndef PROGCACHE_DIR_NVRTC_H
+#define PROGCACHE_DIR_NVRTC_H
 
 #include <stddef.h>
 

@@ -3,7 +3,7 @@
  * file another user may write (docs/FORMAT.md, "NVRTC records"). The lines
  * are src/cuda/nvrtc_record.c's ("<major>.<minor> <size> <ctime> <path>");
  * this file only reads, merges and publishes them. */
-#include "store/file/file_nvrtc.h"
+#include "dir/dir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,6 @@
 
 #include "error.h"
 #include "fs.h"
-#include "store/file/file_layout.h"
 #include "store/file/file_stats.h"
 #include "store/file/file_store.h"
 

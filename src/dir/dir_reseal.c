@@ -7,7 +7,8 @@
  * with PROGCACHE_VERIFY_SEAL it seals those it may vouch for. */
 #include <fcntl.h>
 
-#include "store/file/file_admin.h"
+#include "dir/dir_reseal.h"
+#include "progcache/entries.h"
 #include "store/file/file_stats.h"
 #include "store/file/file_store.h"
 
