@@ -103,7 +103,7 @@ int progcache__tier_off(progcache *cache, size_t i);
 void progcache__tier_result(progcache *cache, size_t i, int rc);
 
 /* The remote tiers progcache_open stacks below the home directory
- * (cache_open.c): opts->remote, opts->remote_url or $PROGCACHE_REMOTE (an
+ * (cache_remote.c): opts->remote, opts->remote_url or $PROGCACHE_REMOTE (an
  * ordered, space-separated list of at most PROGCACHE__REMOTE_MAX URLs,
  * fastest first), into out[0..*n); *n 0 when none is asked for. opts is
  * loaded and its max_artifact_size resolved. */

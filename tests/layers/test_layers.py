@@ -200,8 +200,8 @@ def self_test(table):
 def check_map(root):
     """docs/ARCHITECTURE.md names every source file of the library, the
     helper and the tool, every folder of src/ and every folder of tests/:
-    the map cannot leave a room or a file out. And no two files of src/,
-    helper/ and tools/ share a name."""
+    the map cannot leave a room or a file out. No two files of src/,
+    helper/ and tools/ share a name, and no file is over MAX_LINES."""
     doc = open(os.path.join(root, "docs", "ARCHITECTURE.md"), encoding="utf-8").read()
     problems = []
     for top in ("src", "helper", "tools"):
@@ -224,10 +224,36 @@ def check_map(root):
         # The public headers' names are the API (store.h, sys/store.h).
         if len(paths) > 1 and not all(p.startswith("include" + os.sep) for p in paths):
             problems.append("two files named %s: %s (rename one)" % (f, ", ".join(sorted(paths))))
+    problems += check_sizes(root)
     tests = os.path.join(root, "tests")
     for d in sorted(os.listdir(tests)):
         if os.path.isdir(os.path.join(tests, d)) and "`tests/%s/`" % d not in doc:
             problems.append("docs/ARCHITECTURE.md does not name the test folder tests/%s/" % d)
+    return problems
+
+
+MAX_LINES = 600
+SIZED = (".c", ".h", ".py", ".sh", ".cmake", ".txt", ".map")
+
+
+def check_sizes(root):
+    """Small files (STYLE.md): no source, test, bench or script file over
+    MAX_LINES lines."""
+    problems = []
+    for top in ("src", "include", "helper", "tools", "tests", "bench", "python", "samples",
+                "examples", "scripts", "cmake"):
+        for dirpath, dirs, files in os.walk(os.path.join(root, top)):
+            dirs[:] = [d for d in dirs if d not in ("build", "__pycache__") and
+                       not d.startswith(".")]
+            for f in files:
+                if not f.endswith(SIZED):
+                    continue
+                path = os.path.join(dirpath, f)
+                with open(path, "rb") as fh:
+                    n = fh.read().count(b"\n")
+                if n > MAX_LINES:
+                    problems.append("%s has %d lines, over %d (split it by concept)"
+                                    % (os.path.relpath(path, root), n, MAX_LINES))
     return problems
 
 
@@ -251,7 +277,8 @@ def main():
     for p in missing:
         print(p)
     if missing:
-        print("FAIL: %d file(s) or folder(s) missing from docs/ARCHITECTURE.md, or named twice"
+        print("FAIL: %d file(s) or folder(s) missing from docs/ARCHITECTURE.md, named twice "
+              "or too long"
               % len(missing))
         return 1
     for p in problems:
