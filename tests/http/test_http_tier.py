@@ -250,6 +250,23 @@ def test_trusted_files(d):
               {"PROGCACHE_REMOTE_AUTH_FILE": auth})
     pt.check(p.returncode == 2 and "belongs to another user (uid 1)" in p.stdout,
              "credentials of another user are refused", p.stdout + p.stderr)
+    # Every other file the open cannot use is counted the same way: one
+    # larger than its bound (never cut), one that is not there, a folder.
+    big = os.path.join(d, "auth-big")
+    pt.write(big, "user:" + "p" * 9000 + "\n")
+    os.chmod(big, 0o600)
+    folder = os.path.join(d, "auth-dir")
+    os.mkdir(folder, 0o700)
+    for node, path, said in (("f", big, "is larger than 8192 bytes"),
+                             ("g", os.path.join(d, "no-such-auth"), "cannot be opened"),
+                             ("h", folder, "is not a regular file")):
+        p = probe(["nodes", os.path.join(d, node), os.path.join(d, node + "2")],
+                  {"PROGCACHE_REMOTE": "http://127.0.0.1:1/cache/",
+                   "PROGCACHE_REMOTE_AUTH_FILE": path})
+        pt.check(p.returncode == 2 and "PROGCACHE_REMOTE_AUTH_FILE %s %s" % (path, said)
+                 in p.stdout, "an unusable credentials file fails the open, named", p.stdout)
+        pt.check(stats_of(os.path.join(d, node)).get("remote_files_refused") == 1,
+                 "and is counted in remote_files_refused", (path, stats_of(os.path.join(d, node))))
 
 
 def test_misbehaving(d):
