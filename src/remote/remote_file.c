@@ -7,13 +7,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "error.h"
 #include "fs.h"
 #include "trusted_path.h"
 
 static _Thread_local unsigned long refused;
 
-unsigned long progcache__remote_files_refused(void) { return refused; }
+unsigned long progcache__remote_files_refused(void)
+{
+    return refused + progcache__config_secrets_refused();
+}
 
 static int refuse(const char *label, const char *path, const char *why, const char *fix)
 {

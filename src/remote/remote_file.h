@@ -32,7 +32,8 @@ int progcache__remote_file_read(progcache_buf *out, const char *path, const char
 
 /* Files this thread could not use so far (on an untrusted path, missing
  * or unreadable, not a regular file, another user's, readable or writable
- * by others, larger than the bound): the cache
+ * by others, larger than the bound), the shared secret file included
+ * (util/config.c reads it by its own rules): the cache
  * reads it around opening its remote tiers and counts the difference in
  * the statistics (remote_files_refused), since an open that fails has no
  * tier to count in. */
