@@ -43,7 +43,7 @@
 
 typedef struct line {
     int major, minor;
-    int legacy; /* a line without a build ID (before 0.x): never f's */
+    int legacy; /* a line written before build IDs were: names no file as it is now */
     progcache__nvrtc_file file;
 } line;
 
