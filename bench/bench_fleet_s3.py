@@ -13,9 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "http"))
-import http_servers as hs  # noqa: E402
+import remote_servers as rs
 
 
 def main():
@@ -23,18 +21,15 @@ def main():
         print(__doc__)
         return 0 if len(sys.argv) >= 2 else 2
     build, extra = sys.argv[1], sys.argv[2:]
-    python = os.path.join(build, "moto-venv", "bin", "python")
-    if not os.path.exists(python):
-        sys.stderr.write("bench_fleet_s3.py: no %s (run scripts/moto-venv.sh %s)\n"
-                         % (python, build))
-        return 2
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PROGCACHE_", "AWS_"))}
+    env = rs.clean_env()
     with tempfile.TemporaryDirectory(prefix="bench-fleet-s3-") as d:
-        with hs.Moto(d, python) as moto:
-            env.update(AWS_ACCESS_KEY_ID=moto.key_id, AWS_SECRET_ACCESS_KEY=moto.secret)
-            url = "s3://kernels/fleet?endpoint=%s&region=us-east-1" % moto.url
-            return subprocess.run([os.path.join(build, "bin", "bench_fleet"), "--url", url]
-                                  + extra, env=env, timeout=3000).returncode
+        try:
+            with rs.s3_tier(d, build, "kernels/fleet") as (url, keys):
+                return subprocess.run([os.path.join(build, "bin", "bench_fleet"), "--url", url]
+                                      + extra, env=dict(env, **keys), timeout=3000).returncode
+        except rs.NoMoto as e:
+            sys.stderr.write("bench_fleet_s3.py: %s\n" % e)
+            return 2
 
 
 if __name__ == "__main__":

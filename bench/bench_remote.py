@@ -16,9 +16,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "http"))
-import http_servers as hs  # noqa: E402
+import remote_servers as rs
+from remote_servers import hs
 
 
 def main():
@@ -27,9 +26,12 @@ def main():
         return 0 if len(sys.argv) >= 2 else 2
     build, extra = sys.argv[1], sys.argv[2:]
     bench = os.path.join(build, "bin", "bench_remote")
-    python = os.path.join(build, "moto-venv", "bin", "python")
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("PROGCACHE_", "AWS_"))}
+    clean = rs.clean_env()
+    try:
+        rs.moto_python(build)
+    except rs.NoMoto as e:
+        sys.stderr.write("bench_remote.py: %s\n" % e)
+        return 2
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-remote-") as d:
         port = hs.free_port()
@@ -38,10 +40,8 @@ def main():
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             hs.wait_port(port, redis, "redis-server")
-            with hs.Nginx(os.path.join(d, "ng")) as ng, hs.Moto(d, python) as moto:
-                s3 = "s3://kernels/bench?endpoint=%s&region=us-east-1" % moto.url
-                keys = {"AWS_ACCESS_KEY_ID": moto.key_id,
-                        "AWS_SECRET_ACCESS_KEY": moto.secret}
+            with hs.Nginx(os.path.join(d, "ng")) as ng, \
+                    rs.s3_tier(d, build, "kernels/bench") as (s3, keys):
                 for label, url, env in (("Redis", "redis://127.0.0.1:%d" % port, {}),
                                         ("HTTP (nginx)", ng.url, {}),
                                         ("S3 (moto)", s3, keys)):

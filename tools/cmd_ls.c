@@ -1,5 +1,6 @@
 /* progcache ls: one line per entry with what is in it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -30,8 +31,9 @@ static const char usage_text[] =
     "they are read, the first at once at any size, in memory independent of the\n"
     "number of entries (a remote store: in the order it lists them). Another\n"
     "sort reads every entry first, sorting runs of 4096 rows in memory and\n"
-    "merging them through files in a private temporary directory ($TMPDIR, else\n"
-    "/tmp), so that its memory does not grow with the number of entries either.\n"
+    "merging them through unnamed temporary files in $TMPDIR (else /tmp), so that\n"
+    "its memory does not grow with the number of entries either; they go with\n"
+    "the process, however it ends.\n"
     "\n"
     "options:\n"
     "  -d, --dir DIR   the cache directory (default: $PROGCACHE_DIR, else\n"
@@ -243,14 +245,16 @@ typedef struct sorted {
 
 #define SORT_RUN_ROWS 4096 /* rows held in memory at most */
 #define SORT_FAN_IN 16     /* runs merged at once */
+#define SORT_OPEN_RUNS 64  /* runs kept at once: one more, and the oldest are merged */
 
-/* Runs of sorted rows in files run-<n> of a private temp directory;
- * runs first..next-1 are waiting to be merged. */
+/* Runs of sorted rows in unnamed files (a name would outlive a process
+ * ended by a signal), oldest first; dir is where they are made. */
 typedef struct sorter {
     sorted *rows;
     size_t len, run_rows;
     char dir[PATH_MAX];
-    unsigned first, next;
+    FILE *runs[SORT_OPEN_RUNS];
+    unsigned nruns;
 } sorter;
 
 static int by_key(const void *a, const void *b)
@@ -261,18 +265,42 @@ static int by_key(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static FILE *run_file(sorter *so, unsigned n, const char *mode)
+/* A new run, read-write, with no name: O_TMPFILE, else (a file system
+ * without it) a private name removed at once, with the signals that end
+ * the tool held off between the two so that none leaves the name behind. */
+static FILE *run_new(sorter *so)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/run-%u", so->dir, n);
-    return fopen(path, mode);
+    if (!so->dir[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(so->dir, sizeof so->dir, "%s", t && *t ? t : "/tmp");
+    }
+    int fd = open(so->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/progcache-ls-XXXXXX", so->dir);
+        sigset_t all, old;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, &old);
+        fd = mkostemp(path, O_CLOEXEC); /* 0600: private */
+        if (fd >= 0)
+            (void)unlink(path);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "w+b") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
+    return f;
 }
 
-static void run_remove(sorter *so, unsigned n)
+/* f written: kept as the newest run, read from its start. */
+static int run_keep(sorter *so, FILE *f)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/run-%u", so->dir, n);
-    (void)unlink(path);
+    if (fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return -1;
+    }
+    so->runs[so->nruns++] = f;
+    return 0;
 }
 
 static int put_sorted(FILE *f, const sorted *r)
@@ -299,19 +327,18 @@ static int get_sorted(FILE *f, sorted *r)
     return 1;
 }
 
-/* The rows in memory, sorted, as the next run. */
+typedef struct lister lister;
+static void emit(lister *l, const char *text);
+static int merge(sorter *so, unsigned n, lister *l);
+
+/* The rows in memory, sorted, as the newest run (the oldest merged first
+ * when SORT_OPEN_RUNS are kept: the open files stay bounded). */
 static int flush_run(sorter *so)
 {
-    if (!so->dir[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(so->dir, sizeof so->dir, "%s/progcache-ls-XXXXXX", t && *t ? t : "/tmp");
-        if (!mkdtemp(so->dir)) { /* made 0700: private */
-            so->dir[0] = '\0';
-            return -1;
-        }
-    }
+    if (so->nruns == SORT_OPEN_RUNS && merge(so, SORT_FAN_IN, NULL) != 0)
+        return -1;
     qsort(so->rows, so->len, sizeof *so->rows, by_key);
-    FILE *f = run_file(so, so->next, "wb");
+    FILE *f = run_new(so);
     int rc = f ? 0 : -1;
     for (size_t i = 0; i < so->len; i++) {
         if (!rc)
@@ -319,30 +346,27 @@ static int flush_run(sorter *so)
         free(so->rows[i].text);
     }
     so->len = 0;
-    if (f && fclose(f) != 0)
-        rc = -1;
-    so->next++;
-    return rc;
+    if (rc) {
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    return run_keep(so, f);
 }
 
-typedef struct lister lister;
-static void emit(lister *l, const char *text);
-
-/* Merge runs first..first+n-1 into the next run, or (l) print them. */
+/* Merge the n oldest runs into a new newest run, or (l) print them. */
 static int merge(sorter *so, unsigned n, lister *l)
 {
-    FILE *in[SORT_FAN_IN] = {0};
+    FILE **in = so->runs;
     sorted head[SORT_FAN_IN];
     memset(head, 0, sizeof head);
     int live[SORT_FAN_IN] = {0}, rc = 0;
-    FILE *out = l ? NULL : run_file(so, so->next, "wb");
+    FILE *out = l ? NULL : run_new(so);
     if (!l && !out)
         rc = -1;
-    for (unsigned i = 0; i < n && !rc; i++) {
-        if (!(in[i] = run_file(so, so->first + i, "rb")) ||
-            (live[i] = get_sorted(in[i], &head[i])) < 0)
+    for (unsigned i = 0; i < n && !rc; i++)
+        if ((live[i] = get_sorted(in[i], &head[i])) < 0)
             rc = -1;
-    }
     while (!rc) {
         int min = -1;
         for (unsigned i = 0; i < n; i++)
@@ -359,15 +383,15 @@ static int merge(sorter *so, unsigned n, lister *l)
     }
     for (unsigned i = 0; i < n; i++) {
         free(head[i].text);
-        if (in[i])
-            fclose(in[i]);
-        run_remove(so, so->first + i);
+        fclose(in[i]); /* its space goes with it */
     }
-    if (out && fclose(out) != 0)
+    so->nruns -= n;
+    memmove(so->runs, so->runs + n, so->nruns * sizeof *so->runs);
+    if (out && (rc || run_keep(so, out) != 0)) {
+        if (rc)
+            fclose(out);
         rc = -1;
-    so->first += n;
-    if (!l)
-        so->next++;
+    }
     return rc;
 }
 
@@ -376,11 +400,8 @@ static void sorter_free(sorter *so)
     for (size_t i = 0; i < so->len; i++)
         free(so->rows[i].text);
     free(so->rows);
-    if (so->dir[0]) {
-        for (unsigned n = so->first; n < so->next; n++)
-            run_remove(so, n);
-        (void)rmdir(so->dir);
-    }
+    for (unsigned i = 0; i < so->nruns; i++)
+        fclose(so->runs[i]);
 }
 
 /* The walk's state: without a sort, each row is printed as it comes and
@@ -449,7 +470,7 @@ static int on_entry(void *ctx, const progcache_entry *e)
 static int sorted_print(lister *l)
 {
     sorter *so = &l->so;
-    if (so->next == so->first) {
+    if (!so->nruns) {
         qsort(so->rows, so->len, sizeof *so->rows, by_key);
         for (size_t i = 0; i < so->len; i++)
             emit(l, so->rows[i].text);
@@ -457,10 +478,10 @@ static int sorted_print(lister *l)
     }
     if (so->len && flush_run(so) != 0)
         return -1;
-    while (so->next - so->first > SORT_FAN_IN)
+    while (so->nruns > SORT_FAN_IN)
         if (merge(so, SORT_FAN_IN, NULL) != 0)
             return -1;
-    return merge(so, so->next - so->first, l);
+    return merge(so, so->nruns, l);
 }
 
 int cmd_ls(int argc, char **argv)
@@ -492,15 +513,15 @@ int cmd_ls(int argc, char **argv)
             return tool_usage_error(CMD, "--sort \"%s\": use name, size, age or lru", v);
     }
     int json = p.json;
-    /* A sorted listing keeps its runs in temporary files: a reader that
-     * goes away (`ls --sort size | head`) must not end the tool before it
-     * removes them. The lost output is said at the end (finish_stdout). */
+    /* A reader that goes away (`ls --sort size | head`) while runs are
+     * merged: said at the end (finish_stdout, exit 3), not a death by
+     * SIGPIPE. */
     if (sort != SORT_NAME)
         signal(SIGPIPE, SIG_IGN);
     char *dir = NULL;
     progcache_file *file = NULL;
     progcache_store *store = NULL;
-    lister l = {{NULL, 0, 0}, json, sort, 0, {NULL, 0, SORT_RUN_ROWS, "", 0, 0}};
+    lister l = {{NULL, 0, 0}, json, sort, 0, {NULL, 0, SORT_RUN_ROWS, "", {NULL}, 0}};
     /* Smaller runs, for the tests: what a million entries do, with a few. */
     const char *run_rows = getenv("PROGCACHE_LS_SORT_ROWS");
     if (run_rows && atoi(run_rows) >= 2 && atoi(run_rows) <= SORT_RUN_ROWS)

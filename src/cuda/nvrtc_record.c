@@ -38,9 +38,12 @@
 #include "dir/dir.h"
 
 #define MAX_LINES PROGCACHE__NVRTC_RECORD_LINES
+/* The longest line: the path, the build ID in hex, the numbers. */
+#define LINE_MAX_BYTES (PATH_MAX + 2 * PROGCACHE__BUILD_ID_MAX + 128)
 
 typedef struct line {
     int major, minor;
+    int legacy; /* a line written before build IDs were: names no file as it is now */
     progcache__nvrtc_file file;
 } line;
 
@@ -55,11 +58,75 @@ static progcache_file *home_dir(progcache *cache)
     return cache ? progcache_store_as_file(progcache__cache_home(cache)) : NULL;
 }
 
+/* "<major>.<minor> <size> <ctime> <build ID> <path>": the build ID in
+ * hex, "-" for none; the path last, as it may hold spaces. */
 static int format_line(char *buf, size_t len, int major, int minor,
                        const progcache__nvrtc_file *f)
 {
-    return snprintf(buf, len, "%d.%d %lld %lld.%09ld %s\n", major, minor, f->size, f->ctime_sec,
-                    f->ctime_nsec, f->path);
+    char id[2 * PROGCACHE__BUILD_ID_MAX + 1] = "-";
+    for (size_t i = 0; i < f->build_id_len && i < PROGCACHE__BUILD_ID_MAX; i++)
+        snprintf(id + 2 * i, 3, "%02x", f->build_id[i]);
+    return snprintf(buf, len, "%d.%d %lld %lld.%09ld %s %s\n", major, minor, f->size,
+                    f->ctime_sec, f->ctime_nsec, id, f->path);
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* The build ID field at text (up to the next space) into f; the length of
+ * the field, or 0 when it is not one ("-", or lowercase hex, an even
+ * number of digits, at most PROGCACHE__BUILD_ID_MAX bytes). */
+static size_t parse_build_id(progcache__nvrtc_file *f, const char *text)
+{
+    const char *sp = strchr(text, ' ');
+    size_t n = sp ? (size_t)(sp - text) : 0;
+    f->build_id_len = 0;
+    if (n == 1 && text[0] == '-')
+        return 1;
+    if (!n || n % 2 || n / 2 > sizeof f->build_id)
+        return 0;
+    for (size_t i = 0; i < n; i += 2) {
+        int hi = hex_digit(text[i]), lo = hex_digit(text[i + 1]);
+        if (hi < 0 || lo < 0)
+            return 0;
+        f->build_id[i / 2] = (unsigned char)(hi << 4 | lo);
+    }
+    f->build_id_len = n / 2;
+    return n;
+}
+
+/* One record line (no newline) into l: 1, or 0 when it is not one. A line
+ * of the format before build IDs ("<version> <size> <ctime> <path>") is
+ * read as legacy: its version counts where no NVRTC is at hand, but it
+ * names no file as it is now, so NVRTC is loaded once more and the line
+ * of today's format written. */
+static int parse_line(line *l, const char *text)
+{
+    int used = 0;
+    memset(l, 0, sizeof *l);
+    if (sscanf(text, "%d.%d %lld %lld.%ld %n", &l->major, &l->minor, &l->file.size,
+               &l->file.ctime_sec, &l->file.ctime_nsec, &used) != 5 ||
+        used <= 0 || l->major <= 0)
+        return 0;
+    const char *rest = text + used;
+    if (rest[0] == '/') {
+        l->legacy = 1;
+    } else {
+        size_t n = parse_build_id(&l->file, rest);
+        if (!n)
+            return 0;
+        rest += n + 1;
+    }
+    if (rest[0] != '/' || strlen(rest) >= sizeof l->file.path)
+        return 0;
+    snprintf(l->file.path, sizeof l->file.path, "%s", rest);
+    return 1;
 }
 
 /* The cache's records; a file that is missing or unreadable is no line. */
@@ -79,20 +146,12 @@ static void read_records(records *r, progcache *cache)
             const char *nl = memchr(p, '\n', (size_t)(end - p));
             if (!nl)
                 break;
-            char text[PATH_MAX + 128];
+            char text[LINE_MAX_BYTES];
             size_t len = (size_t)(nl - p);
-            line *l = &r->lines[r->n];
-            int used = 0;
             if (len < sizeof text) {
                 memcpy(text, p, len);
                 text[len] = '\0';
-                if (sscanf(text, "%d.%d %lld %lld.%ld %n", &l->major, &l->minor, &l->file.size,
-                           &l->file.ctime_sec, &l->file.ctime_nsec, &used) == 5 &&
-                    used > 0 && text[used] == '/' && l->major > 0 &&
-                    strlen(text + used) < sizeof l->file.path) {
-                    snprintf(l->file.path, sizeof l->file.path, "%s", text + used);
-                    r->n++;
-                }
+                r->n += (size_t)parse_line(&r->lines[r->n], text);
             }
             p = nl + 1;
         }
@@ -104,7 +163,7 @@ static void read_records(records *r, progcache *cache)
 static const line *find(const records *r, const progcache__nvrtc_file *f)
 {
     for (size_t i = 0; i < r->n; i++)
-        if (progcache__nvrtc_same_file(&r->lines[i].file, f))
+        if (!r->lines[i].legacy && progcache__nvrtc_same_file(&r->lines[i].file, f))
             return &r->lines[i];
     return NULL;
 }
@@ -136,7 +195,7 @@ static int write_line(progcache *cache, const records *r, const progcache__nvrtc
         return 1;
     progcache__error_saved saved;
     progcache__error_save(&saved);
-    char buf[PATH_MAX + 128];
+    char buf[LINE_MAX_BYTES];
     int n = format_line(buf, sizeof buf, major, minor, f);
     int ok = n > 0 && (size_t)n < sizeof buf &&
              progcache__file_nvrtc_add(dir, buf, (size_t)n, MAX_LINES) == PROGCACHE_OK;

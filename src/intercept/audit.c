@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "elf_note.h"
 #include "intercept/intercept.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -92,9 +93,9 @@ void progcache__read_build_id(progcache__nvrtc_slot *s, const struct link_map *m
     const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(map->l_addr + eh->e_phoff);
     for (int i = 0; i < eh->e_phnum; i++)
         if (ph[i].p_type == PT_NOTE &&
-            !progcache__build_id((const unsigned char *)(map->l_addr + ph[i].p_vaddr),
-                                 ph[i].p_memsz, s->build_id, sizeof s->build_id,
-                                 &s->build_id_len))
+            (s->build_id_len = progcache__elf_build_id_note(
+                 (const unsigned char *)(map->l_addr + ph[i].p_vaddr), ph[i].p_memsz,
+                 s->build_id, sizeof s->build_id)))
             return;
 }
 

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "elf_note.h"
 #include "intercept/intercept.h"
 #include "intercept/standin_names.h"
 
@@ -174,8 +175,8 @@ static int probe_file(const char *path, probe *p, const char **why)
         else if (sh[i].sh_type == SHT_NOTE && !p->build_id_len && sh[i].sh_size <= 4096) {
             unsigned char *note = read_at(fd, sh[i].sh_offset, sh[i].sh_size, st.st_size);
             if (note)
-                (void)progcache__build_id(note, sh[i].sh_size, p->build_id,
-                                          sizeof p->build_id, &p->build_id_len);
+                p->build_id_len = progcache__elf_build_id_note(note, sh[i].sh_size,
+                                                               p->build_id, sizeof p->build_id);
             free(note);
         }
     }

@@ -63,25 +63,3 @@ void *progcache__map_symbol(const struct link_map *m, const char *name, int type
     return NULL;
 }
 
-
-int progcache__build_id(const unsigned char *at, size_t note_size, unsigned char *out, size_t cap,
-                        size_t *len)
-{
-    const unsigned char *end = at + note_size;
-    while ((size_t)(end - at) >= sizeof(ElfW(Nhdr))) {
-        const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)at;
-        size_t name_sz = (n->n_namesz + 3) & ~(size_t)3;
-        size_t desc_sz = (n->n_descsz + 3) & ~(size_t)3;
-        if (name_sz + desc_sz > (size_t)(end - at) - sizeof *n)
-            break;
-        const unsigned char *desc = at + sizeof *n + name_sz;
-        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
-            !memcmp(at + sizeof *n, "GNU", 4) && n->n_descsz <= cap) {
-            memcpy(out, desc, n->n_descsz);
-            *len = n->n_descsz;
-            return 0;
-        }
-        at = desc + desc_sz;
-    }
-    return -1;
-}

@@ -95,10 +95,6 @@ int progcache__standin_real_opened(progcache__nvrtc_slot *slots, struct link_map
 void progcache__read_build_id(progcache__nvrtc_slot *s, const struct link_map *map);
 /* Why the search that found path did not hand out a stand-in, or NULL. */
 const char *progcache__standin_refusal(const char *path);
-/* The GNU build ID in the ELF notes at note, note_size bytes: 0 and
- * *len, or -1. */
-int progcache__build_id(const unsigned char *note, size_t note_size, unsigned char *out,
-                        size_t cap, size_t *len);
 
 /* What the auditor binds a program's reference to name in slots[slot]'s
  * library to (real: NVRTC's function): a stub that, on its first call,

@@ -67,6 +67,8 @@ static void standin_file(progcache__nvrtc_file *f, const progcache__nvrtc_slot *
     f->size = s->file_size;
     f->ctime_sec = s->ctime_sec;
     f->ctime_nsec = s->ctime_nsec;
+    f->build_id_len = s->build_id_len <= sizeof f->build_id ? s->build_id_len : 0;
+    memcpy(f->build_id, s->build_id, f->build_id_len);
 }
 
 void progcache__standin_mend(const progcache__nvrtc_slot *s, int major, int minor)

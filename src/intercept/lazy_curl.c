@@ -21,6 +21,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "intercept/trampoline.h"
+
 #define CURL_NAMES(X)                                                                             \
     X(curl_easy_cleanup) X(curl_easy_escape) X(curl_easy_getinfo) X(curl_easy_init)              \
     X(curl_easy_perform) X(curl_easy_reset) X(curl_easy_setopt) X(curl_easy_strerror)           \
@@ -81,38 +83,13 @@ __attribute__((visibility("hidden"), used)) void *progcache__curl_resolve(unsign
     return fn;
 }
 
-/* As the stand-in's trampolines (standin/standin.c): the index in r11;
- * rax (a variadic call's vector count) and the argument registers saved
- * around the first call. */
-#define TRAMPOLINE(n)                                                                             \
-    ".globl " #n "\n.hidden " #n "\n.type " #n ", @function\n.balign 16\n" #n ":\n endbr64\n"    \
-    " mov $curl_i, %r11d\n jmp curl_common\n.size " #n ", .-" #n "\n"                             \
-    ".set curl_i, curl_i + 1\n"
+/* The trampolines (intercept/trampoline.h): hidden, so the core's own
+ * calls bind to them and nothing outside sees them. */
+#define TRAMPOLINE(n) PROGCACHE__TRAMPOLINE_ENTRY(n, "curl_i", "curl_common", ".hidden " #n "\n")
 
 __asm__(".text\n"
-        ".set curl_i, 0\n" CURL_NAMES(TRAMPOLINE)
-        ".balign 16\n"
-        "curl_common:\n"
-        " lea progcache__curl_targets(%rip), %r10\n"
-        " mov (%r10,%r11,8), %r10\n"
-        " test %r10, %r10\n"
-        " jz 1f\n"
-        " jmp *%r10\n"
-        "1:\n"
-        " push %rax\n push %rdi\n push %rsi\n push %rdx\n push %rcx\n push %r8\n push %r9\n"
-        " sub $128, %rsp\n"
-        " movdqu %xmm0, 0(%rsp)\n movdqu %xmm1, 16(%rsp)\n movdqu %xmm2, 32(%rsp)\n"
-        " movdqu %xmm3, 48(%rsp)\n movdqu %xmm4, 64(%rsp)\n movdqu %xmm5, 80(%rsp)\n"
-        " movdqu %xmm6, 96(%rsp)\n movdqu %xmm7, 112(%rsp)\n"
-        " mov %r11, %rdi\n"
-        " call progcache__curl_resolve\n"
-        " mov %rax, %r11\n"
-        " movdqu 0(%rsp), %xmm0\n movdqu 16(%rsp), %xmm1\n movdqu 32(%rsp), %xmm2\n"
-        " movdqu 48(%rsp), %xmm3\n movdqu 64(%rsp), %xmm4\n movdqu 80(%rsp), %xmm5\n"
-        " movdqu 96(%rsp), %xmm6\n movdqu 112(%rsp), %xmm7\n"
-        " add $128, %rsp\n"
-        " pop %r9\n pop %r8\n pop %rcx\n pop %rdx\n pop %rsi\n pop %rdi\n pop %rax\n"
-        " jmp *%r11\n");
+        ".set curl_i, 0\n" CURL_NAMES(TRAMPOLINE) PROGCACHE__TRAMPOLINE_COMMON(
+            "curl_common", "progcache__curl_targets", "progcache__curl_resolve"));
 #else
 /* Without libcurl the tier is not built; elsewhere than x86-64 the core
  * links libcurl (src/CMakeLists.txt). */

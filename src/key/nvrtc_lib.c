@@ -15,6 +15,7 @@
 #include "key/nvrtc_lib.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "error.h"
@@ -69,6 +71,64 @@ static const char *built_path(char *buf, size_t len)
     return buf;
 }
 
+/* The build ID last read, by the file's device, inode, size and change
+ * time: while those stay, the file's bytes did (a write changes the change
+ * time, a replacement the inode), so a key derivation on the hot path pays
+ * a stat, not an open and reads. */
+static pthread_mutex_t id_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec ctime;
+    unsigned char id[PROGCACHE__BUILD_ID_MAX];
+    size_t len;
+    int set;
+} id_memo;
+
+static int same_stat(const struct stat *a, dev_t dev, ino_t ino, off_t size,
+                     const struct timespec *ctime)
+{
+    return a->st_dev == dev && a->st_ino == ino && a->st_size == size &&
+           a->st_ctim.tv_sec == ctime->tv_sec && a->st_ctim.tv_nsec == ctime->tv_nsec;
+}
+
+/* out's build ID, for the file st describes: remembered, else read through
+ * a descriptor that is checked to be that file (none when it cannot be
+ * read: the identity is then path, size and change time, as before). */
+static void build_id_of(progcache__nvrtc_file *out, const struct stat *st)
+{
+    out->build_id_len = 0;
+    pthread_mutex_lock(&id_lock);
+    int known = id_memo.set && same_stat(st, id_memo.dev, id_memo.ino, id_memo.size,
+                                         &id_memo.ctime);
+    if (known) {
+        memcpy(out->build_id, id_memo.id, id_memo.len);
+        out->build_id_len = id_memo.len;
+    }
+    pthread_mutex_unlock(&id_lock);
+    if (known)
+        return;
+    int fd = open(out->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return;
+    struct stat fst;
+    if (fstat(fd, &fst) == 0 && same_stat(&fst, st->st_dev, st->st_ino, st->st_size,
+                                          &st->st_ctim)) {
+        out->build_id_len = progcache__elf_build_id_fd(fd, out->build_id, sizeof out->build_id);
+        pthread_mutex_lock(&id_lock);
+        id_memo.dev = st->st_dev;
+        id_memo.ino = st->st_ino;
+        id_memo.size = st->st_size;
+        id_memo.ctime = st->st_ctim;
+        memcpy(id_memo.id, out->build_id, out->build_id_len);
+        id_memo.len = out->build_id_len;
+        id_memo.set = 1;
+        pthread_mutex_unlock(&id_lock);
+    }
+    close(fd);
+}
+
 static int file_of(progcache__nvrtc_file *out, const char *path)
 {
     struct stat st;
@@ -77,6 +137,7 @@ static int file_of(progcache__nvrtc_file *out, const char *path)
     out->size = (long long)st.st_size;
     out->ctime_sec = (long long)st.st_ctim.tv_sec;
     out->ctime_nsec = st.st_ctim.tv_nsec;
+    build_id_of(out, &st);
     return PROGCACHE_OK;
 }
 
@@ -181,7 +242,8 @@ int progcache__nvrtc_loaded_file(progcache__nvrtc_file *out)
 int progcache__nvrtc_same_file(const progcache__nvrtc_file *a, const progcache__nvrtc_file *b)
 {
     return a->size == b->size && a->ctime_sec == b->ctime_sec && a->ctime_nsec == b->ctime_nsec &&
-           !strcmp(a->path, b->path);
+           a->build_id_len == b->build_id_len &&
+           !memcmp(a->build_id, b->build_id, a->build_id_len) && !strcmp(a->path, b->path);
 }
 
 /* One remembered record: the last one a cache gave (a process normally

@@ -8,6 +8,8 @@
 #include <limits.h>
 #include <nvrtc.h>
 
+#include "elf_note.h"
+
 /* The entry points progcache uses, named as NVRTC names them. */
 typedef struct progcache__nvrtc_api {
     nvrtcResult (*nvrtcVersion)(int *major, int *minor);
@@ -35,13 +37,18 @@ typedef struct progcache__nvrtc_api {
 } progcache__nvrtc_api;
 
 /* A library file as the records of NVRTC versions name it: its real path,
- * size and change time (a reinstall or an update in place changes the
- * change time even when the packaged modification time is kept). */
+ * size, change time (a reinstall or an update in place changes the change
+ * time even when the packaged modification time is kept) and GNU build ID
+ * (another build at the same path with the same size and change time: a
+ * node of a fleet sharing the cache directory, a copy that kept its
+ * times). */
 typedef struct progcache__nvrtc_file {
     char path[PATH_MAX];
     long long size;
     long long ctime_sec;
     long ctime_nsec;
+    unsigned char build_id[PROGCACHE__BUILD_ID_MAX];
+    size_t build_id_len; /* 0: the file has none (or could not be read) */
 } progcache__nvrtc_file;
 
 /* Load NVRTC, once per process: $PROGCACHE_NVRTC_LIBRARY when set (that
@@ -65,7 +72,7 @@ int progcache__nvrtc_candidate(progcache__nvrtc_file *out);
 /* The loaded library's file (PROGCACHE_OK), or PROGCACHE_ENOTFOUND. */
 int progcache__nvrtc_loaded_file(progcache__nvrtc_file *out);
 
-/* Whether two files are the same (path, size, change time). */
+/* Whether two files are the same (path, size, change time, build ID). */
 int progcache__nvrtc_same_file(const progcache__nvrtc_file *a, const progcache__nvrtc_file *b);
 
 /* What a record of the cache said of a file (the NVRTC at that file is

@@ -12,7 +12,6 @@
 #include <nvrtc.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pch/pch_tier.h"
@@ -173,38 +172,12 @@ static void hex_of(char out[PCH_ID_HEX], const unsigned char *id, size_t len)
         snprintf(out + 2 * i, 3, "%02x", id[i]);
 }
 
-/* The build ID in an ELF file's notes, read from the file (libnvrtc loads
- * its builtins only at the first compile, so they need not be mapped yet). */
-static size_t fd_build_id(int fd, unsigned char *out, size_t cap)
-{
-    size_t found = 0;
-    ElfW(Ehdr) eh;
-    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-        eh.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
-        eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum > 64)
-        goto done;
-    for (unsigned i = 0; i < eh.e_phnum && !found; i++) {
-        ElfW(Phdr) ph;
-        unsigned char note[4096];
-        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph)
-            break;
-        if (ph.p_type != PT_NOTE || ph.p_filesz > sizeof note ||
-            pread(fd, note, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
-            continue;
-        progcache__wire_bid b = {0, out, cap, 0};
-        if (progcache__wire_bid_note(note, ph.p_filesz, &b))
-            found = b.len;
-    }
-done:
-    return found;
-}
-
 static size_t file_build_id(const char *path, unsigned char *out, size_t cap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return 0;
-    size_t found = fd_build_id(fd, out, cap);
+    size_t found = progcache__elf_build_id_fd(fd, out, cap);
     close(fd);
     return found;
 }
@@ -226,8 +199,9 @@ static void builtins_id(progcache__pch_tier *tier, const char *lib)
 /* The IDs without loading NVRTC (a PCH compile runs in the helper, which
  * loads it; this process needs it only to compile itself): read from the
  * file a load would open, when the version the keys carry comes from the
- * cache's record of that very file (key/nvrtc_lib.c: its path, size and
- * change time), checked again on the descriptor read. The helper compares
+ * cache's record of that very file (key/nvrtc_lib.c: its path, size,
+ * change time and build ID, the ID read through a descriptor checked to be
+ * that file). The helper compares
  * the ID with its own NVRTC's, so a helper that loads another NVRTC is
  * told apart as before. 0, or -1: load NVRTC and ask it. */
 static int ids_from_file(progcache__pch_tier *tier)
@@ -238,19 +212,9 @@ static int ids_from_file(progcache__pch_tier *tier)
     if (progcache__nvrtc_version_known(&major, &minor, &how) != PROGCACHE_OK ||
         strcmp(how, "record") != 0 || progcache__nvrtc_candidate(&cand) != PROGCACHE_OK)
         return -1;
-    int fd = open(cand.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
+    if (!cand.build_id_len)
         return -1;
-    struct stat st;
-    unsigned char id[64];
-    size_t n = 0;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (long long)st.st_size == cand.size &&
-        (long long)st.st_ctim.tv_sec == cand.ctime_sec && st.st_ctim.tv_nsec == cand.ctime_nsec)
-        n = fd_build_id(fd, id, sizeof id);
-    close(fd);
-    if (!n)
-        return -1;
-    hex_of(tier->nvrtc_id, id, n);
+    hex_of(tier->nvrtc_id, cand.build_id, cand.build_id_len);
     tier->nvrtc_major = major;
     tier->nvrtc_minor = minor;
     builtins_id(tier, cand.path);

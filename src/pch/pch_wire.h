@@ -44,6 +44,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "util/elf_note.h"
+
 #define PROGCACHE__WIRE_REQUEST "PCHQ"
 #define PROGCACHE__WIRE_RESPONSE "PCHR"
 #define PROGCACHE__WIRE_VERSION 2u
@@ -233,28 +235,6 @@ typedef struct progcache__wire_bid {
     size_t cap, len;
 } progcache__wire_bid;
 
-static inline int progcache__wire_bid_note(const unsigned char *p, size_t size,
-                                           progcache__wire_bid *b)
-{
-    while (size >= sizeof(ElfW(Nhdr))) {
-        ElfW(Nhdr) nh;
-        memcpy(&nh, p, sizeof nh);
-        size_t name = ((size_t)nh.n_namesz + 3) & ~(size_t)3;
-        size_t desc = ((size_t)nh.n_descsz + 3) & ~(size_t)3;
-        if (name > size - sizeof nh || desc > size - sizeof nh - name)
-            return 0;
-        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-            memcmp(p + sizeof nh, "GNU", 4) == 0 && nh.n_descsz <= b->cap) {
-            memcpy(b->out, p + sizeof nh + name, nh.n_descsz);
-            b->len = nh.n_descsz;
-            return 1;
-        }
-        p += sizeof nh + name + desc;
-        size -= sizeof nh + name + desc;
-    }
-    return 0;
-}
-
 static inline int progcache__wire_bid_each(struct dl_phdr_info *info, size_t size, void *data)
 {
     progcache__wire_bid *b = data;
@@ -271,8 +251,9 @@ static inline int progcache__wire_bid_each(struct dl_phdr_info *info, size_t siz
     for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_NOTE &&
-            progcache__wire_bid_note((const unsigned char *)(info->dlpi_addr + ph->p_vaddr),
-                                     ph->p_memsz, b))
+            (b->len = progcache__elf_build_id_note(
+                 (const unsigned char *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz, b->out,
+                 b->cap)))
             break;
     }
     return 1;

@@ -170,6 +170,35 @@ int progcache__envelope_seal(unsigned char *out, size_t *out_len, const progcach
     return PROGCACHE_OK;
 }
 
+int progcache__envelope_value(unsigned char **out, size_t *out_len,
+                              const progcache__envelope *env, const progcache__envelope_id *id,
+                              const progcache__envelope_key *hmac)
+{
+    unsigned char header[PROGCACHE__ENVELOPE_MAX_HEADER];
+    size_t header_len = 0;
+    *out = NULL;
+    *out_len = 0;
+    int rc = progcache__envelope_seal(header, &header_len, env, id, hmac);
+    if (rc)
+        return rc;
+    /* records_len is bounded by seal; the payload by the tier's maximum. */
+    if (env->size > SIZE_MAX - header_len - env->records_len)
+        return progcache__error(PROGCACHE_ENOMEM, "a value of %zu bytes cannot be held",
+                                env->size);
+    size_t len = header_len + env->records_len + env->size;
+    unsigned char *v = progcache__malloc(len ? len : 1);
+    if (!v)
+        return progcache__error(PROGCACHE_ENOMEM, "out of memory for a value of %zu bytes", len);
+    memcpy(v, header, header_len);
+    if (env->records_len)
+        memcpy(v + header_len, env->records, env->records_len);
+    if (env->size)
+        memcpy(v + header_len + env->records_len, env->payload, env->size);
+    *out = v;
+    *out_len = len;
+    return PROGCACHE_OK;
+}
+
 /* The tag rule, for either format: with a secret, a tag must be there and
  * verify; without one, it is not looked at. */
 static int check_tag(const unsigned char *v, size_t base, int tagged,

@@ -133,6 +133,17 @@ int progcache__envelope_seal(unsigned char *out, size_t *out_len, const progcach
                              const progcache__envelope_key *hmac);
 
 /*
+ * The whole stored value of format 2 in one allocation: the header (and
+ * tag) as seal writes it, then env->records, then env->payload. Every
+ * remote tier stores exactly these bytes. *out is freed with
+ * progcache__free; NULL on failure.
+ * @return as seal, or PROGCACHE_ENOMEM (message set).
+ */
+int progcache__envelope_value(unsigned char **out, size_t *out_len,
+                              const progcache__envelope *env, const progcache__envelope_id *id,
+                              const progcache__envelope_key *hmac);
+
+/*
  * Open: check value (as read from the store) for the key id names. On
  * PROGCACHE_OK, out says what it holds; its pointers point into value.
  * A value of format 1 is accepted by its own rules (out->version 1).

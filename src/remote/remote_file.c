@@ -7,17 +7,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "error.h"
 #include "fs.h"
 #include "trusted_path.h"
 
 static _Thread_local unsigned long refused;
 
-unsigned long progcache__remote_files_refused(void) { return refused; }
+unsigned long progcache__remote_files_refused(void)
+{
+    return refused + progcache__config_secrets_refused();
+}
 
 static int refuse(const char *label, const char *path, const char *why, const char *fix)
 {
-    refused++;
     return progcache__error(PROGCACHE_EINVAL, "%s %s %s; %s", label, path, why, fix);
 }
 
@@ -59,6 +62,7 @@ int progcache__remote_file_read(progcache_buf *out, const char *path, const char
     out->size = 0;
     if (progcache__trusted_open(&fd, &st, path, PROGCACHE__TRUSTED_READ, why, sizeof why) != 0) {
         int err = errno;
+        refused++; /* as every other file this read cannot use: below */
         if (err == EPERM)
             return refuse(label, path, "cannot be trusted", why);
         return progcache__error_errno(PROGCACHE_EINVAL, err, "%s %s cannot be opened (%s)",
@@ -78,6 +82,11 @@ int progcache__remote_file_read(progcache_buf *out, const char *path, const char
             progcache__buf_set_size(out, (size_t)n);
     }
     close(fd);
+    /* Every file named for a tier that cannot be used is counted, whatever
+     * the cause (untrusted, missing, unreadable, not a regular file,
+     * another user's, open to others, too large): each fails the open. */
+    if (rc && rc != PROGCACHE_ENOMEM)
+        refused++;
     if (rc && out->data) {
         memset(out->data, 0, out->capacity);
         out->size = 0;

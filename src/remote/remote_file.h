@@ -23,15 +23,17 @@
  * link that another user could change; it must be a regular file; then
  * the checks of flags on the same descriptor. label names it in messages
  * ("PROGCACHE_REMOTE_AUTH_FILE"): "<label> <path> <why>; <what to do>".
- * @return PROGCACHE_OK; PROGCACHE_EINVAL when refused or unreadable
- *         (progcache__remote_files_refused counts the refusals),
+ * @return PROGCACHE_OK; PROGCACHE_EINVAL when refused, missing, unreadable
+ *         or too large (progcache__remote_files_refused counts each),
  *         PROGCACHE_ENOMEM; message set, never the file's bytes.
  */
 int progcache__remote_file_read(progcache_buf *out, const char *path, const char *label,
                                 size_t max, unsigned int flags);
 
-/* Files this thread refused (another user's, readable or writable by
- * others, not a regular file, on an untrusted path) so far: the cache
+/* Files this thread could not use so far (on an untrusted path, missing
+ * or unreadable, not a regular file, another user's, readable or writable
+ * by others, larger than the bound), the shared secret file included
+ * (util/config.c reads it by its own rules): the cache
  * reads it around opening its remote tiers and counts the difference in
  * the statistics (remote_files_refused), since an open that fails has no
  * tier to count in. */

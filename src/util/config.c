@@ -110,7 +110,11 @@ static int check_secret_file(int fd, const char *path, const char *label)
     return PROGCACHE_OK;
 }
 
-static int read_secret(progcache_buf *out, const char *path, const char *label)
+static _Thread_local unsigned long secrets_refused;
+
+unsigned long progcache__config_secrets_refused(void) { return secrets_refused; }
+
+static int read_secret_file(progcache_buf *out, const char *path, const char *label)
 {
     /* Reached through directories only root or this user can change, and
      * checked and read through one descriptor: nobody can swap in a file
@@ -176,6 +180,14 @@ done:
         out->size = 0;
     }
     close(fd);
+    return rc;
+}
+
+static int read_secret(progcache_buf *out, const char *path, const char *label)
+{
+    int rc = read_secret_file(out, path, label);
+    if (rc && rc != PROGCACHE_ENOMEM)
+        secrets_refused++;
     return rc;
 }
 

@@ -16,6 +16,9 @@
 int progcache__config_default_dir(progcache_buf *out);
 int progcache__config_default_remote(progcache_buf *url, progcache_buf *secret);
 int progcache__config_secret_read(progcache_buf *secret, const char *path);
+/* Secret files this thread could not use so far (any cause but memory):
+ * counted with the remote tiers' other files (remote/remote_file.h). */
+unsigned long progcache__config_secrets_refused(void);
 /* The shortest secret: PROGCACHE_REDIS_MIN_SECRET (checked where both are
  * seen, cache/cache_remote.c). */
 #define PROGCACHE__MIN_SECRET 16

@@ -14,7 +14,10 @@ does not grow with the number of entries: with runs of 64 rows
 (PROGCACHE_LS_SORT_ROWS, what runs of 4096 do at a million entries), the
 peak resident memory of `ls --sort lru --json` over 16,000 entries is that
 over 4,000 (holding every row, as before, took 3.5 MB more), its order is
-right, and its temporary files are gone afterwards.
+right, and its temporary files are gone afterwards. Ended by SIGINT or
+SIGTERM in the middle of its merge (blocked writing to a reader that
+stopped reading), it leaves no temporary file behind either: its runs have
+no name.
 
 `progcache stats --charts` reads a bounded sample (whole shards, about
 4096 entries) and scales it: at 12,000 entries it says how many it read,
@@ -25,9 +28,11 @@ Environment: PROGCACHE_BIN (the progcache tool)."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 import progcache_test as pt  # noqa: E402
@@ -141,6 +146,26 @@ def sorted_bounded(env):
             check(os.listdir(tmp) == [], "no temporary file left behind", os.listdir(tmp))
 
 
+def sort_interrupted(env, cache):
+    env = dict(env, PROGCACHE_LS_SORT_ROWS="64")
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with tempfile.TemporaryDirectory(prefix="progcache-sort-") as tmp:
+            env["TMPDIR"] = tmp
+            p = subprocess.Popen([pt.BIN, "ls", "--dir", cache, "--sort", "size"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+            # The first line comes from the last merge: its runs are open
+            # now, and the tool soon blocks on the full pipe.
+            check(p.stdout.readline(), "ls --sort size prints", sig)
+            time.sleep(0.3)
+            check(p.poll() is None, "ls is still merging (blocked on the pipe)", sig)
+            p.send_signal(sig)
+            rc = p.wait(timeout=30)
+            p.stdout.close()
+            check(rc == -sig, "ls ends by the signal", (sig, rc))
+            check(os.listdir(tmp) == [], "an interrupted sort leaves no temporary file",
+                  (sig, os.listdir(tmp)))
+
+
 def main():
     pt.need_bin()
     env = dict(os.environ)
@@ -173,6 +198,7 @@ def main():
         check(len(rows) == ENTRIES + 1 and rows[0][0] == late, "sorted: largest first",
               rows[:1])
         charts(env)
+        sort_interrupted(env, cache)
     sorted_bounded(env)
     return pt.finish("test_tool_scale")
 

@@ -1,7 +1,7 @@
 /* NVRTC is loaded on first need (src/key/nvrtc_lib.c): a hit never maps
  * it, and the key's NVRTC version comes from the cache's record of the
- * library (src/cuda/nvrtc_record.c), bound to its path, size and change
- * time, or from PROGCACHE_NVRTC_VERSION. Each step runs in a fresh process
+ * library (src/cuda/nvrtc_record.c), bound to its path, size, change
+ * time and build ID, or from PROGCACHE_NVRTC_VERSION. Each step runs in a fresh process
  * (this program, run again with a mode), since a library once loaded stays
  * for the life of the process; /proc/self/maps says whether it is mapped. */
 #include <errno.h>
@@ -141,6 +141,38 @@ static int copy_nvrtc(const char *to)
     return ok ? 0 : -1;
 }
 
+/* Rewrite the record's lines for path: legacy drops the build ID field
+ * (the format before it), else its first digit changes (another build
+ * with the same path, size and change time). */
+static void edit_record(const char *record, const char *path, int legacy)
+{
+    static char in[1 << 16], out[1 << 16];
+    FILE *f = fopen(record, "r");
+    CHECK(f != NULL);
+    size_t n = fread(in, 1, sizeof in - 1, f), len = 0, edited = 0;
+    fclose(f);
+    in[n] = '\0';
+    for (char *line = in, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        *nl = '\0';
+        char *id = line;
+        for (int i = 0; i < 3 && id; i++)
+            id = strchr(id + (i > 0), ' ');
+        char *after = id ? strchr(id + 1, ' ') : NULL;
+        if (after && !edited && !strcmp(after + 1, path)) { /* the newest line */
+            edited++;
+            if (legacy)
+                memmove(id, after, strlen(after) + 1);
+            else
+                id[1] = id[1] == '0' ? '1' : '0';
+        }
+        len += (size_t)snprintf(out + len, sizeof out - len, "%s\n", line);
+        CHECK(len < sizeof out);
+    }
+    CHECK(edited == 1);
+    f = fopen(record, "w");
+    CHECK(f != NULL && fwrite(out, 1, len, f) == len && fclose(f) == 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4)
@@ -202,6 +234,25 @@ int main(int argc, char **argv)
     CHECK(chmod(copy, 0700) == 0); /* the change time moves */
     CHECK(run(dir, "HIT", 1, env) == 0);
     CHECK(count_lines(record) == 3);
+    CHECK(run(dir, "HIT", 0, env) == 0);
+
+    /* The same path, size and change time with another build ID (another
+     * node's NVRTC sharing the directory): not that file's record, so NVRTC
+     * is loaded and its own line added. */
+    char real[4200];
+    CHECK(realpath(copy, real) != NULL);
+    edit_record(record, real, 0);
+    CHECK(run(dir, "HIT", 1, env) == 0);
+    CHECK(count_lines(record) == 4);
+    CHECK(run(dir, "HIT", 0, env) == 0);
+    /* A line of the format before build IDs names no file as it is now:
+     * NVRTC is loaded once more and today's line written. */
+    CHECK(chmod(copy, 0755) == 0); /* the change time moves: a fresh line */
+    CHECK(run(dir, "HIT", 1, env) == 0);
+    CHECK(count_lines(record) == 5);
+    edit_record(record, real, 1);
+    CHECK(run(dir, "HIT", 1, env) == 0);
+    CHECK(count_lines(record) == 6);
     CHECK(run(dir, "HIT", 0, env) == 0);
     CHECK(unlink(copy) == 0);
 

@@ -250,6 +250,30 @@ def test_trusted_files(d):
               {"PROGCACHE_REMOTE_AUTH_FILE": auth})
     pt.check(p.returncode == 2 and "belongs to another user (uid 1)" in p.stdout,
              "credentials of another user are refused", p.stdout + p.stderr)
+    # Every other file the open cannot use is counted the same way: one
+    # larger than its bound (never cut), one that is not there, a folder,
+    # and the shared secret file (read by its own rules: every user may
+    # read this one).
+    big = os.path.join(d, "auth-big")
+    pt.write(big, "user:" + "p" * 9000 + "\n")
+    os.chmod(big, 0o600)
+    folder = os.path.join(d, "auth-dir")
+    os.mkdir(folder, 0o700)
+    secret = os.path.join(d, "secret")
+    pt.write(secret, "s" * 32)
+    os.chmod(secret, 0o644)
+    auth_var, secret_var = "PROGCACHE_REMOTE_AUTH_FILE", "PROGCACHE_REMOTE_SECRET_FILE"
+    for node, var, path, said in (
+            ("f", auth_var, big, "is larger than 8192 bytes"),
+            ("g", auth_var, os.path.join(d, "no-such-auth"), "cannot be opened"),
+            ("h", auth_var, folder, "is not a regular file"),
+            ("i", secret_var, secret, "can be read by every user")):
+        p = probe(["nodes", os.path.join(d, node), os.path.join(d, node + "2")],
+                  {"PROGCACHE_REMOTE": "http://127.0.0.1:1/cache/", var: path})
+        pt.check(p.returncode == 2 and "%s %s %s" % (var, path, said) in p.stdout,
+                 "an unusable credentials or secret file fails the open, named", p.stdout)
+        pt.check(stats_of(os.path.join(d, node)).get("remote_files_refused") == 1,
+                 "and is counted in remote_files_refused", (path, stats_of(os.path.join(d, node))))
 
 
 def test_misbehaving(d):

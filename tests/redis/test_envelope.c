@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "alloc.h"
 #include "remote/envelope.h"
 
 static const char SECRET[] = "0123456789abcdef0123456789abcdef";
@@ -27,20 +28,24 @@ static unsigned char *seal_full(size_t *len, const void *key, size_t key_len, pr
                                 const void *records, size_t records_len, const void *payload,
                                 size_t size, const progcache__envelope_key *k)
 {
-    unsigned char header[PROGCACHE__ENVELOPE_MAX_HEADER];
-    size_t hlen = 0;
+    unsigned char header[PROGCACHE__ENVELOPE_MAX_HEADER], *built = NULL;
+    size_t hlen = 0, built_len = 0;
     progcache__envelope env = {0, kind, records, records_len, payload, size, 0};
     progcache__envelope_id id = id_of(key, key_len);
     CHECK_OK(progcache__envelope_seal(header, &hlen, &env, &id, k));
     CHECK(hlen == progcache__envelope_header_size(k != NULL));
-    unsigned char *v = malloc(hlen + records_len + size + 1);
+    /* The tiers store what envelope_value builds: the sealed header, the
+     * records, the payload. */
+    CHECK_OK(progcache__envelope_value(&built, &built_len, &env, &id, k));
+    CHECK(built_len == hlen + records_len + size);
+    CHECK(memcmp(built, header, hlen) == 0);
+    CHECK(records_len == 0 || memcmp(built + hlen, records, records_len) == 0);
+    CHECK(size == 0 || memcmp(built + hlen + records_len, payload, size) == 0);
+    unsigned char *v = malloc(built_len + 1); /* the tests free() and grow it */
     CHECK(v != NULL);
-    memcpy(v, header, hlen);
-    if (records_len)
-        memcpy(v + hlen, records, records_len);
-    if (size)
-        memcpy(v + hlen + records_len, payload, size);
-    *len = hlen + records_len + size;
+    memcpy(v, built, built_len);
+    progcache__free(built);
+    *len = built_len;
     return v;
 }
 
@@ -314,6 +319,15 @@ static void test_records_bound(void)
     progcache__envelope env = {0, PROGCACHE_KIND_CUBIN, records, PROGCACHE_RECORDS_MAX + 1,
                                (const unsigned char *)"x", 1, 0};
     CHECK_RC(PROGCACHE_EINVAL, progcache__envelope_seal(header, &len, &env, &id, NULL));
+    unsigned char *value = (unsigned char *)"not touched";
+    CHECK_RC(PROGCACHE_EINVAL, progcache__envelope_value(&value, &len, &env, &id, NULL));
+    CHECK(value == NULL && len == 0);
+    /* Out of memory for the whole value: refused, nothing handed out. */
+    env.records_len = 0;
+    progcache__alloc_fail_after(1);
+    CHECK_RC(PROGCACHE_ENOMEM, progcache__envelope_value(&value, &len, &env, &id, NULL));
+    progcache__alloc_fail_after(0);
+    CHECK(value == NULL && len == 0);
     free(records);
 }
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "intercept/standin_names.h"
+#include "intercept/trampoline.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -99,37 +100,9 @@ __attribute__((visibility("hidden"), used)) void *progcache__standin_resolve(uns
     return fn;
 }
 
-/* Each exported function: its index in r11, then the common part, which
- * jumps to the real function once known and otherwise saves every
- * register an argument can be in (rax: a variadic call's vector count;
- * xmm0-7), asks progcache__standin_resolve, restores them and jumps. r10
- * and r11 are scratch at a call in the x86-64 ABI. */
-#define TRAMPOLINE(n)                                                                             \
-    ".globl " #n "\n.type " #n ", @function\n.balign 16\n" #n ":\n endbr64\n"                    \
-    " mov $standin_i, %r11d\n jmp standin_common\n.size " #n ", .-" #n "\n"                       \
-    ".set standin_i, standin_i + 1\n"
+/* The exported functions, each a trampoline (intercept/trampoline.h). */
+#define TRAMPOLINE(n) PROGCACHE__TRAMPOLINE_ENTRY(n, "standin_i", "standin_common", "")
 
 __asm__(".text\n"
-        ".set standin_i, 0\n" NAMES(TRAMPOLINE)
-        ".balign 16\n"
-        "standin_common:\n"
-        " lea progcache__standin_targets(%rip), %r10\n"
-        " mov (%r10,%r11,8), %r10\n"
-        " test %r10, %r10\n"
-        " jz 1f\n"
-        " jmp *%r10\n"
-        "1:\n"
-        " push %rax\n push %rdi\n push %rsi\n push %rdx\n push %rcx\n push %r8\n push %r9\n"
-        " sub $128, %rsp\n"
-        " movdqu %xmm0, 0(%rsp)\n movdqu %xmm1, 16(%rsp)\n movdqu %xmm2, 32(%rsp)\n"
-        " movdqu %xmm3, 48(%rsp)\n movdqu %xmm4, 64(%rsp)\n movdqu %xmm5, 80(%rsp)\n"
-        " movdqu %xmm6, 96(%rsp)\n movdqu %xmm7, 112(%rsp)\n"
-        " mov %r11, %rdi\n"
-        " call progcache__standin_resolve\n"
-        " mov %rax, %r11\n"
-        " movdqu 0(%rsp), %xmm0\n movdqu 16(%rsp), %xmm1\n movdqu 32(%rsp), %xmm2\n"
-        " movdqu 48(%rsp), %xmm3\n movdqu 64(%rsp), %xmm4\n movdqu 80(%rsp), %xmm5\n"
-        " movdqu 96(%rsp), %xmm6\n movdqu 112(%rsp), %xmm7\n"
-        " add $128, %rsp\n"
-        " pop %r9\n pop %r8\n pop %rcx\n pop %rdx\n pop %rsi\n pop %rdi\n pop %rax\n"
-        " jmp *%r11\n");
+        ".set standin_i, 0\n" NAMES(TRAMPOLINE) PROGCACHE__TRAMPOLINE_COMMON(
+            "standin_common", "progcache__standin_targets", "progcache__standin_resolve"));

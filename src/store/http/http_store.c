@@ -189,8 +189,7 @@ static int http_get(progcache_buf *out, progcache_store *store, const void *key,
 static void write_value(void *ctx, const progcache__put_item *item)
 {
     http_store *s = ctx;
-    unsigned char header[PROGCACHE__ENVELOPE_MAX_HEADER];
-    size_t header_len = 0, size = item->size, records = item->records_len;
+    size_t value_len = 0, size = item->size;
     unsigned char *value = NULL;
     progcache__envelope_id id;
     failure f;
@@ -198,23 +197,16 @@ static void write_value(void *ctx, const progcache__put_item *item)
         return;
     progcache__error_saved saved;
     progcache__error_save(&saved);
-    progcache__envelope env = {PROGCACHE__ENVELOPE_VERSION, item->kind, item->records, records,
-                               item->data, size, 0};
+    progcache__envelope env = {PROGCACHE__ENVELOPE_VERSION, item->kind, item->records,
+                               item->records_len, item->data, size, 0};
     char *url = object_url(&id, s, item->key, item->key_len);
-    if (!url || progcache__envelope_seal(header, &header_len, &env, &id, s->hmac) ||
-        !(value = progcache__malloc(header_len + records + size))) {
+    if (!url || progcache__envelope_value(&value, &value_len, &env, &id, s->hmac)) {
         progcache__remote_not_stored(&s->health, &s->voice, PROGCACHE__CAUSE_NOT_STORED,
                                      "could not prepare a value of %zu bytes: %s", size,
                                      progcache_error_last());
         goto done;
     }
-    memcpy(value, header, header_len);
-    if (records)
-        memcpy(value + header_len, item->records, records);
-    if (size)
-        memcpy(value + header_len + records, item->data, size);
-    long status = progcache__http_request(s, "PUT", url, value, header_len + records + size,
-                                          NULL, 0, NULL, &f);
+    long status = progcache__http_request(s, "PUT", url, value, value_len, NULL, 0, NULL, &f);
     if (status >= 200 && status < 300) {
         note_ok(s);
         count(s, PROGCACHE__RC_STORES);

@@ -100,9 +100,8 @@ static int redis_get(progcache_buf *out, progcache_store *store, const void *key
 static void write_value(void *ctx, const progcache__put_item *item)
 {
     redis_store *s = ctx;
-    unsigned char header[PROGCACHE__ENVELOPE_MAX_HEADER];
     char name[PROGCACHE__REDIS_NAME_SIZE], ttl[16];
-    size_t header_len = 0, name_len = 0, size = item->size, records = item->records_len;
+    size_t value_len = 0, name_len = 0, size = item->size, records = item->records_len;
     unsigned char *value = NULL;
     progcache__envelope_id id;
     failure f;
@@ -122,21 +121,15 @@ static void write_value(void *ctx, const progcache__put_item *item)
     progcache__envelope env = {PROGCACHE__ENVELOPE_VERSION, item->kind, item->records, records,
                                item->data, size, 0};
     if (entry_name(&id, name, &name_len, s, item->key, item->key_len) ||
-        progcache__envelope_seal(header, &header_len, &env, &id, s->cfg.hmac) ||
-        !(value = progcache__malloc(header_len + records + size))) {
+        progcache__envelope_value(&value, &value_len, &env, &id, s->cfg.hmac)) {
         progcache__remote_not_stored(&s->health, &s->voice, PROGCACHE__CAUSE_NOT_STORED,
                                      "could not prepare a value of %zu bytes: %s", size,
                                      progcache_error_last());
         goto done;
     }
-    memcpy(value, header, header_len);
-    if (records)
-        memcpy(value + header_len, item->records, records);
-    if (size)
-        memcpy(value + header_len + records, item->data, size);
     snprintf(ttl, sizeof ttl, "%u", s->cfg.ttl_seconds);
     const char *argv[] = {"SET", name, (const char *)value, "EX", ttl};
-    size_t lens[] = {3, name_len, header_len + records + size, 2, strlen(ttl)};
+    size_t lens[] = {3, name_len, value_len, 2, strlen(ttl)};
     redisReply *r = progcache__redis_call(s, s->cfg.ttl_seconds ? 5 : 3, argv, lens, 1,
                                           &progcache__redis_small, &f);
     char shape[128];
