@@ -4,7 +4,7 @@
  * Every key holds the version of the NVRTC that would compile (cuda.core's
  * does). Asking NVRTC means mapping it, which a hit must not pay and a
  * driver-only node cannot. So a cache directory keeps records
- * (progcache/nvrtc-<uid>, src/store/file/file_nvrtc.c): for each NVRTC
+ * (progcache/nvrtc-<uid>, src/dir/dir_nvrtc.c): for each NVRTC
  * library that compiled into it, or into the cache a bundle was exported
  * from, its version and its file's identity (real path, size, change
  * time). Then:
