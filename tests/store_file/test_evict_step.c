@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scale_fixture.h"
 #include "store/file/file_store.h"
 
 #define WRITERS 4
@@ -33,28 +34,6 @@
 #define SHARD_MAX 24 /* far above what one shard of ~200 entries holds */
 #define EVICT_MAX 3
 #define SLACK (CAP / 10) /* the low-water spare (90% by default) */
-
-static uint64_t measure(const char *dir, uint64_t *entries)
-{
-    uint64_t total = 0;
-    *entries = 0;
-    for (int shard = 0; shard < 256; shard++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/entries/%02x", dir, shard);
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            struct stat st;
-            if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, 0) == 0) {
-                total += (uint64_t)st.st_size;
-                ++*entries;
-            }
-        }
-        if (d)
-            closedir(d);
-    }
-    return total;
-}
 
 static int writer(const char *dir, int id)
 {
@@ -81,7 +60,7 @@ static int writer(const char *dir, int id)
                     (unsigned long long)evicted, EVICT_MAX);
             return 6;
         }
-        uint64_t held = measure(dir, &n);
+        uint64_t held = scale_measure(dir, &n);
         worst_work = work > worst_work ? work : worst_work;
         worst_bytes = held > worst_bytes ? held : worst_bytes;
         if (work > BATCH + SHARD_MAX) {
@@ -119,7 +98,7 @@ int main(void)
         CHECK(waitpid(kids[i], &status, 0) == kids[i]);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
-    uint64_t n, held = measure(dir, &n);
+    uint64_t n, held = scale_measure(dir, &n);
     progcache_store *s = NULL;
     progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
     opts.max_size = CAP;
