@@ -16,7 +16,11 @@
  *   is within cap + spare, and waits for it past that (FORMAT.md, "Bounded
  *   steps"); each writer may have one entry renamed in and not yet
  *   followed by its eviction check.
- * At the end evictions were counted and the directory is not emptied. */
+ * At the end evictions were counted and the directory is not emptied.
+ * The same again with the default batch, where the directory is one batch
+ * and each eviction a whole pass: its removals are bounded as a step's.
+ * And one writer in a directory of 1,000 entries with the default bounds:
+ * no put evicts more than 64 (a whole pass would evict 100 at once). */
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -34,6 +38,9 @@
 #define SHARD_MAX 24 /* far above what one shard of ~200 entries holds */
 #define EVICT_MAX 3
 #define SLACK (CAP / 10) /* the low-water spare (90% by default) */
+
+/* The entries one put may examine (one batch and a shard, or the batch). */
+static uint64_t work_bound;
 
 static int writer(const char *dir, int id)
 {
@@ -63,9 +70,9 @@ static int writer(const char *dir, int id)
         uint64_t held = scale_measure(dir, &n);
         worst_work = work > worst_work ? work : worst_work;
         worst_bytes = held > worst_bytes ? held : worst_bytes;
-        if (work > BATCH + SHARD_MAX) {
-            fprintf(stderr, "writer %d put %d examined %llu entries (bound %d)\n", id, i,
-                    (unsigned long long)work, BATCH + SHARD_MAX);
+        if (work > work_bound) {
+            fprintf(stderr, "writer %d put %d examined %llu entries (bound %llu)\n", id, i,
+                    (unsigned long long)work, (unsigned long long)work_bound);
             return 4;
         }
         if (held > CAP + SLACK + WRITERS * VALUE) {
@@ -81,11 +88,17 @@ static int writer(const char *dir, int id)
     return 0;
 }
 
-int main(void)
+/* Four writers at once; small: with the default batch (the directory,
+ * a few hundred entries, is one batch: each eviction is a whole pass,
+ * exact LRU), else with steps of BATCH. Either way no put evicts more than
+ * EVICT_MAX, and the cap holds. */
+static void four_writers(int small)
 {
     char *dir = test_mkdtemp("evict-step");
-    progcache__file_evict_batch = BATCH; /* inherited by the writers */
+    progcache__file_evict_batch = small ? 4096 : BATCH; /* inherited by the writers */
+    work_bound = small ? 4096 : BATCH + SHARD_MAX;
     progcache__file_evict_max = EVICT_MAX;
+    fflush(stdout); /* (nothing buffered is printed again by the writers) */
     pid_t kids[WRITERS];
     for (int i = 0; i < WRITERS; i++) {
         kids[i] = fork();
@@ -105,13 +118,55 @@ int main(void)
     CHECK_OK(progcache_store_file_new(&s, dir, &opts));
     progcache_stats st = PROGCACHE_STATS_INIT;
     CHECK_OK(progcache_store_stats_get(&st, s));
-    printf("%llu entries (%llu bytes) left, %llu evicted\n", (unsigned long long)n,
-           (unsigned long long)held, (unsigned long long)st.evictions);
+    printf("%s: %llu entries (%llu bytes) left, %llu evicted\n", small ? "passes" : "steps",
+           (unsigned long long)n, (unsigned long long)held, (unsigned long long)st.evictions);
     CHECK(held <= CAP && n >= CAP / VALUE / 2);
     CHECK(st.evictions >= WRITERS * PUTS - CAP / VALUE);
-    CHECK(st.evict_steps > 0 && st.evict_step_entries >= st.evict_steps);
+    CHECK(small ? st.evict_steps == 0
+                : st.evict_steps > 0 && st.evict_step_entries >= st.evict_steps);
     progcache_store_free(s);
     test_rmdtemp(dir);
+}
+
+/* One writer, the default bounds (64 removals a put): a directory of
+ * 1,000 entries at its cap, whose whole pass would evict 100 (down to the
+ * low-water mark, 90%), evicts at most 64 a put, the rest in later puts,
+ * and stays within the cap plus the entry being put. */
+static void small_directory(void)
+{
+    char *dir = test_mkdtemp("evict-small");
+    progcache__file_evict_batch = 4096;
+    progcache__file_evict_max = 64;
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.max_size = 1000 * VALUE;
+    opts.flags = PROGCACHE_FILE_NO_FSYNC;
+    progcache_store *s = NULL;
+    CHECK_OK(progcache_store_file_new(&s, dir, &opts));
+    static char value[VALUE];
+    uint64_t worst = 0, n;
+    for (int i = 0; i < 1300; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "small-%d", i);
+        uint64_t evicted = progcache__file_entries_evicted();
+        CHECK_OK(progcache_store_put(s, k, strlen(k), value, sizeof value));
+        evicted = progcache__file_entries_evicted() - evicted;
+        worst = evicted > worst ? evicted : worst;
+        CHECK(evicted <= 64);
+        CHECK(scale_measure(dir, &n) <= 1000 * VALUE + VALUE);
+    }
+    printf("a directory of 1,000 entries: at most %llu evicted by a put\n",
+           (unsigned long long)worst);
+    CHECK(worst >= 1);
+    progcache_store_free(s);
+    test_rmdtemp(dir);
+}
+
+int main(void)
+{
+    small_directory();
+    fflush(stdout);
+    four_writers(0);
+    four_writers(1);
     puts("test_evict_step: ok");
     return 0;
 }
