@@ -126,6 +126,9 @@ static record_row *read_record(file_store *fs, int shard, uint64_t dir_ino, uint
     }
     record_head head;
     record_row *rows = NULL;
+    if (!fs->foreign && st.st_uid == fs->perm.euid &&
+        progcache__perm_fix(&fs->perm, fd, &st, progcache__perm_state_mode(&fs->perm)) > 0)
+        progcache__stats_add(fs->stats, PROGCACHE__MODES_FIXED, 1); /* ours, made loose */
     if (!progcache__perm_file_ok(&fs->perm, &st, why, sizeof why)) {
         progcache__stats_add(fs->stats, PROGCACHE__FILES_REFUSED, 1);
         *refused = 1;
@@ -274,4 +277,26 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
     progcache__free(rows);
     progcache__free(old);
     return 0;
+}
+
+void progcache__file_shard_records_fix(file_store *fs)
+{
+    struct stat st;
+    int dirfd = progcache__file_dir(fs, FILE_SHARD_RECORD_DIR);
+    if (dirfd < 0)
+        return;
+    if (fstat(dirfd, &st) == 0)
+        (void)progcache__file_check_mode(fs, dirfd, FILE_SHARD_RECORD_DIR, &st);
+    for (int shard = 0; shard < FILE_SHARDS && !fs->foreign; shard++) {
+        char name[4];
+        snprintf(name, sizeof name, "%02x", shard);
+        int fd = progcache__fs_open_regular(dirfd, name, O_RDONLY, 0, &st);
+        if (fd < 0)
+            continue;
+        if (st.st_uid == fs->perm.euid &&
+            progcache__perm_fix(&fs->perm, fd, &st, progcache__perm_state_mode(&fs->perm)) > 0)
+            fs->modes_fixed++; /* (counted when the statistics open) */
+        close(fd);
+    }
+    close(dirfd);
 }

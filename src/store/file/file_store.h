@@ -369,6 +369,9 @@ typedef struct file_shard_sum {
 int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum);
 int progcache__file_shard_sum_full(file_store *fs, int shard, file_shard_sum *sum);
 uint64_t progcache__file_shard_names_statted(void);
+/* progcache/ was found ours and loose at open: progcache/shards/ and the
+ * records in it (ours) are given their modes, counted in modes_fixed. */
+void progcache__file_shard_records_fix(file_store *fs);
 /* A temp file of progcache/shards/: "shard-<16 hex>" (file_names.c). */
 int progcache__file_is_shard_record_tmp_name(const char *name);
 /* Set one shard's counters to truth: under the cross-process lock as a
