@@ -115,12 +115,26 @@ static void four_writers(int small)
     progcache_store *s = NULL;
     progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
     opts.max_size = CAP;
+    opts.flags = PROGCACHE_FILE_NO_FSYNC;
     CHECK_OK(progcache_store_file_new(&s, dir, &opts));
     progcache_stats st = PROGCACHE_STATS_INIT;
     CHECK_OK(progcache_store_stats_get(&st, s));
     printf("%s: %llu entries (%llu bytes) left, %llu evicted\n", small ? "passes" : "steps",
            (unsigned long long)n, (unsigned long long)held, (unsigned long long)st.evictions);
-    CHECK(held <= CAP && n >= CAP / VALUE / 2);
+    /* The last puts may have left it over the cap (by the spare at
+     * most: each removes EVICT_MAX at most); the next puts bring it under. */
+    CHECK(held <= CAP + SLACK + WRITERS * VALUE && n >= CAP / VALUE / 2);
+    int more = 0;
+    static char value[VALUE];
+    while (held > CAP && more < 40) {
+        char k[32];
+        snprintf(k, sizeof k, "after-%d", more++);
+        CHECK_OK(progcache_store_put(s, k, strlen(k), value, sizeof value));
+        held = scale_measure(dir, &n);
+    }
+    printf("  %d more puts to be within the cap\n", more);
+    CHECK(held <= CAP);
+    CHECK_OK(progcache_store_stats_get(&st, s));
     CHECK(st.evictions >= WRITERS * PUTS - CAP / VALUE);
     CHECK(small ? st.evict_steps == 0
                 : st.evict_steps > 0 && st.evict_step_entries >= st.evict_steps);

@@ -36,6 +36,9 @@
 /* The most rows a record holds (24 bytes each: 6 MiB), so that reading one
  * is bounded; a shard with more entries is measured without one. */
 #define RECORD_MAX_ROWS (1u << 18)
+/* Names a measurement may stat beyond what changed before the record is
+ * written again: RECORD_SLACK plus a sixteenth of the shard. */
+#define RECORD_SLACK 64
 
 typedef struct record_head {
     char magic[8];    /* "PCSHARD1" */
@@ -271,8 +274,14 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
     closedir(dir); /* closes dirfd */
     progcache__file_scan_count(1, statted);
     __atomic_add_fetch(&names_statted, statted, __ATOMIC_RELAXED);
-    /* Nothing new to say (every name known, none gone): the record stands. */
-    if (keep && (statted || n != old_n))
+    /* Rewritten only when what it does not know (names stat'ed, names
+     * gone) passes a bound: a write and a rename of ~94 KB at a million
+     * entries cost more than stat'ing a few dozen names again (5-10 ms on
+     * a busy disk, issue 32), and every measurement until then stats at
+     * most that bound plus what changed since. A shard of up to 64
+     * entries has no record at all. */
+    uint64_t gone = old_n + statted - (uint64_t)n;
+    if (keep && statted + gone > RECORD_SLACK + (uint64_t)n / 16)
         write_record(fs, shard, (uint64_t)dst.st_ino, rows, n);
     progcache__free(rows);
     progcache__free(old);
