@@ -10,6 +10,7 @@
  *   removed leave the counters equal to a walk of the directory;
  * - a damaged record is not used (every name stat'ed, the counters still
  *   right) and is replaced by a good one;
+ * - on a network file system no record is used or written;
  * - a record of another user (root only: chown) is refused, counted in
  *   files_refused, neither used nor replaced. */
 #include <fcntl.h>
@@ -152,6 +153,22 @@ int main(void)
            (unsigned long long)statted);
     CHECK(statted >= 1 && statted <= FEW);
     check_counters(w, dir);
+
+    /* On a network or FUSE file system (what open found: statfs) the
+     * listing's inode numbers are not trusted: every name stat'ed, the
+     * record neither read nor written. */
+    struct stat was_st;
+    CHECK(stat(record, &was_st) == 0);
+    progcache_store_as_file(w)->network_fs = 1;
+    scale_foreign_write(dir, ENTRIES + 5, 99, SHARD, NULL);
+    statted = statted_by_put(w, &key);
+    printf("put after a foreign write on a network file system: %llu names stat'ed\n",
+           (unsigned long long)statted);
+    CHECK(statted >= ENTRIES);
+    check_counters(w, dir);
+    CHECK(stat(record, &st) == 0 && st.st_ino == was_st.st_ino &&
+          st.st_mtim.tv_nsec == was_st.st_mtim.tv_nsec);
+    progcache_store_as_file(w)->network_fs = 0;
 
     /* Another user's record (root can make one): refused and counted,
      * neither used nor replaced. */
