@@ -92,15 +92,7 @@ static void populate(const char *dir, size_t n)
 
 static progcache_store *open_store(const char *dir, uint64_t cap)
 {
-    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
-    opts.max_size = cap;
-    opts.flags = PROGCACHE_FILE_NO_FSYNC;
-    progcache_store *s = NULL;
-    if (progcache_store_file_new(&s, dir, &opts) != PROGCACHE_OK) {
-        fprintf(stderr, "bench_scale: %s: %s\n", dir, progcache_error_last());
-        exit(1);
-    }
-    return s;
+    return bench_store_open("bench_scale", dir, cap, PROGCACHE_FILE_NO_FSYNC);
 }
 
 /* Run the tool with args; ms from spawn to exit, or (first_line) to its
@@ -141,8 +133,7 @@ static double tool_ms(char *const *args, int first_line)
 
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
-    return v[n / 2];
+    return bench_quantile(v, (size_t)n, 0.5);
 }
 
 static double tool_median(int rounds, int first_line, const char *a1, const char *a2,

@@ -23,13 +23,6 @@
 #include "bench_util.h"
 #include "progcache/progcache.h"
 
-static double percentile(double *v, size_t n, double p)
-{
-    qsort(v, n, sizeof *v, bench_cmp_double);
-    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
-    return v[i];
-}
-
 static void make_key(unsigned char key[32], uint64_t id, uint64_t salt)
 {
     /* Keys look like real ones (32 bytes); content only needs to differ. */
@@ -51,13 +44,7 @@ static uint64_t bench_cap = PROGCACHE_SIZE_NONE;
 
 static progcache_store *open_store(const char *dir, uint64_t cap, unsigned int flags)
 {
-    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
-    opts.max_size = cap ? cap : bench_cap;
-    opts.flags = flags;
-    progcache_store *s = NULL;
-    if (progcache_store_file_new(&s, dir, &opts) != PROGCACHE_OK)
-        die(dir);
-    return s;
+    return bench_store_open("bench_store_file", dir, cap ? cap : bench_cap, flags);
 }
 
 static void fill(const char *dir, size_t n, const unsigned char *value, size_t vsize)
@@ -112,11 +99,11 @@ static latency measure(const char *dir, size_t n, const unsigned char *value, si
         (void)progcache_store_get(&buf, s, key, 32);
     }
     time_hits(t, s, n, samples, vsize, &rng, &buf, "get (hit)");
-    r.hit_med = percentile(t, samples, 0.5);
-    r.hit_p99 = percentile(t, samples, 0.99);
+    r.hit_med = bench_quantile(t, samples, 0.5);
+    r.hit_p99 = bench_quantile(t, samples, 0.99);
     progcache_store *fast = open_store(dir, 0, PROGCACHE_FILE_NO_VERIFY);
     time_hits(t, fast, n, samples, vsize, &rng, &buf, "get (hit, no verify)");
-    r.hit_noverify_med = percentile(t, samples, 0.5);
+    r.hit_noverify_med = bench_quantile(t, samples, 0.5);
     progcache_store_free(fast);
     for (size_t i = 0; i < samples; i++) {
         make_key(key, i, 77);
@@ -126,7 +113,7 @@ static latency measure(const char *dir, size_t n, const unsigned char *value, si
         if (rc != PROGCACHE_ENOTFOUND)
             die("get (miss)");
     }
-    r.miss_med = percentile(t, samples, 0.5);
+    r.miss_med = bench_quantile(t, samples, 0.5);
     size_t puts = samples / 4 ? samples / 4 : 1;
     for (size_t i = 0; i < puts; i++) {
         make_key(key, i, 99);
@@ -135,8 +122,8 @@ static latency measure(const char *dir, size_t n, const unsigned char *value, si
             die("put");
         t[i] = bench_now_us() - t0;
     }
-    r.put_med = percentile(t, puts, 0.5);
-    r.put_p99 = percentile(t, puts, 0.99);
+    r.put_med = bench_quantile(t, puts, 0.5);
+    r.put_p99 = bench_quantile(t, puts, 0.99);
     progcache_store_free(s);
     s = open_store(dir, 0, PROGCACHE_FILE_NO_FSYNC);
     for (size_t i = 0; i < puts; i++) {
@@ -146,7 +133,7 @@ static latency measure(const char *dir, size_t n, const unsigned char *value, si
             die("put");
         t[i] = bench_now_us() - t0;
     }
-    r.put_nosync_med = percentile(t, puts, 0.5);
+    r.put_nosync_med = bench_quantile(t, puts, 0.5);
     progcache_store_free(s);
     progcache_buf_free(&buf);
     free(t);

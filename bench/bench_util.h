@@ -66,6 +66,29 @@ static inline int bench_cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The q-quantile (0-1) of n values, which it sorts: the median at 0.5. */
+static inline double bench_quantile(double *v, size_t n, double q)
+{
+    qsort(v, n, sizeof *v, bench_cmp_double);
+    return v[(size_t)(q * (double)(n - 1) + 0.5)];
+}
+
+/* The file store at dir with the cap and flags given (the store benchmarks'
+ * one way to open it), or exit saying why, named prog. */
+static inline progcache_store *bench_store_open(const char *prog, const char *dir, uint64_t cap,
+                                                unsigned int flags)
+{
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.max_size = cap;
+    opts.flags = flags;
+    progcache_store *s = NULL;
+    if (progcache_store_file_new(&s, dir, &opts) != PROGCACHE_OK) {
+        fprintf(stderr, "%s: %s: %s\n", prog, dir, progcache_error_last());
+        exit(1);
+    }
+    return s;
+}
+
 static inline int bench__remove_one(const char *path, const struct stat *st, int type,
                                     struct FTW *ftw)
 {

@@ -2,9 +2,9 @@
  * how many entries (and bytes) were last used how long ago, which is what
  * `prune --older-than` would remove; how large they are; the hit rate and
  * how full the size cap is. One walk of the directory (no entry is read),
- * stopped after SAMPLE entries at the end of a shard: names are hashes, so
- * whole shards are a fair sample, and the charts cost the same at any size
- * (issue 32). */
+ * stopped after SAMPLE entries, in the middle of a shard if need be: names
+ * are hashes, so the first entries a walk finds are a fair sample, and the
+ * charts cost the same at any size (issue 32). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,7 +12,10 @@
 #include "tool.h"
 
 #define BAR 24 /* the longest bar, in characters */
-#define SAMPLE 4096 /* entries read at most, plus the rest of their shard */
+/* Entries examined at most (one fstatat each): at a million entries, the
+ * 4096 (plus the rest of a shard) of before took 316 ms, cold, where 10
+ * entries take 20 ms. */
+#define SAMPLE 1024
 
 typedef struct bucket {
     const char *label;
@@ -26,7 +29,7 @@ typedef struct shape {
     bucket size[5]; /* bytes */
     uint64_t seen, seen_bytes; /* entries walked, and their bytes */
     char shard[3];             /* the shard being walked */
-    int shards, stopped;       /* shards walked; 1 when stopped at SAMPLE */
+    int shards, stopped;       /* shards walked (begun); 1 when stopped at SAMPLE */
 } shape;
 
 static void add(bucket *b, size_t n, uint64_t value, uint64_t bytes)
@@ -42,8 +45,6 @@ static int visit(void *ctx, const progcache_entry *e)
 {
     shape *s = ctx;
     if (strncmp(e->name, s->shard, 2) != 0) {
-        if (s->seen >= SAMPLE)
-            return s->stopped = 1; /* a whole number of shards: enough */
         memcpy(s->shard, e->name, 2);
         s->shards++;
     }
@@ -52,7 +53,7 @@ static int visit(void *ctx, const progcache_entry *e)
     int64_t age = s->now - e->atime_ns / 1000000000;
     add(s->age, 5, age > 0 ? (uint64_t)age : 0, e->size);
     add(s->size, 5, e->size, e->size);
-    return 0;
+    return s->seen >= SAMPLE ? (s->stopped = 1) : 0; /* enough */
 }
 
 /* A sampled bucket scaled to the whole: entries by entries, bytes by bytes. */
@@ -142,16 +143,16 @@ int tool_stats_charts(const char *cmd, progcache_file *file, const progcache_sta
     int rc = progcache_file_foreach(file, 0, visit, &s);
     if (rc && !s.stopped)
         return tool_lib_error(cmd, EXIT_FAILED, "cannot list the entries for the charts");
-    if (s.stopped) /* scaled to the counters' totals */
+    if (s.stopped && st->entries > s.seen) /* scaled to the counters' totals */
         for (size_t i = 0; i < 5; i++) {
             scale(&s.age[i], st->entries, s.seen, st->total_size, s.seen_bytes);
             scale(&s.size[i], st->entries, s.seen, st->total_size, s.seen_bytes);
         }
     int utf8 = utf8_terminal();
     putchar('\n');
-    if (s.stopped)
-        printf("(from %llu entries in %d of 256 shards, scaled to all %llu)\n",
-               (unsigned long long)s.seen, s.shards, (unsigned long long)st->entries);
+    if (s.stopped && st->entries > s.seen)
+        printf("(from %llu of %llu entries, a sample from %d of 256 shards, scaled to all)\n",
+               (unsigned long long)s.seen, (unsigned long long)st->entries, s.shards);
     chart("entries by last use", s.age, 5, utf8);
     chart("entries by size", s.size, 5, utf8);
     uint64_t lookups = st->hits + st->misses;

@@ -19,9 +19,9 @@ SIGTERM in the middle of its merge (blocked writing to a reader that
 stopped reading), it leaves no temporary file behind either: its runs have
 no name.
 
-`progcache stats --charts` reads a bounded sample (whole shards, about
-4096 entries) and scales it: at 12,000 entries it says how many it read,
-fewer than all, and its buckets add up to the whole.
+`progcache stats --charts` reads a bounded sample (the first 1024 entries
+the walk finds) and scales it: at 12,000 entries it says how many it read,
+1024 of 12,000, and its buckets add up to the whole.
 
 Environment: PROGCACHE_BIN (the progcache tool)."""
 
@@ -66,8 +66,8 @@ def charts(env):
         check(sample, "the charts say they come from a sample", text)
         if not sample:
             return
-        read = int(sample[0].split()[1])
-        check(4096 <= read < total, "a bounded sample read: %d of %d" % (read, total))
+        read, of = int(sample[0].split()[1]), int(sample[0].split()[3])
+        check(read == 1024 and of == total, "a bounded sample read: %d of %d" % (read, of))
         lines = text.splitlines()
         for title in ("entries by last use", "entries by size"):
             at = [i for i, ln in enumerate(lines) if ln.startswith(title)]

@@ -271,14 +271,6 @@ int progcache__file_scan_shard(file_store *fs, int shard, file_entry_fn fn, void
     return progcache__fs_each_name(dirfd, scan_name, &sc);
 }
 
-static int sum_entry(void *ctx, int shard, const char *name, const struct stat *st)
-{
-    file_shard_sum *sum = ctx;
-    sum->bytes += st->st_size;
-    sum->count++;
-    return 0;
-}
-
 int64_t progcache__file_remeasure_shard(file_store *fs, int shard, const file_shard_sum *truth,
                                         int64_t bytes_before, int64_t count_before, int locked)
 {
@@ -293,6 +285,12 @@ int64_t progcache__file_remeasure_shard(file_store *fs, int shard, const file_sh
         __atomic_store_n(&fs->state->shard[shard].count, truth->count, __ATOMIC_RELAXED);
     }
     return truth->bytes > bytes_before ? truth->bytes - bytes_before : 0;
+}
+
+void progcache__file_scan_count(uint64_t shards, uint64_t entries)
+{
+    __atomic_add_fetch(&shards_scanned, shards, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&entries_scanned, entries, __ATOMIC_RELAXED);
 }
 
 uint64_t progcache__file_shards_scanned(void)
@@ -314,7 +312,7 @@ static int64_t measure_shard(file_store *fs, int shard, int locked)
     int64_t b = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
     int64_t c = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
     file_shard_sum sum = {0, 0};
-    progcache__file_scan_shard(fs, shard, sum_entry, &sum);
+    progcache__file_shard_sum(fs, shard, &sum); /* what changed, by its record */
     int64_t unseen = progcache__file_remeasure_shard(fs, shard, &sum, b, c, locked);
     __atomic_store_n(&fs->state->shard_seen[shard], seen, __ATOMIC_RELAXED);
     return unseen;

@@ -144,7 +144,11 @@ static int evict_one(file_store *fs, const candidate *c)
 /* How a pass was started (flags of evict_pass). */
 #define PASS_LOCKED 0x1u /* the cross-process lock is held: counters by delta */
 #define PASS_OTHERS 0x2u /* another program wrote: count what the scan finds */
-/* What evict_pass's removals need: the store, and the progress. */
+/* A put's pass: removals bounded as a step's (progcache__file_evict_max,
+ * progcache__file_evict_ms), the rest left to later puts; prune's are not. */
+#define PASS_BOUNDED 0x4u
+/* What evict_pass's removals need: the store, and the progress; with
+ * bounded, the removals made and when the first was. */
 typedef struct evict_ctx {
     file_store *fs;
     uint64_t freed;
@@ -152,6 +156,9 @@ typedef struct evict_ctx {
     progcache_progress_fn progress;
     void *ctx;
     int rc;
+    int bounded;
+    size_t done;
+    double first;
 } evict_ctx;
 
 static int evict_visit(void *ctx, void *item, size_t i)
@@ -162,7 +169,14 @@ static int evict_visit(void *ctx, void *item, size_t i)
     if (evict_one(e->fs, c)) {
         e->freed += c->lru.size;
         r = PROGCACHE__LRU_GONE;
+        if (!e->done++)
+            e->first = progcache__clock_ms(); /* the budget counts removals, not the scan */
     }
+    /* A put waits on one batch of removals, as on a step's (issue 32). */
+    if (e->bounded && e->done &&
+        (e->done >= progcache__file_evict_max ||
+         progcache__clock_ms() - e->first > progcache__file_evict_ms))
+        r |= PROGCACHE__LRU_STOP;
     if (e->progress &&
         (e->rc = e->progress(e->ctx, "removing", i + 1, e->planned > i ? e->planned : i + 1)))
         r |= PROGCACHE__LRU_STOP;
@@ -221,7 +235,7 @@ static int evict_pass(file_store *fs, unsigned pass, uint64_t trigger, uint64_t 
     if (total <= trigger && !atime_cutoff)
         goto done;
     progcache__lru_sort(list.items, list.len, sizeof *list.items);
-    evict_ctx e = {fs, 0, 0, progress, ctx, PROGCACHE_OK};
+    evict_ctx e = {fs, 0, 0, progress, ctx, PROGCACHE_OK, !!(pass & PASS_BOUNDED), 0, 0};
     if (progress) /* how many are removed when nothing changes meanwhile */
         e.planned =
             progcache__lru_planned(list.items, list.len, sizeof *list.items, total, target,
@@ -374,8 +388,8 @@ int progcache__file_evict_if_needed(file_store *fs)
             count > progcache__file_evict_batch)
             evict_step(fs);
         else if (bytes > fs->max_size || others)
-            (void)evict_pass(fs, pass | (others ? PASS_OTHERS : 0), fs->max_size, fs->low_water,
-                             0, NULL, NULL, NULL, NULL);
+            (void)evict_pass(fs, pass | PASS_BOUNDED | (others ? PASS_OTHERS : 0),
+                             fs->max_size, fs->low_water, 0, NULL, NULL, NULL, NULL);
     }
     progcache__file_unlock(fs);
     return PROGCACHE_OK;

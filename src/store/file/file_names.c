@@ -51,6 +51,11 @@ int progcache__file_is_state_tmp_name(const char *name)
            is_ours(name, "nvrtc-tmp-");
 }
 
+int progcache__file_is_shard_record_tmp_name(const char *name)
+{
+    return is_ours(name, "shard-");
+}
+
 int progcache__file_is_layout_name(const char *name)
 {
     return !strcmp(name, "entries") || !strcmp(name, "tmp") || !strcmp(name, FILE_STATE_DIR);

@@ -292,6 +292,8 @@ static int layout_dir(file_store *fs, const char *path, const char *name)
             if (sfd >= 0)
                 close(sfd);
         }
+    if (loose && !strcmp(name, FILE_STATE_DIR)) /* the same for progcache/shards/ */
+        progcache__file_shard_records_fix(fs);
     return PROGCACHE_OK;
 }
 

@@ -339,6 +339,8 @@ uint64_t progcache__file_shard_fingerprint(file_store *fs, int shard);
  * (test hooks: tests assert the work a put did, never its time). */
 uint64_t progcache__file_shards_scanned(void);
 uint64_t progcache__file_entries_scanned(void);
+/* Count work done by a walk other than progcache__file_scan_shard's. */
+void progcache__file_scan_count(uint64_t shards, uint64_t entries);
 /* Entries one put's eviction step examines before it stops at the end of
  * a shard (file_evict.c); a directory of no more entries than this is
  * evicted by one whole pass (exact LRU). A variable so that a test can
@@ -354,6 +356,21 @@ uint64_t progcache__file_entries_evicted(void);
 typedef struct file_shard_sum {
     int64_t bytes, count;
 } file_shard_sum;
+/* What one shard holds, measured through its record in
+ * progcache/shards/ (file_shard_record.c): only the names the record does
+ * not know are stat'ed, and the record is written again when something
+ * changed and this open may write. _full stats every name (no record
+ * read or written). Both return 0. And the names stat'ed by them in this
+ * process (a test hook). */
+#define FILE_SHARD_RECORD_DIR FILE_STATE_DIR "/shards"
+int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum);
+int progcache__file_shard_sum_full(file_store *fs, int shard, file_shard_sum *sum);
+uint64_t progcache__file_shard_names_statted(void);
+/* progcache/ was found ours and loose at open: progcache/shards/ and the
+ * records in it (ours) are given their modes, counted in modes_fixed. */
+void progcache__file_shard_records_fix(file_store *fs);
+/* A temp file of progcache/shards/: "shard-<16 hex>" (file_names.c). */
+int progcache__file_is_shard_record_tmp_name(const char *name);
 /* Set one shard's counters to truth: under the cross-process lock as a
  * delta against the values read before the scan, so that puts landing
  * meanwhile are kept; without it (locked 0), by storing truth, which any

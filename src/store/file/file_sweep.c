@@ -58,6 +58,8 @@ void progcache__file_sweep_tmp(file_store *fs, int state_dir_too)
     sweep_dir(fs, FILE_TMP_DIR, progcache__file_is_own_tmp_name);
     if (state_dir_too)
         sweep_dir(fs, FILE_STATE_DIR, progcache__file_is_state_tmp_name);
+    if (state_dir_too)
+        sweep_dir(fs, FILE_SHARD_RECORD_DIR, progcache__file_is_shard_record_tmp_name);
     if (state_dir_too && __atomic_load_n(&fs->seal_sidecar, __ATOMIC_RELAXED))
         sweep_dir(fs, FILE_STATE_DIR "/seals", progcache__file_is_seal_tmp_name);
 }

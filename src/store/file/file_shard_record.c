@@ -1,0 +1,311 @@
+/* What a shard held when it was last measured, so that measuring it again
+ * costs what changed (issue 32): progcache/shards/<2 hex>, the sorted
+ * (inode, size, name hash) of every entry the measurement saw
+ * (docs/FORMAT.md, "Shard records"). Measuring a shard again reads the
+ * record, lists the shard (getdents gives each name's inode) and stats
+ * only the names whose inode and name are not in the record: after
+ * another program wrote one entry into a shard of 4,000, one fstatat
+ * instead of 4,000.
+ *
+ * A record is a set of facts, never a snapshot to trust as a whole: an
+ * entry file is never changed in place (every writer renames a new file
+ * over it, which gives a new inode), so an (inode, name) pair seen with a
+ * size keeps that size for as long as the pair is there. Staleness costs
+ * stats, never a wrong total; a record that is missing, damaged, of
+ * another shard directory, or not this user's to trust is not used (one
+ * fstatat per name, as without records). Where a listing's inode numbers
+ * cannot be trusted (network and FUSE file systems, whose clients may
+ * number inodes of their own; a name listed with inode 0) every name is
+ * stat'ed. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "fs.h"
+#include "store/file/file_stats.h"
+#include "store/file/file_store.h"
+
+#define RECORD_MAGIC "PCSHARD1"
+#define RECORD_VERSION 1
+/* The most rows a record holds (24 bytes each: 6 MiB), so that reading one
+ * is bounded; a shard with more entries is measured without one. */
+#define RECORD_MAX_ROWS (1u << 18)
+/* Names a measurement may stat beyond what changed before the record is
+ * written again: RECORD_SLACK plus a sixteenth of the shard. */
+#define RECORD_SLACK 64
+
+typedef struct record_head {
+    char magic[8];    /* "PCSHARD1" */
+    uint32_t version; /* 1 */
+    uint32_t rows;    /* rows that follow */
+    uint64_t dir_ino; /* the shard directory's inode when it was measured */
+    uint64_t check;   /* mix of every row, dir_ino and rows: damage shows */
+} record_head;
+
+typedef struct record_row {
+    uint64_t ino;  /* d_ino of the name when it was measured */
+    uint64_t name; /* hash of the name: an inode number reused by another name */
+    uint64_t size; /* st_size then */
+} record_row;
+
+/* Names stat'ed by measurements in this process (a test hook). */
+static uint64_t names_statted;
+
+uint64_t progcache__file_shard_names_statted(void)
+{
+    return __atomic_load_n(&names_statted, __ATOMIC_RELAXED);
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* FNV-1a of the 62 hex digits, never 0. */
+static uint64_t name_hash(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return h | 1;
+}
+
+static uint64_t rows_check(const record_row *rows, uint32_t n, uint64_t dir_ino)
+{
+    uint64_t c = mix64(dir_ino ^ ((uint64_t)n << 32));
+    for (uint32_t i = 0; i < n; i++)
+        c = mix64(c ^ rows[i].ino) + mix64(rows[i].name ^ (rows[i].size * 0x9e3779b97f4a7c15ull));
+    return c;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    const record_row *x = a, *y = b;
+    if (x->ino != y->ino)
+        return x->ino < y->ino ? -1 : 1;
+    return x->name < y->name ? -1 : x->name > y->name;
+}
+
+/* Whether this open may write records: a writable open of the user's own
+ * cache, or a read-only admin open that keeps the counters it measures
+ * (file_account.c), on a file system whose listings give inode numbers. */
+static int may_write(const file_store *fs)
+{
+    if (fs->foreign)
+        return 0;
+    if (!(fs->flags & PROGCACHE_FILE_READONLY))
+        return 1;
+    return (fs->flags & PROGCACHE_FILE_KEEP_COUNTS) && fs->state_shared;
+}
+
+/* The record of shard, when there is one this process can trust, of the
+ * shard directory dir_ino: its rows (caller frees) and *n; else NULL. A
+ * record this user may not trust (another user's, writable by others) is
+ * counted in files_refused and *refused set: it is neither used nor
+ * replaced. */
+static record_row *read_record(file_store *fs, int shard, uint64_t dir_ino, uint32_t *n,
+                               int *refused)
+{
+    char rel[32], why[192];
+    struct stat st;
+    *n = 0;
+    *refused = 0;
+    snprintf(rel, sizeof rel, FILE_SHARD_RECORD_DIR "/%02x", shard);
+    int fd = progcache__fs_open_regular(fs->root_fd, rel, O_RDONLY, 0, &st);
+    if (fd < 0) {
+        /* Something other than a regular file there: left alone. */
+        *refused = errno != ENOENT;
+        return NULL;
+    }
+    record_head head;
+    record_row *rows = NULL;
+    if (!fs->foreign && st.st_uid == fs->perm.euid &&
+        progcache__perm_fix(&fs->perm, fd, &st, progcache__perm_state_mode(&fs->perm)) > 0)
+        progcache__stats_add(fs->stats, PROGCACHE__MODES_FIXED, 1); /* ours, made loose */
+    if (!progcache__perm_file_ok(&fs->perm, &st, why, sizeof why)) {
+        progcache__stats_add(fs->stats, PROGCACHE__FILES_REFUSED, 1);
+        *refused = 1;
+    } else if (st.st_size >= (off_t)sizeof head &&
+               progcache__fs_read_full(fd, &head, sizeof head) == (ssize_t)sizeof head &&
+               !memcmp(head.magic, RECORD_MAGIC, 8) && head.version == RECORD_VERSION &&
+               head.rows <= RECORD_MAX_ROWS && head.dir_ino == dir_ino &&
+               st.st_size == (off_t)(sizeof head + (size_t)head.rows * sizeof *rows) &&
+               (rows = progcache__malloc((size_t)head.rows * sizeof *rows + 1))) {
+        size_t len = (size_t)head.rows * sizeof *rows;
+        if (progcache__fs_read_full(fd, rows, len) != (ssize_t)len ||
+            rows_check(rows, head.rows, dir_ino) != head.check) {
+            progcache__free(rows); /* damaged: as if there were none */
+            rows = NULL;
+        } else {
+            *n = head.rows;
+        }
+    }
+    close(fd);
+    return rows;
+}
+
+/* Publish rows (sorted here) as shard's record: a temp file in
+ * progcache/shards/ renamed over the last one, made with the mode of
+ * progcache/state. Best effort: a record is an optimisation. */
+static void write_record(file_store *fs, int shard, uint64_t dir_ino, record_row *rows,
+                         uint32_t n)
+{
+    int made;
+    int dirfd = progcache__file_dir_make_ro(fs, FILE_SHARD_RECORD_DIR,
+                                            progcache__perm_dir_mode(&fs->perm),
+                                            progcache__perm_new_gid(&fs->perm), &made, 0);
+    if (dirfd < 0)
+        return;
+    qsort(rows, n, sizeof *rows, row_cmp);
+    size_t len = sizeof(record_head) + (size_t)n * sizeof *rows;
+    unsigned char *buf = progcache__malloc(len);
+    if (buf) {
+        record_head head;
+        memset(&head, 0, sizeof head);
+        memcpy(head.magic, RECORD_MAGIC, 8);
+        head.version = RECORD_VERSION;
+        head.rows = n;
+        head.dir_ino = dir_ino;
+        head.check = rows_check(rows, n, dir_ino);
+        memcpy(buf, &head, sizeof head);
+        if (n)
+            memcpy(buf + sizeof head, rows, (size_t)n * sizeof *rows);
+        char name[4];
+        snprintf(name, sizeof name, "%02x", shard);
+        (void)progcache__fs_publish(dirfd, name, "shard-", buf, len,
+                                    PROGCACHE__PUBLISH_REPLACE |
+                                        (fs->perm.group ? PROGCACHE__PUBLISH_GROUP : 0));
+        progcache__free(buf);
+    }
+    close(dirfd);
+}
+
+static const record_row *find(const record_row *rows, uint32_t n, uint64_t ino, uint64_t name)
+{
+    record_row key = {ino, name, 0};
+    return n ? bsearch(&key, rows, n, sizeof *rows, row_cmp) : NULL;
+}
+
+static int sum_entry(void *ctx, int shard, const char *name, const struct stat *st)
+{
+    file_shard_sum *sum = ctx;
+    (void)shard;
+    (void)name;
+    sum->bytes += st->st_size;
+    sum->count++;
+    __atomic_add_fetch(&names_statted, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int progcache__file_shard_sum_full(file_store *fs, int shard, file_shard_sum *sum)
+{
+    sum->bytes = sum->count = 0;
+    return progcache__file_scan_shard(fs, shard, sum_entry, sum);
+}
+
+int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
+{
+    sum->bytes = sum->count = 0;
+    if (fs->network_fs) /* inode numbers of a listing not to be trusted */
+        return progcache__file_shard_sum_full(fs, shard, sum);
+    char rel[16];
+    snprintf(rel, sizeof rel, "entries/%02x", shard);
+    int dirfd = progcache__file_dir(fs, rel);
+    if (dirfd < 0)
+        return 0;
+    struct stat dst;
+    DIR *dir = fstat(dirfd, &dst) == 0 ? fdopendir(dirfd) : NULL;
+    if (!dir) {
+        close(dirfd);
+        return progcache__file_shard_sum_full(fs, shard, sum);
+    }
+    uint32_t old_n = 0, n = 0, cap = 0;
+    int refused = 0;
+    record_row *old = read_record(fs, shard, (uint64_t)dst.st_ino, &old_n, &refused);
+    record_row *rows = NULL;
+    int keep = may_write(fs) && !refused;
+    uint64_t statted = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if ((e->d_type != DT_REG && e->d_type != DT_UNKNOWN) ||
+            !progcache__file_is_entry_name(e->d_name))
+            continue;
+        uint64_t h = name_hash(e->d_name);
+        const record_row *was = e->d_ino ? find(old, old_n, e->d_ino, h) : NULL;
+        record_row row = {e->d_ino, h, 0};
+        struct stat st;
+        if (was) {
+            row.size = was->size;
+        } else {
+            if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISREG(st.st_mode))
+                continue;
+            statted++;
+            row.size = (uint64_t)st.st_size;
+        }
+        sum->bytes += (int64_t)row.size;
+        sum->count++;
+        if (!keep || !e->d_ino)
+            continue; /* (a name without an inode number is stat'ed every time) */
+        if (n == cap) {
+            uint32_t grown = cap ? cap * 2 : 256;
+            record_row *more = grown <= RECORD_MAX_ROWS
+                                   ? progcache__realloc(rows, (size_t)grown * sizeof *rows)
+                                   : NULL;
+            if (!more) {
+                keep = 0; /* too many, or no memory: no record this time */
+                continue;
+            }
+            rows = more;
+            cap = grown;
+        }
+        rows[n++] = row;
+    }
+    closedir(dir); /* closes dirfd */
+    progcache__file_scan_count(1, statted);
+    __atomic_add_fetch(&names_statted, statted, __ATOMIC_RELAXED);
+    /* Rewritten only when what it does not know (names stat'ed, names
+     * gone) passes a bound: a write and a rename of ~94 KB at a million
+     * entries cost more than stat'ing a few dozen names again (5-10 ms on
+     * a busy disk, issue 32), and every measurement until then stats at
+     * most that bound plus what changed since. A shard of up to 64
+     * entries has no record at all. */
+    uint64_t gone = old_n + statted - (uint64_t)n;
+    if (keep && statted + gone > RECORD_SLACK + (uint64_t)n / 16)
+        write_record(fs, shard, (uint64_t)dst.st_ino, rows, n);
+    progcache__free(rows);
+    progcache__free(old);
+    return 0;
+}
+
+void progcache__file_shard_records_fix(file_store *fs)
+{
+    struct stat st;
+    int dirfd = progcache__file_dir(fs, FILE_SHARD_RECORD_DIR);
+    if (dirfd < 0)
+        return;
+    if (fstat(dirfd, &st) == 0)
+        (void)progcache__file_check_mode(fs, dirfd, FILE_SHARD_RECORD_DIR, &st);
+    for (int shard = 0; shard < FILE_SHARDS && !fs->foreign; shard++) {
+        char name[4];
+        snprintf(name, sizeof name, "%02x", shard);
+        int fd = progcache__fs_open_regular(dirfd, name, O_RDONLY, 0, &st);
+        if (fd < 0)
+            continue;
+        if (st.st_uid == fs->perm.euid &&
+            progcache__perm_fix(&fs->perm, fd, &st, progcache__perm_state_mode(&fs->perm)) > 0)
+            fs->modes_fixed++; /* (counted when the statistics open) */
+        close(fd);
+    }
+    close(dirfd);
+}

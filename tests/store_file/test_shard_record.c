@@ -1,0 +1,199 @@
+/* Issue 32: a shard another program wrote into is measured again in
+ * O(what changed), through its record in progcache/shards/ (FORMAT.md,
+ * "Shard records"). Asserted as names stat'ed (the store's test hook
+ * progcache__file_shard_names_statted), never as time, in a shard of
+ * 4,000 entries:
+ *
+ * - the put after one cuda.core-shaped write into it stats a handful of
+ *   names, not 4,000, and counts that entry's bytes;
+ * - an existing name replaced (os.replace with other bytes) and one
+ *   removed leave the counters equal to a walk of the directory;
+ * - a damaged record is not used (every name stat'ed, the counters still
+ *   right) and is replaced by a good one;
+ * - on a network file system no record is used or written;
+ * - a record of another user (root only: chown) is refused, counted in
+ *   files_refused, neither used nor replaced. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "scale_fixture.h"
+#include "store/file/file_store.h"
+
+#define SHARD 0x5a
+#define ENTRIES 4000
+#define FEW 8 /* the foreign write, the put's own shard, a settling shard or two */
+
+static progcache_store *open_store(const char *dir)
+{
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.max_size = 1ull << 40;
+    opts.flags = PROGCACHE_FILE_NO_FSYNC;
+    progcache_store *s = NULL;
+    CHECK_OK(progcache_store_file_new(&s, dir, &opts));
+    return s;
+}
+
+/* A put of a key that does not go to SHARD (so that the shard changes only
+ * by the other program's writes). */
+static void put_elsewhere(progcache_store *s, int *i)
+{
+    char k[32], rel[FILE_REL_PATH_MAX];
+    int shard;
+    do {
+        snprintf(k, sizeof k, "key-%d", ++*i);
+        CHECK_OK(progcache__file_rel_path(rel, &shard, k, strlen(k)));
+    } while (shard == SHARD);
+    CHECK_OK(progcache_store_put(s, k, strlen(k), "value", 5));
+}
+
+static progcache_stats stats_of(progcache_store *s)
+{
+    progcache_stats st = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_store_stats_get(&st, s));
+    return st;
+}
+
+/* The counters (caught up by the put before) against the directory. */
+static void check_counters(progcache_store *s, const char *dir)
+{
+    uint64_t bytes = 0, count = 0, n;
+    uint64_t truth = scale_measure(dir, &n);
+    CHECK_OK(progcache_store_total_size(&bytes, s));
+    CHECK_OK(progcache_store_count(&count, s));
+    printf("  counters %llu bytes in %llu entries, directory %llu in %llu\n",
+           (unsigned long long)bytes, (unsigned long long)count, (unsigned long long)truth,
+           (unsigned long long)n);
+    CHECK(bytes == truth && count == n);
+}
+
+/* What the next put stats after the other program's writes: settled
+ * first (the catch-up trusts change times 20 ms old), then one put. */
+static uint64_t statted_by_put(progcache_store *s, int *key)
+{
+    usleep(100 * 1000);
+    uint64_t before = progcache__file_shard_names_statted();
+    put_elsewhere(s, key);
+    return progcache__file_shard_names_statted() - before;
+}
+
+static void read_file(const char *path, char *buf, size_t len, ssize_t *got)
+{
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0);
+    *got = read(fd, buf, len);
+    close(fd);
+}
+
+int main(void)
+{
+    char *dir = test_mkdtemp("shard-record");
+    static char names[ENTRIES][65];
+    for (int i = 0; i < ENTRIES; i++)
+        scale_foreign_write(dir, (uint64_t)i, 100 + (size_t)(i % 97), SHARD, names[i]);
+    usleep(100 * 1000);
+    progcache_store *w = open_store(dir);
+    int key = 0;
+    /* The first count seeds the counters: every name stat'ed once, and
+     * the shard's record written. */
+    uint64_t before = progcache__file_shard_names_statted();
+    check_counters(w, dir);
+    printf("seeding: %llu names stat'ed\n",
+           (unsigned long long)(progcache__file_shard_names_statted() - before));
+    char record[4096];
+    snprintf(record, sizeof record, "%s/progcache/shards/%02x", dir, SHARD);
+    struct stat st;
+    CHECK(stat(record, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) == 0);
+    put_elsewhere(w, &key);
+    usleep(100 * 1000);
+    put_elsewhere(w, &key); /* the shards of the first put settled */
+
+    /* One foreign write into the shard of 4,000: a few names stat'ed. */
+    uint64_t other = stats_of(w).other_writer_bytes;
+    scale_foreign_write(dir, ENTRIES + 1, 777, SHARD, NULL);
+    uint64_t statted = statted_by_put(w, &key);
+    printf("put after one foreign write into a shard of %d: %llu names stat'ed\n", ENTRIES,
+           (unsigned long long)statted);
+    CHECK(statted >= 1 && statted <= FEW);
+    CHECK(stats_of(w).other_writer_bytes - other == 777);
+    check_counters(w, dir);
+
+    /* Another program replaces an entry (os.replace: a new file, a new
+     * inode) with other bytes and removes one: counted exactly, still by
+     * a few stats. */
+    char again[65];
+    scale_foreign_write(dir, 5, 5000, SHARD, again);
+    CHECK(strcmp(again, names[5]) == 0); /* the name of entry 5 */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/entries/%.2s/%.62s", dir, names[7], names[7] + 2);
+    CHECK(unlink(path) == 0);
+    statted = statted_by_put(w, &key);
+    printf("put after a replace and a removal: %llu names stat'ed\n",
+           (unsigned long long)statted);
+    CHECK(statted >= 1 && statted <= FEW);
+    check_counters(w, dir);
+
+    /* A damaged record (a byte of a row changed): not used, every name
+     * stat'ed, the counters right; the next catch-up is cheap again. */
+    int fd = open(record, O_RDWR);
+    CHECK(fd >= 0 && pwrite(fd, "\x55", 1, 32 + 24 * 100 + 16) == 1);
+    close(fd);
+    scale_foreign_write(dir, ENTRIES + 2, 321, SHARD, NULL);
+    statted = statted_by_put(w, &key);
+    printf("put after a foreign write, the record damaged: %llu names stat'ed\n",
+           (unsigned long long)statted);
+    CHECK(statted >= ENTRIES);
+    check_counters(w, dir);
+    scale_foreign_write(dir, ENTRIES + 3, 123, SHARD, NULL);
+    statted = statted_by_put(w, &key);
+    printf("and after the next foreign write: %llu names stat'ed\n",
+           (unsigned long long)statted);
+    CHECK(statted >= 1 && statted <= FEW);
+    check_counters(w, dir);
+
+    /* On a network or FUSE file system (what open found: statfs) the
+     * listing's inode numbers are not trusted: every name stat'ed, the
+     * record neither read nor written. */
+    struct stat was_st;
+    CHECK(stat(record, &was_st) == 0);
+    progcache_store_as_file(w)->network_fs = 1;
+    scale_foreign_write(dir, ENTRIES + 5, 99, SHARD, NULL);
+    statted = statted_by_put(w, &key);
+    printf("put after a foreign write on a network file system: %llu names stat'ed\n",
+           (unsigned long long)statted);
+    CHECK(statted >= ENTRIES);
+    check_counters(w, dir);
+    CHECK(stat(record, &st) == 0 && st.st_ino == was_st.st_ino &&
+          st.st_mtim.tv_nsec == was_st.st_mtim.tv_nsec);
+    progcache_store_as_file(w)->network_fs = 0;
+
+    /* Another user's record (root can make one): refused and counted,
+     * neither used nor replaced. */
+    if (geteuid() == 0) {
+        CHECK(chown(record, 65534, 65534) == 0);
+        char was[64];
+        ssize_t was_len, now_len;
+        read_file(record, was, sizeof was, &was_len);
+        uint64_t refused = stats_of(w).files_refused;
+        scale_foreign_write(dir, ENTRIES + 4, 222, SHARD, NULL);
+        statted = statted_by_put(w, &key);
+        printf("put after a foreign write, another user's record: %llu names stat'ed\n",
+               (unsigned long long)statted);
+        CHECK(statted >= ENTRIES);
+        CHECK(stats_of(w).files_refused > refused);
+        check_counters(w, dir);
+        char now[64];
+        read_file(record, now, sizeof now, &now_len);
+        CHECK(stat(record, &st) == 0 && st.st_uid == 65534);
+        CHECK(was_len == now_len && !memcmp(was, now, (size_t)was_len));
+    } else {
+        puts("(not root: the case of another user's record is skipped)");
+    }
+    progcache_store_free(w);
+    test_rmdtemp(dir);
+    puts("test_shard_record: ok");
+    return 0;
+}
