@@ -10,8 +10,15 @@
  * A record is a set of facts, never a snapshot to trust as a whole: an
  * entry file is never changed in place (every writer renames a new file
  * over it, which gives a new inode), so an (inode, name) pair seen with a
- * size keeps that size for as long as the pair is there. Staleness costs
- * stats, never a wrong total; a record that is missing, damaged, of
+ * size mostly keeps that size for as long as the pair is there. Not
+ * always: a file system may hand a freed inode number out again, and ext4
+ * does so at once, so a name replaced twice between two measurements can
+ * be back at its old inode number with other bytes. Each measurement
+ * therefore stats again a sixteenth of the names it knows (a different
+ * sixteenth each time: chosen by the shard's change time), and a size
+ * found changed rewrites the record: such a stale size lasts some 16
+ * measurements of its shard on average, not for ever (FORMAT.md, "Shard
+ * records"). Otherwise staleness costs stats; a record that is missing, damaged, of
  * another shard directory, or not this user's to trust is not used (one
  * fstatat per name, as without records). Where a listing's inode numbers
  * cannot be trusted (network and FUSE file systems, whose clients may
@@ -39,6 +46,11 @@
 /* Names a measurement may stat beyond what changed before the record is
  * written again: RECORD_SLACK plus a sixteenth of the shard. */
 #define RECORD_SLACK 64
+/* One in RECHECK_EVERY known names is stat'ed again at each measurement. */
+#define RECHECK_EVERY 16
+/* A row's size is below this, so that the sum of RECORD_MAX_ROWS rows
+ * cannot overflow (a record a team member forged is damaged, not UB). */
+#define ROW_SIZE_MAX ((uint64_t)1 << 44)
 
 typedef struct record_head {
     char magic[8];    /* "PCSHARD1" */
@@ -88,6 +100,14 @@ static uint64_t rows_check(const record_row *rows, uint32_t n, uint64_t dir_ino)
     return c;
 }
 
+static int sizes_bounded(const record_row *rows, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (rows[i].size >= ROW_SIZE_MAX)
+            return 0;
+    return 1;
+}
+
 static int row_cmp(const void *a, const void *b)
 {
     const record_row *x = a, *y = b;
@@ -108,6 +128,21 @@ static int may_write(const file_store *fs)
     return (fs->flags & PROGCACHE_FILE_KEEP_COUNTS) && fs->state_shared;
 }
 
+/* A record's place holds something else: counted in files_refused (links
+ * in links_refused, with their warning), and said once per handle. */
+static void refused_once(file_store *fs, const char *rel, int err)
+{
+    if (progcache__file_refused(fs, rel, err, 0))
+        return;
+    progcache__stats_add(fs->stats, PROGCACHE__FILES_REFUSED, 1);
+    if (!__atomic_exchange_n(&fs->shard_record_told, 1, __ATOMIC_RELAXED))
+        progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                            "progcache: %s/%s is not a regular file (%s): not used, left "
+                            "alone; the shard is measured name by name (files_refused in "
+                            "progcache stats)",
+                            fs->root, rel, strerror(err));
+}
+
 /* The record of shard, when there is one this process can trust, of the
  * shard directory dir_ino: its rows (caller frees) and *n; else NULL. A
  * record this user may not trust (another user's, writable by others) is
@@ -123,13 +158,20 @@ static record_row *read_record(file_store *fs, int shard, uint64_t dir_ino, uint
     snprintf(rel, sizeof rel, FILE_SHARD_RECORD_DIR "/%02x", shard);
     int fd = progcache__fs_open_regular(fs->root_fd, rel, O_RDONLY, 0, &st);
     if (fd < 0) {
-        /* Something other than a regular file there: left alone. */
-        *refused = errno != ENOENT;
+        /* Something other than a regular file there (a link, a FIFO, a
+         * folder): left alone, counted and said once. */
+        if (errno != ENOENT) {
+            *refused = 1;
+            refused_once(fs, rel, errno);
+        }
         return NULL;
     }
     record_head head;
     record_row *rows = NULL;
-    if (!fs->foreign && st.st_uid == fs->perm.euid &&
+    /* A mode is given only by an open that may write records: a read-only
+     * `progcache stats` changes nothing (a team member's own record made
+     * 0600 by it would lock the team out of it). */
+    if (may_write(fs) && st.st_uid == fs->perm.euid &&
         progcache__perm_fix(&fs->perm, fd, &st, progcache__perm_state_mode(&fs->perm)) > 0)
         progcache__stats_add(fs->stats, PROGCACHE__MODES_FIXED, 1); /* ours, made loose */
     if (!progcache__perm_file_ok(&fs->perm, &st, why, sizeof why)) {
@@ -143,7 +185,8 @@ static record_row *read_record(file_store *fs, int shard, uint64_t dir_ino, uint
                (rows = progcache__malloc((size_t)head.rows * sizeof *rows + 1))) {
         size_t len = (size_t)head.rows * sizeof *rows;
         if (progcache__fs_read_full(fd, rows, len) != (ssize_t)len ||
-            rows_check(rows, head.rows, dir_ino) != head.check) {
+            rows_check(rows, head.rows, dir_ino) != head.check ||
+            !sizes_bounded(rows, head.rows)) {
             progcache__free(rows); /* damaged: as if there were none */
             rows = NULL;
         } else {
@@ -190,6 +233,14 @@ static void write_record(file_store *fs, int shard, uint64_t dir_ino, record_row
     close(dirfd);
 }
 
+/* Whether a known name is stat'ed again this time: one in RECHECK_EVERY,
+ * a different one at each change of the shard directory. */
+static int recheck(uint64_t name, const struct stat *dir)
+{
+    uint64_t when = (uint64_t)dir->st_ctim.tv_sec * 1000000000u + (uint64_t)dir->st_ctim.tv_nsec;
+    return mix64(name ^ mix64(when)) % RECHECK_EVERY == 0;
+}
+
 static const record_row *find(const record_row *rows, uint32_t n, uint64_t ino, uint64_t name)
 {
     record_row key = {ino, name, 0};
@@ -234,7 +285,8 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
     record_row *old = read_record(fs, shard, (uint64_t)dst.st_ino, &old_n, &refused);
     record_row *rows = NULL;
     int keep = may_write(fs) && !refused;
-    uint64_t statted = 0;
+    uint64_t statted = 0, rechecked = 0;
+    int stale = 0;
     struct dirent *e;
     while ((e = readdir(dir)) != NULL) {
         if ((e->d_type != DT_REG && e->d_type != DT_UNKNOWN) ||
@@ -244,13 +296,19 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
         const record_row *was = e->d_ino ? find(old, old_n, e->d_ino, h) : NULL;
         record_row row = {e->d_ino, h, 0};
         struct stat st;
-        if (was) {
+        if (was && !recheck(h, &dst)) {
             row.size = was->size;
         } else {
             if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
                 !S_ISREG(st.st_mode))
                 continue;
-            statted++;
+            if (was) {
+                rechecked++;
+                if (was->size != (uint64_t)st.st_size)
+                    stale = 1; /* the inode number came back with other bytes */
+            } else {
+                statted++;
+            }
             row.size = (uint64_t)st.st_size;
         }
         sum->bytes += (int64_t)row.size;
@@ -272,8 +330,8 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
         rows[n++] = row;
     }
     closedir(dir); /* closes dirfd */
-    progcache__file_scan_count(1, statted);
-    __atomic_add_fetch(&names_statted, statted, __ATOMIC_RELAXED);
+    progcache__file_scan_count(1, statted + rechecked);
+    __atomic_add_fetch(&names_statted, statted + rechecked, __ATOMIC_RELAXED);
     /* Rewritten only when what it does not know (names stat'ed, names
      * gone) passes a bound: a write and a rename of ~94 KB at a million
      * entries cost more than stat'ing a few dozen names again (5-10 ms on
@@ -281,7 +339,7 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
      * most that bound plus what changed since. A shard of up to 64
      * entries has no record at all. */
     uint64_t gone = old_n + statted - (uint64_t)n;
-    if (keep && statted + gone > RECORD_SLACK + (uint64_t)n / 16)
+    if (keep && (stale || statted + gone > RECORD_SLACK + (uint64_t)n / 16))
         write_record(fs, shard, (uint64_t)dst.st_ino, rows, n);
     progcache__free(rows);
     progcache__free(old);

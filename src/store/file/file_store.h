@@ -95,6 +95,7 @@ struct progcache_file {
      * open; and which this handle has named (a bit per path's hash). */
     uint64_t links_refused;
     uint64_t links_named;
+    int shard_record_told; /* a record's place held something else: said */
 };
 
 /* An internal flag (outside the public PROGCACHE_FILE_* bits): read
