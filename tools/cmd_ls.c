@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "tool.h"
@@ -255,6 +256,7 @@ typedef struct sorter {
     char dir[PATH_MAX];
     FILE *runs[SORT_OPEN_RUNS];
     unsigned nruns;
+    unsigned max_runs, fan_in; /* within the process's open-file limit */
 } sorter;
 
 static int by_key(const void *a, const void *b)
@@ -335,7 +337,7 @@ static int merge(sorter *so, unsigned n, lister *l);
  * when SORT_OPEN_RUNS are kept: the open files stay bounded). */
 static int flush_run(sorter *so)
 {
-    if (so->nruns == SORT_OPEN_RUNS && merge(so, SORT_FAN_IN, NULL) != 0)
+    if (so->nruns >= so->max_runs && merge(so, so->fan_in, NULL) != 0)
         return -1;
     qsort(so->rows, so->len, sizeof *so->rows, by_key);
     FILE *f = run_new(so);
@@ -393,6 +395,23 @@ static int merge(sorter *so, unsigned n, lister *l)
         rc = -1;
     }
     return rc;
+}
+
+/* Runs kept and merged at once within the open-file limit: a merge holds
+ * its runs and the new one, beside the cache's own files and stdio (a
+ * limit of 64 left a listing of many runs failing with EMFILE). */
+static void sorter_limits(sorter *so)
+{
+    struct rlimit rl;
+    rlim_t spare = 8;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY)
+        spare = SORT_OPEN_RUNS;
+    else if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 32)
+        spare = (rl.rlim_cur - 24) / 2;
+    so->max_runs = spare < SORT_OPEN_RUNS ? (unsigned)spare : SORT_OPEN_RUNS;
+    if (so->max_runs < 2)
+        so->max_runs = 2;
+    so->fan_in = so->max_runs < SORT_FAN_IN ? so->max_runs : SORT_FAN_IN;
 }
 
 static void sorter_free(sorter *so)
@@ -478,8 +497,8 @@ static int sorted_print(lister *l)
     }
     if (so->len && flush_run(so) != 0)
         return -1;
-    while (so->nruns > SORT_FAN_IN)
-        if (merge(so, SORT_FAN_IN, NULL) != 0)
+    while (so->nruns > so->fan_in)
+        if (merge(so, so->fan_in, NULL) != 0)
             return -1;
     return merge(so, so->nruns, l);
 }
@@ -521,11 +540,12 @@ int cmd_ls(int argc, char **argv)
     char *dir = NULL;
     progcache_file *file = NULL;
     progcache_store *store = NULL;
-    lister l = {{NULL, 0, 0}, json, sort, 0, {NULL, 0, SORT_RUN_ROWS, "", {NULL}, 0}};
+    lister l = {{NULL, 0, 0}, json, sort, 0, {NULL, 0, SORT_RUN_ROWS, "", {NULL}, 0, 0, 0}};
     /* Smaller runs, for the tests: what a million entries do, with a few. */
     const char *run_rows = getenv("PROGCACHE_LS_SORT_ROWS");
     if (run_rows && atoi(run_rows) >= 2 && atoi(run_rows) <= SORT_RUN_ROWS)
         l.so.run_rows = (size_t)atoi(run_rows);
+    sorter_limits(&l.so);
     char where[1024] = "";
     unsigned int flags = PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS;
     if (remote && p.dir)

@@ -27,6 +27,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "fs.h"
 
 #ifndef PROGCACHE_NVRTC_DIR
 #define PROGCACHE_NVRTC_DIR ""
@@ -156,9 +157,16 @@ static void load_once(void)
         struct stat st;
         if (!tried[i])
             continue;
-        /* An absolute path that is not there is said so, without dlopen. */
+        /* An absolute path that is not there is said so, without dlopen;
+         * one that is not a regular file too: dlopen would open a FIFO
+         * without O_NONBLOCK and wait for a writer for ever. */
         if (tried[i][0] == '/' && stat(tried[i], &st) != 0) {
             snprintf(why[i], sizeof why[i], "%s: no such file", tried[i]);
+            continue;
+        }
+        if (tried[i][0] == '/' && !S_ISREG(st.st_mode)) {
+            snprintf(why[i], sizeof why[i], "%s: not a regular file (%s)", tried[i],
+                     progcache__fs_type_name(st.st_mode));
             continue;
         }
         lib = dlopen(tried[i], RTLD_NOW | RTLD_LOCAL);

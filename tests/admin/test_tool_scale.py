@@ -27,6 +27,7 @@ Environment: PROGCACHE_BIN (the progcache tool)."""
 
 import json
 import os
+import resource
 import re
 import signal
 import subprocess
@@ -144,6 +145,14 @@ def sorted_bounded(env):
             check(rc == 3 and "cannot write standard output" in err,
                   "a closed pipe: said, exit 3 (not killed by SIGPIPE)", (rc, err))
             check(os.listdir(tmp) == [], "no temporary file left behind", os.listdir(tmp))
+            # Under a low open-file limit (32), runs of 2 rows: 600 runs,
+            # merged within the limit, all listed (64 kept open would fail).
+            low = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+            p = subprocess.run([pt.BIN, "ls", "--dir", cache, "--sort", "size"],
+                               capture_output=True, preexec_fn=low,
+                               env=dict(env, PROGCACHE_LS_SORT_ROWS="2"), timeout=120)
+            check(p.returncode == 0 and len(p.stdout.splitlines()) == 1201,
+                  "ls --sort within an open-file limit of 32", (p.returncode, p.stderr[-300:]))
 
 
 def sort_interrupted(env, cache):

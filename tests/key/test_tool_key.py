@@ -174,6 +174,18 @@ def test_record(tmp):
     rc, out, err = run(opts, env=none)
     check(rc == 3 and "PROGCACHE_NVRTC_VERSION" in err, "no NVRTC, no record: 3: %r" % err)
     check(not os.path.exists(os.path.join(tmp, "nowhere")), "key creates no cache directory")
+    # A FIFO as the NVRTC library: refused at once, never opened to wait
+    # for a writer (dlopen opens without O_NONBLOCK).
+    fifo = os.path.join(tmp, "libnvrtc-fifo.so")
+    os.mkfifo(fifo)
+    try:
+        p = subprocess.run([BIN, "key"] + opts, capture_output=True, timeout=20,
+                           env=dict(os.environ, **dict(none, PROGCACHE_NVRTC_LIBRARY=fifo)))
+        err = p.stderr.decode("utf-8", "replace")
+        check(p.returncode == 3 and "not a regular file (a FIFO)" in err,
+              "a FIFO as NVRTC: refused, said: %r" % err)
+    except subprocess.TimeoutExpired:
+        check(False, "a FIFO as NVRTC: progcache key waited for a writer")
 
 
 def test_stdin(tmp):
