@@ -135,12 +135,16 @@ static void refused_once(file_store *fs, const char *rel, int err)
     if (progcache__file_refused(fs, rel, err, 0))
         return;
     progcache__stats_add(fs->stats, PROGCACHE__FILES_REFUSED, 1);
+    struct stat st;
+    const char *what = fstatat(fs->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0
+                           ? progcache__fs_type_name(st.st_mode)
+                           : strerror(err);
     if (!__atomic_exchange_n(&fs->shard_record_told, 1, __ATOMIC_RELAXED))
         progcache__file_log(fs, PROGCACHE_LOG_WARN,
-                            "progcache: %s/%s is not a regular file (%s): not used, left "
-                            "alone; the shard is measured name by name (files_refused in "
-                            "progcache stats)",
-                            fs->root, rel, strerror(err));
+                            "progcache: %s/%s cannot be used as a shard record (%s): not "
+                            "used, left alone; the shard is measured name by name "
+                            "(files_refused in progcache stats)",
+                            fs->root, rel, what);
 }
 
 /* The record of shard, when there is one this process can trust, of the
