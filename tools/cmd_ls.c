@@ -404,10 +404,12 @@ static void sorter_limits(sorter *so)
 {
     struct rlimit rl;
     rlim_t spare = 8;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY)
-        spare = SORT_OPEN_RUNS;
-    else if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 32)
-        spare = (rl.rlim_cur - 24) / 2;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur == RLIM_INFINITY)
+            spare = SORT_OPEN_RUNS;
+        else if (rl.rlim_cur > 32)
+            spare = (rl.rlim_cur - 24) / 2;
+    }
     so->max_runs = spare < SORT_OPEN_RUNS ? (unsigned)spare : SORT_OPEN_RUNS;
     if (so->max_runs < 2)
         so->max_runs = 2;

@@ -238,11 +238,16 @@ static void write_record(file_store *fs, int shard, uint64_t dir_ino, record_row
 }
 
 /* Whether a known name is stat'ed again this time: one in RECHECK_EVERY,
- * a different one at each change of the shard directory. */
-static int recheck(uint64_t name, const struct stat *dir)
+ * a different one at each change of the shard directory (the salt, mixed
+ * once per measurement from the directory's change time). */
+static uint64_t recheck_salt(const struct stat *dir)
 {
-    uint64_t when = (uint64_t)dir->st_ctim.tv_sec * 1000000000u + (uint64_t)dir->st_ctim.tv_nsec;
-    return mix64(name ^ mix64(when)) % RECHECK_EVERY == 0;
+    return mix64((uint64_t)dir->st_ctim.tv_sec * 1000000000u + (uint64_t)dir->st_ctim.tv_nsec);
+}
+
+static int recheck(uint64_t name, uint64_t salt)
+{
+    return mix64(name ^ salt) % RECHECK_EVERY == 0;
 }
 
 static const record_row *find(const record_row *rows, uint32_t n, uint64_t ino, uint64_t name)
@@ -289,7 +294,7 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
     record_row *old = read_record(fs, shard, (uint64_t)dst.st_ino, &old_n, &refused);
     record_row *rows = NULL;
     int keep = may_write(fs) && !refused;
-    uint64_t statted = 0, rechecked = 0;
+    uint64_t statted = 0, rechecked = 0, salt = recheck_salt(&dst);
     int stale = 0;
     struct dirent *e;
     while ((e = readdir(dir)) != NULL) {
@@ -300,7 +305,7 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
         const record_row *was = e->d_ino ? find(old, old_n, e->d_ino, h) : NULL;
         record_row row = {e->d_ino, h, 0};
         struct stat st;
-        if (was && !recheck(h, &dst)) {
+        if (was && !recheck(h, salt)) {
             row.size = was->size;
         } else {
             if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
