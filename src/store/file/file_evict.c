@@ -252,7 +252,8 @@ static int evict_pass(file_store *fs, unsigned pass, uint64_t trigger, uint64_t 
         *removed_bytes = freed;
     progcache__file_log(fs, PROGCACHE_LOG_INFO,
                         "evicted %zu entries (%llu bytes) from %s in %lld ms", evicted,
-                        (unsigned long long)freed, fs->root, (long long)(progcache__clock_ms() - started));
+                        (unsigned long long)freed, fs->root,
+                        (long long)(progcache__clock_ms() - started));
 done:
     progcache__free(list.items);
     return rc;
@@ -377,8 +378,9 @@ int progcache__file_evict_if_needed(file_store *fs)
         progcache__file_sweep_tmp(fs, 1);
         if (others && (pass & PASS_LOCKED)) {
             /* Only the shards whose directory changed since they were
-             * measured: O(what was written), not O(the directory). */
-            progcache__file_catch_up(fs, 1, 1);
+             * measured: O(what was written), not O(the directory); and
+             * of that, one slice per put (file_catch_up.c). */
+            progcache__file_catch_up_step(fs);
             progcache__file_totals(fs, &bytes, &count);
             others = 0;
         }

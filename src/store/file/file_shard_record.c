@@ -35,22 +35,17 @@
 
 #include "alloc.h"
 #include "fs.h"
+#include "store/file/file_record.h"
 #include "store/file/file_stats.h"
 #include "store/file/file_store.h"
 
 #define RECORD_MAGIC "PCSHARD1"
 #define RECORD_VERSION 1
-/* The most rows a record holds (24 bytes each: 6 MiB), so that reading one
- * is bounded; a shard with more entries is measured without one. */
-#define RECORD_MAX_ROWS (1u << 18)
 /* Names a measurement may stat beyond what changed before the record is
  * written again: RECORD_SLACK plus a sixteenth of the shard. */
 #define RECORD_SLACK 64
 /* One in RECHECK_EVERY known names is stat'ed again at each measurement. */
 #define RECHECK_EVERY 16
-/* A row's size is below this, so that the sum of RECORD_MAX_ROWS rows
- * cannot overflow (a record a team member forged is damaged, not UB). */
-#define ROW_SIZE_MAX ((uint64_t)1 << 44)
 
 typedef struct record_head {
     char magic[8];    /* "PCSHARD1" */
@@ -60,12 +55,6 @@ typedef struct record_head {
     uint64_t check;   /* mix of every row, dir_ino and rows: damage shows */
 } record_head;
 
-typedef struct record_row {
-    uint64_t ino;  /* d_ino of the name when it was measured */
-    uint64_t name; /* hash of the name: an inode number reused by another name */
-    uint64_t size; /* st_size then */
-} record_row;
-
 /* Names stat'ed by measurements in this process (a test hook). */
 static uint64_t names_statted;
 
@@ -74,7 +63,25 @@ uint64_t progcache__file_shard_names_statted(void)
     return __atomic_load_n(&names_statted, __ATOMIC_RELAXED);
 }
 
-static uint64_t mix64(uint64_t x)
+void progcache__file_record_statted(uint64_t names)
+{
+    progcache__file_scan_count(0, names);
+    __atomic_add_fetch(&names_statted, names, __ATOMIC_RELAXED);
+}
+
+/* Rewritten only when what it does not know (names stat'ed, names gone)
+ * passes a bound: a write and a rename of ~94 KB at a million entries
+ * cost more than stat'ing a few dozen names again (5-10 ms on a busy
+ * disk, issue 32), and every measurement until then stats at most that
+ * bound plus what changed since. A shard of up to 64 entries has no
+ * record at all. */
+int progcache__file_record_due(int stale, uint64_t statted, uint64_t old_n, uint64_t n)
+{
+    uint64_t gone = old_n + statted > n ? old_n + statted - n : 0;
+    return stale || statted + gone > RECORD_SLACK + n / 16;
+}
+
+uint64_t progcache__file_record_mix(uint64_t x)
 {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
@@ -84,7 +91,7 @@ static uint64_t mix64(uint64_t x)
 }
 
 /* FNV-1a of the 62 hex digits, never 0. */
-static uint64_t name_hash(const char *name)
+uint64_t progcache__file_record_name_hash(const char *name)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     for (const char *p = name; *p; p++)
@@ -94,13 +101,14 @@ static uint64_t name_hash(const char *name)
 
 static uint64_t rows_check(const record_row *rows, uint32_t n, uint64_t dir_ino)
 {
-    uint64_t c = mix64(dir_ino ^ ((uint64_t)n << 32));
+    uint64_t (*mix)(uint64_t) = progcache__file_record_mix;
+    uint64_t c = mix(dir_ino ^ ((uint64_t)n << 32));
     for (uint32_t i = 0; i < n; i++)
-        c = mix64(c ^ rows[i].ino) + mix64(rows[i].name ^ (rows[i].size * 0x9e3779b97f4a7c15ull));
+        c = mix(c ^ rows[i].ino) + mix(rows[i].name ^ (rows[i].size * 0x9e3779b97f4a7c15ull));
     return c;
 }
 
-static int sizes_bounded(const record_row *rows, uint32_t n)
+int progcache__file_record_bounded(const record_row *rows, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
         if (rows[i].size >= ROW_SIZE_MAX)
@@ -108,7 +116,7 @@ static int sizes_bounded(const record_row *rows, uint32_t n)
     return 1;
 }
 
-static int row_cmp(const void *a, const void *b)
+int progcache__file_record_cmp(const void *a, const void *b)
 {
     const record_row *x = a, *y = b;
     if (x->ino != y->ino)
@@ -119,7 +127,7 @@ static int row_cmp(const void *a, const void *b)
 /* Whether this open may write records: a writable open of the user's own
  * cache, or a read-only admin open that keeps the counters it measures
  * (file_account.c), on a file system whose listings give inode numbers. */
-static int may_write(const file_store *fs)
+int progcache__file_record_may_write(const file_store *fs)
 {
     if (fs->foreign)
         return 0;
@@ -130,7 +138,7 @@ static int may_write(const file_store *fs)
 
 /* A record's place holds something else: counted in files_refused (links
  * in links_refused, with their warning), and said once per handle. */
-static void refused_once(file_store *fs, const char *rel, int err)
+void progcache__file_record_refused(file_store *fs, const char *rel, int err)
 {
     if (progcache__file_refused(fs, rel, err, 0))
         return;
@@ -141,8 +149,8 @@ static void refused_once(file_store *fs, const char *rel, int err)
                            : strerror(err);
     if (!__atomic_exchange_n(&fs->shard_record_told, 1, __ATOMIC_RELAXED))
         progcache__file_log(fs, PROGCACHE_LOG_WARN,
-                            "progcache: %s/%s cannot be used as a shard record (%s): not "
-                            "used, left alone; the shard is measured name by name "
+                            "progcache: %s/%s cannot be used (%s, not the file progcache "
+                            "keeps there): left alone; shards are measured name by name "
                             "(files_refused in progcache stats)",
                             fs->root, rel, what);
 }
@@ -152,8 +160,8 @@ static void refused_once(file_store *fs, const char *rel, int err)
  * record this user may not trust (another user's, writable by others) is
  * counted in files_refused and *refused set: it is neither used nor
  * replaced. */
-static record_row *read_record(file_store *fs, int shard, uint64_t dir_ino, uint32_t *n,
-                               int *refused)
+record_row *progcache__file_record_read(file_store *fs, int shard, uint64_t dir_ino, uint32_t *n,
+                                        int *refused)
 {
     char rel[32], why[192];
     struct stat st;
@@ -166,7 +174,7 @@ static record_row *read_record(file_store *fs, int shard, uint64_t dir_ino, uint
          * folder): left alone, counted and said once. */
         if (errno != ENOENT) {
             *refused = 1;
-            refused_once(fs, rel, errno);
+            progcache__file_record_refused(fs, rel, errno);
         }
         return NULL;
     }
@@ -175,7 +183,7 @@ static record_row *read_record(file_store *fs, int shard, uint64_t dir_ino, uint
     /* A mode is given only by an open that may write records: a read-only
      * `progcache stats` changes nothing (a team member's own record made
      * 0600 by it would lock the team out of it). */
-    if (may_write(fs) && st.st_uid == fs->perm.euid &&
+    if (progcache__file_record_may_write(fs) && st.st_uid == fs->perm.euid &&
         progcache__perm_fix(&fs->perm, fd, &st, progcache__perm_state_mode(&fs->perm)) > 0)
         progcache__stats_add(fs->stats, PROGCACHE__MODES_FIXED, 1); /* ours, made loose */
     if (!progcache__perm_file_ok(&fs->perm, &st, why, sizeof why)) {
@@ -190,7 +198,7 @@ static record_row *read_record(file_store *fs, int shard, uint64_t dir_ino, uint
         size_t len = (size_t)head.rows * sizeof *rows;
         if (progcache__fs_read_full(fd, rows, len) != (ssize_t)len ||
             rows_check(rows, head.rows, dir_ino) != head.check ||
-            !sizes_bounded(rows, head.rows)) {
+            !progcache__file_record_bounded(rows, head.rows)) {
             progcache__free(rows); /* damaged: as if there were none */
             rows = NULL;
         } else {
@@ -204,8 +212,8 @@ static record_row *read_record(file_store *fs, int shard, uint64_t dir_ino, uint
 /* Publish rows (sorted here) as shard's record: a temp file in
  * progcache/shards/ renamed over the last one, made with the mode of
  * progcache/state. Best effort: a record is an optimisation. */
-static void write_record(file_store *fs, int shard, uint64_t dir_ino, record_row *rows,
-                         uint32_t n)
+void progcache__file_record_write(file_store *fs, int shard, uint64_t dir_ino, record_row *rows,
+                                  uint32_t n)
 {
     int made;
     int dirfd = progcache__file_dir_make_ro(fs, FILE_SHARD_RECORD_DIR,
@@ -213,7 +221,7 @@ static void write_record(file_store *fs, int shard, uint64_t dir_ino, record_row
                                             progcache__perm_new_gid(&fs->perm), &made, 0);
     if (dirfd < 0)
         return;
-    qsort(rows, n, sizeof *rows, row_cmp);
+    qsort(rows, n, sizeof *rows, progcache__file_record_cmp);
     size_t len = sizeof(record_head) + (size_t)n * sizeof *rows;
     unsigned char *buf = progcache__malloc(len);
     if (buf) {
@@ -242,18 +250,20 @@ static void write_record(file_store *fs, int shard, uint64_t dir_ino, record_row
  * once per measurement from the directory's change time). */
 static uint64_t recheck_salt(const struct stat *dir)
 {
-    return mix64((uint64_t)dir->st_ctim.tv_sec * 1000000000u + (uint64_t)dir->st_ctim.tv_nsec);
+    return progcache__file_record_mix((uint64_t)dir->st_ctim.tv_sec * 1000000000u +
+                                      (uint64_t)dir->st_ctim.tv_nsec);
 }
 
-static int recheck(uint64_t name, uint64_t salt)
+int progcache__file_record_recheck(uint64_t name, uint64_t salt)
 {
-    return mix64(name ^ salt) % RECHECK_EVERY == 0;
+    return progcache__file_record_mix(name ^ salt) % RECHECK_EVERY == 0;
 }
 
-static const record_row *find(const record_row *rows, uint32_t n, uint64_t ino, uint64_t name)
+const record_row *progcache__file_record_find(const record_row *rows, uint32_t n, uint64_t ino,
+                                              uint64_t name)
 {
     record_row key = {ino, name, 0};
-    return n ? bsearch(&key, rows, n, sizeof *rows, row_cmp) : NULL;
+    return n ? bsearch(&key, rows, n, sizeof *rows, progcache__file_record_cmp) : NULL;
 }
 
 static int sum_entry(void *ctx, int shard, const char *name, const struct stat *st)
@@ -291,9 +301,10 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
     }
     uint32_t old_n = 0, n = 0, cap = 0;
     int refused = 0;
-    record_row *old = read_record(fs, shard, (uint64_t)dst.st_ino, &old_n, &refused);
+    record_row *old =
+        progcache__file_record_read(fs, shard, (uint64_t)dst.st_ino, &old_n, &refused);
     record_row *rows = NULL;
-    int keep = may_write(fs) && !refused;
+    int keep = progcache__file_record_may_write(fs) && !refused;
     uint64_t statted = 0, rechecked = 0, salt = recheck_salt(&dst);
     int stale = 0;
     struct dirent *e;
@@ -301,11 +312,12 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
         if ((e->d_type != DT_REG && e->d_type != DT_UNKNOWN) ||
             !progcache__file_is_entry_name(e->d_name))
             continue;
-        uint64_t h = name_hash(e->d_name);
-        const record_row *was = e->d_ino ? find(old, old_n, e->d_ino, h) : NULL;
+        uint64_t h = progcache__file_record_name_hash(e->d_name);
+        const record_row *was =
+            e->d_ino ? progcache__file_record_find(old, old_n, e->d_ino, h) : NULL;
         record_row row = {e->d_ino, h, 0};
         struct stat st;
-        if (was && !recheck(h, salt)) {
+        if (was && !progcache__file_record_recheck(h, salt)) {
             row.size = was->size;
         } else {
             if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
@@ -339,17 +351,10 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
         rows[n++] = row;
     }
     closedir(dir); /* closes dirfd */
-    progcache__file_scan_count(1, statted + rechecked);
-    __atomic_add_fetch(&names_statted, statted + rechecked, __ATOMIC_RELAXED);
-    /* Rewritten only when what it does not know (names stat'ed, names
-     * gone) passes a bound: a write and a rename of ~94 KB at a million
-     * entries cost more than stat'ing a few dozen names again (5-10 ms on
-     * a busy disk, issue 32), and every measurement until then stats at
-     * most that bound plus what changed since. A shard of up to 64
-     * entries has no record at all. */
-    uint64_t gone = old_n + statted - (uint64_t)n;
-    if (keep && (stale || statted + gone > RECORD_SLACK + (uint64_t)n / 16))
-        write_record(fs, shard, (uint64_t)dst.st_ino, rows, n);
+    progcache__file_scan_count(1, 0);
+    progcache__file_record_statted(statted + rechecked);
+    if (keep && progcache__file_record_due(stale, statted, old_n, n))
+        progcache__file_record_write(fs, shard, (uint64_t)dst.st_ino, rows, n);
     progcache__free(rows);
     progcache__free(old);
     return 0;

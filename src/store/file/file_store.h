@@ -36,7 +36,18 @@ typedef struct file_state {
     /* The shard the next bounded eviction step starts at (mod 256). */
     uint32_t evict_cursor;
     uint32_t pad;
-    uint64_t reserved[28];
+    /* A catch-up spread over puts (file_catch_up.c; issue 32), all under
+     * the lock: 1 while one is under way, tmp/'s fingerprint when it
+     * began, the shard it has reached, and what it has found so far (for
+     * other_writer_bytes and shards_rescanned when it ends). Words that
+     * were reserved (zero) in the same version 3: a state file an older
+     * progcache made has no catch-up under way. */
+    uint64_t round_active;
+    uint64_t round_tmp;
+    uint64_t round_shard;
+    uint64_t round_unseen;
+    uint64_t round_measured;
+    uint64_t reserved[23];
     struct {
         int64_t bytes;
         int64_t count;
@@ -317,6 +328,25 @@ int progcache__file_totals(file_store *fs, uint64_t *bytes, uint64_t *count);
  * other_writer_rescans and other_writer_bytes when count_stats. The
  * caller holds evict_mutex (and the lock when locked). */
 void progcache__file_catch_up(file_store *fs, int locked, int count_stats);
+/* The same spread over puts (file_catch_up.c): at most
+ * progcache__file_catch_names names listed and progcache__file_catch_stats
+ * stat'ed by one call, the progress kept in the state and in
+ * progcache/shards/next for the next put, in any process, to go on with;
+ * whole, as above, where that cannot be kept (no shared state, a network
+ * file system, an open that may not write records). The caller holds
+ * evict_mutex and the lock. Variables so that a test can make slices
+ * small. */
+void progcache__file_catch_up_step(file_store *fs);
+extern uint64_t progcache__file_catch_names;
+extern uint64_t progcache__file_catch_stats;
+/* Whether a shard is to be measured by a catch-up: its directory changed
+ * since shard_seen, other than by progcache's own puts (file_others.c);
+ * tmp_ctime is tmp/'s change time (progcache__file_tmp_ctime, 0: none). */
+int progcache__file_shard_changed(file_store *fs, int shard, int64_t tmp_ctime);
+int64_t progcache__file_tmp_ctime(file_store *fs);
+/* Measure one shard whole through its record and correct its counters
+ * (file_account.c); the bytes found beyond them. */
+int64_t progcache__file_measure_shard(file_store *fs, int shard, int locked);
 /* A put's own write into a shard (issue 32): begin looks at the shard
  * (held open as shard_fd) and tmp/ before the rename, end after it; when
  * the shard was clean (measured, or recorded by a put, and unchanged
@@ -367,6 +397,20 @@ typedef struct file_shard_sum {
 int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum);
 int progcache__file_shard_sum_full(file_store *fs, int shard, file_shard_sum *sum);
 uint64_t progcache__file_shard_names_statted(void);
+/* One slice of the measurement of shard that a catch-up spreads over puts
+ * (file_shard_slice.c): names listed and stat'ed are taken from *names
+ * and *stats. 1 when the shard's listing is done (*done filled: its
+ * truth, the counters and shard_seen when the measurement began, and the
+ * fingerprint to record); 0 when the budget ran out first (the progress
+ * is in progcache/shards/next); -1 when it cannot be measured in slices
+ * (measure it whole). */
+typedef struct file_slice_done {
+    file_shard_sum sum;
+    int64_t bytes_before, count_before;
+    uint64_t seen, seen_was;
+} file_slice_done;
+int progcache__file_shard_slice(file_store *fs, int shard, uint64_t *names, uint64_t *stats,
+                                file_slice_done *done);
 /* progcache/ was found ours and loose at open: progcache/shards/ and the
  * records in it (ours) are given their modes, counted in modes_fixed. */
 void progcache__file_shard_records_fix(file_store *fs);
@@ -406,7 +450,8 @@ int progcache__file_evict_if_needed(file_store *fs);
 /* Delete what crashed writers left: regular files owned by this user,
  * older than an hour, named as progcache or cuda.core name temp files, in
  * tmp/ and progcache/tmp/ and, with state_dir_too, progcache/ (never
- * anything else, never a directory). Open sweeps the temp folders only: the temp files of progcache/ appear
+ * anything else, never a directory). Open sweeps the temp folders only:
+ * the temp files of progcache/ appear
  * only when a process dies while creating state or stats, rare enough for
  * eviction, prune and clear to collect, and open stays one readdir
  * cheaper. */

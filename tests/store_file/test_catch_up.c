@@ -1,0 +1,268 @@
+/* Issue 32: the catch-up with another program's writes is spread over puts
+ * (file_catch_up.c, FORMAT.md "Other writers: the drift bound"), so that
+ * no put lists a whole shard of ~3,900 names at a million entries. In a
+ * shard of 4,000 entries, with slices of 256 names and 32 stats:
+ *
+ * - one cuda.core-shaped write is counted once the slices are done, ~16
+ *   puts later, and not by the first put; no put stats more than a slice
+ *   allows;
+ * - the slices go on across processes (each put in a process of its own);
+ * - names added, replaced and removed while the slices run: the counters
+ *   equal the directory once the next catch-up has ended;
+ * - a whole catch-up (a read-only open) in the middle ends it, nothing
+ *   counted twice;
+ * - progcache/shards/next damaged: the measurement starts afresh; a FIFO
+ *   there: left alone, counted, the shard measured whole;
+ * - progcache's own puts into the shard meanwhile: counted, over by at
+ *   most what they wrote until the shard is measured again.
+ * Asserted as counters against a walk of the directory, never as time. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "scale_fixture.h"
+#include "store/file/file_store.h"
+
+#define SHARD 0x3c
+#define ENTRIES 4000
+
+static progcache_store *open_store(const char *dir)
+{
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.max_size = 1ull << 40;
+    opts.flags = PROGCACHE_FILE_NO_FSYNC;
+    progcache_store *s = NULL;
+    CHECK_OK(progcache_store_file_new(&s, dir, &opts));
+    return s;
+}
+
+/* A put of a key that goes to shard when want, else to any other. */
+static void put_key(progcache_store *s, int *i, int shard_wanted, int want)
+{
+    char k[32], rel[FILE_REL_PATH_MAX];
+    int shard;
+    do {
+        snprintf(k, sizeof k, "key-%d-%d", (int)getpid(), ++*i);
+        CHECK_OK(progcache__file_rel_path(rel, &shard, k, strlen(k)));
+    } while ((shard == shard_wanted) != want);
+    CHECK_OK(progcache_store_put(s, k, strlen(k), "value", 5));
+}
+
+static uint64_t other_bytes(progcache_store *s)
+{
+    progcache_stats st = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_store_stats_get(&st, s));
+    return st.other_writer_bytes;
+}
+
+static int under_way(progcache_store *s)
+{
+    return (int)((file_store *)progcache_store_as_file(s))->state->round_active;
+}
+
+/* The counters against the directory: equal, or (slack) over by at most
+ * slack bytes. */
+static void check_counters(progcache_store *s, const char *dir, uint64_t slack)
+{
+    uint64_t bytes = 0, count = 0, n;
+    uint64_t truth = scale_measure(dir, &n);
+    CHECK_OK(progcache_store_total_size(&bytes, s));
+    CHECK_OK(progcache_store_count(&count, s));
+    printf("  counters %llu bytes in %llu entries, directory %llu in %llu\n",
+           (unsigned long long)bytes, (unsigned long long)count, (unsigned long long)truth,
+           (unsigned long long)n);
+    CHECK(bytes >= truth && bytes - truth <= slack);
+    if (!slack)
+        CHECK(count == n);
+}
+
+/* Puts elsewhere until the catch-up has ended; how many it took. */
+static int puts_to_catch_up(progcache_store *s, int *key)
+{
+    int puts = 0;
+    do {
+        uint64_t before = progcache__file_shard_names_statted();
+        put_key(s, key, SHARD, 0);
+        /* A slice's stats, and the put's own shard whole (a few names). */
+        CHECK(progcache__file_shard_names_statted() - before <= 32 + 16);
+        puts++;
+    } while (under_way(s) && puts < 1000);
+    CHECK(!under_way(s));
+    return puts;
+}
+
+static void one_write(progcache_store *w, const char *dir, int *key)
+{
+    uint64_t found = other_bytes(w);
+    scale_foreign_write(dir, ENTRIES + 1, 777, SHARD, NULL);
+    usleep(50 * 1000); /* settled: 20 ms */
+    put_key(w, key, SHARD, 0);
+    CHECK(under_way(w));
+    CHECK(other_bytes(w) == found); /* not counted by the first put */
+    int puts = 1 + puts_to_catch_up(w, key);
+    printf("one foreign write into a shard of %d: counted after %d puts\n", ENTRIES, puts);
+    CHECK(puts >= ENTRIES / 256 / 2 && puts <= 3 * ENTRIES / 256);
+    CHECK(other_bytes(w) - found == 777);
+    check_counters(w, dir, 0);
+}
+
+/* Each put in a process of its own: the slices go on where the last
+ * process left them. */
+static void across_processes(progcache_store *w, const char *dir, int *key)
+{
+    uint64_t found = other_bytes(w);
+    scale_foreign_write(dir, ENTRIES + 2, 1500, SHARD, NULL);
+    usleep(50 * 1000);
+    int procs = 0;
+    for (; procs < 200 && (procs == 0 || under_way(w)); procs++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            progcache_store *c = open_store(dir);
+            put_key(c, key, SHARD, 0);
+            progcache_store_free(c);
+            _exit(0);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0);
+    }
+    printf("one foreign write, one put per process: counted after %d processes\n", procs);
+    CHECK(!under_way(w) && procs > 1);
+    CHECK(other_bytes(w) - found == 1500);
+    check_counters(w, dir, 0);
+}
+
+/* Names added, replaced and removed by the other program while the slices
+ * run: right once the next catch-up has ended. */
+static void changes_meanwhile(progcache_store *w, const char *dir, int *key, char names[][65])
+{
+    scale_foreign_write(dir, ENTRIES + 3, 300, SHARD, NULL);
+    usleep(50 * 1000);
+    for (int i = 0; i < 5; i++)
+        put_key(w, key, SHARD, 0);
+    CHECK(under_way(w));
+    scale_foreign_write(dir, ENTRIES + 4, 400, SHARD, NULL);
+    scale_foreign_write(dir, 11, 9000, SHARD, NULL); /* replaced, other bytes */
+    char path[4096];
+    for (int i = 20; i < 3000; i += 700) { /* removed, spread over the listing */
+        snprintf(path, sizeof path, "%s/entries/%.2s/%.62s", dir, names[i], names[i] + 2);
+        CHECK(unlink(path) == 0);
+    }
+    usleep(50 * 1000);
+    (void)puts_to_catch_up(w, key);
+    (void)puts_to_catch_up(w, key); /* the changes made after the first began */
+    printf("names added, replaced and removed during the slices:\n");
+    check_counters(w, dir, 0);
+}
+
+/* A read-only open (progcache stats) catches up whole: the catch-up under
+ * way ends with it, and what its slices had seen is not counted again. */
+static void whole_in_the_middle(progcache_store *w, const char *dir, int *key)
+{
+    uint64_t found = other_bytes(w);
+    scale_foreign_write(dir, ENTRIES + 5, 2500, SHARD, NULL);
+    usleep(50 * 1000);
+    for (int i = 0; i < 4; i++)
+        put_key(w, key, SHARD, 0);
+    CHECK(under_way(w));
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.flags = PROGCACHE_FILE_READONLY;
+    progcache_store *r = NULL;
+    CHECK_OK(progcache_store_file_new(&r, dir, &opts));
+    uint64_t bytes = 0;
+    CHECK_OK(progcache_store_total_size(&bytes, r));
+    progcache_store_free(r);
+    CHECK(!under_way(w));
+    for (int i = 0; i < 20; i++)
+        put_key(w, key, SHARD, 0);
+    CHECK(other_bytes(w) == found); /* the read-only open counts no statistics */
+    printf("a whole catch-up in the middle of the slices:\n");
+    check_counters(w, dir, 0);
+}
+
+static void damaged_next(progcache_store *w, const char *dir, int *key)
+{
+    char next[4096];
+    snprintf(next, sizeof next, "%s/progcache/shards/next", dir);
+    scale_foreign_write(dir, ENTRIES + 6, 640, SHARD, NULL);
+    usleep(50 * 1000);
+    for (int i = 0; i < 4; i++)
+        put_key(w, key, SHARD, 0);
+    CHECK(under_way(w));
+    int fd = open(next, O_WRONLY);
+    CHECK(fd >= 0 && pwrite(fd, "garbage!", 8, 40) == 8);
+    close(fd);
+    (void)puts_to_catch_up(w, key);
+    printf("progcache/shards/next damaged in the middle:\n");
+    check_counters(w, dir, 0);
+
+    /* A FIFO there: never opened for reading (it would block), counted. */
+    CHECK(unlink(next) == 0 && mkfifo(next, 0600) == 0);
+    progcache_stats st = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_store_stats_get(&st, w));
+    uint64_t refused = st.files_refused;
+    scale_foreign_write(dir, ENTRIES + 7, 650, SHARD, NULL);
+    usleep(50 * 1000);
+    put_key(w, key, SHARD, 0);
+    CHECK(!under_way(w)); /* measured whole by that put */
+    CHECK_OK(progcache_store_stats_get(&st, w));
+    CHECK(st.files_refused > refused);
+    struct stat fst;
+    CHECK(lstat(next, &fst) == 0 && S_ISFIFO(fst.st_mode));
+    printf("a FIFO at progcache/shards/next: left alone, counted, measured whole\n");
+    check_counters(w, dir, 0);
+    CHECK(unlink(next) == 0);
+}
+
+/* progcache's own puts into the shard while its slices run: counted by
+ * the puts, and over by at most what they wrote (those the listing finds
+ * too) until the shard is measured again. */
+static void own_puts_meanwhile(progcache_store *w, const char *dir, int *key)
+{
+    scale_foreign_write(dir, ENTRIES + 8, 128, SHARD, NULL);
+    usleep(50 * 1000);
+    uint64_t own = 0;
+    int puts = 0;
+    do {
+        put_key(w, key, SHARD, 1);
+        own += 5;
+    } while (under_way(w) && ++puts < 1000);
+    printf("own puts into the shard during its slices (%llu bytes):\n",
+           (unsigned long long)own);
+    check_counters(w, dir, own);
+}
+
+int main(void)
+{
+    char *dir = test_mkdtemp("catch-up");
+    static char names[ENTRIES][65];
+    for (int i = 0; i < ENTRIES; i++)
+        scale_foreign_write(dir, (uint64_t)i, 100 + (size_t)(i % 89), SHARD, names[i]);
+    usleep(50 * 1000);
+    progcache_store *w = open_store(dir);
+    int key = 0;
+    uint64_t n = 0;
+    CHECK_OK(progcache_store_count(&n, w)); /* seeded: one scan */
+    CHECK(n == ENTRIES);
+    put_key(w, &key, SHARD, 0);
+    CHECK(!under_way(w));
+
+    one_write(w, dir, &key);
+    across_processes(w, dir, &key);
+    changes_meanwhile(w, dir, &key, names);
+    whole_in_the_middle(w, dir, &key);
+    damaged_next(w, dir, &key);
+    own_puts_meanwhile(w, dir, &key);
+
+    progcache_store_free(w);
+    test_rmtree(dir);
+    free(dir);
+    printf("test_catch_up: ok\n");
+    return 0;
+}
