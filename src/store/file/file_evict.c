@@ -375,7 +375,9 @@ int progcache__file_evict_if_needed(file_store *fs)
         others = progcache__file_others_wrote(fs);
     }
     if (bytes > fs->max_size || others) {
-        progcache__file_sweep_tmp(fs, 1);
+        /* (Once a catch-up, not at each of its slices.) */
+        if (bytes > fs->max_size || !__atomic_load_n(&fs->state->round_active, __ATOMIC_RELAXED))
+            progcache__file_sweep_tmp(fs, 1);
         if (others && (pass & PASS_LOCKED)) {
             /* Only the shards whose directory changed since they were
              * measured: O(what was written), not O(the directory); and

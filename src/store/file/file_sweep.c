@@ -96,6 +96,11 @@ int progcache__file_clear_shard(file_store *fs, int shard)
         return PROGCACHE_OK;
     progcache__file_scan_shard(fs, shard, clear_entry, &cc);
     close(cc.dirfd);
+    /* Counted by the removals; a measurement of the shard under way in
+     * slices (file_catch_up.c) saw names that are gone: it starts afresh,
+     * and the next catch-up measures the shard. */
+    if (!(fs->flags & PROGCACHE_FILE_READONLY))
+        __atomic_store_n(&fs->state->shard_seen[shard], 0, __ATOMIC_RELAXED);
     return cc.rc;
 }
 
