@@ -14,7 +14,9 @@
  * - progcache/shards/next damaged: the measurement starts afresh; a FIFO
  *   there: left alone, counted, the shard measured whole;
  * - progcache's own puts into the shard meanwhile: counted, over by at
- *   most what they wrote until the shard is measured again.
+ *   most what they wrote until the shard is measured again;
+ * - a cap in force: over it by no more than the other program's write
+ *   while the slices run, under it a few puts after they end.
  * Asserted as counters against a walk of the directory, never as time. */
 #include <fcntl.h>
 #include <stdio.h>
@@ -238,6 +240,44 @@ static void own_puts_meanwhile(progcache_store *w, const char *dir, int *key)
     check_counters(w, dir, own);
 }
 
+/* The cap with the catch-up spread over puts (FORMAT.md, "The bound"):
+ * while it runs, the directory holds at most the cap plus what the other
+ * program wrote since it began; once it has ended, eviction (64 removals
+ * a put) brings the directory under the cap within a few puts. */
+static void cap_held(const char *dir, int *key)
+{
+    uint64_t total = 0;
+    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
+    opts.flags = PROGCACHE_FILE_NO_FSYNC;
+    progcache_store *probe = NULL;
+    CHECK_OK(progcache_store_file_new(&probe, dir, &opts));
+    CHECK_OK(progcache_store_total_size(&total, probe));
+    progcache_store_free(probe);
+    uint64_t cap = total + 4000, written = 60000;
+    opts.max_size = cap;
+    progcache_store *c = NULL;
+    CHECK_OK(progcache_store_file_new(&c, dir, &opts));
+    /* One pass of at most 64 removals a put (exact LRU: the oldest are the
+     * other program's entries here; a step's shard-by-shard order would
+     * take the puts' small ones first in this one-shard layout). */
+    progcache__file_evict_batch = 1u << 20;
+    scale_foreign_write(dir, ENTRIES + 9, (size_t)written, SHARD, NULL);
+    usleep(50 * 1000);
+    int puts = 0, after = -1;
+    uint64_t held = 0;
+    for (; puts < 200 && (after < 0 || held > cap); puts++) {
+        put_key(c, key, SHARD, 0);
+        held = scale_measure(dir, NULL);
+        CHECK(held <= cap + written + 5 * (uint64_t)(puts + 1));
+        if (after < 0 && !under_way(c))
+            after = puts;
+    }
+    printf("cap %llu: over it by the other write until the catch-up ended (put %d), under "
+           "it again after put %d\n", (unsigned long long)cap, after, puts);
+    CHECK(after > 0 && held <= cap && puts - after <= 40);
+    progcache_store_free(c);
+}
+
 int main(void)
 {
     char *dir = test_mkdtemp("catch-up");
@@ -259,6 +299,7 @@ int main(void)
     whole_in_the_middle(w, dir, &key);
     damaged_next(w, dir, &key);
     own_puts_meanwhile(w, dir, &key);
+    cap_held(dir, &key);
 
     progcache_store_free(w);
     test_rmtree(dir);

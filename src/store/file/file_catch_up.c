@@ -77,6 +77,8 @@ void progcache__file_catch_up_step(file_store *fs)
     uint64_t names = progcache__file_catch_names, stats = progcache__file_catch_stats;
     if (!names)
         names = 1; /* (every put makes progress) */
+    if (!stats)
+        stats = 1;
     while (st->round_shard < FILE_SHARDS) {
         int shard = (int)st->round_shard;
         if (!progcache__file_shard_changed(fs, shard, tmp_ctime)) {

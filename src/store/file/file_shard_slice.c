@@ -184,11 +184,12 @@ int progcache__file_shard_slice(file_store *fs, int shard, uint64_t *names, uint
     size_t len = *names * DIRENT_GUESS < BUF_MAX ? (size_t)*names * DIRENT_GUESS : BUF_MAX;
     if (len < 1024)
         len = 1024;
+    /* Rows grow with what the slice sees (a test's budget may be huge). */
+    size_t n = 0, cap = *names < 1024 ? (size_t)*names : 1024;
     if (refused || !(buf = progcache__malloc(len)) ||
-        !(rows = progcache__malloc((size_t)*names * sizeof *rows + 1)) ||
+        !(rows = progcache__malloc(cap * sizeof *rows + 1)) ||
         lseek(dirfd, (off_t)h.cursor, SEEK_SET) == (off_t)-1)
         goto out;
-    size_t n = 0;
     uint64_t salt = progcache__file_record_mix(h.seen), statted = 0;
     int end = 0, spent = 0;
     while (!spent && *names) {
@@ -228,8 +229,18 @@ int progcache__file_shard_slice(file_store *fs, int shard, uint64_t *names, uint
                     h.statted++;
                 row.size = (uint64_t)st.st_size;
             }
-            if (entry)
-                rows[n++] = row;
+            if (!entry)
+                continue;
+            if (n == cap) {
+                record_row *more = n < RECORD_MAX_ROWS
+                                       ? progcache__realloc(rows, 2 * cap * sizeof *rows)
+                                       : NULL;
+                if (!more)
+                    goto out; /* measured whole instead */
+                rows = more;
+                cap *= 2;
+            }
+            rows[n++] = row;
         }
     }
     progcache__file_record_statted(statted);
