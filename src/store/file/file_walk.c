@@ -40,10 +40,7 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const shard_name *)a)->name, ((const shard_name *)b)->name);
 }
 
-/* One shard's entry names, listed without a stat (a million entries make
- * ~3,900 a shard): each is stat'ed only when visited, so that the first
- * entries come after one readdir of their shard, not a stat of all of it
- * (issue 32: `ls | head -1`, the charts' sample). */
+/* One shard's entry names, listed without a stat (the top of the file). */
 typedef struct shard_names {
     shard_name *names;
     size_t len, cap;
