@@ -3,9 +3,14 @@
  * foreach (progcache_store_foreach) and for the cache directory's room
  * (src/dir/: listing, verify, export). Reading an entry by its name too.
  *
+ * A shard is listed by name only (one readdir), sorted, and each entry is
+ * stat'ed when it is visited, not before: the first entries of a million
+ * come after one shard's readdir, not ~3,900 stats (issue 32: `ls | head
+ * -1`, the sample of `stats --charts`); memory is one shard's names.
+ *
  * Everything here runs while other processes use the cache. Entries are
  * read through the same symlink-refusing opens as a get, and an entry that
- * vanishes between listing and reading is skipped. */
+ * vanishes between listing and visiting is skipped. */
 #include "store/file/file_walk.h"
 
 #include <dirent.h>
@@ -25,39 +30,46 @@
 
 /* ---- walking ------------------------------------------------------------ */
 
-typedef struct shard_item {
+typedef struct shard_name {
     char name[63];
-    struct stat st;
-} shard_item;
-
-typedef struct shard_list {
-    shard_item *items;
-    size_t len, cap;
-    int failed;
-} shard_list;
-
-static int list_entry(void *ctx, int shard, const char *name, const struct stat *st)
-{
-    shard_list *list = ctx;
-    if (list->len == list->cap) {
-        size_t cap = list->cap ? list->cap * 2 : 64;
-        shard_item *items = progcache__realloc(list->items, cap * sizeof *items);
-        if (!items) {
-            list->failed = 1;
-            return 1;
-        }
-        list->items = items;
-        list->cap = cap;
-    }
-    memcpy(list->items[list->len].name, name, 63);
-    list->items[list->len].st = *st;
-    list->len++;
-    return 0;
-}
+    unsigned char type; /* DT_REG, or DT_UNKNOWN where the file system does not say */
+} shard_name;
 
 static int by_name(const void *a, const void *b)
 {
-    return strcmp(((const shard_item *)a)->name, ((const shard_item *)b)->name);
+    return strcmp(((const shard_name *)a)->name, ((const shard_name *)b)->name);
+}
+
+/* One shard's entry names, listed without a stat (the top of the file). */
+typedef struct shard_names {
+    shard_name *names;
+    size_t len, cap;
+} shard_names;
+
+/* List the entry names of the shard open as dir (regular files or of
+ * unknown type, with an entry's name) in name order. -1: out of memory. */
+static int list_names(DIR *dir, shard_names *list)
+{
+    list->len = 0;
+    struct dirent *d;
+    while ((d = readdir(dir)) != NULL) {
+        if ((d->d_type != DT_REG && d->d_type != DT_UNKNOWN) ||
+            !progcache__file_is_entry_name(d->d_name))
+            continue;
+        if (list->len == list->cap) {
+            size_t cap = list->cap ? list->cap * 2 : 64;
+            shard_name *names = progcache__realloc(list->names, cap * sizeof *names);
+            if (!names)
+                return -1;
+            list->names = names;
+            list->cap = cap;
+        }
+        memcpy(list->names[list->len].name, d->d_name, 63);
+        list->names[list->len++].type = d->d_type;
+    }
+    if (list->len > 1)
+        qsort(list->names, list->len, sizeof *list->names, by_name);
+    return 0;
 }
 
 static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
@@ -134,19 +146,42 @@ typedef struct walk_state {
     progcache_entry_meta meta; /* records, with PROGCACHE_ENTRIES_RECORDS */
 } walk_state;
 
-static int visit(walk_state *w, int shard, const shard_item *it)
+/* Names the walk stat'ed by name (progcache__file_walk_names_statted). */
+static uint64_t names_statted;
+
+uint64_t progcache__file_walk_names_statted(void)
 {
+    return __atomic_load_n(&names_statted, __ATOMIC_RELAXED);
+}
+
+/* Stat name in the shard open as dirfd: 1 if it is a regular file. */
+static int stat_name(int dirfd, const char *name, struct stat *st)
+{
+    __atomic_add_fetch(&names_statted, 1, __ATOMIC_RELAXED);
+    return fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st->st_mode);
+}
+
+/* Visit the entry it of the shard open as dirfd. Its stat comes from the
+ * open file where the flags read it (one stat, not two), else from a stat
+ * of the name now; a name gone or no longer a regular file since the
+ * listing is skipped. A name of unknown type is stat'ed before it is
+ * opened, as the scans do: nothing but a regular file is opened. */
+static int visit(walk_state *w, int dirfd, int shard, const shard_name *it)
+{
+    const char *name = it->name;
     progcache_entry e;
     memset(&e, 0, sizeof e);
-    fill_entry(&e, shard, it->name, &it->st);
-    file_walk_item item = {&e, shard, it->name, -1, &it->st};
-    char errtext[160];
     struct stat st;
+    memset(&st, 0, sizeof st);
+    file_walk_item item = {&e, shard, name, -1, &st};
+    char errtext[160];
     int rc = 0;
     unsigned int reads =
         PROGCACHE_ENTRIES_READ | PROGCACHE_ENTRIES_INSPECT | PROGCACHE_ENTRIES_RECORDS;
     if (w->flags & reads) {
-        item.fd = open_entry(w->fs, shard, it->name);
+        if (it->type == DT_UNKNOWN && !stat_name(dirfd, name, &st))
+            return 0;
+        item.fd = open_entry(w->fs, shard, name);
         if (item.fd < 0) {
             if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
                 return 0; /* evicted or replaced meanwhile */
@@ -156,27 +191,28 @@ static int visit(walk_state *w, int shard, const shard_item *it)
             int got = read_open_entry(w->fs, item.fd, &w->data, &st, errtext, sizeof errtext);
             if (got == 0)
                 goto done;
-            if (got < 0) {
-                e.error = errtext;
-            } else {
-                fill_entry(&e, shard, it->name, &st);
-                item.st = &st;
+            if (got < 0)
+                e.error = errtext; /* (st: the fstat's if it succeeded, else still the stat's) */
+            else
                 e.data = w->data.data;
-            }
         }
-        if (e.data && (w->flags & PROGCACHE_ENTRIES_INSPECT)) {
-            rc = progcache__inspect_entry(&w->info, e.data, (size_t)e.size, 1);
-            if (rc)
-                goto done;
-            e.artifact = &w->info;
-        }
-        if (e.data && (w->flags & PROGCACHE_ENTRIES_RECORDS)) {
-            int whole;
-            if (progcache__file_seal_check(w->fs, item.fd, e.name, e.data, (size_t)e.size, &w->meta,
-                                           &whole, NULL) == FILE_SEAL_MATCH &&
-                w->meta.records.size)
-                e.meta = &w->meta;
-        }
+    }
+    if (!S_ISREG(st.st_mode) && !stat_name(dirfd, name, &st)) /* not opened, or no fstat */
+        goto done;
+    progcache__file_scan_count(0, 1); /* an entry examined, once */
+    fill_entry(&e, shard, name, &st);
+    if (e.data && (w->flags & PROGCACHE_ENTRIES_INSPECT)) {
+        rc = progcache__inspect_entry(&w->info, e.data, (size_t)e.size, 1);
+        if (rc)
+            goto done;
+        e.artifact = &w->info;
+    }
+    if (e.data && (w->flags & PROGCACHE_ENTRIES_RECORDS)) {
+        int whole;
+        if (progcache__file_seal_check(w->fs, item.fd, e.name, e.data, (size_t)e.size, &w->meta,
+                                       &whole, NULL) == FILE_SEAL_MATCH &&
+            w->meta.records.size)
+            e.meta = &w->meta;
     }
     rc = w->fn(w->ctx, &item);
 done:
@@ -189,22 +225,31 @@ int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, vo
 {
     walk_state w = {fs, flags, fn, ctx, PROGCACHE_BUF_INIT, PROGCACHE_ARTIFACT_INFO_INIT,
                     PROGCACHE_ENTRY_META_INIT};
-    shard_list list = {NULL, 0, 0, 0};
+    shard_names list = {NULL, 0, 0};
     int rc = PROGCACHE_OK;
     for (int shard = 0; shard < FILE_SHARDS && !rc; shard++) {
-        list.len = 0;
-        progcache__file_scan_shard(fs, shard, list_entry, &list);
-        if (list.failed) {
+        char rel[16];
+        snprintf(rel, sizeof rel, "entries/%02x", shard);
+        int dirfd = progcache__file_dir(fs, rel);
+        if (dirfd < 0)
+            continue; /* a missing shard is empty; a link there refused and named */
+        DIR *dir = fdopendir(dirfd);
+        if (!dir) {
+            close(dirfd);
+            continue;
+        }
+        if (list_names(dir, &list) != 0) {
+            closedir(dir);
             rc = progcache__error(PROGCACHE_ENOMEM, "out of memory listing %s/entries/%02x",
                                   fs->root, shard);
             break;
         }
-        if (list.len > 1)
-            qsort(list.items, list.len, sizeof *list.items, by_name);
+        progcache__file_scan_count(1, 0);
         for (size_t i = 0; i < list.len && !rc; i++)
-            rc = visit(&w, shard, &list.items[i]);
+            rc = visit(&w, dirfd, shard, &list.names[i]);
+        closedir(dir); /* closes dirfd */
     }
-    progcache__free(list.items);
+    progcache__free(list.names);
     progcache_buf_free(&w.data);
     progcache_artifact_info_release(&w.info);
     progcache_entry_meta_release(&w.meta);

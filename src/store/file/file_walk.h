@@ -26,6 +26,11 @@ typedef int (*file_walk_fn)(void *ctx, file_walk_item *item);
  * PROGCACHE_OK, the callback's non-zero value, or PROGCACHE_ENOMEM. */
 int progcache__file_walk(file_store *fs, unsigned int flags, file_walk_fn fn, void *ctx);
 
+/* Names the walks of this process stat'ed by name (fstatat) rather than
+ * through the entry they opened (test hook: a walk stats an entry when it
+ * visits it, not its whole shard before the first visit). */
+uint64_t progcache__file_walk_names_statted(void);
+
 /* progcache_file_foreach (progcache/entries.h) and the tier's foreach: fn
  * and flags checked, then the walk. */
 int progcache__file_foreach(file_store *fs, unsigned int flags, progcache_entry_fn fn,
