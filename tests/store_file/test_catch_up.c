@@ -1,7 +1,7 @@
 /* Issue 32: the catch-up with another program's writes is spread over puts
  * (file_catch_up.c, FORMAT.md "Other writers: the drift bound"), so that
  * no put lists a whole shard of ~3,900 names at a million entries. In a
- * shard of 4,000 entries, with slices of 256 names and 32 stats:
+ * shard of 4,000 entries, with slices of 256 names and 64 stats:
  *
  * - one cuda.core-shaped write is counted once the slices are done, ~16
  *   puts later, and not by the first put; no put stats more than a slice
@@ -13,8 +13,11 @@
  *   counted twice;
  * - progcache/shards/next damaged: the measurement starts afresh; a FIFO
  *   there: left alone, counted, the shard measured whole;
- * - progcache's own puts into the shard meanwhile: counted, over by at
- *   most what they wrote until the shard is measured again;
+ * - progcache's own puts and removes in the shard meanwhile, a clear
+ *   meanwhile: counted exactly (the measurement begins afresh, and is
+ *   made whole after two restarts);
+ * - a hard link or another user's file at progcache/shards/next:
+ *   refused before it is touched, counted;
  * - a cap in force: over it by no more than the other program's write
  *   while the slices run, under it a few puts after they end.
  * Asserted as counters against a walk of the directory, never as time. */
@@ -43,8 +46,9 @@ static progcache_store *open_store(const char *dir)
     return s;
 }
 
-/* A put of a key that goes to shard when want, else to any other. */
-static void put_key(progcache_store *s, int *i, int shard_wanted, int want)
+/* A put of a key that goes to shard when want, else to any other; the
+ * key in out when not NULL. */
+static void put_named(progcache_store *s, int *i, int shard_wanted, int want, char out[32])
 {
     char k[32], rel[FILE_REL_PATH_MAX];
     int shard;
@@ -53,6 +57,13 @@ static void put_key(progcache_store *s, int *i, int shard_wanted, int want)
         CHECK_OK(progcache__file_rel_path(rel, &shard, k, strlen(k)));
     } while ((shard == shard_wanted) != want);
     CHECK_OK(progcache_store_put(s, k, strlen(k), "value", 5));
+    if (out)
+        memcpy(out, k, sizeof k);
+}
+
+static void put_key(progcache_store *s, int *i, int shard_wanted, int want)
+{
+    put_named(s, i, shard_wanted, want, NULL);
 }
 
 static uint64_t other_bytes(progcache_store *s)
@@ -91,7 +102,7 @@ static int puts_to_catch_up(progcache_store *s, int *key)
         uint64_t before = progcache__file_shard_names_statted();
         put_key(s, key, SHARD, 0);
         /* A slice's stats, and the put's own shard whole (a few names). */
-        CHECK(progcache__file_shard_names_statted() - before <= 32 + 16);
+        CHECK(progcache__file_shard_names_statted() - before <= progcache__file_catch_stats + 16);
         puts++;
     } while (under_way(s) && puts < 1000);
     CHECK(!under_way(s));
@@ -222,22 +233,104 @@ static void damaged_next(progcache_store *w, const char *dir, int *key)
     CHECK(unlink(next) == 0);
 }
 
-/* progcache's own puts into the shard while its slices run: counted by
- * the puts, and over by at most what they wrote (those the listing finds
- * too) until the shard is measured again. */
-static void own_puts_meanwhile(progcache_store *w, const char *dir, int *key)
+/* progcache's own changes to the shard while its slices run (every put
+ * into it, removes, a clear; any version's: they go through the
+ * counters): the measurement begins afresh, and after two such restarts
+ * the shard is measured whole in one put. Counted exactly either way. */
+static void own_changes_meanwhile(progcache_store *w, const char *dir, int *key)
 {
     scale_foreign_write(dir, ENTRIES + 8, 128, SHARD, NULL);
     usleep(50 * 1000);
-    uint64_t own = 0;
     int puts = 0;
-    do {
+    do
         put_key(w, key, SHARD, 1);
-        own += 5;
-    } while (under_way(w) && ++puts < 1000);
-    printf("own puts into the shard during its slices (%llu bytes):\n",
-           (unsigned long long)own);
-    check_counters(w, dir, own);
+    while (under_way(w) && ++puts < 1000);
+    printf("own puts into the shard, each during its slices: ended after %d\n", puts + 1);
+    CHECK(puts <= 4);
+    check_counters(w, dir, 0);
+
+    char keys[30][32];
+    for (int i = 0; i < 30; i++)
+        put_named(w, key, SHARD, 1, keys[i]);
+    scale_foreign_write(dir, ENTRIES + 10, 777, SHARD, NULL);
+    usleep(50 * 1000);
+    put_key(w, key, SHARD, 0);
+    CHECK(under_way(w));
+    for (int i = 0; i < 30; i++) /* names on both sides of the listing's offset */
+        CHECK_OK(progcache_store_remove(w, keys[i], strlen(keys[i])));
+    (void)puts_to_catch_up(w, key);
+    printf("own removes during the slices:\n");
+    check_counters(w, dir, 0);
+}
+
+/* A clear while a shard is measured in slices, and another program's
+ * entries written after it: each shard is measured once emptied, under
+ * the lock, and the measurement under way begins afresh. */
+static void clear_meanwhile(const char *dir, int *key)
+{
+    progcache_store *w = open_store(dir);
+    for (int i = 0; i < 1200; i++)
+        scale_foreign_write(dir, 500000 + (uint64_t)i, 300, SHARD, NULL);
+    usleep(50 * 1000);
+    for (int i = 0; i < 3; i++)
+        put_key(w, key, SHARD, 0);
+    CHECK(under_way(w));
+    progcache_prune_result pr = PROGCACHE_PRUNE_RESULT_INIT;
+    CHECK_OK(progcache_file_clear(&pr, progcache_store_as_file(w), NULL, NULL));
+    printf("a clear in the middle of the slices:\n");
+    check_counters(w, dir, 0);
+    for (int i = 0; i < 300; i++)
+        scale_foreign_write(dir, 600000 + (uint64_t)i, 300, SHARD, NULL);
+    usleep(50 * 1000);
+    (void)puts_to_catch_up(w, key);
+    printf("and other writes after it, caught up:\n");
+    check_counters(w, dir, 0);
+    progcache_store_free(w);
+}
+
+/* progcache/shards/next with a second name (a hard link a team member
+ * made to a file of the user's outside the cache), or another user's:
+ * refused before it is touched, counted, said; shards measured whole. */
+static void next_refused(progcache_store *w, const char *dir, int *key)
+{
+    char next[4096], victim[4096];
+    snprintf(next, sizeof next, "%s/progcache/shards/next", dir);
+    snprintf(victim, sizeof victim, "%s.victim", dir);
+    int fd = open(victim, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && write(fd, "the user's own file\n", 20) == 20);
+    close(fd);
+    CHECK(chmod(victim, 0644) == 0);
+    (void)unlink(next);
+    CHECK(link(victim, next) == 0);
+    progcache_stats st = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_store_stats_get(&st, w));
+    uint64_t refused = st.files_refused;
+    scale_foreign_write(dir, ENTRIES + 11, 310, SHARD, NULL);
+    usleep(50 * 1000);
+    put_key(w, key, SHARD, 0);
+    CHECK(!under_way(w)); /* measured whole */
+    struct stat vst;
+    CHECK(stat(victim, &vst) == 0 && vst.st_size == 20 && (vst.st_mode & 0777) == 0644);
+    CHECK_OK(progcache_store_stats_get(&st, w));
+    CHECK(st.files_refused > refused);
+    printf("a hard link at progcache/shards/next: refused, the other name untouched\n");
+    check_counters(w, dir, 0);
+    CHECK(unlink(next) == 0 && unlink(victim) == 0);
+    if (geteuid() != 0)
+        return;
+    fd = open(next, O_WRONLY | O_CREAT, 0600);
+    CHECK(fd >= 0 && fchown(fd, 65534, 65534) == 0);
+    close(fd);
+    refused = st.files_refused;
+    scale_foreign_write(dir, ENTRIES + 12, 320, SHARD, NULL);
+    usleep(50 * 1000);
+    put_key(w, key, SHARD, 0);
+    CHECK(!under_way(w));
+    CHECK_OK(progcache_store_stats_get(&st, w));
+    CHECK(st.files_refused > refused);
+    printf("another user's progcache/shards/next: refused, counted\n");
+    check_counters(w, dir, 0);
+    CHECK(unlink(next) == 0);
 }
 
 /* The cap with the catch-up spread over puts (FORMAT.md, "The bound"):
@@ -298,8 +391,10 @@ int main(void)
     changes_meanwhile(w, dir, &key, names);
     whole_in_the_middle(w, dir, &key);
     damaged_next(w, dir, &key);
-    own_puts_meanwhile(w, dir, &key);
+    own_changes_meanwhile(w, dir, &key);
+    next_refused(w, dir, &key);
     cap_held(dir, &key);
+    clear_meanwhile(dir, &key);
 
     progcache_store_free(w);
     test_rmtree(dir);

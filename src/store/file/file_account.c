@@ -104,10 +104,19 @@ int progcache__file_open_own(file_store *fs, const char *rel, int flags, struct 
                              char *why, size_t why_len)
 {
     why[0] = '\0';
-    int fd = progcache__fs_open_regular(fs->root_fd, rel, flags,
+    int fd = progcache__fs_open_regular(fs->root_fd, rel, flags & ~FILE_OPEN_ONE_NAME,
                                         progcache__perm_state_mode(&fs->perm), st);
     if (fd < 0) {
         (void)progcache__file_refused(fs, rel, errno, 0); /* a link at progcache/ */
+        return -1;
+    }
+    if ((flags & FILE_OPEN_ONE_NAME) && st->st_nlink != 1) {
+        /* Before its mode is touched: the other name may be anywhere. */
+        snprintf(why, why_len, "it has %llu names (a hard link)",
+                 (unsigned long long)st->st_nlink);
+        close(fd);
+        fs->files_refused++;
+        errno = EPERM;
         return -1;
     }
     /* Ours (just made, or made under another umask): given its mode. */

@@ -20,9 +20,10 @@
 
 /* Per put: ~0.3 ms of listing and ~0.1-0.3 ms of stats on the 2-core
  * machine of PERFORMANCE.md with its page cache warm; a shard of ~3,900
- * names at a million entries takes some 16 puts. */
+ * names at a million entries takes some 16 puts, a shard of up to 64
+ * (no record: every name stat'ed) one. */
 uint64_t progcache__file_catch_names = 256;
-uint64_t progcache__file_catch_stats = 32;
+uint64_t progcache__file_catch_stats = 64;
 
 /* Whether this open can keep a catch-up's progress for the next put. */
 static int can_slice(const file_store *fs)

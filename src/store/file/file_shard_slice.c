@@ -46,6 +46,7 @@ typedef struct slice_head {
     uint64_t cursor;     /* getdents' d_off after the last name measured */
     uint64_t statted;    /* names stat'ed for not being in the record */
     uint64_t stale;      /* 1: a re-checked name's size had changed */
+    uint64_t restarts;   /* measurements of this shard begun afresh for a change of ours */
     uint64_t check;      /* mix of the above: damage shows */
 } slice_head;
 
@@ -71,24 +72,56 @@ static int open_next(file_store *fs)
     close(dirfd);
     struct stat st;
     char why[192];
-    int fd = progcache__file_open_own(fs, SLICE_NAME, O_RDWR | O_CREAT, &st, why, sizeof why);
-    if (fd < 0 && errno != EPERM) /* (refused as another user's: counted by open_own) */
+    /* Written and truncated in place: a second name for it (a hard link a
+     * team member made to a file of ours elsewhere) is refused. */
+    int fd = progcache__file_open_own(fs, SLICE_NAME, O_RDWR | O_CREAT | FILE_OPEN_ONE_NAME, &st,
+                                      why, sizeof why);
+    if (fd < 0 && errno != EPERM) {
         progcache__file_record_refused(fs, SLICE_NAME, errno);
+        return -1;
+    }
+    if (fd < 0) {
+        progcache__stats_add(fs->stats, PROGCACHE__FILES_REFUSED, 1);
+        if (!__atomic_exchange_n(&fs->shard_record_told, 1, __ATOMIC_RELAXED))
+            progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                                "progcache: %s/" SLICE_NAME " cannot be used: %s; left "
+                                "alone; shards are measured whole (files_refused in "
+                                "progcache stats)",
+                                fs->root, why);
+    }
     return fd;
 }
 
+/* Begun afresh this many times for changes of progcache's own, a shard is
+ * measured whole (in one put) rather than again: a burst of puts into it
+ * cannot keep its catch-up from ending. */
+#define RESTARTS_MAX 2
+
 /* The measurement under way in fd, when it is of this shard as it is now;
- * else a fresh one begun (0), or -1 when fd cannot be written. */
+ * else a fresh one begun (0); -1 when fd cannot be written or the shard
+ * is to be measured whole. */
 static int head_load(file_store *fs, int fd, int shard, uint64_t dir_ino, slice_head *h)
 {
     struct stat st;
     uint64_t seen_was = __atomic_load_n(&fs->state->shard_seen[shard], __ATOMIC_RELAXED);
+    int64_t bytes = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
+    int64_t count = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
+    /* Every change progcache makes to the shard (a put, a remove, an
+     * eviction, a clear, by any version) goes through its counters: one
+     * since the measurement began would be counted twice, or not at all,
+     * by a truth taken against the counters then. Another program's does
+     * not, and shows at the next catch-up. */
+    uint64_t restarts = 0;
     if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof *h &&
         (st.st_size - (off_t)sizeof *h) % (off_t)sizeof(record_row) == 0 &&
         pread(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h && !memcmp(h->magic, SLICE_MAGIC, 8) &&
         h->version == 1 && h->check == head_check(h) && h->shard == (uint32_t)shard &&
-        h->dir_ino == dir_ino && h->seen_was == seen_was)
-        return 0;
+        h->dir_ino == dir_ino && h->seen_was == seen_was) {
+        if (h->bytes_before == bytes && h->count_before == count)
+            return 0;
+        if ((restarts = h->restarts + 1) > RESTARTS_MAX)
+            return -1;
+    }
     memset(h, 0, sizeof *h);
     memcpy(h->magic, SLICE_MAGIC, 8);
     h->version = 1;
@@ -96,8 +129,9 @@ static int head_load(file_store *fs, int fd, int shard, uint64_t dir_ino, slice_
     h->dir_ino = dir_ino;
     h->seen = progcache__file_shard_fingerprint(fs, shard);
     h->seen_was = seen_was;
-    h->bytes_before = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
-    h->count_before = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
+    h->bytes_before = bytes;
+    h->count_before = count;
+    h->restarts = restarts;
     h->check = head_check(h);
     if (ftruncate(fd, 0) != 0 || pwrite(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h)
         return -1;

@@ -309,7 +309,12 @@ mode_t progcache__file_tmp_mode(const file_store *fs);
  * progcache__fs_open_regular does (with O_CREAT: made with the cache's
  * state mode, 0600 or 0660, whatever the umask), give it that mode when it
  * is ours, and refuse it (-1, errno EPERM, why saying whose it is) when
- * progcache__perm_file_ok does not allow it (file_account.c). */
+ * progcache__perm_file_ok does not allow it (file_account.c). With
+ * FILE_OPEN_ONE_NAME in flags, a file with another name too (a hard link:
+ * one written in place must not be reachable from elsewhere) is refused
+ * the same way, before its mode is touched. (Not for progcache/state,
+ * which has two names for a moment while it is published.) */
+#define FILE_OPEN_ONE_NAME 0x40000000
 int progcache__file_open_own(file_store *fs, const char *rel, int flags, struct stat *st,
                              char *why, size_t why_len);
 

@@ -96,11 +96,6 @@ int progcache__file_clear_shard(file_store *fs, int shard)
         return PROGCACHE_OK;
     progcache__file_scan_shard(fs, shard, clear_entry, &cc);
     close(cc.dirfd);
-    /* Counted by the removals; a measurement of the shard under way in
-     * slices (file_catch_up.c) saw names that are gone: it starts afresh,
-     * and the next catch-up measures the shard. */
-    if (!(fs->flags & PROGCACHE_FILE_READONLY))
-        __atomic_store_n(&fs->state->shard_seen[shard], 0, __ATOMIC_RELAXED);
     return cc.rc;
 }
 
@@ -158,9 +153,15 @@ int progcache__file_clear(file_store *fs, progcache_progress_fn progress, void *
     uint64_t bytes0, count0, bytes, count;
     int rc = PROGCACHE_OK;
     progcache__file_totals(fs, &bytes0, &count0);
-    /* As the store's clear (file_store.c), shard by shard, saying so. */
+    /* As the store's clear (file_store.c), shard by shard, saying so.
+     * Under the lock, each shard measured once emptied: a removal counted
+     * an entry of another program's that no counter held yet, and a
+     * measurement under way in slices (file_catch_up.c) saw names that
+     * are gone; this one stands for both. */
+    int locked = progcache__file_lock(fs);
     for (int shard = 0; shard < FILE_SHARDS; shard++) {
         int r = progcache__file_clear_shard(fs, shard);
+        (void)progcache__file_measure_shard(fs, shard, locked);
         if (r && !rc)
             rc = r;
         if (progress && (r = progress(ctx, "removing", (uint64_t)shard + 1, FILE_SHARDS))) {
@@ -168,6 +169,7 @@ int progcache__file_clear(file_store *fs, progcache_progress_fn progress, void *
             break;
         }
     }
+    progcache__file_unlock(fs);
     progcache__file_sweep_tmp(fs, 1);
     clear_index(fs); /* i35-explain: its records name no entry now */
     progcache__file_totals(fs, &bytes, &count);
