@@ -221,7 +221,8 @@ void progcache__file_record_write(file_store *fs, int shard, uint64_t dir_ino, r
                                             progcache__perm_new_gid(&fs->perm), &made, 0);
     if (dirfd < 0)
         return;
-    qsort(rows, n, sizeof *rows, progcache__file_record_cmp);
+    if (n > 1) /* (rows may be NULL when there are none) */
+        qsort(rows, n, sizeof *rows, progcache__file_record_cmp);
     size_t len = sizeof(record_head) + (size_t)n * sizeof *rows;
     unsigned char *buf = progcache__malloc(len);
     if (buf) {
