@@ -52,10 +52,13 @@ typedef struct slice_head {
 
 static uint64_t head_check(const slice_head *h)
 {
-    const uint64_t *w = (const uint64_t *)(const void *)h;
+    const unsigned char *bytes = (const unsigned char *)h;
     uint64_t c = 0x736c696365ull;
-    for (size_t i = 0; i < offsetof(slice_head, check) / 8; i++)
-        c = progcache__file_record_mix(c ^ w[i]);
+    for (size_t i = 0; i < offsetof(slice_head, check); i += 8) {
+        uint64_t w;
+        memcpy(&w, bytes + i, 8); /* (the magic is chars: no aliasing) */
+        c = progcache__file_record_mix(c ^ w);
+    }
     return c;
 }
 
