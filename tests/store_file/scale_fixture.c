@@ -70,3 +70,24 @@ void scale_foreign_write(const char *dir, uint64_t n, size_t size, int shard, ch
     if (name)
         snprintf(name, 65, "%s", own);
 }
+
+progcache_stats scale_stats(progcache_store *s)
+{
+    progcache_stats st = PROGCACHE_STATS_INIT;
+    CHECK_OK(progcache_store_stats_get(&st, s));
+    return st;
+}
+
+void scale_check_counters(progcache_store *s, const char *dir, uint64_t slack)
+{
+    uint64_t bytes = 0, count = 0, n;
+    uint64_t truth = scale_measure(dir, &n);
+    CHECK_OK(progcache_store_total_size(&bytes, s));
+    CHECK_OK(progcache_store_count(&count, s));
+    printf("  counters %llu bytes in %llu entries, directory %llu in %llu\n",
+           (unsigned long long)bytes, (unsigned long long)count, (unsigned long long)truth,
+           (unsigned long long)n);
+    CHECK(bytes >= truth && bytes - truth <= slack);
+    if (!slack)
+        CHECK(count == n);
+}

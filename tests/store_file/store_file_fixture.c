@@ -1,4 +1,4 @@
-/* The helpers test_store_file.c and test_store_file_faults.c share: a
+/* The helpers the store_file tests share: a
  * store without fsync, paths in the cache, a count of a directory's files. */
 #include "store_file_fixture.h"
 

@@ -1,5 +1,5 @@
-/* The helpers test_store_file.c and test_store_file_faults.c share; see
- * store_file_fixture.c. */
+/* The helpers test_store_file.c, test_store_file_faults.c, test_catch_up.c
+ * and test_shard_record.c share; see store_file_fixture.c. */
 #ifndef PROGCACHE_TESTS_STORE_FILE_FIXTURE_H
 #define PROGCACHE_TESTS_STORE_FILE_FIXTURE_H
 

@@ -31,20 +31,11 @@
 
 #include "check.h"
 #include "scale_fixture.h"
+#include "store_file_fixture.h"
 #include "store/file/file_store.h"
 
 #define SHARD 0x3c
 #define ENTRIES 4000
-
-static progcache_store *open_store(const char *dir)
-{
-    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
-    opts.max_size = 1ull << 40;
-    opts.flags = PROGCACHE_FILE_NO_FSYNC;
-    progcache_store *s = NULL;
-    CHECK_OK(progcache_store_file_new(&s, dir, &opts));
-    return s;
-}
 
 /* A put of a key that goes to shard when want, else to any other; the
  * key in out when not NULL. */
@@ -68,30 +59,12 @@ static void put_key(progcache_store *s, int *i, int shard_wanted, int want)
 
 static uint64_t other_bytes(progcache_store *s)
 {
-    progcache_stats st = PROGCACHE_STATS_INIT;
-    CHECK_OK(progcache_store_stats_get(&st, s));
-    return st.other_writer_bytes;
+    return scale_stats(s).other_writer_bytes;
 }
 
 static int under_way(progcache_store *s)
 {
     return (int)((file_store *)progcache_store_as_file(s))->state->round_active;
-}
-
-/* The counters against the directory: equal, or (slack) over by at most
- * slack bytes. */
-static void check_counters(progcache_store *s, const char *dir, uint64_t slack)
-{
-    uint64_t bytes = 0, count = 0, n;
-    uint64_t truth = scale_measure(dir, &n);
-    CHECK_OK(progcache_store_total_size(&bytes, s));
-    CHECK_OK(progcache_store_count(&count, s));
-    printf("  counters %llu bytes in %llu entries, directory %llu in %llu\n",
-           (unsigned long long)bytes, (unsigned long long)count, (unsigned long long)truth,
-           (unsigned long long)n);
-    CHECK(bytes >= truth && bytes - truth <= slack);
-    if (!slack)
-        CHECK(count == n);
 }
 
 /* Puts elsewhere until the catch-up has ended; how many it took. */
@@ -121,7 +94,7 @@ static void one_write(progcache_store *w, const char *dir, int *key)
     printf("one foreign write into a shard of %d: counted after %d puts\n", ENTRIES, puts);
     CHECK(puts >= ENTRIES / 256 / 2 && puts <= 3 * ENTRIES / 256);
     CHECK(other_bytes(w) - found == 777);
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
 }
 
 /* Each put in a process of its own: the slices go on where the last
@@ -136,7 +109,7 @@ static void across_processes(progcache_store *w, const char *dir, int *key)
         pid_t pid = fork();
         CHECK(pid >= 0);
         if (pid == 0) {
-            progcache_store *c = open_store(dir);
+            progcache_store *c = open_store(dir, 1ull << 40);
             put_key(c, key, SHARD, 0);
             progcache_store_free(c);
             _exit(0);
@@ -148,7 +121,7 @@ static void across_processes(progcache_store *w, const char *dir, int *key)
     printf("one foreign write, one put per process: counted after %d processes\n", procs);
     CHECK(!under_way(w) && procs > 1);
     CHECK(other_bytes(w) - found == 1500);
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
 }
 
 /* Names added, replaced and removed by the other program while the slices
@@ -171,7 +144,7 @@ static void changes_meanwhile(progcache_store *w, const char *dir, int *key, cha
     (void)puts_to_catch_up(w, key);
     (void)puts_to_catch_up(w, key); /* the changes made after the first began */
     printf("names added, replaced and removed during the slices:\n");
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
 }
 
 /* A read-only open (progcache stats) catches up whole: the catch-up under
@@ -196,7 +169,20 @@ static void whole_in_the_middle(progcache_store *w, const char *dir, int *key)
         put_key(w, key, SHARD, 0);
     CHECK(other_bytes(w) == found); /* the read-only open counts no statistics */
     printf("a whole catch-up in the middle of the slices:\n");
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
+}
+
+/* One foreign write and one put with progcache/shards/next unusable: the
+ * shard measured whole by that put, the refusal counted. */
+static void measured_whole(progcache_store *w, const char *dir, int *key, uint64_t n,
+                           size_t size)
+{
+    uint64_t refused = scale_stats(w).files_refused;
+    scale_foreign_write(dir, n, size, SHARD, NULL);
+    usleep(50 * 1000);
+    put_key(w, key, SHARD, 0);
+    CHECK(!under_way(w));
+    CHECK(scale_stats(w).files_refused > refused);
 }
 
 static void damaged_next(progcache_store *w, const char *dir, int *key)
@@ -213,23 +199,15 @@ static void damaged_next(progcache_store *w, const char *dir, int *key)
     close(fd);
     (void)puts_to_catch_up(w, key);
     printf("progcache/shards/next damaged in the middle:\n");
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
 
     /* A FIFO there: never opened for reading (it would block), counted. */
     CHECK(unlink(next) == 0 && mkfifo(next, 0600) == 0);
-    progcache_stats st = PROGCACHE_STATS_INIT;
-    CHECK_OK(progcache_store_stats_get(&st, w));
-    uint64_t refused = st.files_refused;
-    scale_foreign_write(dir, ENTRIES + 7, 650, SHARD, NULL);
-    usleep(50 * 1000);
-    put_key(w, key, SHARD, 0);
-    CHECK(!under_way(w)); /* measured whole by that put */
-    CHECK_OK(progcache_store_stats_get(&st, w));
-    CHECK(st.files_refused > refused);
+    measured_whole(w, dir, key, ENTRIES + 7, 650);
     struct stat fst;
     CHECK(lstat(next, &fst) == 0 && S_ISFIFO(fst.st_mode));
     printf("a FIFO at progcache/shards/next: left alone, counted, measured whole\n");
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
     CHECK(unlink(next) == 0);
 }
 
@@ -247,7 +225,7 @@ static void own_changes_meanwhile(progcache_store *w, const char *dir, int *key)
     while (under_way(w) && ++puts < 1000);
     printf("own puts into the shard, each during its slices: ended after %d\n", puts + 1);
     CHECK(puts <= 4);
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
 
     char keys[30][32];
     for (int i = 0; i < 30; i++)
@@ -260,7 +238,7 @@ static void own_changes_meanwhile(progcache_store *w, const char *dir, int *key)
         CHECK_OK(progcache_store_remove(w, keys[i], strlen(keys[i])));
     (void)puts_to_catch_up(w, key);
     printf("own removes during the slices:\n");
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
 }
 
 /* A clear while a shard is measured in slices, and another program's
@@ -268,7 +246,7 @@ static void own_changes_meanwhile(progcache_store *w, const char *dir, int *key)
  * the lock, and the measurement under way begins afresh. */
 static void clear_meanwhile(const char *dir, int *key)
 {
-    progcache_store *w = open_store(dir);
+    progcache_store *w = open_store(dir, 1ull << 40);
     for (int i = 0; i < 1200; i++)
         scale_foreign_write(dir, 500000 + (uint64_t)i, 300, SHARD, NULL);
     usleep(50 * 1000);
@@ -278,13 +256,13 @@ static void clear_meanwhile(const char *dir, int *key)
     progcache_prune_result pr = PROGCACHE_PRUNE_RESULT_INIT;
     CHECK_OK(progcache_file_clear(&pr, progcache_store_as_file(w), NULL, NULL));
     printf("a clear in the middle of the slices:\n");
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
     for (int i = 0; i < 300; i++)
         scale_foreign_write(dir, 600000 + (uint64_t)i, 300, SHARD, NULL);
     usleep(50 * 1000);
     (void)puts_to_catch_up(w, key);
     printf("and other writes after it, caught up:\n");
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
     progcache_store_free(w);
 }
 
@@ -302,34 +280,20 @@ static void next_refused(progcache_store *w, const char *dir, int *key)
     CHECK(chmod(victim, 0644) == 0);
     (void)unlink(next);
     CHECK(link(victim, next) == 0);
-    progcache_stats st = PROGCACHE_STATS_INIT;
-    CHECK_OK(progcache_store_stats_get(&st, w));
-    uint64_t refused = st.files_refused;
-    scale_foreign_write(dir, ENTRIES + 11, 310, SHARD, NULL);
-    usleep(50 * 1000);
-    put_key(w, key, SHARD, 0);
-    CHECK(!under_way(w)); /* measured whole */
+    measured_whole(w, dir, key, ENTRIES + 11, 310);
     struct stat vst;
     CHECK(stat(victim, &vst) == 0 && vst.st_size == 20 && (vst.st_mode & 0777) == 0644);
-    CHECK_OK(progcache_store_stats_get(&st, w));
-    CHECK(st.files_refused > refused);
     printf("a hard link at progcache/shards/next: refused, the other name untouched\n");
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
     CHECK(unlink(next) == 0 && unlink(victim) == 0);
     if (geteuid() != 0)
         return;
     fd = open(next, O_WRONLY | O_CREAT, 0600);
     CHECK(fd >= 0 && fchown(fd, 65534, 65534) == 0);
     close(fd);
-    refused = st.files_refused;
-    scale_foreign_write(dir, ENTRIES + 12, 320, SHARD, NULL);
-    usleep(50 * 1000);
-    put_key(w, key, SHARD, 0);
-    CHECK(!under_way(w));
-    CHECK_OK(progcache_store_stats_get(&st, w));
-    CHECK(st.files_refused > refused);
+    measured_whole(w, dir, key, ENTRIES + 12, 320);
     printf("another user's progcache/shards/next: refused, counted\n");
-    check_counters(w, dir, 0);
+    scale_check_counters(w, dir, 0);
     CHECK(unlink(next) == 0);
 }
 
@@ -337,19 +301,12 @@ static void next_refused(progcache_store *w, const char *dir, int *key)
  * while it runs, the directory holds at most the cap plus what the other
  * program wrote since it began; once it has ended, eviction (64 removals
  * a put) brings the directory under the cap within a few puts. */
-static void cap_held(const char *dir, int *key)
+static void cap_held(progcache_store *w, const char *dir, int *key)
 {
     uint64_t total = 0;
-    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
-    opts.flags = PROGCACHE_FILE_NO_FSYNC;
-    progcache_store *probe = NULL;
-    CHECK_OK(progcache_store_file_new(&probe, dir, &opts));
-    CHECK_OK(progcache_store_total_size(&total, probe));
-    progcache_store_free(probe);
+    CHECK_OK(progcache_store_total_size(&total, w));
     uint64_t cap = total + 4000, written = 60000;
-    opts.max_size = cap;
-    progcache_store *c = NULL;
-    CHECK_OK(progcache_store_file_new(&c, dir, &opts));
+    progcache_store *c = open_store(dir, cap);
     /* One pass of at most 64 removals a put (exact LRU: the oldest are the
      * other program's entries here; a step's shard-by-shard order would
      * take the puts' small ones first in this one-shard layout). */
@@ -378,7 +335,7 @@ int main(void)
     for (int i = 0; i < ENTRIES; i++)
         scale_foreign_write(dir, (uint64_t)i, 100 + (size_t)(i % 89), SHARD, names[i]);
     usleep(50 * 1000);
-    progcache_store *w = open_store(dir);
+    progcache_store *w = open_store(dir, 1ull << 40);
     int key = 0;
     uint64_t n = 0;
     CHECK_OK(progcache_store_count(&n, w)); /* seeded: one scan */
@@ -393,7 +350,7 @@ int main(void)
     damaged_next(w, dir, &key);
     own_changes_meanwhile(w, dir, &key);
     next_refused(w, dir, &key);
-    cap_held(dir, &key);
+    cap_held(w, dir, &key);
     clear_meanwhile(dir, &key);
 
     progcache_store_free(w);

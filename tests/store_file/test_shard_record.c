@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "scale_fixture.h"
+#include "store_file_fixture.h"
 #include "store/file/file_store.h"
 
 #define SHARD 0x5a
@@ -33,16 +34,6 @@
 /* The foreign write, the put's own shard, a settling shard or two, and the
  * sixteenth of the known names stat'ed again (twice that: it is drawn). */
 #define FEW (8 + 2 * ENTRIES / 16)
-
-static progcache_store *open_store(const char *dir)
-{
-    progcache_file_options opts = PROGCACHE_FILE_OPTIONS_INIT;
-    opts.max_size = 1ull << 40;
-    opts.flags = PROGCACHE_FILE_NO_FSYNC;
-    progcache_store *s = NULL;
-    CHECK_OK(progcache_store_file_new(&s, dir, &opts));
-    return s;
-}
 
 /* A put of a key that does not go to SHARD (so that the shard changes only
  * by the other program's writes). */
@@ -55,26 +46,6 @@ static void put_elsewhere(progcache_store *s, int *i)
         CHECK_OK(progcache__file_rel_path(rel, &shard, k, strlen(k)));
     } while (shard == SHARD);
     CHECK_OK(progcache_store_put(s, k, strlen(k), "value", 5));
-}
-
-static progcache_stats stats_of(progcache_store *s)
-{
-    progcache_stats st = PROGCACHE_STATS_INIT;
-    CHECK_OK(progcache_store_stats_get(&st, s));
-    return st;
-}
-
-/* The counters (caught up by the put before) against the directory. */
-static void check_counters(progcache_store *s, const char *dir)
-{
-    uint64_t bytes = 0, count = 0, n;
-    uint64_t truth = scale_measure(dir, &n);
-    CHECK_OK(progcache_store_total_size(&bytes, s));
-    CHECK_OK(progcache_store_count(&count, s));
-    printf("  counters %llu bytes in %llu entries, directory %llu in %llu\n",
-           (unsigned long long)bytes, (unsigned long long)count, (unsigned long long)truth,
-           (unsigned long long)n);
-    CHECK(bytes == truth && count == n);
 }
 
 /* What the next puts stat after the other program's writes: settled
@@ -148,7 +119,7 @@ static void replaced_twice(progcache_store *w, const char *dir, int entry, const
     printf("a name replaced at its old inode number (%s): counters right after %d "
            "measurement(s)\n", back ? "it came back" : "grown in place", rounds);
     CHECK(bytes == truth);
-    check_counters(w, dir);
+    scale_check_counters(w, dir, 0);
 }
 
 /* A read-only open (progcache stats) that measures a shard gives its
@@ -182,12 +153,12 @@ int main(void)
     for (int i = 0; i < ENTRIES; i++)
         scale_foreign_write(dir, (uint64_t)i, 100 + (size_t)(i % 97), SHARD, names[i]);
     usleep(100 * 1000);
-    progcache_store *w = open_store(dir);
+    progcache_store *w = open_store(dir, 1ull << 40);
     int key = 0;
     /* The first count seeds the counters: every name stat'ed once, and
      * the shard's record written. */
     uint64_t before = progcache__file_shard_names_statted();
-    check_counters(w, dir);
+    scale_check_counters(w, dir, 0);
     printf("seeding: %llu names stat'ed\n",
            (unsigned long long)(progcache__file_shard_names_statted() - before));
     char record[4096];
@@ -199,14 +170,14 @@ int main(void)
     put_elsewhere(w, &key); /* the shards of the first put settled */
 
     /* One foreign write into the shard of 4,000: a few names stat'ed. */
-    uint64_t other = stats_of(w).other_writer_bytes;
+    uint64_t other = scale_stats(w).other_writer_bytes;
     scale_foreign_write(dir, ENTRIES + 1, 777, SHARD, NULL);
     uint64_t statted = statted_by_put(w, &key);
     printf("put after one foreign write into a shard of %d: %llu names stat'ed\n", ENTRIES,
            (unsigned long long)statted);
     CHECK(statted >= 1 && statted <= FEW);
-    CHECK(stats_of(w).other_writer_bytes - other == 777);
-    check_counters(w, dir);
+    CHECK(scale_stats(w).other_writer_bytes - other == 777);
+    scale_check_counters(w, dir, 0);
 
     /* Another program replaces an entry (os.replace: a new file, a new
      * inode) with other bytes and removes one: counted exactly, still by
@@ -221,7 +192,7 @@ int main(void)
     printf("put after a replace and a removal: %llu names stat'ed\n",
            (unsigned long long)statted);
     CHECK(statted >= 1 && statted <= FEW);
-    check_counters(w, dir);
+    scale_check_counters(w, dir, 0);
     replaced_twice(w, dir, 9, names[9], &key);
     readonly_keeps_mode(dir, record, &key, w);
 
@@ -235,13 +206,13 @@ int main(void)
     printf("put after a foreign write, the record damaged: %llu names stat'ed\n",
            (unsigned long long)statted);
     CHECK(statted >= ENTRIES);
-    check_counters(w, dir);
+    scale_check_counters(w, dir, 0);
     scale_foreign_write(dir, ENTRIES + 3, 123, SHARD, NULL);
     statted = statted_by_put(w, &key);
     printf("and after the next foreign write: %llu names stat'ed\n",
            (unsigned long long)statted);
     CHECK(statted >= 1 && statted <= FEW);
-    check_counters(w, dir);
+    scale_check_counters(w, dir, 0);
 
     /* On a network or FUSE file system (what open found: statfs) the
      * listing's inode numbers are not trusted: every name stat'ed, the
@@ -254,7 +225,7 @@ int main(void)
     printf("put after a foreign write on a network file system: %llu names stat'ed\n",
            (unsigned long long)statted);
     CHECK(statted >= ENTRIES);
-    check_counters(w, dir);
+    scale_check_counters(w, dir, 0);
     CHECK(stat(record, &st) == 0 && st.st_ino == was_st.st_ino &&
           st.st_mtim.tv_nsec == was_st.st_mtim.tv_nsec);
     progcache_store_as_file(w)->network_fs = 0;
@@ -266,14 +237,14 @@ int main(void)
         char was[64];
         ssize_t was_len, now_len;
         read_file(record, was, sizeof was, &was_len);
-        uint64_t refused = stats_of(w).files_refused;
+        uint64_t refused = scale_stats(w).files_refused;
         scale_foreign_write(dir, ENTRIES + 4, 222, SHARD, NULL);
         statted = statted_by_put(w, &key);
         printf("put after a foreign write, another user's record: %llu names stat'ed\n",
                (unsigned long long)statted);
         CHECK(statted >= ENTRIES);
-        CHECK(stats_of(w).files_refused > refused);
-        check_counters(w, dir);
+        CHECK(scale_stats(w).files_refused > refused);
+        scale_check_counters(w, dir, 0);
         char now[64];
         read_file(record, now, sizeof now, &now_len);
         CHECK(stat(record, &st) == 0 && st.st_uid == 65534);
@@ -284,11 +255,11 @@ int main(void)
     /* A FIFO where the record goes: never opened to block, left alone,
      * counted in files_refused; the shard measured name by name. */
     CHECK(unlink(record) == 0 && mkfifo(record, 0600) == 0);
-    uint64_t refused_before = stats_of(w).files_refused;
+    uint64_t refused_before = scale_stats(w).files_refused;
     scale_foreign_write(dir, ENTRIES + 6, 55, SHARD, NULL);
     statted = statted_by_put(w, &key);
-    CHECK(statted >= ENTRIES && stats_of(w).files_refused > refused_before);
-    check_counters(w, dir);
+    CHECK(statted >= ENTRIES && scale_stats(w).files_refused > refused_before);
+    scale_check_counters(w, dir, 0);
     CHECK(lstat(record, &st) == 0 && S_ISFIFO(st.st_mode));
     printf("a FIFO at the record's place: refused, counted, left alone\n");
     progcache_store_free(w);
