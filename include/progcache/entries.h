@@ -225,7 +225,9 @@ PROGCACHE_API int progcache_file_prune(progcache_prune_result *out, progcache_fi
  *                 directory's accounting: entries other processes add or
  *                 remove meanwhile may be counted or not); entries and
  *                 total_size: what is left.
- * @param progress optional.
+ * @param progress optional; called between shards, never while the
+ *                 directory's eviction lock is held (each shard is cleared
+ *                 and measured under it), so it may call into the cache.
  * @return PROGCACHE_OK; PROGCACHE_EINVAL (read-only store); PROGCACHE_EIO
  *         (an entry could not be removed: the message names it; the
  *         others were); progress's non-zero value if it stopped.

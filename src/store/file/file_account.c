@@ -247,6 +247,14 @@ void progcache__file_account(file_store *fs, int shard, int64_t bytes, int64_t c
 {
     __atomic_add_fetch(&fs->state->shard[shard].bytes, bytes, __ATOMIC_RELAXED);
     __atomic_add_fetch(&fs->state->shard[shard].count, count, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&fs->state->shard_changes[shard / 16], 1ull << (4 * (shard % 16)),
+                       __ATOMIC_RELAXED);
+}
+
+unsigned progcache__file_shard_changes(const file_store *fs, int shard)
+{
+    uint64_t w = __atomic_load_n(&fs->state->shard_changes[shard / 16], __ATOMIC_RELAXED);
+    return (unsigned)(w >> (4 * (shard % 16))) & 15u;
 }
 
 /* ---- walking a shard --------------------------------------------------- */

@@ -188,8 +188,13 @@ void progcache__file_catch_up(file_store *fs, int locked, int count_stats)
     /* Whole: it covers what a catch-up spread over puts had left, whose
      * slices in progcache/shards/next are of shards measured since (they
      * start afresh when next needed: file_shard_slice.c). */
-    if (locked)
-        __atomic_store_n(&fs->state->round_active, 0, __ATOMIC_RELAXED);
+    if (locked && __atomic_exchange_n(&fs->state->round_active, 0, __ATOMIC_RELAXED)) {
+        /* (what its slices found, counted as its end would have) */
+        progcache__stats_add(fs->stats, PROGCACHE__OTHER_WRITER_BYTES,
+                             fs->state->round_unseen);
+        progcache__stats_add(fs->stats, PROGCACHE__SHARDS_RESCANNED,
+                             fs->state->round_measured);
+    }
     if (count_stats) {
         progcache__stats_add(fs->stats, PROGCACHE__OTHER_WRITER_RESCANS, 1);
         progcache__stats_add(fs->stats, PROGCACHE__OTHER_WRITER_BYTES, unseen);

@@ -47,6 +47,7 @@ typedef struct slice_head {
     uint64_t statted;    /* names stat'ed for not being in the record */
     uint64_t stale;      /* 1: a re-checked name's size had changed */
     uint64_t restarts;   /* measurements of this shard begun afresh for a change of ours */
+    uint64_t changes;    /* its 4 bits of shard_changes then */
     uint64_t check;      /* mix of the above: damage shows */
 } slice_head;
 
@@ -85,14 +86,26 @@ static int open_next(file_store *fs)
     }
     if (fd < 0) {
         progcache__stats_add(fs->stats, PROGCACHE__FILES_REFUSED, 1);
-        if (!__atomic_exchange_n(&fs->shard_record_told, 1, __ATOMIC_RELAXED))
+        if (!__atomic_exchange_n(&fs->slice_told, 1, __ATOMIC_RELAXED))
             progcache__file_log(fs, PROGCACHE_LOG_WARN,
                                 "progcache: %s/" SLICE_NAME " cannot be used: %s; left "
-                                "alone; shards are measured whole (files_refused in "
-                                "progcache stats)",
+                                "alone (remove it); shards are measured whole, each in "
+                                "one put (files_refused in progcache stats)",
                                 fs->root, why);
     }
     return fd;
+}
+
+/* A write of progcache/shards/next failed (a full disk, a quota): said
+ * once; the shard is measured whole. */
+static void write_failed(file_store *fs, int errnum)
+{
+    char why[160];
+    if (!__atomic_exchange_n(&fs->slice_told, 1, __ATOMIC_RELAXED))
+        progcache__file_log(fs, PROGCACHE_LOG_WARN,
+                            "progcache: cannot write %s/" SLICE_NAME ": %s; shards are "
+                            "measured whole, each in one put",
+                            fs->root, progcache__fs_strerror(why, sizeof why, errnum));
 }
 
 /* Begun afresh this many times for changes of progcache's own, a shard is
@@ -109,6 +122,7 @@ static int head_load(file_store *fs, int fd, int shard, uint64_t dir_ino, slice_
     uint64_t seen_was = __atomic_load_n(&fs->state->shard_seen[shard], __ATOMIC_RELAXED);
     int64_t bytes = __atomic_load_n(&fs->state->shard[shard].bytes, __ATOMIC_RELAXED);
     int64_t count = __atomic_load_n(&fs->state->shard[shard].count, __ATOMIC_RELAXED);
+    uint64_t changes = progcache__file_shard_changes(fs, shard);
     /* Every change progcache makes to the shard (a put, a remove, an
      * eviction, a clear, by any version) goes through its counters: one
      * since the measurement began would be counted twice, or not at all,
@@ -120,7 +134,7 @@ static int head_load(file_store *fs, int fd, int shard, uint64_t dir_ino, slice_
         pread(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h && !memcmp(h->magic, SLICE_MAGIC, 8) &&
         h->version == 1 && h->check == head_check(h) && h->shard == (uint32_t)shard &&
         h->dir_ino == dir_ino && h->seen_was == seen_was) {
-        if (h->bytes_before == bytes && h->count_before == count)
+        if (h->bytes_before == bytes && h->count_before == count && h->changes == changes)
             return 0;
         if ((restarts = h->restarts + 1) > RESTARTS_MAX)
             return -1;
@@ -135,25 +149,31 @@ static int head_load(file_store *fs, int fd, int shard, uint64_t dir_ino, slice_
     h->bytes_before = bytes;
     h->count_before = count;
     h->restarts = restarts;
+    h->changes = changes;
     h->check = head_check(h);
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h)
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h) {
+        write_failed(fs, errno);
         return -1;
+    }
     return 0;
 }
 
 /* The slice's rows appended and its progress recorded; -1 on failure or
  * when the measurement would pass RECORD_MAX_ROWS rows. */
-static int head_save(int fd, slice_head *h, const record_row *rows, size_t n)
+static int head_save(file_store *fs, int fd, slice_head *h, const record_row *rows, size_t n)
 {
     struct stat st;
     if (fstat(fd, &st) != 0 ||
         (uint64_t)(st.st_size - (off_t)sizeof *h) / sizeof *rows + n > RECORD_MAX_ROWS)
         return -1;
     size_t len = n * sizeof *rows;
-    if (n && pwrite(fd, rows, len, st.st_size) != (ssize_t)len)
-        return -1;
     h->check = head_check(h);
-    return pwrite(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h ? 0 : -1;
+    if ((n && pwrite(fd, rows, len, st.st_size) != (ssize_t)len) ||
+        pwrite(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h) {
+        write_failed(fs, errno ? errno : ENOSPC); /* (a short write: the disk is full) */
+        return -1;
+    }
+    return 0;
 }
 
 /* The last slice: every row read back, a name seen twice counted once,
@@ -281,7 +301,7 @@ int progcache__file_shard_slice(file_store *fs, int shard, uint64_t *names, uint
         }
     }
     progcache__file_record_statted(statted);
-    if (head_save(fd, &h, rows, n) != 0)
+    if (head_save(fs, fd, &h, rows, n) != 0)
         goto out;
     rc = 0;
     if (end) {

@@ -47,7 +47,13 @@ typedef struct file_state {
     uint64_t round_shard;
     uint64_t round_unseen;
     uint64_t round_measured;
-    uint64_t reserved[23];
+    /* Per shard, 4 bits counting every change progcache makes to its
+     * counters (progcache__file_account), mod 16 (a carry into the next
+     * shard's only makes that one look changed): a measurement in slices
+     * goes on only while its shard's have not moved, which sums alone
+     * cannot tell (a remove and a put of one size cancel out). */
+    uint64_t shard_changes[16];
+    uint64_t reserved[7];
     struct {
         int64_t bytes;
         int64_t count;
@@ -107,6 +113,7 @@ struct progcache_file {
     uint64_t links_refused;
     uint64_t links_named;
     int shard_record_told; /* a record's place held something else: said */
+    int slice_told;        /* progcache/shards/next could not be used: said */
 };
 
 /* An internal flag (outside the public PROGCACHE_FILE_* bits): read
@@ -322,6 +329,8 @@ int progcache__file_open_own(file_store *fs, const char *rel, int flags, struct 
 int progcache__file_state_open(file_store *fs);
 void progcache__file_state_close(file_store *fs);
 void progcache__file_account(file_store *fs, int shard, int64_t bytes, int64_t count);
+/* The 4 bits of shard_changes for shard. */
+unsigned progcache__file_shard_changes(const file_store *fs, int shard);
 /* Totals; seeds the counters with one scan the first time ever. A cache
  * opened read-only also catches up with other writers here (its counters
  * are a snapshot of the shared ones, or the shared ones when it may write

@@ -154,14 +154,16 @@ int progcache__file_clear(file_store *fs, progcache_progress_fn progress, void *
     int rc = PROGCACHE_OK;
     progcache__file_totals(fs, &bytes0, &count0);
     /* As the store's clear (file_store.c), shard by shard, saying so.
-     * Under the lock, each shard measured once emptied: a removal counted
-     * an entry of another program's that no counter held yet, and a
-     * measurement under way in slices (file_catch_up.c) saw names that
-     * are gone; this one stands for both. */
-    int locked = progcache__file_lock(fs);
+     * Each shard measured once emptied, under the lock (taken a shard at
+     * a time, and never while progress runs: it may call into the cache):
+     * a removal counted an entry of another program's that no counter
+     * held yet, and a measurement under way in slices (file_catch_up.c)
+     * saw names that are gone; this one stands for both. */
     for (int shard = 0; shard < FILE_SHARDS; shard++) {
+        int locked = progcache__file_lock(fs);
         int r = progcache__file_clear_shard(fs, shard);
         (void)progcache__file_measure_shard(fs, shard, locked);
+        progcache__file_unlock(fs);
         if (r && !rc)
             rc = r;
         if (progress && (r = progress(ctx, "removing", (uint64_t)shard + 1, FILE_SHARDS))) {
@@ -169,7 +171,6 @@ int progcache__file_clear(file_store *fs, progcache_progress_fn progress, void *
             break;
         }
     }
-    progcache__file_unlock(fs);
     progcache__file_sweep_tmp(fs, 1);
     clear_index(fs); /* i35-explain: its records name no entry now */
     progcache__file_totals(fs, &bytes, &count);
