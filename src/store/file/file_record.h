@@ -22,17 +22,10 @@ typedef struct record_row {
 } record_row;
 
 uint64_t progcache__file_record_mix(uint64_t x);
-/* A name's hash for its row, never 0. */
-uint64_t progcache__file_record_name_hash(const char *name);
-/* Rows sorted by (inode, name hash); the row of that pair, or NULL. */
+/* Rows sorted by (inode, name hash). */
 int progcache__file_record_cmp(const void *a, const void *b);
-const record_row *progcache__file_record_find(const record_row *rows, uint32_t n, uint64_t ino,
-                                              uint64_t name);
 /* Whether every row's size is below ROW_SIZE_MAX. */
 int progcache__file_record_bounded(const record_row *rows, uint32_t n);
-/* Whether a known name is stat'ed again by a measurement whose salt is
- * salt (one in 16, another sixteenth at each change of the shard). */
-int progcache__file_record_recheck(uint64_t name, uint64_t salt);
 /* Whether this open may write records (and the catch-up's progress). */
 int progcache__file_record_may_write(const file_store *fs);
 /* The record of shard for the shard directory dir_ino, when there is one
@@ -45,6 +38,31 @@ record_row *progcache__file_record_read(file_store *fs, int shard, uint64_t dir_
  * FIFO, a folder): counted in files_refused (links in links_refused), and
  * said once per handle. */
 void progcache__file_record_refused(file_store *fs, const char *rel, int err);
+/* A measurement of a shard through its record, name by name: the whole
+ * one (file_shard_record.c) and the slices of file_shard_slice.c. */
+typedef struct record_measure {
+    const record_row *old; /* the record's rows, sorted, or NULL */
+    uint32_t old_n;
+    uint64_t salt;     /* which sixteenth of known names is re-checked */
+    uint64_t unknown;  /* names stat'ed for not being in the record */
+    uint64_t statted;  /* names stat'ed in all */
+    int stale;         /* a re-checked name's size had changed */
+} record_measure;
+/* A listed name as the measurement takes it: its row (the size the record
+ * knows), the record's row (NULL: none), and whether its size is to be
+ * stat'ed (not in the record, or re-checked). */
+typedef struct record_name {
+    record_row row;
+    const record_row *was;
+    int need;
+} record_name;
+/* 0 when the name (listed with inode number ino and type type) is not an
+ * entry to measure; else 1 and *out. */
+int progcache__file_record_look(const record_measure *m, uint64_t ino, unsigned char type,
+                                const char *name, record_name *out);
+/* Stat the name of *n in dirfd: 1 with n->row.size set (and m's counts),
+ * 0 when it is gone or no longer a regular file. */
+int progcache__file_record_stat(record_measure *m, int dirfd, const char *name, record_name *n);
 /* Whether a measurement that saw n names, stat'ed statted of them for
  * not being in the record of old_n rows, and found a stale size (stale)
  * writes the record again: only past a bound (a write costs more than a

@@ -91,7 +91,7 @@ uint64_t progcache__file_record_mix(uint64_t x)
 }
 
 /* FNV-1a of the 62 hex digits, never 0. */
-uint64_t progcache__file_record_name_hash(const char *name)
+static uint64_t name_hash(const char *name)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     for (const char *p = name; *p; p++)
@@ -255,16 +255,42 @@ static uint64_t recheck_salt(const struct stat *dir)
                                       (uint64_t)dir->st_ctim.tv_nsec);
 }
 
-int progcache__file_record_recheck(uint64_t name, uint64_t salt)
+static int recheck(uint64_t name, uint64_t salt)
 {
     return progcache__file_record_mix(name ^ salt) % RECHECK_EVERY == 0;
 }
 
-const record_row *progcache__file_record_find(const record_row *rows, uint32_t n, uint64_t ino,
-                                              uint64_t name)
+static const record_row *find(const record_row *rows, uint32_t n, uint64_t ino,
+                              uint64_t name)
 {
     record_row key = {ino, name, 0};
     return n ? bsearch(&key, rows, n, sizeof *rows, progcache__file_record_cmp) : NULL;
+}
+
+int progcache__file_record_look(const record_measure *m, uint64_t ino, unsigned char type,
+                                const char *name, record_name *out)
+{
+    if ((type != DT_REG && type != DT_UNKNOWN) || !progcache__file_is_entry_name(name))
+        return 0;
+    uint64_t h = name_hash(name);
+    out->was = ino ? find(m->old, m->old_n, ino, h) : NULL;
+    out->row = (record_row){ino, h, out->was ? out->was->size : 0};
+    out->need = !out->was || recheck(h, m->salt);
+    return 1;
+}
+
+int progcache__file_record_stat(record_measure *m, int dirfd, const char *name, record_name *n)
+{
+    struct stat st;
+    m->statted++;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    if (n->was && n->was->size != (uint64_t)st.st_size)
+        m->stale = 1; /* the inode number came back with other bytes */
+    else if (!n->was)
+        m->unknown++;
+    n->row.size = (uint64_t)st.st_size;
+    return 1;
 }
 
 static int sum_entry(void *ctx, int shard, const char *name, const struct stat *st)
@@ -306,33 +332,14 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
         progcache__file_record_read(fs, shard, (uint64_t)dst.st_ino, &old_n, &refused);
     record_row *rows = NULL;
     int keep = progcache__file_record_may_write(fs) && !refused;
-    uint64_t statted = 0, rechecked = 0, salt = recheck_salt(&dst);
-    int stale = 0;
+    record_measure m = {old, old_n, recheck_salt(&dst), 0, 0, 0};
     struct dirent *e;
     while ((e = readdir(dir)) != NULL) {
-        if ((e->d_type != DT_REG && e->d_type != DT_UNKNOWN) ||
-            !progcache__file_is_entry_name(e->d_name))
+        record_name name;
+        if (!progcache__file_record_look(&m, e->d_ino, e->d_type, e->d_name, &name) ||
+            (name.need && !progcache__file_record_stat(&m, dirfd, e->d_name, &name)))
             continue;
-        uint64_t h = progcache__file_record_name_hash(e->d_name);
-        const record_row *was =
-            e->d_ino ? progcache__file_record_find(old, old_n, e->d_ino, h) : NULL;
-        record_row row = {e->d_ino, h, 0};
-        struct stat st;
-        if (was && !progcache__file_record_recheck(h, salt)) {
-            row.size = was->size;
-        } else {
-            if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-                !S_ISREG(st.st_mode))
-                continue;
-            if (was) {
-                rechecked++;
-                if (was->size != (uint64_t)st.st_size)
-                    stale = 1; /* the inode number came back with other bytes */
-            } else {
-                statted++;
-            }
-            row.size = (uint64_t)st.st_size;
-        }
+        record_row row = name.row;
         sum->bytes += (int64_t)row.size;
         sum->count++;
         if (!keep || !e->d_ino)
@@ -353,8 +360,8 @@ int progcache__file_shard_sum(file_store *fs, int shard, file_shard_sum *sum)
     }
     closedir(dir); /* closes dirfd */
     progcache__file_scan_count(1, 0);
-    progcache__file_record_statted(statted + rechecked);
-    if (keep && progcache__file_record_due(stale, statted, old_n, n))
+    progcache__file_record_statted(m.statted);
+    if (keep && progcache__file_record_due(m.stale, m.unknown, old_n, n))
         progcache__file_record_write(fs, shard, (uint64_t)dst.st_ino, rows, n);
     progcache__free(rows);
     progcache__free(old);

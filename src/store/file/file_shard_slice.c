@@ -247,7 +247,8 @@ int progcache__file_shard_slice(file_store *fs, int shard, uint64_t *names, uint
         !(rows = progcache__malloc(cap * sizeof *rows + 1)) ||
         lseek(dirfd, (off_t)h.cursor, SEEK_SET) == (off_t)-1)
         goto out;
-    uint64_t salt = progcache__file_record_mix(h.seen), statted = 0;
+    record_measure m = {old, old_n, progcache__file_record_mix(h.seen), h.statted, 0,
+                        (int)h.stale};
     int end = 0, spent = 0;
     while (!spent && *names) {
         ssize_t got = getdents64(dirfd, buf, len);
@@ -259,35 +260,22 @@ int progcache__file_shard_slice(file_store *fs, int shard, uint64_t *names, uint
         }
         for (ssize_t off = 0; off < got;) {
             struct dirent64 *e = (struct dirent64 *)(void *)(buf + off);
-            int entry = (e->d_type == DT_REG || e->d_type == DT_UNKNOWN) &&
-                        progcache__file_is_entry_name(e->d_name);
-            uint64_t hash = entry ? progcache__file_record_name_hash(e->d_name) : 0;
-            const record_row *was =
-                entry && e->d_ino ? progcache__file_record_find(old, old_n, e->d_ino, hash) : NULL;
-            int need = entry && (!was || progcache__file_record_recheck(hash, salt));
-            if (!*names || (need && !*stats)) {
+            record_name name;
+            int entry = progcache__file_record_look(&m, e->d_ino, e->d_type, e->d_name, &name);
+            if (!*names || (entry && name.need && !*stats)) {
                 spent = 1; /* this name is the next slice's */
                 break;
             }
             (*names)--;
             off += e->d_reclen;
             h.cursor = (uint64_t)e->d_off;
-            record_row row = {e->d_ino, hash, was ? was->size : 0};
-            struct stat st;
-            if (need) {
-                (*stats)--;
-                statted++;
-                if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-                    !S_ISREG(st.st_mode))
-                    continue;
-                if (was && was->size != (uint64_t)st.st_size)
-                    h.stale = 1; /* the inode number came back with other bytes */
-                else if (!was)
-                    h.statted++;
-                row.size = (uint64_t)st.st_size;
-            }
             if (!entry)
                 continue;
+            if (name.need) {
+                (*stats)--;
+                if (!progcache__file_record_stat(&m, dirfd, e->d_name, &name))
+                    continue;
+            }
             if (n == cap) {
                 record_row *more = n < RECORD_MAX_ROWS
                                        ? progcache__realloc(rows, 2 * cap * sizeof *rows)
@@ -297,10 +285,12 @@ int progcache__file_shard_slice(file_store *fs, int shard, uint64_t *names, uint
                 rows = more;
                 cap *= 2;
             }
-            rows[n++] = row;
+            rows[n++] = name.row;
         }
     }
-    progcache__file_record_statted(statted);
+    h.statted = m.unknown;
+    h.stale = (uint64_t)m.stale;
+    progcache__file_record_statted(m.statted);
     if (head_save(fs, fd, &h, rows, n) != 0)
         goto out;
     rc = 0;
